@@ -1,0 +1,527 @@
+package converge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultParallelism is the number of items a walk runs at once when
+// Config.Parallelism is zero.
+const DefaultParallelism = 8
+
+// ErrInvalidConfig is matched by every *ConfigError.
+var ErrInvalidConfig = errors.New("converge: invalid config")
+
+// ConfigError names a configuration field that is out of range.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("converge: config %s: %s", e.Field, e.Reason)
+}
+
+// Is makes ConfigError match ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Config tunes a walk. The zero value is usable: it means DefaultParallelism,
+// no fail-fast, no observer and time.Now.
+type Config struct {
+	// Parallelism is the most items processed at once; 0 means
+	// DefaultParallelism. Negative values are invalid.
+	Parallelism int
+	// FailFast stops scheduling new items after the first failure. Items
+	// already running finish; the rest are reported as not run.
+	FailFast bool
+	// Observer receives progress events; nil means none. See Observer for
+	// the ordering guarantees.
+	Observer Observer
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the configuration used by the package-level walk
+// functions.
+func DefaultConfig() Config {
+	return Config{Parallelism: DefaultParallelism, Now: time.Now}
+}
+
+// Validate reports the first field out of range as a *ConfigError.
+func (c Config) Validate() error {
+	if c.Parallelism < 0 {
+		return &ConfigError{Field: "Parallelism", Reason: fmt.Sprintf("must not be negative, got %d", c.Parallelism)}
+	}
+	return nil
+}
+
+// Walker runs walks over graphs with one Config. It is safe for concurrent
+// use: every walk has its own state.
+type Walker struct {
+	cfg Config
+}
+
+// NewWalker validates cfg and returns a Walker that uses it.
+func NewWalker(cfg Config) (*Walker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Parallelism == 0 {
+		cfg.Parallelism = DefaultParallelism
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Walker{cfg: cfg}, nil
+}
+
+var defaultWalker, _ = NewWalker(DefaultConfig())
+
+// Apply converges every item of g to its presence using DefaultConfig. See
+// Walker.Apply.
+func Apply(ctx context.Context, g *Graph) (*Report, error) { return defaultWalker.Apply(ctx, g) }
+
+// ApplyDry simulates Apply using DefaultConfig. See Walker.ApplyDry.
+func ApplyDry(ctx context.Context, g *Graph) (*Report, error) {
+	return defaultWalker.ApplyDry(ctx, g)
+}
+
+// Clean removes every item of g using DefaultConfig. See Walker.Clean.
+func Clean(ctx context.Context, g *Graph) (*Report, error) { return defaultWalker.Clean(ctx, g) }
+
+// Apply converges every item of g: Present items to their goal, after their
+// dependencies; Absent items to their clean state, after their dependents.
+//
+// For each item it discovers the current state, computes the target, checks,
+// applies when required, then discovers and checks again: an item that
+// still requires work fails in PhaseVerify with ErrNotConverged. When an
+// item fails, the items that wait on it are reported as OutcomeWaiting, and
+// independent branches go on (unless Config.FailFast). Cancelling ctx stops
+// new work; items in flight see the cancelled context; the rest are reported
+// as OutcomeNotRun.
+//
+// Apply returns a Report for every valid graph, even when items failed, and
+// an error aggregating the item errors (nil when everything converged). An
+// invalid graph returns a nil Report and the validation error.
+func (w *Walker) Apply(ctx context.Context, g *Graph) (*Report, error) {
+	return w.walk(ctx, g, ModeApply, false)
+}
+
+// ApplyDry is Apply with every Apply replaced by ApplyDry: it reads the real
+// system but writes nothing, and reports the state each item would reach.
+// Dependents compute their goals from the simulated states.
+func (w *Walker) ApplyDry(ctx context.Context, g *Graph) (*Report, error) {
+	return w.walk(ctx, g, ModeApply, true)
+}
+
+// Clean converges every item of g to its clean state, whatever its
+// presence, in reverse dependency order. Every item must implement
+// CleanNode (Cleaner for typed items).
+func (w *Walker) Clean(ctx context.Context, g *Graph) (*Report, error) {
+	return w.walk(ctx, g, ModeClean, false)
+}
+
+// CleanDry simulates Clean.
+func (w *Walker) CleanDry(ctx context.Context, g *Graph) (*Report, error) {
+	return w.walk(ctx, g, ModeClean, true)
+}
+
+// walkState is the state of one walk.
+type walkState struct {
+	cfg     *Config
+	c       *compiled
+	ctx     context.Context
+	mode    Mode
+	dry     bool
+	results []ItemResult
+	states  []atomic.Pointer[stateRef]
+	em      *emitter
+
+	mu        sync.Mutex
+	cond      sync.Cond
+	ready     []int
+	readyHead int
+	remaining []int32
+	blocked   [][]ID
+	succs     [][]int
+	resolved  int
+	stop      bool
+	stopCause error
+	failures  int
+}
+
+type stateRef struct{ v any }
+
+func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Report, error) {
+	if g == nil {
+		return nil, &GraphError{Err: ErrNilItem, Index: -1}
+	}
+	c, err := g.compile()
+	if err != nil {
+		return nil, err
+	}
+	if mode == ModeClean {
+		if err := checkCleanable(c); err != nil {
+			return nil, err
+		}
+	}
+	start := w.cfg.Now()
+	n := len(c.items)
+	ws := &walkState{
+		cfg:       &w.cfg,
+		c:         c,
+		ctx:       ctx,
+		mode:      mode,
+		dry:       dry,
+		results:   make([]ItemResult, n),
+		states:    make([]atomic.Pointer[stateRef], n),
+		remaining: make([]int32, n),
+		blocked:   make([][]ID, n),
+	}
+	ws.cond.L = &ws.mu
+	if w.cfg.Observer != nil {
+		ws.em = newEmitter(w.cfg.Observer, w.cfg.Now)
+	}
+	ws.succs = ws.direction()
+	for k := range c.items {
+		ws.results[k].ID = c.items[k].id
+		ws.results[k].Presence = ws.presence(k)
+	}
+	for _, ss := range ws.succs {
+		for _, s := range ss {
+			ws.remaining[s]++
+		}
+	}
+	for k := 0; k < n; k++ {
+		if ws.remaining[k] == 0 {
+			ws.pushReady(k)
+		}
+	}
+
+	stopWatch := context.AfterFunc(ctx, func() {
+		ws.mu.Lock()
+		if !ws.stop {
+			ws.stop, ws.stopCause = true, ctx.Err()
+		}
+		ws.cond.Broadcast()
+		ws.mu.Unlock()
+	})
+	workers := min(w.cfg.Parallelism, n)
+	var wg sync.WaitGroup
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			ws.work()
+		}()
+	}
+	wg.Wait()
+	stopWatch()
+
+	// Whatever was not resolved was never started.
+	var notRun int
+	for k := range c.items {
+		r := &ws.results[k]
+		if r.Outcome == outcomePending {
+			r.Outcome = OutcomeNotRun
+			r.Err = fmt.Errorf("%w: %w", ErrNotRun, ws.stopCause)
+			notRun++
+			ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeNotRun, Err: r.Err})
+		}
+	}
+	if ws.em != nil {
+		ws.em.close()
+	}
+	rep := &Report{
+		Mode:     mode,
+		Dry:      dry,
+		Items:    ws.results,
+		Started:  start,
+		Duration: w.cfg.Now().Sub(start),
+		index:    c.index,
+		notRun:   notRun,
+		cause:    ws.stopCause,
+	}
+	return rep, rep.Err()
+}
+
+func checkCleanable(c *compiled) error {
+	var errs []error
+	for i, it := range c.items {
+		if it.clean == nil {
+			errs = append(errs, &GraphError{Err: ErrNoClean, Index: i, ID: it.id})
+		}
+	}
+	return joinGraphErrors(errs)
+}
+
+// presence is the presence item k converges to in this walk.
+func (ws *walkState) presence(k int) Presence {
+	if ws.mode == ModeClean {
+		return Absent
+	}
+	return ws.c.items[k].presence
+}
+
+// direction returns, for every item, the items that may start only after
+// it: the dependents of a Present item, the dependencies of an Absent one
+// when those are Absent too.
+func (ws *walkState) direction() [][]int {
+	c := ws.c
+	succs := make([][]int, len(c.items))
+	for k, it := range c.items {
+		for _, d := range it.deps {
+			switch {
+			case ws.presence(k) == Present:
+				succs[d] = append(succs[d], k) // d first, then k
+			case ws.presence(d) == Absent:
+				succs[k] = append(succs[k], d) // k removed before d
+			}
+		}
+	}
+	return succs
+}
+
+// pushReady queues item k. Callers hold ws.mu (or run before the workers).
+func (ws *walkState) pushReady(k int) {
+	ws.ready = append(ws.ready, k)
+	ws.emit(Event{ID: ws.c.items[k].id, Kind: EventQueued})
+}
+
+func (ws *walkState) work() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for {
+		for !ws.stop && ws.readyHead == len(ws.ready) && ws.resolved < len(ws.results) {
+			ws.cond.Wait()
+		}
+		if ws.stop || ws.resolved == len(ws.results) {
+			return
+		}
+		k := ws.ready[ws.readyHead]
+		ws.readyHead++
+		if ws.readyHead == len(ws.ready) {
+			ws.ready, ws.readyHead = ws.ready[:0], 0
+		}
+		ws.mu.Unlock()
+		res := ws.runItem(k)
+		ws.mu.Lock()
+		ws.complete(k, res)
+	}
+}
+
+// complete records the result of item k and releases or blocks the items
+// after it. Callers hold ws.mu.
+func (ws *walkState) complete(k int, res ItemResult) {
+	ws.results[k] = res
+	ws.resolved++
+	if res.Outcome == OutcomeFailed {
+		ws.failures++
+		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
+		if ws.cfg.FailFast && !ws.stop {
+			ws.stop, ws.stopCause = true, fmt.Errorf("fail-fast after item %q failed", res.ID)
+		}
+	} else {
+		ws.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
+	}
+	woken := ws.release(k, res.Outcome == OutcomeFailed)
+	switch {
+	case ws.stop || ws.resolved == len(ws.results):
+		ws.cond.Broadcast()
+	case woken > 1:
+		ws.cond.Broadcast()
+	case woken == 1:
+		ws.cond.Signal()
+	}
+}
+
+// release decrements the wait counts of the items after k. When k did not
+// succeed they are blocked; an item whose wait is over is queued, or, when
+// blocked, resolved as waiting, which releases the items after it in turn.
+// It returns the number of items queued.
+func (ws *walkState) release(k int, failed bool) int {
+	queued := 0
+	type pending struct {
+		k      int
+		failed bool
+	}
+	stack := []pending{{k, failed}}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		id := ws.c.items[p.k].id
+		for _, s := range ws.succs[p.k] {
+			if p.failed {
+				ws.blocked[s] = append(ws.blocked[s], id)
+			}
+			ws.remaining[s]--
+			if ws.remaining[s] > 0 {
+				continue
+			}
+			if len(ws.blocked[s]) == 0 {
+				ws.pushReady(s)
+				queued++
+				continue
+			}
+			r := &ws.results[s]
+			r.Outcome = OutcomeWaiting
+			r.WaitingFor = ws.blocked[s]
+			ws.resolved++
+			ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeWaiting, WaitingFor: r.WaitingFor})
+			stack = append(stack, pending{s, true})
+		}
+	}
+	return queued
+}
+
+func (ws *walkState) emit(e Event) {
+	if ws.em != nil {
+		ws.em.emit(e)
+	}
+}
+
+// depView is the Deps an item sees: the states of its own dependencies that
+// have finished in this walk.
+type depView struct {
+	ws *walkState
+	k  int
+}
+
+func (d depView) State(id ID) (any, bool) {
+	j, ok := d.ws.c.index[id]
+	if !ok {
+		return nil, false
+	}
+	for _, dep := range d.ws.c.items[d.k].deps {
+		if dep == j {
+			if ref := d.ws.states[j].Load(); ref != nil {
+				return ref.v, true
+			}
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// runItem runs the discover, goal, check, apply and verify phases of item k.
+func (ws *walkState) runItem(k int) (res ItemResult) {
+	it := &ws.c.items[k]
+	now := ws.cfg.Now
+	res = ItemResult{ID: it.id, Presence: ws.presence(k), Started: now()}
+	ws.emit(Event{ID: it.id, Kind: EventChecking})
+	run := &itemRun{}
+	if ws.em != nil {
+		run.units = func(done, total int) {
+			ws.emit(Event{ID: it.id, Kind: EventApplying, Done: done, Total: total})
+		}
+	}
+	ctx := context.WithValue(ws.ctx, keyItemRun, run)
+	deps := depView{ws: ws, k: k}
+	fail := func(p Phase, err error) ItemResult {
+		res.Outcome = OutcomeFailed
+		res.Phase = p
+		res.Err = &ItemError{ID: it.id, Phase: p, Err: err}
+		res.Duration = now().Sub(res.Started)
+		res.Actions = run.takeActions()
+		return res
+	}
+
+	var err error
+	err = guard(func() error {
+		var e error
+		res.Before, e = it.node.StateCurrent(ctx, deps)
+		return e
+	})
+	switch {
+	case errors.Is(err, ErrStateUnknown):
+		res.Before, res.Unknown = nil, true
+	case err != nil:
+		return fail(PhaseDiscover, err)
+	}
+	if err = guard(func() error {
+		var e error
+		if res.Presence == Absent {
+			res.Target, e = it.clean.StateClean(ctx, deps)
+		} else {
+			res.Target, e = it.node.StateGoal(ctx, deps)
+		}
+		return e
+	}); err != nil {
+		return fail(PhaseGoal, err)
+	}
+	if res.Unknown {
+		res.Decision = Required(UnitsUnknown)
+	} else if err = guard(func() error {
+		var e error
+		res.Decision, e = it.node.Check(ctx, res.Before, res.Target)
+		return e
+	}); err != nil {
+		return fail(PhaseCheck, err)
+	}
+	if !res.Decision.Required() {
+		res.After = res.Before
+		res.Outcome = OutcomeUnchanged
+		ws.states[k].Store(&stateRef{v: res.After})
+		res.Duration = now().Sub(res.Started)
+		return res
+	}
+
+	ws.emit(Event{ID: it.id, Kind: EventApplying, Done: 0, Total: res.Decision.Units})
+	var reached any
+	if err = guard(func() error {
+		var e error
+		if ws.dry {
+			reached, e = it.node.ApplyDry(ctx, res.Before, res.Target)
+		} else {
+			reached, e = it.node.Apply(ctx, res.Before, res.Target)
+		}
+		return e
+	}); err != nil {
+		res.After = reached
+		return fail(PhaseApply, err)
+	}
+	res.After = reached
+	if !ws.dry {
+		if err = guard(func() error {
+			var e error
+			res.After, e = it.node.StateCurrent(ctx, deps)
+			return e
+		}); err != nil {
+			return fail(PhaseVerify, err)
+		}
+	}
+	var verdict Decision
+	if err = guard(func() error {
+		var e error
+		verdict, e = it.node.Check(ctx, res.After, res.Target)
+		return e
+	}); err != nil {
+		return fail(PhaseVerify, err)
+	}
+	if verdict.Required() {
+		return fail(PhaseVerify, ErrNotConverged)
+	}
+	if ws.dry {
+		res.Outcome = OutcomeWouldChange
+	} else {
+		res.Outcome = OutcomeChanged
+	}
+	ws.states[k].Store(&stateRef{v: res.After})
+	res.Actions = run.takeActions()
+	res.Duration = now().Sub(res.Started)
+	return res
+}
+
+// guard runs f and turns a panic into a *PanicError.
+func guard(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError(v)
+		}
+	}()
+	return f()
+}

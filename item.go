@@ -1,0 +1,465 @@
+package converge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+)
+
+// ID is the stable identifier of an item in a graph. IDs are compared as
+// plain strings; by convention adapters prefix them with their kind, for
+// example "file:/etc/hostname" or "container:web".
+type ID string
+
+// Presence says what a walk converges an item to: its goal (Present) or its
+// clean state (Absent). The zero value is Present.
+type Presence uint8
+
+const (
+	// Present converges the item to the state its StateGoal computes.
+	Present Presence = iota
+	// Absent converges the item to the state its StateClean computes; the
+	// item must implement Cleaner.
+	Absent
+)
+
+// String returns "present" or "absent".
+func (p Presence) String() string {
+	switch p {
+	case Present:
+		return "present"
+	case Absent:
+		return "absent"
+	default:
+		return fmt.Sprintf("presence(%d)", uint8(p))
+	}
+}
+
+// Exec is the verdict of Check: whether the item must be changed.
+type Exec uint8
+
+const (
+	// ExecNotRequired means current already satisfies target.
+	ExecNotRequired Exec = iota
+	// ExecRequired means Apply must run to reach target.
+	ExecRequired
+)
+
+// String returns "not-required" or "required".
+func (e Exec) String() string {
+	if e == ExecRequired {
+		return "required"
+	}
+	return "not-required"
+}
+
+// UnitsUnknown is the Units of a Decision whose amount of work cannot be
+// estimated.
+const UnitsUnknown = -1
+
+// Decision is what Check answers: whether work is required and, when it is,
+// an estimate of the units of work (servers to launch, bytes to write) or
+// UnitsUnknown. The zero value means "nothing to do".
+type Decision struct {
+	Exec  Exec
+	Units int
+}
+
+// NotRequired returns the Decision that says current already satisfies target.
+func NotRequired() Decision { return Decision{Exec: ExecNotRequired} }
+
+// Required returns the Decision that says Apply must run, with an estimate of
+// the work in units (UnitsUnknown if it cannot be estimated).
+func Required(units int) Decision {
+	if units < 0 {
+		units = UnitsUnknown
+	}
+	return Decision{Exec: ExecRequired, Units: units}
+}
+
+// Required reports whether the decision asks for Apply.
+func (d Decision) Required() bool { return d.Exec == ExecRequired }
+
+// Item is one piece of managed state with a stable ID, typed by its state S.
+//
+// A walk calls the methods in this order for an item: StateCurrent, then
+// StateGoal (or StateClean for an Absent item), then Check; when Check says
+// ExecRequired it calls Apply (or ApplyDry in a dry run), and then
+// StateCurrent and Check once more to verify that the item converged.
+// Methods of one item are never called concurrently by a single walk; items
+// that share a resource (one file, one engine) must synchronise themselves
+// because independent items run in parallel.
+type Item[S any] interface {
+	// ID returns the item's stable identifier. It must not change.
+	ID() ID
+	// StateCurrent reads the real system and must not write. When the state
+	// cannot be known yet (for example a predecessor has not been applied)
+	// it returns an error wrapping ErrStateUnknown: the walk then treats the
+	// item as requiring Apply, which receives the zero S as current.
+	StateCurrent(ctx context.Context, deps Deps) (S, error)
+	// StateGoal computes the desired state. It may read the states of the
+	// items the item depends on through deps.
+	StateGoal(ctx context.Context, deps Deps) (S, error)
+	// Check compares current with target and decides whether Apply must
+	// run. It is the only judge of "converged": verification reuses it.
+	Check(ctx context.Context, current, target S) (Decision, error)
+	// Apply changes the real system from current towards target and returns
+	// the state it reached. It must be idempotent and converge from any
+	// partial state. It may report progress with ReportUnits.
+	Apply(ctx context.Context, current, target S) (S, error)
+	// ApplyDry returns the state Apply would reach without writing anything.
+	ApplyDry(ctx context.Context, current, target S) (S, error)
+}
+
+// Cleaner is the optional ability of an Item to say what its state is once
+// it has been removed. Only items that implement it can be marked Absent or
+// cleaned.
+type Cleaner[S any] interface {
+	StateClean(ctx context.Context, deps Deps) (S, error)
+}
+
+// Node is an Item with its state type erased, as the graph stores it. Use
+// Wrap to turn a typed Item into a Node. Implementing Node directly is
+// possible for items whose state is naturally untyped; the same contract as
+// Item applies, with states passed as any.
+type Node interface {
+	ID() ID
+	StateCurrent(ctx context.Context, deps Deps) (any, error)
+	StateGoal(ctx context.Context, deps Deps) (any, error)
+	Check(ctx context.Context, current, target any) (Decision, error)
+	Apply(ctx context.Context, current, target any) (any, error)
+	ApplyDry(ctx context.Context, current, target any) (any, error)
+}
+
+// CleanNode is the optional ability of a Node to compute its clean state,
+// the untyped counterpart of Cleaner.
+type CleanNode interface {
+	StateClean(ctx context.Context, deps Deps) (any, error)
+}
+
+// Wrap adapts a typed Item to a Node. If item also implements Cleaner[S],
+// the returned Node implements CleanNode. Wrap(nil) returns nil so that a
+// graph reports the nil item instead of panicking here.
+func Wrap[S any](item Item[S]) Node {
+	if item == nil {
+		return nil
+	}
+	if c, ok := item.(Cleaner[S]); ok {
+		return &cleanNode[S]{node: node[S]{item: item}, clean: c}
+	}
+	return &node[S]{item: item}
+}
+
+// Unwrap returns the typed Item inside a Node made by Wrap, or nil and false
+// when n was not made by Wrap or holds an item of another state type.
+func Unwrap[S any](n Node) (Item[S], bool) {
+	switch w := n.(type) {
+	case *node[S]:
+		return w.item, true
+	case *cleanNode[S]:
+		return w.item, true
+	}
+	return nil, false
+}
+
+type node[S any] struct{ item Item[S] }
+
+func (n *node[S]) ID() ID { return n.item.ID() }
+
+func (n *node[S]) StateCurrent(ctx context.Context, deps Deps) (any, error) {
+	return n.item.StateCurrent(ctx, deps)
+}
+
+func (n *node[S]) StateGoal(ctx context.Context, deps Deps) (any, error) {
+	return n.item.StateGoal(ctx, deps)
+}
+
+func (n *node[S]) Check(ctx context.Context, current, target any) (Decision, error) {
+	c, err := cast[S](n.item.ID(), current)
+	if err != nil {
+		return Decision{}, err
+	}
+	t, err := cast[S](n.item.ID(), target)
+	if err != nil {
+		return Decision{}, err
+	}
+	return n.item.Check(ctx, c, t)
+}
+
+func (n *node[S]) Apply(ctx context.Context, current, target any) (any, error) {
+	c, err := cast[S](n.item.ID(), current)
+	if err != nil {
+		return nil, err
+	}
+	t, err := cast[S](n.item.ID(), target)
+	if err != nil {
+		return nil, err
+	}
+	return n.item.Apply(ctx, c, t)
+}
+
+func (n *node[S]) ApplyDry(ctx context.Context, current, target any) (any, error) {
+	c, err := cast[S](n.item.ID(), current)
+	if err != nil {
+		return nil, err
+	}
+	t, err := cast[S](n.item.ID(), target)
+	if err != nil {
+		return nil, err
+	}
+	return n.item.ApplyDry(ctx, c, t)
+}
+
+type cleanNode[S any] struct {
+	node[S]
+	clean Cleaner[S]
+}
+
+func (n *cleanNode[S]) StateClean(ctx context.Context, deps Deps) (any, error) {
+	return n.clean.StateClean(ctx, deps)
+}
+
+// cast converts an untyped state back to S. A nil state (an unknown current
+// state) becomes the zero S.
+func cast[S any](id ID, v any) (S, error) {
+	var zero S
+	if v == nil {
+		return zero, nil
+	}
+	s, ok := v.(S)
+	if !ok {
+		return zero, &StateTypeError{ID: id, Want: fmt.Sprintf("%T", zero), Got: fmt.Sprintf("%T", v)}
+	}
+	return s, nil
+}
+
+// StateTypeError reports that a state of the wrong type reached an item, for
+// example a dependency state read with the wrong type through DepState.
+type StateTypeError struct {
+	ID   ID
+	Want string
+	Got  string
+}
+
+func (e *StateTypeError) Error() string {
+	return fmt.Sprintf("converge: item %q: state has type %s, want %s", e.ID, e.Got, e.Want)
+}
+
+// Is makes StateTypeError match ErrStateType.
+func (e *StateTypeError) Is(target error) bool { return target == ErrStateType }
+
+// Deps gives an item read access to the states its dependencies reached in
+// the current walk (after Apply, or the simulated state in a dry run).
+type Deps interface {
+	// State returns the state that dependency id reached in this walk, and
+	// false when id is not a dependency of the item or has no state yet.
+	State(id ID) (any, bool)
+}
+
+// DepState returns the state of dependency id as S. It fails with an error
+// wrapping ErrUnknownDependency when id is not a finished dependency, and
+// with a *StateTypeError when the state is not an S.
+func DepState[S any](deps Deps, id ID) (S, error) {
+	var zero S
+	if deps == nil {
+		return zero, fmt.Errorf("converge: dependency %q: %w", id, ErrUnknownDependency)
+	}
+	v, ok := deps.State(id)
+	if !ok {
+		return zero, fmt.Errorf("converge: dependency %q: %w", id, ErrUnknownDependency)
+	}
+	s, ok := v.(S)
+	if !ok {
+		return zero, &StateTypeError{ID: id, Want: fmt.Sprintf("%T", zero), Got: fmt.Sprintf("%T", v)}
+	}
+	return s, nil
+}
+
+// Phase names the step of a walk an error came from.
+type Phase uint8
+
+const (
+	// PhaseNone is the phase of a result without an error.
+	PhaseNone Phase = iota
+	// PhaseDiscover is StateCurrent before the change.
+	PhaseDiscover
+	// PhaseGoal is StateGoal or StateClean.
+	PhaseGoal
+	// PhaseCheck is Check before the change.
+	PhaseCheck
+	// PhaseApply is Apply or ApplyDry.
+	PhaseApply
+	// PhaseVerify is the second StateCurrent and Check after Apply; an item
+	// that still requires work fails here with ErrNotConverged.
+	PhaseVerify
+)
+
+var phaseNames = [...]string{"none", "discover", "goal", "check", "apply", "verify"}
+
+// String returns the lower-case name of the phase.
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Sentinel errors. Branch on them with errors.Is; the typed errors below
+// carry the details.
+var (
+	// ErrStateUnknown is returned (wrapped) by StateCurrent when the state
+	// cannot be known yet. It is not a failure.
+	ErrStateUnknown = errors.New("converge: state cannot be known yet")
+	// ErrNotConverged means the item still required work after Apply.
+	ErrNotConverged = errors.New("converge: item did not converge")
+	// ErrPanic means an item method panicked; see *PanicError.
+	ErrPanic = errors.New("converge: item panicked")
+	// ErrNotRun means items were not run because the walk was cancelled or
+	// stopped by fail-fast.
+	ErrNotRun = errors.New("converge: item not run")
+	// ErrStateType means a state of the wrong Go type reached an item.
+	ErrStateType = errors.New("converge: wrong state type")
+	// ErrLocked is returned (wrapped) by Apply when an update lock held by
+	// someone else forbids the change. Reconcile loops wait and retry unless
+	// the pass is forced (see WithForce).
+	ErrLocked = errors.New("converge: update lock held")
+
+	// ErrInvalidGraph is matched by every graph validation error.
+	ErrInvalidGraph = errors.New("converge: invalid graph")
+	// ErrNilItem means a nil Node was added to a graph.
+	ErrNilItem = errors.New("converge: nil item")
+	// ErrEmptyID means an item has the empty ID.
+	ErrEmptyID = errors.New("converge: empty item ID")
+	// ErrDuplicateID means two items share an ID.
+	ErrDuplicateID = errors.New("converge: duplicate item ID")
+	// ErrUnknownDependency means an item depends on an ID not in the graph.
+	ErrUnknownDependency = errors.New("converge: unknown dependency")
+	// ErrCycle means the dependencies form a cycle.
+	ErrCycle = errors.New("converge: dependency cycle")
+	// ErrPresentDependsOnAbsent means a Present item depends on an Absent one.
+	ErrPresentDependsOnAbsent = errors.New("converge: present item depends on absent item")
+	// ErrNoClean means an item marked Absent (or cleaned) has no StateClean.
+	ErrNoClean = errors.New("converge: item cannot be removed (no StateClean)")
+)
+
+// ItemError is the error of one item in a walk: which item, in which phase.
+// It wraps the item's own error, so errors.Is and errors.As see through it.
+type ItemError struct {
+	ID    ID
+	Phase Phase
+	Err   error
+}
+
+func (e *ItemError) Error() string {
+	return fmt.Sprintf("item %q: %s: %v", e.ID, e.Phase, e.Err)
+}
+
+// Unwrap returns the item's own error.
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// PanicError is the error of an item method that panicked. It matches
+// ErrPanic and carries the panic value and the goroutine's stack.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("converge: panic: %v", e.Value) }
+
+// Is makes PanicError match ErrPanic.
+func (e *PanicError) Is(target error) bool { return target == ErrPanic }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	if err, ok := e.Value.(error); ok {
+		return err
+	}
+	return nil
+}
+
+func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+
+// Action is something an item needs done to the host after it changed it,
+// which the item cannot do itself (see RequireAction).
+type Action uint8
+
+const (
+	// ActionReboot asks for a reboot, for example after boot configuration changed.
+	ActionReboot Action = iota + 1
+	// ActionShutdown asks for a shutdown.
+	ActionShutdown
+)
+
+// String returns "reboot" or "shutdown".
+func (a Action) String() string {
+	switch a {
+	case ActionReboot:
+		return "reboot"
+	case ActionShutdown:
+		return "shutdown"
+	default:
+		return fmt.Sprintf("action(%d)", uint8(a))
+	}
+}
+
+type ctxKey int
+
+const (
+	keyItemRun ctxKey = iota
+	keyForce
+)
+
+// itemRun is what the walk hands an item through its context: a sink for
+// progress and required host actions.
+type itemRun struct {
+	mu      sync.Mutex
+	actions []RequiredAction
+	units   func(done, total int)
+}
+
+func (r *itemRun) takeActions() []RequiredAction {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.actions
+}
+
+// RequiredAction is a host action an item asked for, with its reason.
+type RequiredAction struct {
+	Action Action
+	Reason string
+}
+
+// ReportUnits reports the progress of Apply: done units of total (total may
+// be UnitsUnknown). Outside a walk it does nothing. It never blocks.
+func ReportUnits(ctx context.Context, done, total int) {
+	if r, ok := ctx.Value(keyItemRun).(*itemRun); ok && r.units != nil {
+		r.units(done, total)
+	}
+}
+
+// RequireAction records, from inside Apply, that the host needs an action
+// (a reboot after boot configuration changed) for the change to take effect.
+// The walk puts it in the item's result; reconcile loops tell subscribers.
+// Outside a walk it does nothing.
+func RequireAction(ctx context.Context, a Action, reason string) {
+	if r, ok := ctx.Value(keyItemRun).(*itemRun); ok {
+		r.mu.Lock()
+		r.actions = append(r.actions, RequiredAction{Action: a, Reason: reason})
+		r.mu.Unlock()
+	}
+}
+
+// WithForce returns a context that tells items the change is forced past
+// update locks: an item that honours locks proceeds instead of returning
+// ErrLocked.
+func WithForce(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keyForce, true)
+}
+
+// Forced reports whether ctx was made by WithForce.
+func Forced(ctx context.Context) bool {
+	v, _ := ctx.Value(keyForce).(bool)
+	return v
+}

@@ -1,0 +1,268 @@
+package converge
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// Mode is the kind of walk that produced a Report.
+type Mode uint8
+
+const (
+	// ModeApply converges items to their presence (Apply, ApplyDry).
+	ModeApply Mode = iota
+	// ModeClean converges every item to its clean state (Clean, CleanDry).
+	ModeClean
+)
+
+// String returns "apply" or "clean".
+func (m Mode) String() string {
+	if m == ModeClean {
+		return "clean"
+	}
+	return "apply"
+}
+
+// Outcome is what happened to one item in a walk.
+type Outcome uint8
+
+const (
+	outcomePending Outcome = iota
+	// OutcomeUnchanged means the item had already converged.
+	OutcomeUnchanged
+	// OutcomeChanged means Apply ran and verification found it converged.
+	OutcomeChanged
+	// OutcomeWouldChange means a dry run found work to do and simulated it.
+	OutcomeWouldChange
+	// OutcomeFailed means a phase failed; see ItemResult.Err and Phase.
+	OutcomeFailed
+	// OutcomeWaiting means the item was not run because items it waits for
+	// (dependencies; dependents for an Absent item) failed or were waiting.
+	OutcomeWaiting
+	// OutcomeNotRun means the walk was cancelled or stopped by fail-fast
+	// before the item started.
+	OutcomeNotRun
+)
+
+var outcomeNames = [...]string{"pending", "unchanged", "changed", "would-change", "failed", "waiting", "not-run"}
+
+// String returns the lower-case name of the outcome.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// ItemResult is what a walk decided and did for one item.
+type ItemResult struct {
+	ID ID
+	// Presence is what the item converged to in this walk (always Absent
+	// in a clean walk).
+	Presence Presence
+	// Decision is the answer of the first Check.
+	Decision Decision
+	Outcome  Outcome
+	// Unknown is true when StateCurrent could not know the state before
+	// the change (ErrStateUnknown); Before is then nil.
+	Unknown bool
+	// Before is the state discovered first, Target the goal (or clean)
+	// state, After the state verified after Apply (simulated in a dry
+	// run; equal to Before when nothing was required).
+	Before, Target, After any
+	Started               time.Time
+	Duration              time.Duration
+	// Err is the *ItemError of a failed item, or an error matching
+	// ErrNotRun for an item not run. Phase repeats Err's phase.
+	Err   error
+	Phase Phase
+	// WaitingFor lists, for OutcomeWaiting, the items it waited for that
+	// did not finish.
+	WaitingFor []ID
+	// Actions are the host actions the item asked for (RequireAction).
+	Actions []RequiredAction
+}
+
+// Report is the result of a walk: one ItemResult per item, in the order the
+// items were added to the graph.
+type Report struct {
+	Mode     Mode
+	Dry      bool
+	Items    []ItemResult
+	Started  time.Time
+	Duration time.Duration
+
+	index  map[ID]int
+	notRun int
+	cause  error
+}
+
+// Item returns the result of item id.
+func (r *Report) Item(id ID) (ItemResult, bool) {
+	if r == nil {
+		return ItemResult{}, false
+	}
+	k, ok := r.index[id]
+	if !ok || k >= len(r.Items) {
+		return ItemResult{}, false
+	}
+	return r.Items[k], true
+}
+
+// IDs returns the IDs of the items with one of the given outcomes, in
+// report order.
+func (r *Report) IDs(outcomes ...Outcome) []ID {
+	if r == nil {
+		return nil
+	}
+	var out []ID
+	for _, it := range r.Items {
+		for _, o := range outcomes {
+			if it.Outcome == o {
+				out = append(out, it.ID)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Count returns the number of items with outcome o.
+func (r *Report) Count(o Outcome) int {
+	if r == nil {
+		return 0
+	}
+	n := 0
+	for _, it := range r.Items {
+		if it.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Converged reports whether every item is unchanged, changed or (in a dry
+// run) would change: nothing failed, waits or was left out.
+func (r *Report) Converged() bool {
+	if r == nil {
+		return false
+	}
+	for _, it := range r.Items {
+		switch it.Outcome {
+		case OutcomeUnchanged, OutcomeChanged, OutcomeWouldChange:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Changed reports whether the walk changed (or, dry, would change) anything.
+func (r *Report) Changed() bool {
+	return r.Count(OutcomeChanged)+r.Count(OutcomeWouldChange) > 0
+}
+
+// Actions returns every host action items asked for, with the asking item.
+func (r *Report) Actions() []ItemAction {
+	if r == nil {
+		return nil
+	}
+	var out []ItemAction
+	for _, it := range r.Items {
+		for _, a := range it.Actions {
+			out = append(out, ItemAction{ID: it.ID, RequiredAction: a})
+		}
+	}
+	return out
+}
+
+// ItemAction is a RequiredAction with the item that asked for it.
+type ItemAction struct {
+	ID ID
+	RequiredAction
+}
+
+// Err aggregates the errors of the walk: one *ItemError per failed item,
+// and, when items were not run, one error matching ErrNotRun (and the
+// cancellation cause, such as context.Canceled). It is nil when nothing
+// failed. The result works with errors.Is and errors.As.
+func (r *Report) Err() error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	for _, it := range r.Items {
+		if it.Outcome == OutcomeFailed && it.Err != nil {
+			errs = append(errs, it.Err)
+		}
+	}
+	if r.notRun > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d items: %w", ErrNotRun, r.notRun, r.cause))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &multierror.Error{Errors: errs, ErrorFormat: listFormat(r.Mode.String() + " failed")}
+}
+
+// Summary renders the report for a person: a headline with the counts, then
+// one line per item that changed, failed, waits or was not run.
+func (r *Report) Summary() string {
+	if r == nil {
+		return "no report"
+	}
+	var b strings.Builder
+	verb := r.Mode.String()
+	if r.Dry {
+		verb += " (dry run)"
+	}
+	fmt.Fprintf(&b, "%s: %d items: ", verb, len(r.Items))
+	first := true
+	for o := OutcomeUnchanged; o <= OutcomeNotRun; o++ {
+		if n := r.Count(o); n > 0 {
+			if !first {
+				b.WriteString(", ")
+			}
+			first = false
+			fmt.Fprintf(&b, "%d %s", n, o)
+		}
+	}
+	if first {
+		b.WriteString("nothing to do")
+	}
+	b.WriteByte('\n')
+	for _, it := range r.Items {
+		switch it.Outcome {
+		case OutcomeChanged, OutcomeWouldChange:
+			fmt.Fprintf(&b, "  %-12s %s (%s)\n", it.Outcome, it.ID, it.Presence)
+		case OutcomeFailed:
+			fmt.Fprintf(&b, "  %-12s %s (%s): %v\n", it.Outcome, it.ID, it.Phase, unwrapItemErr(it.Err))
+		case OutcomeWaiting:
+			fmt.Fprintf(&b, "  %-12s %s (waiting for %s)\n", it.Outcome, it.ID, joinIDs(it.WaitingFor))
+		case OutcomeNotRun:
+			fmt.Fprintf(&b, "  %-12s %s\n", it.Outcome, it.ID)
+		}
+	}
+	for _, a := range r.Actions() {
+		fmt.Fprintf(&b, "  %-12s %s: %s\n", a.Action, a.ID, a.Reason)
+	}
+	return b.String()
+}
+
+func unwrapItemErr(err error) error {
+	if ie, ok := err.(*ItemError); ok {
+		return ie.Err
+	}
+	return err
+}
+
+func joinIDs(ids []ID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = string(id)
+	}
+	return strings.Join(parts, ", ")
+}
