@@ -299,6 +299,11 @@ func (ws *walkState) work() {
 		for !ws.stop && ws.readyHead == len(ws.ready) && ws.resolved < len(ws.results) {
 			ws.cond.Wait()
 		}
+		if !ws.stop && ws.ctx.Err() != nil {
+			// The AfterFunc that sets stop runs asynchronously: do not
+			// start new work in the meantime.
+			ws.stop, ws.stopCause = true, ws.ctx.Err()
+		}
 		if ws.stop || ws.resolved == len(ws.results) {
 			return
 		}

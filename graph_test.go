@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func fake(id string) converge.Node { return (&convergetest.Item{Key: converge.ID(id), Goal: id}).Node() }
+func fake(id string) converge.Node {
+	return (&convergetest.Item{Key: converge.ID(id), Goal: id}).Node()
+}
 
 // noClean is a Node without StateClean.
 type noClean struct{ converge.Node }
