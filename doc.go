@@ -1,0 +1,41 @@
+// Package converge is an embeddable library for declarative state
+// convergence. A program says what a device, a host or a fleet should look
+// like; converge discovers what is there, changes what differs in
+// dependency order, verifies the result and reports what happened.
+//
+// # Items and graphs
+//
+// An Item is one piece of managed state with a stable ID: a file, a config
+// key, a container. It reads the real system (StateCurrent), computes what
+// it should be (StateGoal, or StateClean for removal), decides whether work
+// is needed (Check) and does it (Apply), or simulates it (ApplyDry). Items
+// are typed by their state; Wrap adapts them to the untyped Node a Graph
+// holds:
+//
+//	g := converge.NewGraph()
+//	g.Add(converge.Wrap[string](dir), converge.Present)
+//	g.Add(converge.Wrap[string](file), converge.Present, dir.ID())
+//	g.Add(converge.Wrap[string](old), converge.Absent)
+//
+// The graph rejects duplicate IDs, unknown dependencies, cycles (with the
+// cycle's path) and a Present item that depends on an Absent one, with
+// *GraphError values that name the culprits.
+//
+// # Walks
+//
+// Apply walks the graph: Present items start when their dependencies have
+// finished, Absent items when their dependents are gone, independent
+// branches run in parallel up to Config.Parallelism. Every changed item is
+// verified by reading it again. ApplyDry does the same with no writes, and
+// Clean removes everything in reverse order. The Report says, per item,
+// what was decided and what happened; its Err aggregates the failures as
+// *ItemError values that carry the item ID and the phase. An Observer
+// receives progress events without ever slowing the walk.
+//
+//	rep, err := converge.Apply(ctx, g)
+//	fmt.Print(rep.Summary())
+//
+// Adapters live in subpackages named after what they wrap (hostcfg for host
+// configuration, docker for containers); convergetest has fakes and a
+// conformance check for users' own items.
+package converge

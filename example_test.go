@@ -1,0 +1,115 @@
+package converge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/convergetest"
+)
+
+// A graph of three items, where "app" reads the state "config" reached.
+func Example() {
+	config := &convergetest.Item{Key: "config", Goal: "port=8080"}
+	app := &convergetest.Item{Key: "app", GoalFunc: func(d converge.Deps) (string, error) {
+		cfg, err := converge.DepState[string](d, "config")
+		return "running with " + cfg, err
+	}}
+	legacy := &convergetest.Item{Key: "legacy", Value: "running"}
+
+	g := converge.NewGraph()
+	g.Add(config.Node(), converge.Present)
+	g.Add(app.Node(), converge.Present, "config")
+	g.Add(legacy.Node(), converge.Absent)
+
+	rep, err := converge.Apply(context.Background(), g)
+	if err != nil {
+		fmt.Println("error:", err)
+	}
+	fmt.Print(rep.Summary())
+	fmt.Println(app.Current())
+
+	rep, _ = converge.Apply(context.Background(), g)
+	fmt.Print(rep.Summary())
+	// Output:
+	// apply: 3 items: 3 changed
+	//   changed      config (present)
+	//   changed      app (present)
+	//   changed      legacy (absent)
+	// running with port=8080
+	// apply: 3 items: 3 unchanged
+}
+
+// A dry run reports what would change and writes nothing.
+func ExampleApplyDry() {
+	file := &convergetest.Item{Key: "file:/etc/motd", Value: "old", Goal: "new"}
+	g := converge.NewGraph()
+	g.Add(file.Node(), converge.Present)
+	rep, _ := converge.ApplyDry(context.Background(), g)
+	it, _ := rep.Item("file:/etc/motd")
+	fmt.Printf("%s: %v -> %v (%s)\n", it.ID, it.Before, it.After, it.Outcome)
+	fmt.Println("real value:", file.Current())
+	// Output:
+	// file:/etc/motd: old -> new (would-change)
+	// real value: old
+}
+
+// Clean removes every item, dependents first.
+func ExampleClean() {
+	rec := &convergetest.Recorder{}
+	g := converge.NewGraph()
+	g.Add((&convergetest.Item{Key: "network", Value: "up", Recorder: rec}).Node(), converge.Present)
+	g.Add((&convergetest.Item{Key: "container", Value: "up", Recorder: rec}).Node(), converge.Present, "network")
+	_, _ = converge.Clean(context.Background(), g)
+	for _, r := range rec.Records() {
+		fmt.Println(r)
+	}
+	// Output:
+	// container apply-start
+	// container apply-end
+	// network apply-start
+	// network apply-end
+}
+
+// A failed item makes its dependents wait; errors carry the item and phase.
+func ExampleItemError() {
+	db := (&convergetest.Item{Key: "db", Goal: "up"}).FailAt(converge.PhaseApply, -1, nil)
+	g := converge.NewGraph()
+	g.Add(db.Node(), converge.Present)
+	g.Add((&convergetest.Item{Key: "web", Goal: "up"}).Node(), converge.Present, "db")
+	rep, err := converge.Apply(context.Background(), g)
+	var ie *converge.ItemError
+	if errors.As(err, &ie) {
+		fmt.Println("failed:", ie.ID, "in phase", ie.Phase)
+	}
+	web, _ := rep.Item("web")
+	fmt.Println("web:", web.Outcome, "for", web.WaitingFor)
+	// Output:
+	// failed: db in phase apply
+	// web: waiting for [db]
+}
+
+// Progress events arrive in order, without slowing the walk.
+func ExampleObserver() {
+	w, _ := converge.NewWalker(converge.Config{
+		Parallelism: 1,
+		Observer: converge.ObserverFunc(func(e converge.Event) {
+			if e.Kind == converge.EventApplying {
+				fmt.Printf("%s %s %d/%d\n", e.ID, e.Kind, e.Done, e.Total)
+				return
+			}
+			fmt.Println(e.ID, e.Kind)
+		}),
+	})
+	g := converge.NewGraph()
+	g.Add((&convergetest.Item{Key: "image", Goal: "v2", Units: 2}).Node(), converge.Present)
+	_, _ = w.Apply(context.Background(), g)
+	// Output:
+	// image queued
+	// image checking
+	// image applying 0/2
+	// image applying 1/2
+	// image applying 2/2
+	// image done
+}
