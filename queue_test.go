@@ -1,0 +1,230 @@
+package converge_test
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+)
+
+func TestQueueBackoffDelay(t *testing.T) {
+	b := converge.Backoff{Base: time.Second, Max: 10 * time.Second}
+	tests := []struct {
+		failures int
+		want     time.Duration
+	}{
+		{0, 0}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second},
+		{4, 8 * time.Second}, {5, 10 * time.Second}, {60, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, b.Delay(tt.failures, 0.99), "failures=%d", tt.failures)
+	}
+	j := converge.Backoff{Base: time.Second, Max: 10 * time.Second, Jitter: 0.5}
+	assert.Equal(t, 10*time.Second, j.Delay(9, 0), "r=0 gives the full delay")
+	assert.Equal(t, 5*time.Second, j.Delay(9, 1), "jitter never goes above the cap, and takes at most half")
+	assert.Equal(t, converge.DefaultBackoff.Base, converge.Backoff{}.Delay(1, 0))
+}
+
+func TestQueueBackoffValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		b     converge.Backoff
+		field string
+	}{
+		{"negative base", converge.Backoff{Base: -1}, "Backoff.Base"},
+		{"negative max", converge.Backoff{Max: -1}, "Backoff.Max"},
+		{"base above max", converge.Backoff{Base: 2 * time.Second, Max: time.Second}, "Backoff.Base"},
+		{"jitter above 1", converge.Backoff{Jitter: 1.5}, "Backoff.Jitter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.b.Validate()
+			require.ErrorIs(t, err, converge.ErrInvalidConfig)
+			var ce *converge.ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.field, ce.Field)
+		})
+	}
+	require.NoError(t, converge.Backoff{}.Validate())
+	assert.Panics(t, func() { converge.NewQueue(converge.Backoff{Jitter: 2}) })
+}
+
+func TestQueueMergesRepeatedAdds(t *testing.T) {
+	q := converge.NewQueue(converge.Backoff{})
+	defer q.ShutDown()
+	q.Add("a")
+	q.Add("b")
+	q.Add("a")
+	assert.Equal(t, 2, q.Len())
+	k, ok := q.Get()
+	require.True(t, ok)
+	assert.Equal(t, "a", k, "first ready first out")
+	k, _ = q.Get()
+	assert.Equal(t, "b", k)
+	q.Done("a")
+	q.Done("b")
+	assert.Equal(t, 0, q.Len())
+}
+
+func TestQueueAddDuringHandlingRunsOnceMore(t *testing.T) {
+	q := converge.NewQueue(converge.Backoff{})
+	defer q.ShutDown()
+	q.Add("a")
+	k, _ := q.Get()
+	require.Equal(t, "a", k)
+	q.Add("a")
+	q.Add("a")
+	assert.Equal(t, 0, q.Len(), "never handed out twice at once")
+	q.Done("a")
+	assert.Equal(t, 1, q.Len(), "the adds during handling make one more run")
+	k, _ = q.Get()
+	assert.Equal(t, "a", k)
+	q.Done("a")
+	assert.Equal(t, 0, q.Len())
+	q.Done("a") // a stray Done is harmless
+	assert.Equal(t, 0, q.Len())
+}
+
+func TestQueueAddAfterKeepsEarliest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := converge.NewQueue(converge.Backoff{})
+		defer q.ShutDown()
+		start := time.Now()
+		q.AddAfter("a", 10*time.Second)
+		q.AddAfter("a", 3*time.Second)
+		q.AddAfter("a", 20*time.Second)
+		at, ok := q.Pending("a")
+		require.True(t, ok)
+		assert.Equal(t, start.Add(3*time.Second), at)
+		assert.Equal(t, 1, q.Delayed())
+
+		k, _ := q.Get()
+		assert.Equal(t, "a", k)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		q.Done("a")
+		synctest.Wait()
+		assert.Equal(t, 0, q.Len(), "the later adds were merged into the earliest")
+		assert.Equal(t, 0, q.Delayed())
+		_, ok = q.Pending("a")
+		assert.False(t, ok)
+
+		q.AddAfter("b", 0)
+		assert.Equal(t, 1, q.Len(), "a non-positive delay adds at once")
+	})
+}
+
+func TestQueueDelayedAddWhileHandling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := converge.NewQueue(converge.Backoff{})
+		defer q.ShutDown()
+		q.Add("a")
+		k, _ := q.Get()
+		q.AddAfter(k, time.Second)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, 0, q.Len(), "due while handled: waits for Done")
+		q.Done(k)
+		assert.Equal(t, 1, q.Len())
+	})
+}
+
+func TestQueueRateLimitedBackoffGrowsAndResets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := converge.NewQueue(converge.Backoff{Base: time.Second, Max: 4 * time.Second})
+		defer q.ShutDown()
+		var delays []time.Duration
+		for range 5 {
+			start := time.Now()
+			q.AddRateLimited("a")
+			k, _ := q.Get()
+			delays = append(delays, time.Since(start))
+			q.Done(k)
+		}
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}, delays)
+		assert.Equal(t, 5, q.Failures("a"))
+		q.Forget("a")
+		assert.Equal(t, 0, q.Failures("a"))
+		start := time.Now()
+		q.AddRateLimited("a")
+		k, _ := q.Get()
+		assert.Equal(t, time.Second, time.Since(start), "backoff starts over after a success")
+		q.Done(k)
+	})
+}
+
+func TestQueueShutDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := converge.NewQueue(converge.Backoff{})
+		var wg sync.WaitGroup
+		got := make(chan bool, 3)
+		for range 3 {
+			wg.Go(func() {
+				_, ok := q.Get()
+				got <- ok
+			})
+		}
+		synctest.Wait()
+		q.AddAfter("later", time.Hour)
+		q.ShutDown()
+		wg.Wait()
+		close(got)
+		for ok := range got {
+			assert.False(t, ok)
+		}
+		assert.True(t, q.ShuttingDown())
+		q.Add("x")
+		q.AddRateLimited("x")
+		assert.Equal(t, 0, q.Len(), "adds after shutdown are ignored")
+		_, ok := q.Get()
+		assert.False(t, ok)
+		q.ShutDown() // idempotent
+	})
+}
+
+func TestQueueConcurrentNoOverlap(t *testing.T) {
+	q := converge.NewQueue(converge.Backoff{Base: time.Millisecond, Max: time.Millisecond})
+	var mu sync.Mutex
+	busy := map[string]bool{}
+	overlaps := 0
+	handled := 0
+	var workers sync.WaitGroup
+	for range 4 {
+		workers.Go(func() {
+			for {
+				k, ok := q.Get()
+				if !ok {
+					return
+				}
+				mu.Lock()
+				if busy[k] {
+					overlaps++
+				}
+				busy[k] = true
+				handled++
+				mu.Unlock()
+				mu.Lock()
+				busy[k] = false
+				mu.Unlock()
+				q.Done(k)
+			}
+		})
+	}
+	var adders sync.WaitGroup
+	for a := range 4 {
+		adders.Go(func() {
+			for i := range 2000 {
+				q.Add(string(rune('a' + (i+a)%7)))
+			}
+		})
+	}
+	adders.Wait()
+	q.ShutDown()
+	workers.Wait()
+	assert.Zero(t, overlaps)
+	assert.Positive(t, handled)
+}
