@@ -143,8 +143,7 @@ type walkState struct {
 
 	mu        sync.Mutex
 	cond      sync.Cond
-	ready     []int
-	readyHead int
+	ready     readyHeap
 	remaining []int32
 	blocked   [][]ID
 	succs     [][]int
@@ -196,6 +195,7 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 			ws.remaining[s]++
 		}
 	}
+	ws.ready.rank = ws.bottomLevels()
 	for k := 0; k < n; k++ {
 		if ws.remaining[k] == 0 {
 			ws.pushReady(k)
@@ -286,9 +286,91 @@ func (ws *walkState) direction() [][]int {
 	return succs
 }
 
+// bottomLevels returns, for every item, the number of items on the longest
+// chain that starts with it in this walk's direction. Running the items
+// with the longest chains first keeps the critical path moving when more
+// items are ready than there are workers.
+func (ws *walkState) bottomLevels() []int32 {
+	n := len(ws.succs)
+	indeg := make([]int32, n)
+	copy(indeg, ws.remaining)
+	order := make([]int, 0, n)
+	for k := range n {
+		if indeg[k] == 0 {
+			order = append(order, k)
+		}
+	}
+	for i := 0; i < len(order); i++ {
+		for _, s := range ws.succs[order[i]] {
+			if indeg[s]--; indeg[s] == 0 {
+				order = append(order, s)
+			}
+		}
+	}
+	level := make([]int32, n)
+	for i := len(order) - 1; i >= 0; i-- {
+		k := order[i]
+		var m int32
+		for _, s := range ws.succs[k] {
+			m = max(m, level[s])
+		}
+		level[k] = m + 1
+	}
+	return level
+}
+
+// readyHeap is a max-heap of ready items by rank, ties broken by insertion
+// order, so that the schedule is deterministic for a given graph.
+type readyHeap struct {
+	items []int
+	rank  []int32
+}
+
+func (h *readyHeap) len() int { return len(h.items) }
+
+func (h *readyHeap) before(a, b int) bool {
+	ra, rb := h.rank[a], h.rank[b]
+	return ra > rb || (ra == rb && a < b)
+}
+
+func (h *readyHeap) push(k int) {
+	h.items = append(h.items, k)
+	i := len(h.items) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.before(h.items[i], h.items[p]) {
+			break
+		}
+		h.items[i], h.items[p] = h.items[p], h.items[i]
+		i = p
+	}
+}
+
+func (h *readyHeap) pop() int {
+	top := h.items[0]
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.items = h.items[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && h.before(h.items[l], h.items[m]) {
+			m = l
+		}
+		if r < last && h.before(h.items[r], h.items[m]) {
+			m = r
+		}
+		if m == i {
+			return top
+		}
+		h.items[i], h.items[m] = h.items[m], h.items[i]
+		i = m
+	}
+}
+
 // pushReady queues item k. Callers hold ws.mu (or run before the workers).
 func (ws *walkState) pushReady(k int) {
-	ws.ready = append(ws.ready, k)
+	ws.ready.push(k)
 	ws.emit(Event{ID: ws.c.items[k].id, Kind: EventQueued})
 }
 
@@ -296,7 +378,7 @@ func (ws *walkState) work() {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for {
-		for !ws.stop && ws.readyHead == len(ws.ready) && ws.resolved < len(ws.results) {
+		for !ws.stop && ws.ready.len() == 0 && ws.resolved < len(ws.results) {
 			ws.cond.Wait()
 		}
 		if !ws.stop && ws.ctx.Err() != nil {
@@ -307,11 +389,7 @@ func (ws *walkState) work() {
 		if ws.stop || ws.resolved == len(ws.results) {
 			return
 		}
-		k := ws.ready[ws.readyHead]
-		ws.readyHead++
-		if ws.readyHead == len(ws.ready) {
-			ws.ready, ws.readyHead = ws.ready[:0], 0
-		}
+		k := ws.ready.pop()
 		ws.mu.Unlock()
 		res := ws.runItem(k)
 		ws.mu.Lock()
