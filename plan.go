@@ -1,0 +1,552 @@
+package converge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// PlanState is the processing state of a plan or of one of its commands.
+// Four states are the core of the machine (PlanNewPlan, PlanSchedulableWait,
+// PlanSchedulable, PlanCompleted); every other value, including the ones a
+// CommandHandler makes up, is an error state that stops the command and the
+// plan. The zero value "" is read as PlanNewPlan.
+type PlanState string
+
+// The core states and the error states that the built-in machinery and
+// CommandSignalHandler use. The string values are stable: they are written to
+// status documents and stores.
+const (
+	// PlanNewPlan fills the status of every command (discovering targets).
+	PlanNewPlan PlanState = "NewPlan"
+	// PlanSchedulableWait asks whether the active command can proceed or is
+	// complete.
+	PlanSchedulableWait PlanState = "SchedulableWait"
+	// PlanSchedulable does the active command's work (signal the next
+	// targets).
+	PlanSchedulable PlanState = "Schedulable"
+	// PlanCompleted means the command (or every command of the plan) is done.
+	PlanCompleted PlanState = "Completed"
+
+	// PlanInconsistentTargets: a target does not match what its group
+	// expects (wrong node kind, listed twice, or its kind changed).
+	PlanInconsistentTargets PlanState = "InconsistentTargets"
+	// PlanIncompleteTargets: a discovered target does not exist.
+	PlanIncompleteTargets PlanState = "IncompleteTargets"
+	// PlanRestricted: a target's node kind is excluded from plans.
+	PlanRestricted PlanState = "Restricted"
+	// PlanMissingPlatform: the command has no payload for a target's
+	// platform.
+	PlanMissingPlatform PlanState = "MissingPlatform"
+	// PlanMissingSignalNode: a target that existed when the plan started is
+	// gone when it is to be signalled.
+	PlanMissingSignalNode PlanState = "MissingSignalNode"
+	// PlanTimedOut: the command or one of its targets ran past its timeout.
+	PlanTimedOut PlanState = "TimedOut"
+	// PlanFailed: a target reported that it could not do the command.
+	PlanFailed PlanState = "Failed"
+)
+
+// normal returns s with the zero value read as PlanNewPlan.
+func (s PlanState) normal() PlanState {
+	if s == "" {
+		return PlanNewPlan
+	}
+	return s
+}
+
+// IsError reports whether s is an error state: anything but the four core
+// states (the zero value counts as NewPlan).
+func (s PlanState) IsError() bool {
+	switch s.normal() {
+	case PlanNewPlan, PlanSchedulableWait, PlanSchedulable, PlanCompleted:
+		return false
+	}
+	return true
+}
+
+// IsFinal reports whether no further processing happens in s: Completed or an
+// error state.
+func (s PlanState) IsFinal() bool { return s == PlanCompleted || s.IsError() }
+
+// PlanTargetState is the state of one target (signal node) of a command. The
+// zero value "" is read as SignalPending.
+type PlanTargetState string
+
+// Target states. SignalPending, SignalSent and SignalCompleted are the normal
+// path; the others are failures and come with a reason.
+const (
+	// SignalPending: the target has not been signalled yet.
+	SignalPending PlanTargetState = "SignalPending"
+	// SignalSent: the target was signalled and has not finished.
+	SignalSent PlanTargetState = "SignalSent"
+	// SignalCompleted: the target reported that it did the command.
+	SignalCompleted PlanTargetState = "SignalCompleted"
+	// SignalFailed: the target reported a failure (see the reason).
+	SignalFailed PlanTargetState = "SignalFailed"
+	// SignalTimedOut: the target did not finish within the target timeout,
+	// or was still unfinished when the command timed out.
+	SignalTimedOut PlanTargetState = "SignalTimedOut"
+	// SignalMissingNode: the target node does not exist (any more).
+	SignalMissingNode PlanTargetState = "SignalMissingNode"
+	// SignalRestricted: the target's node kind is excluded from plans.
+	SignalRestricted PlanTargetState = "SignalRestricted"
+	// SignalMissingPlatform: the command has no payload for the target's
+	// platform.
+	SignalMissingPlatform PlanTargetState = "SignalMissingPlatform"
+	// SignalInconsistent: the target does not match its group.
+	SignalInconsistent PlanTargetState = "SignalInconsistent"
+)
+
+func (s PlanTargetState) normal() PlanTargetState {
+	if s == "" {
+		return SignalPending
+	}
+	return s
+}
+
+// IsFailure reports whether s is a failure state (anything but pending,
+// sent and completed).
+func (s PlanTargetState) IsFailure() bool {
+	switch s.normal() {
+	case SignalPending, SignalSent, SignalCompleted:
+		return false
+	}
+	return true
+}
+
+// Plan is an ordered list of commands, the `spec` of a plan document. The
+// zero value has no ID and no commands and does not validate.
+type Plan struct {
+	// ID identifies the plan; it is part of every signal, so nodes can tell
+	// plans apart.
+	ID string
+	// Timestamp is informational (k0s writes "now"); it is kept as written.
+	Timestamp string
+	// Commands run one after the other, in this order.
+	Commands []Command
+}
+
+// Command is one step of a plan: a kind (which CommandHandler runs it), the
+// kind's own spec, and the groups of targets it applies to.
+type Command struct {
+	// Kind names the command, for example "k0supdate"; it selects the
+	// handler and is the key of the command in documents.
+	Kind string
+	// Spec holds the kind's own fields (version, platforms, ...) as written,
+	// one raw JSON value per key. Handlers decode what they need.
+	Spec map[string]json.RawMessage
+	// Targets are the groups of target nodes, in the order they run: every
+	// target of a group completes before the next group starts. See
+	// CommandTargets.Order for how the order is kept in documents.
+	Targets []CommandTargets
+	// InlineTargets writes the groups at the top of the command body (as k0s
+	// does for airgapupdate `workers:`) instead of under `targets:`.
+	InlineTargets bool
+	// Timeout bounds the whole command from the moment it becomes active;
+	// 0 means the runner's default (none unless configured).
+	Timeout time.Duration
+	// TargetTimeout bounds each target from the moment it is signalled;
+	// 0 means the runner's default (none unless configured).
+	TargetTimeout time.Duration
+}
+
+// CommandTargets is one group of targets of a command, for example the
+// controllers or the workers.
+type CommandTargets struct {
+	// Group names the group ("controllers", "workers", ...).
+	Group string
+	// Order sorts the groups in documents, where keys have no order: groups
+	// run by ascending Order, then by name (so k0s "controllers" run before
+	// "workers" with the zero Order).
+	Order int
+	// Discovery finds the target nodes when the plan starts.
+	Discovery CommandDiscovery
+	// Concurrent is the most targets of this group signalled and not
+	// finished at once (limits.concurrent); 0 means 1.
+	Concurrent int
+}
+
+// CommandDiscovery says how the targets of a group are found: a static list
+// of nodes, a selector that the handler resolves, or (from Go only) a
+// function. Exactly one is set.
+type CommandDiscovery struct {
+	// Static lists the node names.
+	Static []string
+	// Selector selects nodes by labels and fields; the handler resolves it.
+	Selector *CommandSelector
+	// Func discovers the nodes; it is not written to documents, so a plan
+	// that uses it can only be decoded again with the function re-attached.
+	Func CommandDiscoverFunc
+}
+
+// CommandSelector selects nodes by label and field selectors, in the
+// Kubernetes selector syntax; its meaning is up to whoever resolves it.
+type CommandSelector struct {
+	Labels string `json:"labels,omitempty"`
+	Fields string `json:"fields,omitempty"`
+}
+
+// CommandDiscoverFunc returns the names of a group's target nodes.
+type CommandDiscoverFunc func(ctx context.Context) ([]string, error)
+
+// planSortTargets sorts groups by Order then Group, the order they run in.
+func planSortTargets(ts []CommandTargets) {
+	sort.SliceStable(ts, func(i, j int) bool {
+		if ts[i].Order != ts[j].Order {
+			return ts[i].Order < ts[j].Order
+		}
+		return ts[i].Group < ts[j].Group
+	})
+}
+
+// concurrent returns the group's effective concurrency limit.
+func (t CommandTargets) concurrent() int {
+	if t.Concurrent <= 0 {
+		return 1
+	}
+	return t.Concurrent
+}
+
+// PlanStatus is the `status` of a plan document: the plan's state and one
+// CommandStatus per command, at the same index. The zero value is a plan that
+// has not started (NewPlan).
+type PlanStatus struct {
+	State PlanState `json:"state"`
+	// Reason says why the plan is in an error state.
+	Reason   string          `json:"reason,omitempty"`
+	Commands []CommandStatus `json:"commands"`
+}
+
+// CommandStatus is the status of the command at the same index: its state
+// and, per group, the state of every target.
+type CommandStatus struct {
+	// ID is the index of the command in the plan.
+	ID int
+	// Kind is the kind of the command it answers; it is the key of the
+	// targets in documents.
+	Kind  string
+	State PlanState
+	// Reason says why the command is in an error state.
+	Reason string
+	// Started is when the command became active (zero before); the command
+	// timeout counts from it.
+	Started time.Time
+	// Targets maps a group name to the status of each of its targets.
+	Targets map[string][]PlanTargetStatus
+}
+
+// PlanTargetStatus is the status of one target of a command.
+type PlanTargetStatus struct {
+	Name  string          `json:"name"`
+	State PlanTargetState `json:"state"`
+	// Reason says why the target failed.
+	Reason string `json:"reason,omitempty"`
+	// Attempt counts the retries of the plan that re-signalled this target;
+	// it is part of the signal, so a node's report of an older attempt does
+	// not count.
+	Attempt int `json:"attempt,omitempty"`
+	// LastUpdatedTimestamp is when State last changed; the target timeout
+	// counts from it while the target is SignalSent.
+	LastUpdatedTimestamp time.Time `json:"lastUpdatedTimestamp"`
+}
+
+// Clone returns a deep copy of s.
+func (s *PlanStatus) Clone() *PlanStatus {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Commands = make([]CommandStatus, len(s.Commands))
+	for i := range s.Commands {
+		c.Commands[i] = s.Commands[i].Clone()
+	}
+	return &c
+}
+
+// Clone returns a deep copy of s.
+func (s CommandStatus) Clone() CommandStatus {
+	c := s
+	if s.Targets != nil {
+		c.Targets = make(map[string][]PlanTargetStatus, len(s.Targets))
+		for g, ts := range s.Targets {
+			c.Targets[g] = append([]PlanTargetStatus(nil), ts...)
+		}
+	}
+	return c
+}
+
+// Target returns the status of the named target in group, or nil.
+func (s *CommandStatus) Target(group, name string) *PlanTargetStatus {
+	ts := s.Targets[group]
+	for i := range ts {
+		if ts[i].Name == name {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of p (discovery functions are shared).
+func (p Plan) Clone() Plan {
+	c := p
+	c.Commands = make([]Command, len(p.Commands))
+	for i, cmd := range p.Commands {
+		cc := cmd
+		if cmd.Spec != nil {
+			cc.Spec = make(map[string]json.RawMessage, len(cmd.Spec))
+			for k, v := range cmd.Spec {
+				cc.Spec[k] = append(json.RawMessage(nil), v...)
+			}
+		}
+		cc.Targets = make([]CommandTargets, len(cmd.Targets))
+		for j, t := range cmd.Targets {
+			tt := t
+			tt.Discovery.Static = append([]string(nil), t.Discovery.Static...)
+			if t.Discovery.Selector != nil {
+				sel := *t.Discovery.Selector
+				tt.Discovery.Selector = &sel
+			}
+			cc.Targets[j] = tt
+		}
+		c.Commands[i] = cc
+	}
+	return c
+}
+
+// Errors of plans. Branch on them with errors.Is; the typed errors carry the
+// details.
+var (
+	// ErrPlanDecode is matched by every *PlanDecodeError.
+	ErrPlanDecode = errors.New("converge: invalid plan document")
+	// ErrPlanInvalid is matched by every *PlanSpecError: the plan itself is
+	// not runnable (no ID, no commands, bad targets).
+	ErrPlanInvalid = errors.New("converge: invalid plan")
+	// ErrPlanStatusMismatch is matched by a *PlanStatusError: the status
+	// does not answer the plan's commands and cannot be repaired.
+	ErrPlanStatusMismatch = errors.New("converge: plan status does not match its commands")
+	// ErrPlanUnknownCommand means no handler is registered for a command's
+	// kind.
+	ErrPlanUnknownCommand = errors.New("converge: no handler for command kind")
+	// ErrPlanTransition means a handler returned a state that cannot follow
+	// the one it was called in (for example NewPlan from Schedulable).
+	ErrPlanTransition = errors.New("converge: invalid plan state transition")
+	// ErrPlanFailed is matched by a *PlanError: the plan stopped in an error
+	// state.
+	ErrPlanFailed = errors.New("converge: plan failed")
+	// ErrPlanNotFailed means Retry was asked of a plan that is not in an
+	// error state.
+	ErrPlanNotFailed = errors.New("converge: plan is not in an error state")
+	// ErrSignalNodeNotFound is returned (wrapped) by SignalSender.Probe when
+	// the node does not exist.
+	ErrSignalNodeNotFound = errors.New("converge: signal node not found")
+)
+
+// PlanSpecError names the part of a plan that makes it unrunnable.
+type PlanSpecError struct {
+	// Command is the index of the culprit command, or -1 for the plan.
+	Command int
+	// Field is the path of the culprit, as in documents.
+	Field  string
+	Reason string
+}
+
+func (e *PlanSpecError) Error() string {
+	if e.Command < 0 {
+		return fmt.Sprintf("converge: plan %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("converge: plan command %d: %s: %s", e.Command, e.Field, e.Reason)
+}
+
+// Is makes PlanSpecError match ErrPlanInvalid.
+func (e *PlanSpecError) Is(target error) bool { return target == ErrPlanInvalid }
+
+// PlanStatusError says why a status cannot answer a plan.
+type PlanStatusError struct {
+	// Command is the index of the status entry at fault.
+	Command int
+	Reason  string
+}
+
+func (e *PlanStatusError) Error() string {
+	return fmt.Sprintf("converge: plan status commands[%d]: %s", e.Command, e.Reason)
+}
+
+// Is makes PlanStatusError match ErrPlanStatusMismatch.
+func (e *PlanStatusError) Is(target error) bool { return target == ErrPlanStatusMismatch }
+
+// PlanError reports a plan that stopped in an error state.
+type PlanError struct {
+	PlanID string
+	// Command is the index of the command that failed, or -1.
+	Command int
+	State   PlanState
+	Reason  string
+}
+
+func (e *PlanError) Error() string {
+	return fmt.Sprintf("converge: plan %q: command %d: %s: %s", e.PlanID, e.Command, e.State, e.Reason)
+}
+
+// Is makes PlanError match ErrPlanFailed.
+func (e *PlanError) Is(target error) bool { return target == ErrPlanFailed }
+
+// PlanCommandError reports an error of one command's handler, with the kind
+// and the state it was called in.
+type PlanCommandError struct {
+	Command int
+	Kind    string
+	State   PlanState
+	Err     error
+}
+
+func (e *PlanCommandError) Error() string {
+	return fmt.Sprintf("converge: plan command %d (%s) in %s: %v", e.Command, e.Kind, e.State, e.Err)
+}
+
+// Unwrap returns the handler's error.
+func (e *PlanCommandError) Unwrap() error { return e.Err }
+
+// Validate reports the first reason p cannot run as a *PlanSpecError.
+func (p Plan) Validate() error {
+	if p.ID == "" {
+		return &PlanSpecError{Command: -1, Field: "spec.id", Reason: "must not be empty"}
+	}
+	if len(p.Commands) == 0 {
+		return &PlanSpecError{Command: -1, Field: "spec.commands", Reason: "must list at least one command"}
+	}
+	for i, c := range p.Commands {
+		if c.Kind == "" {
+			return &PlanSpecError{Command: i, Field: "kind", Reason: "must not be empty"}
+		}
+		if c.Timeout < 0 || c.TargetTimeout < 0 {
+			return &PlanSpecError{Command: i, Field: c.Kind + ".timeout", Reason: "must not be negative"}
+		}
+		for k := range c.Spec {
+			if k == planKeyTargets || k == planKeyTimeout || k == planKeyTargetTimeout || planInlineGroups[k] {
+				return &PlanSpecError{Command: i, Field: c.Kind + "." + k, Reason: "reserved key in Spec; use the Command field"}
+			}
+		}
+		seen := map[string]bool{}
+		for _, t := range c.Targets {
+			path := c.Kind + "." + t.Group
+			if t.Group == "" {
+				return &PlanSpecError{Command: i, Field: c.Kind + ".targets", Reason: "group name must not be empty"}
+			}
+			if seen[t.Group] {
+				return &PlanSpecError{Command: i, Field: path, Reason: "group listed twice"}
+			}
+			seen[t.Group] = true
+			if t.Concurrent < 0 {
+				return &PlanSpecError{Command: i, Field: path + ".limits.concurrent", Reason: "must not be negative"}
+			}
+			d := t.Discovery
+			n := 0
+			if d.Static != nil {
+				n++
+			}
+			if d.Selector != nil {
+				n++
+			}
+			if d.Func != nil {
+				n++
+			}
+			if n != 1 {
+				return &PlanSpecError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector or a function"}
+			}
+			for _, node := range d.Static {
+				if node == "" {
+					return &PlanSpecError{Command: i, Field: path + ".discovery.static.nodes", Reason: "node name must not be empty"}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// planReconcileStatus checks that st answers p, repairing what can be repaired:
+// missing entries are added (in NewPlan, so NewPlan fills them) and entries
+// with a wrong ID are renumbered. An entry whose kind differs from its
+// command, or entries beyond the last command, cannot be repaired: the plan
+// changed under its status. It reports whether it changed st.
+func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
+	if len(st.Commands) > len(p.Commands) {
+		return false, &PlanStatusError{Command: len(p.Commands), Reason: fmt.Sprintf("%d status entries for %d commands", len(st.Commands), len(p.Commands))}
+	}
+	changed := false
+	for i := range st.Commands {
+		cs := &st.Commands[i]
+		if cs.Kind != "" && cs.Kind != p.Commands[i].Kind {
+			return false, &PlanStatusError{Command: i, Reason: fmt.Sprintf("answers %q but command %d is %q", cs.Kind, i, p.Commands[i].Kind)}
+		}
+		if cs.ID != i {
+			cs.ID = i
+			changed = true
+		}
+		if cs.Kind == "" {
+			cs.Kind = p.Commands[i].Kind
+			changed = true
+		}
+	}
+	for i := len(st.Commands); i < len(p.Commands); i++ {
+		st.Commands = append(st.Commands, CommandStatus{ID: i, Kind: p.Commands[i].Kind, State: PlanNewPlan})
+		changed = true
+		if st.State.normal() != PlanNewPlan && !st.State.IsError() {
+			// The rest of the status is kept; NewPlan fills the new entries.
+			st.State = PlanNewPlan
+		}
+	}
+	return changed, nil
+}
+
+// Retry makes a plan stopped in an error state runnable again. A command
+// that failed while it was active goes back to SchedulableWait: its targets in
+// a failure state go back to SignalPending with Attempt raised (so a node's
+// report of the failed attempt does not count), targets still SignalSent stay
+// signalled with a fresh timestamp, and completed targets stay completed, so
+// the next run signals again only what did not complete. A command that failed
+// in NewPlan (before it was active) goes back to NewPlan, which discovers its
+// targets again and keeps the completed ones. The command timeout counts
+// again from when the command is next active. Retry returns ErrPlanNotFailed
+// (wrapped) when the plan is not in an error state, and then changes nothing.
+func (s *PlanStatus) Retry(now time.Time) error {
+	if !s.State.IsError() {
+		return fmt.Errorf("%w (state %s)", ErrPlanNotFailed, s.State.normal())
+	}
+	now = now.UTC().Truncate(time.Second)
+	back := PlanSchedulableWait
+	for i := range s.Commands {
+		cs := &s.Commands[i]
+		if !cs.State.IsError() {
+			continue
+		}
+		for g := range cs.Targets {
+			for j := range cs.Targets[g] {
+				t := &cs.Targets[g][j]
+				switch {
+				case t.State.IsFailure():
+					t.State = SignalPending
+					t.Attempt++
+					t.Reason = ""
+					t.LastUpdatedTimestamp = now
+				case t.State == SignalSent:
+					t.LastUpdatedTimestamp = now
+				}
+			}
+		}
+		if cs.Started.IsZero() {
+			cs.State = PlanNewPlan
+			back = PlanNewPlan
+		} else {
+			cs.State = PlanSchedulableWait
+		}
+		cs.Reason = ""
+		cs.Started = time.Time{}
+	}
+	s.State = back
+	s.Reason = ""
+	return nil
+}

@@ -1,0 +1,319 @@
+package converge
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// CommandHandler does the work of one command kind. The plan machine calls
+// it for the command's current state and applies the state it returns:
+//
+//   - NewPlan fills c.Status.Targets (discovering and checking every target)
+//     and returns SchedulableWait, Completed (nothing to do) or an error state.
+//   - SchedulableWait reads back what the targets reported and returns
+//     Schedulable (there is work to do now), SchedulableWait (wait for the
+//     targets), Completed, or an error state.
+//   - Schedulable does the work (signals the next targets) and returns
+//     SchedulableWait, Schedulable or an error state.
+//
+// Any state other than the four core ones is an error state; it stops the
+// command and the plan, and c.Status.Reason (and the failed targets' reasons)
+// should say why. A returned error means "could not decide now, try again":
+// the plan's status is left as it was, including any change the handler made
+// to c.Status.
+type CommandHandler interface {
+	NewPlan(ctx context.Context, c *CommandContext) (PlanState, error)
+	SchedulableWait(ctx context.Context, c *CommandContext) (PlanState, error)
+	Schedulable(ctx context.Context, c *CommandContext) (PlanState, error)
+}
+
+// CommandContext is what a CommandHandler gets: the command, its status to
+// update, and the clock. The handler owns Status for the duration of the call.
+type CommandContext struct {
+	PlanID string
+	// Index is the command's index in the plan.
+	Index   int
+	Command Command
+	// Status is a copy of the command's status; the machine keeps the
+	// handler's changes when it returns without an error.
+	Status *CommandStatus
+	// Now is the time of this step, in UTC, truncated to the second (the
+	// precision of documents).
+	Now time.Time
+	// TargetTimeout is the effective timeout of each target once signalled
+	// (the command's, else the runner's default); 0 means none.
+	TargetTimeout time.Duration
+}
+
+// SetTarget sets the state and reason of a target, creating its entry in
+// group if needed; LastUpdatedTimestamp becomes Now when the state changes.
+func (c *CommandContext) SetTarget(group, name string, state PlanTargetState, reason string) *PlanTargetStatus {
+	if c.Status.Targets == nil {
+		c.Status.Targets = map[string][]PlanTargetStatus{}
+	}
+	t := c.Status.Target(group, name)
+	if t == nil {
+		c.Status.Targets[group] = append(c.Status.Targets[group], PlanTargetStatus{Name: name})
+		ts := c.Status.Targets[group]
+		t = &ts[len(ts)-1]
+	}
+	if t.State != state || t.LastUpdatedTimestamp.IsZero() {
+		t.LastUpdatedTimestamp = c.Now
+	}
+	t.State = state
+	t.Reason = reason
+	return t
+}
+
+// CommandHandlerFuncs adapts three functions to a CommandHandler; a nil
+// function returns the state that keeps the command moving (NewPlan:
+// SchedulableWait, SchedulableWait: Completed, Schedulable: SchedulableWait).
+type CommandHandlerFuncs struct {
+	NewPlanFunc         func(ctx context.Context, c *CommandContext) (PlanState, error)
+	SchedulableWaitFunc func(ctx context.Context, c *CommandContext) (PlanState, error)
+	SchedulableFunc     func(ctx context.Context, c *CommandContext) (PlanState, error)
+}
+
+// NewPlan implements CommandHandler.
+func (f CommandHandlerFuncs) NewPlan(ctx context.Context, c *CommandContext) (PlanState, error) {
+	if f.NewPlanFunc == nil {
+		return PlanSchedulableWait, nil
+	}
+	return f.NewPlanFunc(ctx, c)
+}
+
+// SchedulableWait implements CommandHandler.
+func (f CommandHandlerFuncs) SchedulableWait(ctx context.Context, c *CommandContext) (PlanState, error) {
+	if f.SchedulableWaitFunc == nil {
+		return PlanCompleted, nil
+	}
+	return f.SchedulableWaitFunc(ctx, c)
+}
+
+// Schedulable implements CommandHandler.
+func (f CommandHandlerFuncs) Schedulable(ctx context.Context, c *CommandContext) (PlanState, error) {
+	if f.SchedulableFunc == nil {
+		return PlanSchedulableWait, nil
+	}
+	return f.SchedulableFunc(ctx, c)
+}
+
+// PlanStep says what one step of the plan machine did.
+type PlanStep struct {
+	// Changed reports that the status changed and must be stored.
+	Changed bool
+	// Command is the index of the command the step handled, or -1 when the
+	// step was about the plan only (NewPlan handles every command).
+	Command int
+	// From and To are the plan's state before and after the step.
+	From, To PlanState
+	// CommandFrom and CommandTo are the handled command's states before and
+	// after the step.
+	CommandFrom, CommandTo PlanState
+	// Done reports that the plan is Completed or in an error state.
+	Done bool
+}
+
+// planTransitions lists, per state a handler is called in, the core states it
+// may return (any error state is allowed from each).
+var planTransitions = map[PlanState][]PlanState{
+	PlanNewPlan:         {PlanSchedulableWait, PlanCompleted},
+	PlanSchedulableWait: {PlanSchedulableWait, PlanSchedulable, PlanCompleted},
+	PlanSchedulable:     {PlanSchedulableWait, PlanSchedulable},
+}
+
+func planAllowed(from, to PlanState) bool {
+	if to.IsError() {
+		return true
+	}
+	for _, s := range planTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Step runs one transition of the plan in doc and updates doc.Status in
+// place (creating it in NewPlan when nil). In NewPlan every command's handler
+// fills its status; afterwards only the active command (the first one not
+// Completed) is handled, in its own state. The plan's state follows the
+// active command; it is Completed when every command is, and takes the error
+// state of a command that fails.
+//
+// Step returns an error, and leaves doc unchanged, when the spec is invalid
+// (ErrPlanInvalid), the status cannot answer the spec (ErrPlanStatusMismatch),
+// a kind has no handler (ErrPlanUnknownCommand), a handler returns a state
+// that cannot follow (ErrPlanTransition), or a handler fails (a
+// *PlanCommandError wrapping its error; worth trying again).
+func (r *PlanRunner) Step(ctx context.Context, doc *PlanDocument) (PlanStep, error) {
+	if err := doc.Spec.Validate(); err != nil {
+		return PlanStep{Command: -1}, err
+	}
+	st := doc.Status.Clone()
+	if st == nil {
+		st = &PlanStatus{State: PlanNewPlan}
+	}
+	if _, err := planReconcileStatus(doc.Spec, st); err != nil {
+		return PlanStep{Command: -1}, err
+	}
+	from := st.State.normal()
+	st.State = from
+	step := PlanStep{Command: -1, From: from}
+	now := r.now()
+	var err error
+	switch {
+	case from.IsFinal():
+	case from == PlanNewPlan:
+		err = r.stepNewPlan(ctx, doc.Spec, st, now)
+	default:
+		step, err = r.stepActive(ctx, doc.Spec, st, now, step)
+	}
+	if err != nil {
+		return PlanStep{Command: step.Command, From: from, To: from}, err
+	}
+	step.To = st.State
+	step.Done = st.State.IsFinal()
+	step.Changed = !reflect.DeepEqual(doc.Status, st)
+	doc.Status = st
+	return step, nil
+}
+
+func (r *PlanRunner) handler(i int, kind string) (CommandHandler, error) {
+	h, ok := r.cfg.Handlers[kind]
+	if !ok || h == nil {
+		return nil, &PlanCommandError{Command: i, Kind: kind, State: PlanNewPlan, Err: ErrPlanUnknownCommand}
+	}
+	return h, nil
+}
+
+func (r *PlanRunner) context(spec Plan, i int, cs *CommandStatus, now time.Time) *CommandContext {
+	cmd := spec.Commands[i]
+	tt := cmd.TargetTimeout
+	if tt == 0 {
+		tt = r.cfg.TargetTimeout
+	}
+	return &CommandContext{PlanID: spec.ID, Index: i, Command: cmd, Status: cs, Now: now, TargetTimeout: tt}
+}
+
+// call runs the handler for cs in its state and applies the result.
+func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, now time.Time) error {
+	h, err := r.handler(i, spec.Commands[i].Kind)
+	if err != nil {
+		return err
+	}
+	state := cs.State.normal()
+	work := cs.Clone()
+	cc := r.context(spec, i, &work, now)
+	var next PlanState
+	switch state {
+	case PlanNewPlan:
+		next, err = h.NewPlan(ctx, cc)
+	case PlanSchedulableWait:
+		next, err = h.SchedulableWait(ctx, cc)
+	case PlanSchedulable:
+		next, err = h.Schedulable(ctx, cc)
+	default:
+		return nil
+	}
+	if err != nil {
+		return &PlanCommandError{Command: i, Kind: cs.Kind, State: state, Err: err}
+	}
+	next = next.normal()
+	if !planAllowed(state, next) {
+		return &PlanCommandError{Command: i, Kind: cs.Kind, State: state, Err: fmt.Errorf("%w: %s -> %s", ErrPlanTransition, state, next)}
+	}
+	work.ID, work.Kind, work.State = i, spec.Commands[i].Kind, next
+	if next.IsError() && work.Reason == "" {
+		work.Reason = fmt.Sprintf("command entered error state %s", next)
+	}
+	if !next.IsError() {
+		work.Reason = ""
+	}
+	*cs = work
+	return nil
+}
+
+func (r *PlanRunner) stepNewPlan(ctx context.Context, spec Plan, st *PlanStatus, now time.Time) error {
+	for i := range spec.Commands {
+		cs := &st.Commands[i]
+		if cs.State.normal() != PlanNewPlan {
+			continue
+		}
+		if err := r.call(ctx, spec, i, cs, now); err != nil {
+			return err
+		}
+		if cs.State.IsError() {
+			st.State = cs.State
+			st.Reason = fmt.Sprintf("command %d (%s): %s", i, cs.Kind, cs.Reason)
+			return nil
+		}
+	}
+	st.State = planAggregate(st)
+	return nil
+}
+
+// planAggregate is the plan's state when no command failed: Completed when
+// every command is, else the state of the active command.
+func planAggregate(st *PlanStatus) PlanState {
+	for i := range st.Commands {
+		if s := st.Commands[i].State.normal(); s != PlanCompleted {
+			return s
+		}
+	}
+	return PlanCompleted
+}
+
+func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, now time.Time, step PlanStep) (PlanStep, error) {
+	active := -1
+	for i := range st.Commands {
+		if st.Commands[i].State.normal() != PlanCompleted {
+			active = i
+			break
+		}
+	}
+	if active < 0 {
+		st.State = PlanCompleted
+		return step, nil
+	}
+	cs := &st.Commands[active]
+	step.Command = active
+	step.CommandFrom = cs.State.normal()
+	if cs.State.normal() == PlanNewPlan {
+		// A repaired status: NewPlan fills the missing entries first.
+		st.State = PlanNewPlan
+		step.CommandTo = PlanNewPlan
+		return step, nil
+	}
+	if cs.Started.IsZero() {
+		cs.Started = now
+	}
+	timeout := spec.Commands[active].Timeout
+	if timeout == 0 {
+		timeout = r.cfg.CommandTimeout
+	}
+	if timeout > 0 && now.Sub(cs.Started) >= timeout {
+		reason := fmt.Sprintf("command did not complete within %s", timeout)
+		for g := range cs.Targets {
+			for j := range cs.Targets[g] {
+				t := &cs.Targets[g][j]
+				if t.State == SignalSent {
+					t.State, t.Reason, t.LastUpdatedTimestamp = SignalTimedOut, reason, now
+				}
+			}
+		}
+		cs.State, cs.Reason = PlanTimedOut, reason
+	} else if err := r.call(ctx, spec, active, cs, now); err != nil {
+		return step, err
+	}
+	step.CommandTo = cs.State
+	if cs.State.IsError() {
+		st.State = cs.State
+		st.Reason = fmt.Sprintf("command %d (%s): %s", active, cs.Kind, cs.Reason)
+		return step, nil
+	}
+	st.State = planAggregate(st)
+	return step, nil
+}

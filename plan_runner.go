@@ -1,0 +1,294 @@
+package converge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of PlanConfig.
+const (
+	// PlanDefaultPollInterval is how long a runner waits before looking at a
+	// plan again when a step changed nothing (targets are still working).
+	PlanDefaultPollInterval = time.Second
+	// PlanDefaultLeaseTTL is how long a runner's claim on a plan lasts
+	// without renewal; a crashed runner's plan is taken over after it.
+	PlanDefaultLeaseTTL = 30 * time.Second
+	// PlanKeyPrefix prefixes the Store key of every plan: "plan/<id>".
+	PlanKeyPrefix = "plan/"
+)
+
+// PlanConfig tunes a PlanRunner. The zero value has no handlers (every plan
+// fails with ErrPlanUnknownCommand), no timeouts, PlanDefaultPollInterval,
+// PlanDefaultLeaseTTL, a random owner name and time.Now.
+type PlanConfig struct {
+	// Handlers maps a command kind to its handler.
+	Handlers map[string]CommandHandler
+	// CommandTimeout is the timeout of a command that sets none; 0: none.
+	CommandTimeout time.Duration
+	// TargetTimeout is the timeout of a target of a command that sets none;
+	// 0: none.
+	TargetTimeout time.Duration
+	// PollInterval is the wait between steps that changed nothing, and
+	// after a handler error; 0 means PlanDefaultPollInterval.
+	PollInterval time.Duration
+	// Owner names this runner in the Store's claims; "" means a random name.
+	Owner string
+	// LeaseTTL is the duration of the runner's claim on a plan, renewed at
+	// every step; 0 means PlanDefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// OnStep, when set, is called after every step that changed the status
+	// (after it is stored), from the goroutine running the plan.
+	OnStep func(id string, step PlanStep, status *PlanStatus)
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports the first field out of range as a *ConfigError.
+func (c PlanConfig) Validate() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"CommandTimeout", c.CommandTimeout}, {"TargetTimeout", c.TargetTimeout}, {"PollInterval", c.PollInterval}, {"LeaseTTL", c.LeaseTTL}} {
+		if f.d < 0 {
+			return &ConfigError{Field: "PlanConfig." + f.name, Reason: fmt.Sprintf("must not be negative, got %s", f.d)}
+		}
+	}
+	for k, h := range c.Handlers {
+		if k == "" || h == nil {
+			return &ConfigError{Field: "PlanConfig.Handlers", Reason: fmt.Sprintf("kind %q: needs a name and a handler", k)}
+		}
+	}
+	return nil
+}
+
+// PlanRunner runs plans kept in a Store: it steps the plan machine, stores
+// the status after every transition (with the version it read, so a stale
+// write is detected and the step redone on the fresh status), and claims the
+// plan so that one runner at a time works on it. A runner that dies mid-plan
+// loses nothing: another runner (after the claim expires) resumes from the
+// stored status, and signals are never sent twice to a target that answered.
+// It is safe for concurrent use.
+type PlanRunner struct {
+	cfg   PlanConfig
+	store Store
+}
+
+// NewPlanRunner validates cfg and returns a runner on store. A nil store is
+// allowed for runners used only through Step.
+func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = PlanDefaultPollInterval
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = PlanDefaultLeaseTTL
+	}
+	if cfg.Owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		cfg.Owner = "plan-runner-" + hex.EncodeToString(b[:])
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &PlanRunner{cfg: cfg, store: store}, nil
+}
+
+func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Second) }
+
+// PlanKey returns the Store key of the plan with id.
+func PlanKey(id string) string { return PlanKeyPrefix + id }
+
+// Create validates doc's spec and stores it as a new plan (with its status,
+// if any). It fails with a *StoreVersionError (ErrStoreStale) when a plan
+// with that ID exists.
+func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
+	if err := doc.Spec.Validate(); err != nil {
+		return err
+	}
+	if doc.Status != nil {
+		st := doc.Status.Clone()
+		if _, err := planReconcileStatus(doc.Spec, st); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	state := PlanNewPlan
+	if doc.Status != nil {
+		state = doc.Status.State.normal()
+	}
+	_, err = r.store.Put(ctx, StoreRecord{Key: PlanKey(doc.Spec.ID), Value: b},
+		HistoryEntry{At: r.cfg.Now(), To: string(state), Reason: "plan created"})
+	return err
+}
+
+// Get returns the stored plan with id and its store version.
+func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64, error) {
+	rec, err := r.store.Get(ctx, PlanKey(id))
+	if err != nil {
+		return nil, 0, err
+	}
+	doc, err := PlanDecode(rec.Value)
+	if err != nil {
+		return nil, 0, fmt.Errorf("converge: stored plan %q: %w", id, err)
+	}
+	return doc, rec.Version, nil
+}
+
+// Retry makes the stored plan id, stopped in an error state, runnable again
+// (see PlanStatus.Retry) and stores it; Run then signals again only the
+// targets that did not complete. It fails with ErrPlanNotFailed when the plan
+// is not in an error state.
+func (r *PlanRunner) Retry(ctx context.Context, id string) error {
+	doc, version, err := r.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if doc.Status == nil {
+		return fmt.Errorf("%w (not started)", ErrPlanNotFailed)
+	}
+	from := doc.Status.State
+	if err := doc.Status.Retry(r.cfg.Now()); err != nil {
+		return err
+	}
+	return r.put(ctx, doc, version, HistoryEntry{At: r.cfg.Now(), From: string(from), To: string(doc.Status.State), Reason: "retry"})
+}
+
+func (r *PlanRunner) put(ctx context.Context, doc *PlanDocument, version uint64, h ...HistoryEntry) error {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, err = r.store.Put(ctx, StoreRecord{Key: PlanKey(doc.Spec.ID), Version: version, Value: b}, h...)
+	return err
+}
+
+// planFatal reports errors that trying again cannot cure.
+func planFatal(err error) bool {
+	return errors.Is(err, ErrPlanInvalid) || errors.Is(err, ErrPlanStatusMismatch) ||
+		errors.Is(err, ErrPlanUnknownCommand) || errors.Is(err, ErrPlanTransition) ||
+		errors.Is(err, ErrPlanDecode) || errors.Is(err, ErrStoreNotFound)
+}
+
+// Run works on the stored plan id until it is Completed or stops in an error
+// state, storing the status after every transition. It returns the final
+// status, and a *PlanError (ErrPlanFailed) when the plan stopped in an error
+// state. Handler and store errors are retried after PollInterval; errors that
+// a retry cannot cure (an unknown kind, a status that does not answer the
+// spec, an invalid transition, a missing plan) end the run. While another
+// runner holds the plan's claim, Run waits. It returns ctx's error when ctx
+// is cancelled, leaving the stored status as it was after the last stored
+// step.
+func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
+	key := PlanKey(id)
+	var lease *Lease
+	defer func() {
+		if lease != nil {
+			// Best effort: an expired or lost lease is let go anyway.
+			_ = r.store.Release(context.WithoutCancel(ctx), *lease)
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		l, err := r.store.Claim(ctx, key, r.cfg.Owner, r.cfg.LeaseTTL)
+		if err != nil {
+			if errors.Is(err, ErrClaimHeld) || !planFatal(err) {
+				if werr := r.wait(ctx); werr != nil {
+					return nil, werr
+				}
+				continue
+			}
+			return nil, err
+		}
+		lease = &l
+		st, done, err := r.runStep(ctx, id)
+		if err != nil {
+			if planFatal(err) || ctx.Err() != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return st, err
+			}
+			if werr := r.wait(ctx); werr != nil {
+				return nil, werr
+			}
+			continue
+		}
+		if done {
+			if st.State.IsError() {
+				idx := -1
+				for i := range st.Commands {
+					if st.Commands[i].State.IsError() {
+						idx = i
+						break
+					}
+				}
+				return st, &PlanError{PlanID: id, Command: idx, State: st.State, Reason: st.Reason}
+			}
+			return st, nil
+		}
+	}
+}
+
+// runStep loads the plan, steps it until a step changes nothing or it is
+// done, storing every change. It returns the last status and whether the
+// plan is done; when nothing changed and it is not done, it waits first.
+func (r *PlanRunner) runStep(ctx context.Context, id string) (*PlanStatus, bool, error) {
+	doc, version, err := r.Get(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	step, err := r.Step(ctx, doc)
+	if err != nil {
+		return doc.Status, false, err
+	}
+	if step.Changed {
+		hist := []HistoryEntry{}
+		if step.From != step.To {
+			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.From), To: string(step.To), Reason: "plan"})
+		}
+		if step.Command >= 0 && step.CommandFrom != step.CommandTo {
+			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
+				Reason: fmt.Sprintf("command %d (%s)", step.Command, doc.Spec.Commands[step.Command].Kind)})
+		}
+		if err := r.put(ctx, doc, version, hist...); err != nil {
+			// A stale version means someone else wrote: step again on
+			// the fresh status. Anything else is retried after a wait.
+			if errors.Is(err, ErrStoreStale) {
+				return doc.Status, false, nil
+			}
+			return doc.Status, false, err
+		}
+		if r.cfg.OnStep != nil {
+			r.cfg.OnStep(id, step, doc.Status.Clone())
+		}
+		return doc.Status, step.Done, nil
+	}
+	if step.Done {
+		return doc.Status, true, nil
+	}
+	return doc.Status, false, r.wait(ctx)
+}
+
+func (r *PlanRunner) wait(ctx context.Context) error {
+	t := time.NewTimer(r.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
