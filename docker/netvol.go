@@ -1,0 +1,195 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/convergekit/converge"
+)
+
+// NetworkState is whether an engine network exists and whether we own it.
+type NetworkState struct {
+	Name   string
+	Exists bool
+	ID     string
+	// Owned is true when the network carries our owner label; a network we
+	// do not own is never removed.
+	Owned bool
+
+	snap *snapshot
+}
+
+// Network is the item of an engine network.
+type Network struct {
+	spec      NetworkSpec
+	project   string
+	eng       Engine
+	projectID converge.ID
+}
+
+// NewNetwork returns a standalone Network item on eng, labelled with project.
+func NewNetwork(eng Engine, project string, spec NetworkSpec) *Network {
+	return &Network{spec: spec, project: project, eng: eng}
+}
+
+// ID returns NetworkID(name).
+func (n *Network) ID() converge.ID { return NetworkID(n.spec.Name) }
+
+func (n *Network) key() string { return "network:" + n.spec.Name }
+
+// StateCurrent reads the project's snapshot (a network a running project
+// container is attached to exists) or lists the network by name.
+func (n *Network) StateCurrent(ctx context.Context, deps converge.Deps) (NetworkState, error) {
+	if n.projectID != "" {
+		if ps, err := converge.DepState[ProjectState](deps, n.projectID); err == nil && ps.snap.usable(n.key()) {
+			info, ok := ps.snap.networks[n.spec.Name]
+			return NetworkState{Name: n.spec.Name, Exists: ok, ID: info.ID, Owned: ok && (!info.known || info.Owned), snap: ps.snap}, nil
+		}
+	}
+	found, err := listNetworks(ctx, n.eng, []string{n.spec.Name})
+	if err != nil {
+		return NetworkState{}, err
+	}
+	info, ok := found[n.spec.Name]
+	return NetworkState{Name: n.spec.Name, Exists: ok, ID: info.ID, Owned: info.Owned}, nil
+}
+
+// StateGoal is the network existing.
+func (n *Network) StateGoal(context.Context, converge.Deps) (NetworkState, error) {
+	return NetworkState{Name: n.spec.Name, Exists: true, Owned: true}, nil
+}
+
+// StateClean is the network removed (if we own it).
+func (n *Network) StateClean(context.Context, converge.Deps) (NetworkState, error) {
+	return NetworkState{Name: n.spec.Name}, nil
+}
+
+// Check wants the network to exist (for a goal), or an owned network gone
+// (for a clean state); a network we do not own satisfies a clean state.
+func (n *Network) Check(_ context.Context, current, target NetworkState) (converge.Decision, error) {
+	if target.Exists == current.Exists || !target.Exists && !current.Owned {
+		return converge.NotRequired(), nil
+	}
+	return converge.Required(1), nil
+}
+
+// Apply creates or removes the network.
+func (n *Network) Apply(ctx context.Context, current, target NetworkState) (NetworkState, error) {
+	current.snap.invalidate(n.key())
+	if target.Exists {
+		labels := map[string]string{LabelOwner: OwnerValue, LabelProject: n.project}
+		for k, v := range n.spec.Labels {
+			labels[k] = v
+		}
+		r, err := n.eng.NetworkCreate(ctx, n.spec.Name, network.CreateOptions{Driver: n.spec.Driver, Internal: n.spec.Internal, Labels: labels})
+		if err != nil && !errdefs.IsConflict(err) {
+			return current, fmt.Errorf("docker: network %s: create: %w", n.spec.Name, err)
+		}
+		return NetworkState{Name: n.spec.Name, Exists: true, ID: r.ID, Owned: true}, nil
+	}
+	id := current.ID
+	if id == "" {
+		id = n.spec.Name
+	}
+	if err := n.eng.NetworkRemove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+		return current, fmt.Errorf("docker: network %s: remove: %w", n.spec.Name, err)
+	}
+	return NetworkState{Name: n.spec.Name}, nil
+}
+
+// ApplyDry returns the state Apply would reach without writing.
+func (n *Network) ApplyDry(_ context.Context, _, target NetworkState) (NetworkState, error) {
+	return target, nil
+}
+
+// VolumeState is whether an engine volume exists and whether we own it.
+type VolumeState struct {
+	Name   string
+	Exists bool
+	// Owned is true when the volume carries our owner label; a volume we
+	// do not own is never removed.
+	Owned bool
+
+	snap *snapshot
+}
+
+// Volume is the item of an engine volume.
+type Volume struct {
+	spec      VolumeSpec
+	project   string
+	eng       Engine
+	projectID converge.ID
+}
+
+// NewVolume returns a standalone Volume item on eng, labelled with project.
+func NewVolume(eng Engine, project string, spec VolumeSpec) *Volume {
+	return &Volume{spec: spec, project: project, eng: eng}
+}
+
+// ID returns VolumeID(name).
+func (v *Volume) ID() converge.ID { return VolumeID(v.spec.Name) }
+
+func (v *Volume) key() string { return "volume:" + v.spec.Name }
+
+// StateCurrent reads the project's snapshot (a volume a running project
+// container mounts exists) or lists the volume by name.
+func (v *Volume) StateCurrent(ctx context.Context, deps converge.Deps) (VolumeState, error) {
+	if v.projectID != "" {
+		if ps, err := converge.DepState[ProjectState](deps, v.projectID); err == nil && ps.snap.usable(v.key()) {
+			info, ok := ps.snap.volumes[v.spec.Name]
+			return VolumeState{Name: v.spec.Name, Exists: ok, Owned: ok && (!info.known || info.Owned), snap: ps.snap}, nil
+		}
+	}
+	found, err := listVolumes(ctx, v.eng, []string{v.spec.Name})
+	if err != nil {
+		return VolumeState{}, err
+	}
+	info, ok := found[v.spec.Name]
+	return VolumeState{Name: v.spec.Name, Exists: ok, Owned: info.Owned}, nil
+}
+
+// StateGoal is the volume existing.
+func (v *Volume) StateGoal(context.Context, converge.Deps) (VolumeState, error) {
+	return VolumeState{Name: v.spec.Name, Exists: true, Owned: true}, nil
+}
+
+// StateClean is the volume removed (if we own it).
+func (v *Volume) StateClean(context.Context, converge.Deps) (VolumeState, error) {
+	return VolumeState{Name: v.spec.Name}, nil
+}
+
+// Check is like Network.Check.
+func (v *Volume) Check(_ context.Context, current, target VolumeState) (converge.Decision, error) {
+	if target.Exists == current.Exists || !target.Exists && !current.Owned {
+		return converge.NotRequired(), nil
+	}
+	return converge.Required(1), nil
+}
+
+// Apply creates or removes the volume.
+func (v *Volume) Apply(ctx context.Context, current, target VolumeState) (VolumeState, error) {
+	current.snap.invalidate(v.key())
+	if target.Exists {
+		labels := map[string]string{LabelOwner: OwnerValue, LabelProject: v.project}
+		for k, val := range v.spec.Labels {
+			labels[k] = val
+		}
+		if _, err := v.eng.VolumeCreate(ctx, volume.CreateOptions{Name: v.spec.Name, Driver: v.spec.Driver, Labels: labels}); err != nil {
+			return current, fmt.Errorf("docker: volume %s: create: %w", v.spec.Name, err)
+		}
+		return VolumeState{Name: v.spec.Name, Exists: true, Owned: true}, nil
+	}
+	if err := v.eng.VolumeRemove(ctx, v.spec.Name, false); err != nil && !errdefs.IsNotFound(err) {
+		return current, fmt.Errorf("docker: volume %s: remove: %w", v.spec.Name, err)
+	}
+	return VolumeState{Name: v.spec.Name}, nil
+}
+
+// ApplyDry returns the state Apply would reach without writing.
+func (v *Volume) ApplyDry(_ context.Context, _, target VolumeState) (VolumeState, error) {
+	return target, nil
+}

@@ -1,0 +1,219 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+)
+
+// snapshot is what one walk knows of the engine, read by the project item
+// with a constant number of calls: the project's containers (one list by
+// label), the images the project uses (one list), and networks and volumes
+// only when no running container already proves they exist. Items read it
+// instead of inspecting one by one; an item that wrote marks itself stale
+// and reads the engine directly afterwards.
+type snapshot struct {
+	containers map[string]container.Summary // by name
+	images     map[string]string            // normalized ref -> image ID
+	networks   map[string]objectInfo        // by name; confirmed or listed
+	volumes    map[string]objectInfo
+
+	mu    sync.Mutex
+	stale map[string]bool
+}
+
+type objectInfo struct {
+	ID    string
+	Owned bool
+	known bool // listed (Owned is meaningful) rather than inferred
+}
+
+func (s *snapshot) invalidate(key string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.stale == nil {
+		s.stale = map[string]bool{}
+	}
+	s.stale[key] = true
+	s.mu.Unlock()
+}
+
+func (s *snapshot) usable(key string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.stale[key]
+}
+
+// takeSnapshot reads the engine for project p.
+func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error) {
+	s := &snapshot{
+		containers: map[string]container.Summary{},
+		images:     map[string]string{},
+		networks:   map[string]objectInfo{},
+		volumes:    map[string]objectInfo{},
+	}
+	list, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelProject+"="+p.Name))})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list containers of project %s: %w", p.Name, err)
+	}
+	for _, c := range list {
+		if len(c.Names) == 0 {
+			continue
+		}
+		s.containers[strings.TrimPrefix(c.Names[0], "/")] = c
+		if c.State != "running" {
+			continue
+		}
+		if c.NetworkSettings != nil {
+			for name, ep := range c.NetworkSettings.Networks {
+				id := ""
+				if ep != nil {
+					id = ep.NetworkID
+				}
+				s.networks[name] = objectInfo{ID: id}
+			}
+		}
+		for _, m := range c.Mounts {
+			if m.Type == "volume" && m.Name != "" {
+				s.volumes[m.Name] = objectInfo{ID: m.Name}
+			}
+		}
+	}
+	if refs := p.imageRefs(); len(refs) > 0 {
+		if err := s.listImages(ctx, eng, refs); err != nil {
+			return nil, err
+		}
+	}
+	var nets, vols []string
+	for _, n := range p.Networks {
+		if _, ok := s.networks[n.Name]; !ok {
+			nets = append(nets, n.Name)
+		}
+	}
+	for _, v := range p.Volumes {
+		if _, ok := s.volumes[v.Name]; !ok {
+			vols = append(vols, v.Name)
+		}
+	}
+	if len(nets) > 0 {
+		found, err := listNetworks(ctx, eng, nets)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range found {
+			s.networks[k] = v
+		}
+	}
+	if len(vols) > 0 {
+		found, err := listVolumes(ctx, eng, vols)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range found {
+			s.volumes[k] = v
+		}
+	}
+	return s, nil
+}
+
+func (s *snapshot) listImages(ctx context.Context, eng Engine, refs []string) error {
+	found, err := listImages(ctx, eng, refs)
+	if err != nil {
+		return err
+	}
+	s.images = found
+	return nil
+}
+
+// normalizeRef returns the familiar form of an image reference with the
+// default tag added ("alpine" -> "alpine:latest"); unparsable references
+// are returned as given.
+func normalizeRef(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	return reference.FamiliarString(reference.TagNameOnly(named))
+}
+
+// listImages returns the IDs of the given references present locally, in
+// one call.
+func listImages(ctx context.Context, eng Engine, refs []string) (map[string]string, error) {
+	args := filters.NewArgs()
+	want := map[string]bool{}
+	for _, r := range refs {
+		n := normalizeRef(r)
+		want[n] = true
+		if !strings.Contains(n, "@") {
+			args.Add("reference", n)
+		}
+	}
+	opts := image.ListOptions{Filters: args}
+	if len(args.Get("reference")) < len(refs) {
+		opts.Filters = filters.NewArgs() // digests: list everything and match below
+	}
+	list, err := eng.ImageList(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("docker: list images: %w", err)
+	}
+	found := map[string]string{}
+	for _, im := range list {
+		for _, t := range slices.Concat(im.RepoTags, im.RepoDigests) {
+			if n := normalizeRef(t); want[n] {
+				found[n] = im.ID
+			}
+		}
+	}
+	return found, nil
+}
+
+func listNetworks(ctx context.Context, eng Engine, names []string) (map[string]objectInfo, error) {
+	args := filters.NewArgs()
+	for _, n := range names {
+		args.Add("name", n)
+	}
+	list, err := eng.NetworkList(ctx, network.ListOptions{Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list networks: %w", err)
+	}
+	found := map[string]objectInfo{}
+	for _, n := range list {
+		if slices.Contains(names, n.Name) { // the name filter matches substrings
+			found[n.Name] = objectInfo{ID: n.ID, Owned: n.Labels[LabelOwner] == OwnerValue, known: true}
+		}
+	}
+	return found, nil
+}
+
+func listVolumes(ctx context.Context, eng Engine, names []string) (map[string]objectInfo, error) {
+	args := filters.NewArgs()
+	for _, n := range names {
+		args.Add("name", n)
+	}
+	resp, err := eng.VolumeList(ctx, volume.ListOptions{Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list volumes: %w", err)
+	}
+	found := map[string]objectInfo{}
+	for _, v := range resp.Volumes {
+		if v != nil && slices.Contains(names, v.Name) {
+			found[v.Name] = objectInfo{ID: v.Name, Owned: v.Labels[LabelOwner] == OwnerValue, known: true}
+		}
+	}
+	return found, nil
+}

@@ -1,0 +1,243 @@
+package docker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// ContainerState is what the engine says about one container, reduced to
+// what the package compares. It never holds environment values: fields are
+// compared through short hashes (see LabelSpecFields), so secrets cannot
+// reach reports, logs or events through it.
+type ContainerState struct {
+	// Name is the engine container name.
+	Name   string
+	Exists bool
+	ID     string
+	// Status is the engine state: created, running, paused, restarting,
+	// exited or dead ("" when the container does not exist).
+	Status string
+	// ExitCode is the exit code of an exited container.
+	ExitCode int
+	// Health is "", "starting", "healthy" or "unhealthy".
+	Health  string
+	Image   string
+	ImageID string
+	// SpecHash and Fields come from our labels on the container (or, for a
+	// target, from the spec).
+	SpecHash string
+	Fields   map[string]string
+	// Networks are the networks the container is attached to, sorted.
+	Networks []string
+	// Drift lists user-specified fields found changed behind our back when
+	// the container was inspected.
+	Drift []string
+	// Run is the wanted run mode (targets only).
+	Run RunMode
+
+	snap *snapshot // the walk's snapshot this state was read from
+}
+
+// Action is what a container needs.
+type Action string
+
+// The planned actions for a container.
+const (
+	ActionNone     Action = "none"
+	ActionCreate   Action = "create"
+	ActionRecreate Action = "recreate"
+	ActionStart    Action = "start"
+	ActionStop     Action = "stop"
+	ActionRemove   Action = "remove"
+)
+
+// Plan is the action a container needs to go from a current to a target
+// state; for a recreate, Fields lists what differs (for example "image",
+// "env.DB_URL", "networks", "state").
+type Plan struct {
+	Container string
+	Action    Action
+	Fields    []string
+}
+
+// String formats the plan as "name: action (fields)".
+func (p Plan) String() string {
+	if len(p.Fields) == 0 {
+		return fmt.Sprintf("%s: %s", p.Container, p.Action)
+	}
+	return fmt.Sprintf("%s: %s (%s)", p.Container, p.Action, strings.Join(p.Fields, ", "))
+}
+
+// PlanFor decides the action that takes current to target. Apply and
+// ApplyDry both follow it, so a dry run shows what Apply does.
+func PlanFor(current, target ContainerState) Plan {
+	p := Plan{Container: target.Name, Action: ActionNone}
+	if p.Container == "" {
+		p.Container = current.Name
+	}
+	if !target.Exists {
+		if current.Exists {
+			p.Action = ActionRemove
+		}
+		return p
+	}
+	if !current.Exists {
+		p.Action = ActionCreate
+		return p
+	}
+	if diff := diffFields(current, target); len(diff) > 0 {
+		p.Action, p.Fields = ActionRecreate, diff
+		return p
+	}
+	switch target.Run {
+	case Running:
+		if current.Status != "running" {
+			p.Action = ActionStart
+		}
+	case Stopped:
+		if current.Status == "running" || current.Status == "restarting" {
+			p.Action = ActionStop
+		}
+	case Once:
+		if current.Status == "created" || (current.Status == "exited" || current.Status == "dead") && current.ExitCode != 0 {
+			p.Action = ActionStart
+		}
+	}
+	return p
+}
+
+// diffFields lists the user-specified fields where current differs from
+// target, sorted.
+func diffFields(current, target ContainerState) []string {
+	var diff []string
+	if current.SpecHash != target.SpecHash {
+		for k, v := range target.Fields {
+			if current.Fields[k] != v {
+				diff = append(diff, k)
+			}
+		}
+		for k := range current.Fields {
+			if _, ok := target.Fields[k]; !ok {
+				diff = append(diff, k)
+			}
+		}
+		if len(diff) == 0 { // hash differs but no field does: an older label format
+			diff = append(diff, "spec")
+		}
+	}
+	if target.ImageID != "" && current.ImageID != "" && current.ImageID != target.ImageID && !slices.Contains(diff, "image") {
+		diff = append(diff, "image-id")
+	}
+	for _, n := range target.Networks {
+		if !slices.Contains(current.Networks, n) {
+			diff = append(diff, "network."+n)
+		}
+	}
+	for _, d := range current.Drift {
+		if !slices.Contains(diff, d) {
+			diff = append(diff, d)
+		}
+	}
+	sort.Strings(diff)
+	return slices.Compact(diff)
+}
+
+// stateFromSummary reads a container from a list entry, without inspecting.
+func stateFromSummary(s container.Summary) ContainerState {
+	st := ContainerState{
+		Exists:   true,
+		ID:       s.ID,
+		Status:   string(s.State),
+		Image:    s.Image,
+		ImageID:  s.ImageID,
+		SpecHash: s.Labels[LabelSpecHash],
+		Fields:   decodeFields(s.Labels[LabelSpecFields]),
+	}
+	if len(s.Names) > 0 {
+		st.Name = strings.TrimPrefix(s.Names[0], "/")
+	}
+	st.Health = healthFromStatus(s.Status)
+	if st.Status == "exited" || st.Status == "dead" {
+		var code int
+		if _, err := fmt.Sscanf(s.Status, "Exited (%d)", &code); err == nil {
+			st.ExitCode = code
+		}
+	}
+	if s.NetworkSettings != nil {
+		st.Networks = slices.Sorted(maps.Keys(s.NetworkSettings.Networks))
+	}
+	return st
+}
+
+func healthFromStatus(status string) string {
+	switch {
+	case strings.Contains(status, "(healthy)"):
+		return "healthy"
+	case strings.Contains(status, "(unhealthy)"):
+		return "unhealthy"
+	case strings.Contains(status, "(health: starting)"):
+		return "starting"
+	}
+	return ""
+}
+
+// stateFromInspect reads a container from an inspect response and records
+// as Drift every user-specified field the engine no longer agrees with.
+func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) ContainerState {
+	st := ContainerState{Exists: true, ID: r.ID, Name: strings.TrimPrefix(r.Name, "/"), ImageID: r.Image}
+	if r.State != nil {
+		st.Status = string(r.State.Status)
+		st.ExitCode = r.State.ExitCode
+		if r.State.Health != nil {
+			st.Health = string(r.State.Health.Status)
+		}
+	}
+	if r.Config != nil {
+		st.Image = r.Config.Image
+		st.SpecHash = r.Config.Labels[LabelSpecHash]
+		st.Fields = decodeFields(r.Config.Labels[LabelSpecFields])
+		if spec != nil {
+			env := map[string]string{}
+			for _, kv := range r.Config.Env {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+			for k, v := range spec.Env {
+				if got, ok := env[k]; !ok || got != v {
+					st.Drift = append(st.Drift, "env."+k)
+				}
+			}
+			for k, v := range spec.Labels {
+				if r.Config.Labels[k] != v {
+					st.Drift = append(st.Drift, "label."+k)
+				}
+			}
+			if spec.Command != nil && !slices.Equal([]string(r.Config.Cmd), spec.Command) {
+				st.Drift = append(st.Drift, "command")
+			}
+		}
+	}
+	if r.HostConfig != nil && spec != nil && spec.Restart != "" && restartString(r.HostConfig.RestartPolicy) != spec.Restart {
+		st.Drift = append(st.Drift, "restart")
+	}
+	if r.NetworkSettings != nil {
+		st.Networks = slices.Sorted(maps.Keys(r.NetworkSettings.Networks))
+	}
+	sort.Strings(st.Drift)
+	return st
+}
+
+func restartString(p container.RestartPolicy) string {
+	if p.Name == container.RestartPolicyOnFailure && p.MaximumRetryCount > 0 {
+		return fmt.Sprintf("%s:%d", p.Name, p.MaximumRetryCount)
+	}
+	if p.Name == "" {
+		return "no"
+	}
+	return string(p.Name)
+}
