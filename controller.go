@@ -1,0 +1,797 @@
+package converge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LifecycleState names the lifecycle state of an object ("provisioning",
+// "ready", ...). The empty state is not a valid state of a stored object.
+type LifecycleState string
+
+// Object is one object of a Controller: its key, lifecycle state and data.
+// It serializes to JSON as it is stored: {"state", "since", "reason",
+// "data", "intents"}; Key and Version are kept by the store beside it.
+type Object struct {
+	// Key names the object within its controller's kind.
+	Key string `json:"-"`
+	// State is the lifecycle state. Only the handler changes it.
+	State LifecycleState `json:"state"`
+	// Since is when the object entered State.
+	Since time.Time `json:"since"`
+	// Reason is the reason of the last Wait, or of the last transition.
+	Reason string `json:"reason,omitempty"`
+	// Data is the object's own JSON document, for the handler to use.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Intents are the requests others queued for the handler with
+	// Controller.Request, oldest first. They are cleared once a handler
+	// run that saw them succeeds.
+	Intents []string `json:"intents,omitempty"`
+	// Version is the store version the object was read at.
+	Version uint64 `json:"-"`
+}
+
+// HandlerVerdict is what a handler decided about an object.
+type HandlerVerdict uint8
+
+const (
+	// HandlerNoChange leaves the object as it is until the next periodic
+	// pass. It is the zero verdict.
+	HandlerNoChange HandlerVerdict = iota
+	// HandlerTransition moves the object to HandlerResult.Next and runs the
+	// handler again at once.
+	HandlerTransition
+	// HandlerWait leaves the state unchanged and records a reason.
+	HandlerWait
+	// HandlerDeleted removes the object; its history is kept.
+	HandlerDeleted
+)
+
+var verdictNames = [...]string{"no-change", "transition", "wait", "deleted"}
+
+// String returns the lower-case name of the verdict.
+func (v HandlerVerdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return fmt.Sprintf("verdict(%d)", uint8(v))
+}
+
+// HandlerResult is a handler's answer for one object. Build it with
+// Transition, Wait, NoChange or Deleted. The zero value means NoChange.
+type HandlerResult struct {
+	Verdict HandlerVerdict
+	// Next is the state to move to (HandlerTransition only).
+	Next LifecycleState
+	// Reason explains a wait or a transition; it is stored with the object
+	// and, for a transition, in the history.
+	Reason string
+	// Data, when not nil, replaces the object's data.
+	Data json.RawMessage
+	// RequeueAfter, when positive, replaces the periodic pass for this
+	// object's next run (not used by HandlerTransition and HandlerDeleted).
+	RequeueAfter time.Duration
+}
+
+// Transition returns the result that moves an object to next; the handler
+// runs again at once in the new state.
+func Transition(next LifecycleState) HandlerResult {
+	return HandlerResult{Verdict: HandlerTransition, Next: next}
+}
+
+// Wait returns the result that keeps the state and records why the object
+// waits; the handler runs again at the next periodic pass.
+func Wait(reason string) HandlerResult { return HandlerResult{Verdict: HandlerWait, Reason: reason} }
+
+// NoChange returns the result that changes nothing; the handler runs again
+// at the next periodic pass.
+func NoChange() HandlerResult { return HandlerResult{} }
+
+// Deleted returns the result that removes the object from the store.
+func Deleted() HandlerResult { return HandlerResult{Verdict: HandlerDeleted} }
+
+// Because returns r with its reason set.
+func (r HandlerResult) Because(reason string) HandlerResult { r.Reason = reason; return r }
+
+// WithData returns r with the data that replaces the object's data.
+func (r HandlerResult) WithData(data json.RawMessage) HandlerResult { r.Data = data; return r }
+
+// After returns r with the delay before the next run, instead of the
+// periodic pass.
+func (r HandlerResult) After(d time.Duration) HandlerResult { r.RequeueAfter = d; return r }
+
+// Handler drives objects of one kind through their lifecycle. Handle is
+// called with a copy of the object; it does the work the state calls for
+// and returns the verdict, or an error to be retried with backoff. It is
+// never called for one object twice at once, but is called for different
+// objects in parallel. It must honour ctx.
+type Handler interface {
+	Handle(ctx context.Context, obj Object) (HandlerResult, error)
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc func(ctx context.Context, obj Object) (HandlerResult, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, obj Object) (HandlerResult, error) {
+	return f(ctx, obj)
+}
+
+// Controller defaults.
+const (
+	// ControllerDefaultWorkers is the number of handlers run at once when
+	// ControllerConfig.Workers is zero.
+	ControllerDefaultWorkers = 4
+	// ControllerDefaultResync is the periodic pass interval when
+	// ControllerConfig.Resync is zero.
+	ControllerDefaultResync = 30 * time.Second
+	// ControllerDefaultJitter is the periodic pass jitter when
+	// ControllerConfig.ResyncJitter is zero.
+	ControllerDefaultJitter = 0.1
+	// ControllerDefaultShutdownTimeout is how long Run lets running
+	// handlers finish when ControllerConfig.ShutdownTimeout is zero.
+	ControllerDefaultShutdownTimeout = 10 * time.Second
+	// ControllerDefaultLeaseTTL is the lease duration when
+	// ControllerConfig.Owner is set and LeaseTTL is zero.
+	ControllerDefaultLeaseTTL = time.Minute
+)
+
+// Controller errors.
+var (
+	// ErrControllerRunning means Run was called on a controller that is
+	// running or has run.
+	ErrControllerRunning = errors.New("converge: controller already ran")
+	// ErrControllerShutdownTimeout means running handlers did not finish
+	// within ShutdownTimeout and their context was cancelled.
+	ErrControllerShutdownTimeout = errors.New("converge: controller handlers did not finish in time")
+	// ErrObjectExists means Add was called with a key already stored.
+	ErrObjectExists = errors.New("converge: object exists")
+	// ErrObjectNotFound means no object has the key.
+	ErrObjectNotFound = errors.New("converge: object not found")
+	// ErrObjectInvalid means an object cannot be added as given (empty key
+	// or state, data that is not JSON).
+	ErrObjectInvalid = errors.New("converge: invalid object")
+)
+
+// ObjectError is the error of a Controller call about one object. It
+// wraps the cause (ErrObjectExists, ErrObjectNotFound, ErrObjectInvalid or
+// a store error).
+type ObjectError struct {
+	Kind string
+	Key  string
+	Err  error
+}
+
+func (e *ObjectError) Error() string {
+	return fmt.Sprintf("converge: %s %q: %v", e.Kind, e.Key, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ObjectError) Unwrap() error { return e.Err }
+
+// ControllerConfig configures a Controller. Kind and Handler are required;
+// every other zero field takes its default.
+type ControllerConfig struct {
+	// Kind names the object type. Objects are stored under "Kind/key".
+	Kind string
+	// Handler decides what happens to each object.
+	Handler Handler
+	// Store keeps the objects and their history; nil means a new MemStore.
+	Store Store
+	// Workers is the most handlers run at once; 0 means
+	// ControllerDefaultWorkers.
+	Workers int
+	// Resync is the interval of the periodic pass; 0 means
+	// ControllerDefaultResync.
+	Resync time.Duration
+	// ResyncJitter is the fraction (0..1) of Resync added at random to each
+	// object's periodic pass, so objects spread out; 0 means
+	// ControllerDefaultJitter. Negative disables jitter.
+	ResyncJitter float64
+	// Backoff is the per-object backoff after errors; the zero value means
+	// DefaultBackoff.
+	Backoff Backoff
+	// SLA is the longest an object should stay in a state; states without
+	// an entry have none. Objects over it are reported by AboveSLA and
+	// Metrics.AboveSLA.
+	SLA map[LifecycleState]time.Duration
+	// Metrics receives measurements; nil means MetricsNop.
+	Metrics Metrics
+	// ShutdownTimeout is how long Run lets running handlers finish after
+	// its context is cancelled, before cancelling theirs; 0 means
+	// ControllerDefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Owner, when set, makes the controller claim each object in the Store
+	// before handling it, so that controllers sharing a durable Store never
+	// handle one object at once; objects claimed by others are skipped
+	// until the next periodic pass.
+	Owner string
+	// LeaseTTL is how long a claim lasts; 0 means ControllerDefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports the first field out of range as a *ConfigError.
+func (c ControllerConfig) Validate() error {
+	switch {
+	case c.Kind == "":
+		return &ConfigError{Field: "Kind", Reason: "must not be empty"}
+	case strings.Contains(c.Kind, "/"):
+		return &ConfigError{Field: "Kind", Reason: fmt.Sprintf("must not contain '/', got %q", c.Kind)}
+	case c.Handler == nil:
+		return &ConfigError{Field: "Handler", Reason: "must not be nil"}
+	case c.Workers < 0:
+		return &ConfigError{Field: "Workers", Reason: fmt.Sprintf("must not be negative, got %d", c.Workers)}
+	case c.Resync < 0:
+		return &ConfigError{Field: "Resync", Reason: fmt.Sprintf("must not be negative, got %s", c.Resync)}
+	case c.ResyncJitter > 1:
+		return &ConfigError{Field: "ResyncJitter", Reason: fmt.Sprintf("must be at most 1, got %g", c.ResyncJitter)}
+	case c.ShutdownTimeout < 0:
+		return &ConfigError{Field: "ShutdownTimeout", Reason: fmt.Sprintf("must not be negative, got %s", c.ShutdownTimeout)}
+	case c.LeaseTTL < 0:
+		return &ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.LeaseTTL)}
+	}
+	for s, d := range c.SLA {
+		if d <= 0 {
+			return &ConfigError{Field: "SLA", Reason: fmt.Sprintf("state %q: must be positive, got %s", s, d)}
+		}
+	}
+	return c.Backoff.Validate()
+}
+
+// Controller drives many objects of one kind through their lifecycle
+// states with a Handler (see DESIGN §3): a transition re-runs the handler
+// at once, everything else waits for the periodic pass, errors back off
+// per object, and Enqueue asks for a run as soon as possible. One handler
+// runs per object at a time, Workers objects in parallel. Every transition
+// is stored with its time in the Store's history.
+//
+// Create it with NewController, add objects with Add (before or while it
+// runs) and call Run once.
+type Controller struct {
+	cfg     ControllerConfig
+	prefix  string
+	metrics Metrics
+	now     func() time.Time
+
+	mu      sync.RWMutex
+	objs    map[string]*ctrlEntry
+	q       *Queue
+	started bool
+}
+
+// ctrlEntry is the controller's view of one object. obj is replaced, never
+// modified, so readers need no lock.
+type ctrlEntry struct {
+	obj   atomic.Pointer[Object]
+	flags atomic.Uint32
+}
+
+const (
+	entryReload   uint32 = 1 << iota // read the object from the store before handling
+	entryAboveSLA                    // counted in Metrics.AboveSLA
+)
+
+// NewController validates cfg and returns a Controller that is not running
+// yet.
+func NewController(cfg ControllerConfig) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Store == nil {
+		cfg.Store = NewMemStore()
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = ControllerDefaultWorkers
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = ControllerDefaultResync
+	}
+	switch {
+	case cfg.ResyncJitter == 0:
+		cfg.ResyncJitter = ControllerDefaultJitter
+	case cfg.ResyncJitter < 0:
+		cfg.ResyncJitter = 0
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = ControllerDefaultShutdownTimeout
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = ControllerDefaultLeaseTTL
+	}
+	cfg.SLA = maps.Clone(cfg.SLA)
+	c := &Controller{
+		cfg:     cfg,
+		prefix:  cfg.Kind + "/",
+		metrics: cfg.Metrics,
+		now:     cfg.Now,
+		objs:    map[string]*ctrlEntry{},
+	}
+	if c.metrics == nil {
+		c.metrics = MetricsNop{}
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, nil
+}
+
+// Kind returns the controller's kind.
+func (c *Controller) Kind() string { return c.cfg.Kind }
+
+func (c *Controller) objErr(key string, err error) error {
+	return &ObjectError{Kind: c.cfg.Kind, Key: key, Err: err}
+}
+
+// Add stores a new object in state with data (nil for none) and, when the
+// controller runs, queues it. Its history starts with an entry into state.
+// A key already stored fails with ErrObjectExists.
+func (c *Controller) Add(ctx context.Context, key string, state LifecycleState, data json.RawMessage) error {
+	switch {
+	case key == "":
+		return c.objErr(key, fmt.Errorf("%w: empty key", ErrObjectInvalid))
+	case state == "":
+		return c.objErr(key, fmt.Errorf("%w: empty state", ErrObjectInvalid))
+	case data != nil && !json.Valid(data):
+		return c.objErr(key, fmt.Errorf("%w: data is not valid JSON", ErrObjectInvalid))
+	}
+	now := c.now()
+	obj := &Object{Key: key, State: state, Since: now, Data: slices.Clone(data)}
+	v, err := c.put(ctx, obj, 0, HistoryEntry{At: now, To: string(state), Reason: "added"})
+	if errors.Is(err, ErrStoreStale) {
+		return c.objErr(key, ErrObjectExists)
+	}
+	if err != nil {
+		return c.objErr(key, err)
+	}
+	obj.Version = v
+	c.adopt(obj, true)
+	return nil
+}
+
+// adopt makes obj known to the controller (unless a newer version is) and
+// queues it when the controller runs.
+func (c *Controller) adopt(obj *Object, queue bool) {
+	c.mu.Lock()
+	e := c.objs[obj.Key]
+	isNew := e == nil
+	if isNew {
+		e = &ctrlEntry{}
+		e.obj.Store(obj)
+		c.objs[obj.Key] = e
+	} else if cur := e.obj.Load(); cur.Version < obj.Version {
+		e.flags.Or(entryReload)
+	}
+	q := c.q
+	c.mu.Unlock()
+	if isNew {
+		c.metrics.ObjectsInState(c.cfg.Kind, obj.State, 1)
+		c.metrics.StateEntered(c.cfg.Kind, obj.State)
+	}
+	if q != nil && queue {
+		q.Add(obj.Key)
+	}
+}
+
+// put writes obj at version with history and returns the new version.
+func (c *Controller) put(ctx context.Context, obj *Object, version uint64, history ...HistoryEntry) (uint64, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return 0, err
+	}
+	return c.cfg.Store.Put(ctx, StoreRecord{Key: c.prefix + obj.Key, Version: version, Value: b}, history...)
+}
+
+func (c *Controller) decode(rec StoreRecord) (*Object, error) {
+	obj := &Object{}
+	if err := json.Unmarshal(rec.Value, obj); err != nil {
+		return nil, fmt.Errorf("converge: decode %s: %w", rec.Key, err)
+	}
+	obj.Key = strings.TrimPrefix(rec.Key, c.prefix)
+	obj.Version = rec.Version
+	return obj, nil
+}
+
+// Enqueue asks for key to be handled as soon as possible. Repeated calls
+// merge; a call while key is being handled makes it run once more. Before
+// Run, or for unknown keys, it does nothing (Run handles every object once
+// when it starts).
+func (c *Controller) Enqueue(key string) {
+	c.mu.RLock()
+	q := c.q
+	_, known := c.objs[key]
+	c.mu.RUnlock()
+	if q != nil && known {
+		q.Add(key)
+	}
+}
+
+// Request queues an intent for the handler of key (for example "delete"):
+// it is stored with the object, the object is enqueued, and the handler
+// sees it in Object.Intents. Only the handler acts on it.
+func (c *Controller) Request(ctx context.Context, key, intent string) error {
+	for {
+		rec, err := c.cfg.Store.Get(ctx, c.prefix+key)
+		if errors.Is(err, ErrStoreNotFound) {
+			return c.objErr(key, ErrObjectNotFound)
+		}
+		if err != nil {
+			return c.objErr(key, err)
+		}
+		obj, err := c.decode(rec)
+		if err != nil {
+			return c.objErr(key, err)
+		}
+		obj.Intents = append(obj.Intents, intent)
+		_, err = c.put(ctx, obj, rec.Version)
+		if errors.Is(err, ErrStoreStale) {
+			continue // someone wrote in between: read again
+		}
+		if err != nil {
+			return c.objErr(key, err)
+		}
+		c.mu.RLock()
+		e := c.objs[key]
+		c.mu.RUnlock()
+		if e != nil {
+			e.flags.Or(entryReload)
+		}
+		c.Enqueue(key)
+		return nil
+	}
+}
+
+// Get returns the object as the controller last saw it, and false when it
+// does not know key.
+func (c *Controller) Get(key string) (Object, bool) {
+	c.mu.RLock()
+	e := c.objs[key]
+	c.mu.RUnlock()
+	if e == nil {
+		return Object{}, false
+	}
+	return *e.obj.Load(), true
+}
+
+// Len returns the number of objects the controller knows.
+func (c *Controller) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.objs)
+}
+
+// Objects returns the objects the controller knows, sorted by key.
+func (c *Controller) Objects() []Object {
+	c.mu.RLock()
+	out := make([]Object, 0, len(c.objs))
+	for _, e := range c.objs {
+		out = append(out, *e.obj.Load())
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// History returns the stored transitions of key, oldest first.
+func (c *Controller) History(ctx context.Context, key string) ([]HistoryEntry, error) {
+	h, err := c.cfg.Store.History(ctx, c.prefix+key)
+	if err != nil {
+		return nil, c.objErr(key, err)
+	}
+	return h, nil
+}
+
+// AboveSLA returns the objects that have been in their state longer than
+// the state's SLA, sorted by key.
+func (c *Controller) AboveSLA() []Object {
+	now := c.now()
+	var out []Object
+	c.mu.RLock()
+	for _, e := range c.objs {
+		o := e.obj.Load()
+		if sla, ok := c.cfg.SLA[o.State]; ok && now.Sub(o.Since) > sla {
+			out = append(out, *o)
+		}
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Run loads every object of the kind from the store, handles each once,
+// and keeps handling them until ctx is cancelled. Then it stops taking
+// work, lets running handlers finish within ShutdownTimeout (cancelling
+// their context after it), and returns once every goroutine it started
+// has ended: nil, or an error matching ErrControllerShutdownTimeout. A
+// failing store is retried with backoff while loading. Run may be called
+// only once.
+func (c *Controller) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return ErrControllerRunning
+	}
+	c.started = true
+	q := NewQueue(c.cfg.Backoff)
+	c.q = q
+	known := make([]string, 0, len(c.objs))
+	for k := range c.objs {
+		known = append(known, k)
+	}
+	c.mu.Unlock()
+	defer q.ShutDown()
+
+	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+
+	if c.load(ctx) != nil {
+		return nil // cancelled while loading: nothing runs yet, a clean stop
+	}
+	for _, k := range known {
+		q.Add(k)
+	}
+
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for {
+				key, ok := q.Get()
+				if !ok {
+					return
+				}
+				c.process(hctx, q, key)
+				q.Done(key)
+			}
+		})
+	}
+	<-ctx.Done()
+	q.ShutDown()
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	t := time.NewTimer(c.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-finished:
+		return nil
+	case <-t.C:
+		cancelHandlers()
+		<-finished
+		return fmt.Errorf("converge: controller %s: %w after %s", c.cfg.Kind, ErrControllerShutdownTimeout, c.cfg.ShutdownTimeout)
+	}
+}
+
+// load reads every stored object of the kind, retrying with backoff.
+func (c *Controller) load(ctx context.Context) error {
+	for failures := 0; ; failures++ {
+		recs, err := c.cfg.Store.List(ctx, c.prefix)
+		if err == nil {
+			for _, rec := range recs {
+				obj, err := c.decode(rec)
+				if err != nil {
+					// A record we cannot read is not ours to fix: count it
+					// and leave it alone.
+					c.metrics.HandlerError(c.cfg.Kind, "")
+					continue
+				}
+				c.adopt(obj, true)
+			}
+			return nil
+		}
+		t := time.NewTimer(c.cfg.Backoff.Delay(failures+1, rand.Float64()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Controller) entry(key string) *ctrlEntry {
+	c.mu.RLock()
+	e := c.objs[key]
+	c.mu.RUnlock()
+	return e
+}
+
+// process runs the handler once for key and acts on its verdict.
+func (c *Controller) process(ctx context.Context, q *Queue, key string) {
+	e := c.entry(key)
+	if e == nil {
+		return
+	}
+	obj := e.obj.Load()
+	if e.flags.Load()&entryReload != 0 {
+		e.flags.And(^entryReload)
+		rec, err := c.cfg.Store.Get(ctx, c.prefix+key)
+		switch {
+		case errors.Is(err, ErrStoreNotFound):
+			c.forget(q, key, e, obj)
+			return
+		case err != nil:
+			e.flags.Or(entryReload)
+			c.fail(q, key, obj)
+			return
+		}
+		fresh, err := c.decode(rec)
+		if err != nil {
+			c.fail(q, key, obj)
+			return
+		}
+		c.replace(e, obj, fresh)
+		obj = fresh
+	}
+	if c.cfg.Owner != "" {
+		if _, err := c.cfg.Store.Claim(ctx, c.prefix+key, c.cfg.Owner, c.cfg.LeaseTTL); err != nil {
+			if errors.Is(err, ErrClaimHeld) {
+				// Another replica handles it; look again later.
+				e.flags.Or(entryReload)
+				q.AddAfter(key, c.resync())
+				return
+			}
+			c.fail(q, key, obj)
+			return
+		}
+	}
+	now := c.now()
+	c.checkSLA(e, obj, now)
+
+	res, err := c.handle(ctx, *obj)
+	c.metrics.HandlerLatency(c.cfg.Kind, obj.State, c.now().Sub(now))
+	if err != nil {
+		c.fail(q, key, obj)
+		return
+	}
+	switch res.Verdict {
+	case HandlerTransition:
+		if res.Next == "" {
+			c.fail(q, key, obj)
+			return
+		}
+		now := c.now()
+		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data}
+		if res.Data != nil {
+			next.Data = slices.Clone(res.Data)
+		}
+		v, err := c.put(ctx, next, obj.Version, HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason})
+		if err != nil {
+			c.storeFailed(q, key, e, obj, err)
+			return
+		}
+		next.Version = v
+		c.replace(e, obj, next)
+		q.Forget(key)
+		q.Add(key)
+	case HandlerDeleted:
+		err := c.cfg.Store.Delete(ctx, c.prefix+key, obj.Version, HistoryEntry{At: c.now(), From: string(obj.State), Reason: "deleted"})
+		if err != nil && !errors.Is(err, ErrStoreNotFound) {
+			c.storeFailed(q, key, e, obj, err)
+			return
+		}
+		c.forget(q, key, e, obj)
+	default: // HandlerNoChange, HandlerWait
+		if res.Verdict == HandlerWait || res.Data != nil || len(obj.Intents) > 0 {
+			upd := *obj
+			upd.Intents = nil
+			if res.Verdict == HandlerWait {
+				upd.Reason = res.Reason
+			}
+			if res.Data != nil {
+				upd.Data = slices.Clone(res.Data)
+			}
+			if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 {
+				v, err := c.put(ctx, &upd, obj.Version)
+				if err != nil {
+					c.storeFailed(q, key, e, obj, err)
+					return
+				}
+				upd.Version = v
+				e.obj.Store(&upd)
+			}
+		}
+		q.Forget(key)
+		d := res.RequeueAfter
+		if d <= 0 {
+			d = c.resync()
+		}
+		if sla, ok := c.cfg.SLA[obj.State]; ok && e.flags.Load()&entryAboveSLA == 0 {
+			// Look again when the SLA runs out, so a breach is seen on time.
+			d = min(d, obj.Since.Add(sla).Sub(c.now())+time.Nanosecond)
+		}
+		q.AddAfter(key, d)
+	}
+}
+
+// handle runs the handler, turning a panic into an error.
+func (c *Controller) handle(ctx context.Context, obj Object) (res HandlerResult, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError(v)
+		}
+	}()
+	return c.cfg.Handler.Handle(ctx, obj)
+}
+
+func (c *Controller) resync() time.Duration {
+	d := c.cfg.Resync
+	if c.cfg.ResyncJitter > 0 {
+		d += time.Duration(float64(d) * c.cfg.ResyncJitter * rand.Float64())
+	}
+	return d
+}
+
+// fail counts an error of obj and retries it with backoff.
+func (c *Controller) fail(q *Queue, key string, obj *Object) {
+	c.metrics.HandlerError(c.cfg.Kind, obj.State)
+	q.AddRateLimited(key)
+}
+
+// storeFailed handles a failed write: a stale version means someone else
+// wrote, so read again and run at once; any other error may or may not
+// have been written, so read again after a backoff.
+func (c *Controller) storeFailed(q *Queue, key string, e *ctrlEntry, obj *Object, err error) {
+	e.flags.Or(entryReload)
+	if errors.Is(err, ErrStoreStale) {
+		q.Add(key)
+		return
+	}
+	c.fail(q, key, obj)
+}
+
+// replace installs next in e and accounts for a change of state.
+func (c *Controller) replace(e *ctrlEntry, prev, next *Object) {
+	e.obj.Store(next)
+	if prev.State == next.State && prev.Since.Equal(next.Since) {
+		return
+	}
+	kind := c.cfg.Kind
+	if e.flags.Load()&entryAboveSLA != 0 {
+		e.flags.And(^entryAboveSLA)
+		c.metrics.AboveSLA(kind, prev.State, -1)
+	}
+	if prev.State != next.State {
+		c.metrics.ObjectsInState(kind, prev.State, -1)
+		c.metrics.ObjectsInState(kind, next.State, 1)
+	}
+	c.metrics.StateExited(kind, prev.State, next.Since.Sub(prev.Since))
+	c.metrics.StateEntered(kind, next.State)
+}
+
+// forget drops a deleted object.
+func (c *Controller) forget(q *Queue, key string, e *ctrlEntry, obj *Object) {
+	c.mu.Lock()
+	if c.objs[key] == e {
+		delete(c.objs, key)
+	}
+	c.mu.Unlock()
+	q.Forget(key)
+	kind := c.cfg.Kind
+	if e.flags.Load()&entryAboveSLA != 0 {
+		c.metrics.AboveSLA(kind, obj.State, -1)
+	}
+	c.metrics.ObjectsInState(kind, obj.State, -1)
+	c.metrics.StateExited(kind, obj.State, c.now().Sub(obj.Since))
+}
+
+// checkSLA updates the above-SLA mark of e for obj at now.
+func (c *Controller) checkSLA(e *ctrlEntry, obj *Object, now time.Time) {
+	sla, ok := c.cfg.SLA[obj.State]
+	if !ok || e.flags.Load()&entryAboveSLA != 0 {
+		return
+	}
+	if now.Sub(obj.Since) > sla {
+		e.flags.Or(entryAboveSLA)
+		c.metrics.AboveSLA(c.cfg.Kind, obj.State, 1)
+	}
+}

@@ -1,0 +1,701 @@
+package converge_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/convergetest"
+)
+
+// ctrlMetrics records what a Controller reports.
+type ctrlMetrics struct {
+	mu        sync.Mutex
+	inState   map[converge.LifecycleState]int
+	aboveSLA  map[converge.LifecycleState]int
+	errors    map[converge.LifecycleState]int
+	entered   map[converge.LifecycleState]int
+	exited    map[converge.LifecycleState]int
+	timeIn    map[converge.LifecycleState]time.Duration
+	latencies int
+}
+
+func newCtrlMetrics() *ctrlMetrics {
+	return &ctrlMetrics{
+		inState: map[converge.LifecycleState]int{}, aboveSLA: map[converge.LifecycleState]int{},
+		errors: map[converge.LifecycleState]int{}, entered: map[converge.LifecycleState]int{},
+		exited: map[converge.LifecycleState]int{}, timeIn: map[converge.LifecycleState]time.Duration{},
+	}
+}
+
+func (m *ctrlMetrics) ObjectsInState(_ string, s converge.LifecycleState, d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inState[s] += d
+}
+func (m *ctrlMetrics) AboveSLA(_ string, s converge.LifecycleState, d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.aboveSLA[s] += d
+}
+func (m *ctrlMetrics) HandlerError(_ string, s converge.LifecycleState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.errors[s]++
+}
+func (m *ctrlMetrics) StateEntered(_ string, s converge.LifecycleState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entered[s]++
+}
+func (m *ctrlMetrics) StateExited(_ string, s converge.LifecycleState, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.exited[s]++
+	m.timeIn[s] += d
+}
+func (m *ctrlMetrics) HandlerLatency(string, converge.LifecycleState, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.latencies++
+}
+
+func (m *ctrlMetrics) get(f func(m *ctrlMetrics) int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return f(m)
+}
+
+// startController runs c until the returned stop function is called, which
+// returns Run's error.
+func startController(t *testing.T, c *converge.Controller) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-done
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func TestControllerConfigValidate(t *testing.T) {
+	h := converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
+		return converge.NoChange(), nil
+	})
+	tests := []struct {
+		name  string
+		cfg   converge.ControllerConfig
+		field string
+	}{
+		{"no kind", converge.ControllerConfig{Handler: h}, "Kind"},
+		{"slash in kind", converge.ControllerConfig{Kind: "a/b", Handler: h}, "Kind"},
+		{"no handler", converge.ControllerConfig{Kind: "k"}, "Handler"},
+		{"negative workers", converge.ControllerConfig{Kind: "k", Handler: h, Workers: -1}, "Workers"},
+		{"negative resync", converge.ControllerConfig{Kind: "k", Handler: h, Resync: -1}, "Resync"},
+		{"jitter above 1", converge.ControllerConfig{Kind: "k", Handler: h, ResyncJitter: 2}, "ResyncJitter"},
+		{"negative shutdown", converge.ControllerConfig{Kind: "k", Handler: h, ShutdownTimeout: -1}, "ShutdownTimeout"},
+		{"negative lease", converge.ControllerConfig{Kind: "k", Handler: h, LeaseTTL: -1}, "LeaseTTL"},
+		{"zero sla", converge.ControllerConfig{Kind: "k", Handler: h, SLA: map[converge.LifecycleState]time.Duration{"x": 0}}, "SLA"},
+		{"bad backoff", converge.ControllerConfig{Kind: "k", Handler: h, Backoff: converge.Backoff{Jitter: 3}}, "Backoff.Jitter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := converge.NewController(tt.cfg)
+			require.ErrorIs(t, err, converge.ErrInvalidConfig)
+			var ce *converge.ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.field, ce.Field)
+		})
+	}
+	c, err := converge.NewController(converge.ControllerConfig{Kind: "k", Handler: h})
+	require.NoError(t, err)
+	assert.Equal(t, "k", c.Kind())
+}
+
+func TestControllerAddRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(
+		func(context.Context, converge.Object) (converge.HandlerResult, error) { return converge.NoChange(), nil })})
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		key   string
+		state converge.LifecycleState
+		data  json.RawMessage
+		want  error
+	}{
+		{"empty key", "", "new", nil, converge.ErrObjectInvalid},
+		{"empty state", "a", "", nil, converge.ErrObjectInvalid},
+		{"bad data", "a", "new", json.RawMessage(`{`), converge.ErrObjectInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := c.Add(ctx, tt.key, tt.state, tt.data)
+			require.ErrorIs(t, err, tt.want)
+			var oe *converge.ObjectError
+			require.ErrorAs(t, err, &oe)
+			assert.Equal(t, "vm", oe.Kind)
+		})
+	}
+	require.NoError(t, c.Add(ctx, "a", "new", nil))
+	require.ErrorIs(t, c.Add(ctx, "a", "new", nil), converge.ErrObjectExists)
+	require.ErrorIs(t, c.Request(ctx, "zz", "delete"), converge.ErrObjectNotFound)
+	assert.Equal(t, 1, c.Len())
+}
+
+// lifecycle is a handler that moves objects new -> provisioning -> ready.
+func lifecycle(ctx context.Context, o converge.Object) (converge.HandlerResult, error) {
+	switch o.State {
+	case "new":
+		return converge.Transition("provisioning").Because("accepted"), nil
+	case "provisioning":
+		return converge.Transition("ready").WithData(json.RawMessage(`{"ip":"10.0.0.7"}`)), nil
+	default:
+		return converge.NoChange(), nil
+	}
+}
+
+func TestControllerTransitionsRunAtOnceAndAreStored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		m := newCtrlMetrics()
+		c, err := converge.NewController(converge.ControllerConfig{
+			Kind: "vm", Handler: converge.HandlerFunc(lifecycle), Store: store, Metrics: m,
+		})
+		require.NoError(t, err)
+		start := time.Now()
+		require.NoError(t, c.Add(ctx, "a", "new", json.RawMessage(`{"size":1}`)))
+		stop := startController(t, c)
+		synctest.Wait()
+
+		o, ok := c.Get("a")
+		require.True(t, ok)
+		assert.Equal(t, converge.LifecycleState("ready"), o.State)
+		assert.Equal(t, start, o.Since, "transitions ran at once, without waiting for a periodic pass")
+		assert.JSONEq(t, `{"ip":"10.0.0.7"}`, string(o.Data))
+
+		h, err := c.History(ctx, "a")
+		require.NoError(t, err)
+		assert.Equal(t, []converge.HistoryEntry{
+			{At: start, To: "new", Reason: "added"},
+			{At: start, From: "new", To: "provisioning", Reason: "accepted"},
+			{At: start, From: "provisioning", To: "ready"},
+		}, h)
+
+		rec, err := store.Get(ctx, "vm/a")
+		require.NoError(t, err)
+		assert.Equal(t, o.Version, rec.Version)
+		var stored converge.Object
+		require.NoError(t, json.Unmarshal(rec.Value, &stored))
+		assert.Equal(t, converge.LifecycleState("ready"), stored.State)
+		assert.True(t, stored.Since.Equal(start))
+		assert.JSONEq(t, fmt.Sprintf(`{"state":"ready","since":%q,"data":{"ip":"10.0.0.7"}}`, start.Format(time.RFC3339Nano)), string(rec.Value))
+
+		require.NoError(t, stop())
+		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.inState["ready"] }))
+		assert.Equal(t, 0, m.get(func(m *ctrlMetrics) int { return m.inState["new"] }))
+		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.entered["provisioning"] }))
+		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.exited["provisioning"] }))
+		assert.Equal(t, 3, m.get(func(m *ctrlMetrics) int { return m.latencies }))
+	})
+}
+
+func TestControllerResumesFromStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		stuck := converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+			if o.State == "new" {
+				return converge.Transition("provisioning"), nil
+			}
+			return converge.Wait("no capacity"), nil
+		})
+		c1, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: stuck, Store: store})
+		require.NoError(t, err)
+		require.NoError(t, c1.Add(ctx, "a", "new", nil))
+		stop := startController(t, c1)
+		synctest.Wait()
+		require.NoError(t, stop())
+		o, _ := c1.Get("a")
+		assert.Equal(t, "no capacity", o.Reason)
+
+		// A new process over the same store picks up where the last stopped.
+		c2, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(lifecycle), Store: store})
+		require.NoError(t, err)
+		stop = startController(t, c2)
+		synctest.Wait()
+		require.NoError(t, stop())
+		o, ok := c2.Get("a")
+		require.True(t, ok)
+		assert.Equal(t, converge.LifecycleState("ready"), o.State)
+		assert.Empty(t, o.Reason)
+		assert.Len(t, c2.Objects(), 1)
+		require.ErrorIs(t, c2.Run(ctx), converge.ErrControllerRunning)
+	})
+}
+
+func TestControllerPeriodicPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var runs []time.Time
+		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(
+			func(context.Context, converge.Object) (converge.HandlerResult, error) {
+				mu.Lock()
+				runs = append(runs, time.Now())
+				mu.Unlock()
+				return converge.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(context.Background(), "a", "ready", nil))
+		start := time.Now()
+		stop := startController(t, c)
+		time.Sleep(5 * time.Minute)
+		require.NoError(t, stop())
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, start, runs[0])
+		require.GreaterOrEqual(t, len(runs), 9)
+		require.LessOrEqual(t, len(runs), 11)
+		jittered := false
+		for i := 1; i < len(runs); i++ {
+			gap := runs[i].Sub(runs[i-1])
+			assert.GreaterOrEqual(t, gap, 30*time.Second)
+			assert.LessOrEqual(t, gap, 33*time.Second)
+			jittered = jittered || gap != 30*time.Second
+		}
+		assert.True(t, jittered, "passes are spread by jitter")
+	})
+}
+
+func TestControllerRequeueAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int32
+		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(
+			func(context.Context, converge.Object) (converge.HandlerResult, error) {
+				runs.Add(1)
+				return converge.Wait("polling").After(time.Second), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(context.Background(), "a", "ready", nil))
+		stop := startController(t, c)
+		time.Sleep(10*time.Second + time.Millisecond)
+		require.NoError(t, stop())
+		assert.Equal(t, int32(11), runs.Load())
+	})
+}
+
+func TestControllerBackoffGrowsCapsAndResets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var runs []time.Time
+		failing := true
+		m := newCtrlMetrics()
+		c, err := converge.NewController(converge.ControllerConfig{
+			Kind: "vm", Metrics: m,
+			Backoff: converge.Backoff{Base: time.Second, Max: 8 * time.Second},
+			Handler: converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				runs = append(runs, time.Now())
+				if failing {
+					return converge.HandlerResult{}, errors.New("cloud API down")
+				}
+				return converge.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(context.Background(), "a", "provisioning", nil))
+		stop := startController(t, c)
+		time.Sleep(40 * time.Second)
+		mu.Lock()
+		var gaps []time.Duration
+		for i := 1; i < len(runs); i++ {
+			gaps = append(gaps, runs[i].Sub(runs[i-1]))
+		}
+		assert.Equal(t, []time.Duration{1, 2, 4, 8, 8, 8, 8}, scale(gaps, time.Second), "doubling up to the cap")
+		failing = false
+		mu.Unlock()
+		time.Sleep(8 * time.Second) // the next retry succeeds
+		mu.Lock()
+		failing = true
+		n := len(runs)
+		mu.Unlock()
+		c.Enqueue("a")
+		synctest.Wait()
+		time.Sleep(time.Second + time.Millisecond)
+		mu.Lock()
+		assert.Equal(t, n+2, len(runs), "after a success the backoff starts again at Base")
+		assert.Equal(t, time.Second, runs[n+1].Sub(runs[n]))
+		mu.Unlock()
+		require.NoError(t, stop())
+		assert.Equal(t, 10, m.get(func(m *ctrlMetrics) int { return m.errors["provisioning"] }), "8 failures, one success, 2 failures")
+	})
+}
+
+func scale(ds []time.Duration, unit time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d / unit
+	}
+	return out
+}
+
+func TestControllerSLA(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		m := newCtrlMetrics()
+		var ready atomic.Bool
+		c, err := converge.NewController(converge.ControllerConfig{
+			Kind: "vm", Metrics: m,
+			SLA: map[converge.LifecycleState]time.Duration{"provisioning": 90 * time.Second},
+			Handler: converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+				if o.State == "provisioning" {
+					if ready.Load() {
+						return converge.Transition("ready"), nil
+					}
+					return converge.Wait("no capacity"), nil
+				}
+				return converge.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "provisioning", nil))
+		require.NoError(t, c.Add(ctx, "b", "ready", nil))
+		stop := startController(t, c)
+		above := func() int { return m.get(func(m *ctrlMetrics) int { return m.aboveSLA["provisioning"] }) }
+
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		assert.Empty(t, c.AboveSLA())
+		assert.Equal(t, 0, above())
+
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		got := c.AboveSLA()
+		require.Len(t, got, 1)
+		assert.Equal(t, "a", got[0].Key)
+		assert.Equal(t, 1, above(), "the breach is reported when the SLA runs out, not at the next periodic pass")
+
+		ready.Store(true)
+		c.Enqueue("a")
+		synctest.Wait()
+		assert.Empty(t, c.AboveSLA())
+		assert.Equal(t, 0, above(), "leaving the state clears the breach")
+		require.NoError(t, stop())
+	})
+}
+
+func TestControllerRequestAndDelete(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var seen []string
+		var mu sync.Mutex
+		m := newCtrlMetrics()
+		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Metrics: m, Handler: converge.HandlerFunc(
+			func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+				mu.Lock()
+				seen = append(seen, o.Intents...)
+				mu.Unlock()
+				for _, in := range o.Intents {
+					switch in {
+					case "delete":
+						if o.State == "stopped" {
+							return converge.Deleted(), nil
+						}
+						return converge.Transition("stopped"), nil
+					case "note":
+						return converge.Wait("noted"), nil
+					}
+				}
+				if o.State == "stopped" {
+					return converge.Deleted(), nil
+				}
+				return converge.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "running", nil))
+		stop := startController(t, c)
+		synctest.Wait()
+
+		require.NoError(t, c.Request(ctx, "a", "note"))
+		synctest.Wait()
+		o, ok := c.Get("a")
+		require.True(t, ok)
+		assert.Empty(t, o.Intents, "intents are cleared once handled")
+		assert.Equal(t, "noted", o.Reason)
+
+		require.NoError(t, c.Request(ctx, "a", "delete"))
+		synctest.Wait()
+		_, ok = c.Get("a")
+		assert.False(t, ok)
+		h, err := c.History(ctx, "a")
+		require.NoError(t, err)
+		require.Len(t, h, 3)
+		assert.Equal(t, converge.HistoryEntry{At: time.Now(), From: "stopped", Reason: "deleted"}, h[2])
+		mu.Lock()
+		assert.Equal(t, []string{"note", "delete"}, seen)
+		mu.Unlock()
+		require.NoError(t, stop())
+		assert.Equal(t, 0, m.get(func(m *ctrlMetrics) int { return m.inState["running"] + m.inState["stopped"] }))
+	})
+}
+
+func TestControllerHandlerPanicIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		m := newCtrlMetrics()
+		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Metrics: m, Handler: converge.HandlerFunc(
+			func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+				if n.Add(1) == 1 {
+					panic("bug")
+				}
+				if o.State == "new" {
+					return converge.Transition("done"), nil
+				}
+				return converge.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(context.Background(), "a", "new", nil))
+		stop := startController(t, c)
+		time.Sleep(time.Second)
+		require.NoError(t, stop())
+		o, _ := c.Get("a")
+		assert.Equal(t, converge.LifecycleState("done"), o.State)
+		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.errors["new"] }))
+	})
+}
+
+func TestControllerShutdown(t *testing.T) {
+	tests := []struct {
+		name      string
+		work      time.Duration // how long the handler takes, ignoring ctx
+		wantErr   error
+		wantTaken time.Duration
+	}{
+		{"handlers finish within the deadline", 2 * time.Second, nil, 2 * time.Second},
+		{"handlers cancelled at the deadline", time.Hour, converge.ErrControllerShutdownTimeout, 5 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var finished atomic.Int32
+				started := make(chan struct{}, 10)
+				c, err := converge.NewController(converge.ControllerConfig{
+					Kind: "vm", Workers: 2, ShutdownTimeout: 5 * time.Second,
+					Handler: converge.HandlerFunc(func(ctx context.Context, o converge.Object) (converge.HandlerResult, error) {
+						started <- struct{}{}
+						select {
+						case <-time.After(tt.work):
+							finished.Add(1)
+							return converge.Transition("done"), nil
+						case <-ctx.Done():
+							return converge.HandlerResult{}, ctx.Err()
+						}
+					})})
+				require.NoError(t, err)
+				for _, k := range []string{"a", "b", "c"} {
+					require.NoError(t, c.Add(context.Background(), k, "new", nil))
+				}
+				stop := startController(t, c)
+				<-started
+				<-started
+				begin := time.Now()
+				err = stop()
+				if tt.wantErr != nil {
+					require.ErrorIs(t, err, tt.wantErr)
+				} else {
+					require.NoError(t, err)
+				}
+				assert.Equal(t, tt.wantTaken, time.Since(begin))
+				assert.Len(t, started, 0, "no new work is taken after shutdown starts")
+				if tt.wantErr == nil {
+					assert.Equal(t, int32(2), finished.Load())
+					done := 0
+					for _, o := range c.Objects() {
+						if o.State == "done" {
+							done++
+						}
+					}
+					assert.Equal(t, 2, done, "transitions of running handlers are stored")
+				}
+			})
+		})
+	}
+}
+
+func TestControllerClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		var handled atomic.Int32
+		c, err := converge.NewController(converge.ControllerConfig{
+			Kind: "vm", Store: store, Owner: "replica-a", LeaseTTL: time.Minute,
+			Handler: converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
+				handled.Add(1)
+				return converge.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "ready", nil))
+		_, err = store.Claim(ctx, "vm/a", "replica-b", 45*time.Second)
+		require.NoError(t, err)
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(0), handled.Load(), "held by another replica")
+		time.Sleep(34 * time.Second)
+		assert.Equal(t, int32(0), handled.Load(), "still held at the next pass")
+		time.Sleep(34 * time.Second)
+		assert.Equal(t, int32(1), handled.Load(), "taken over after the lease expired")
+		_, err = store.Claim(ctx, "vm/a", "replica-b", time.Minute)
+		require.ErrorIs(t, err, converge.ErrClaimHeld, "the controller holds it now")
+		require.NoError(t, stop())
+	})
+}
+
+func TestControllerConcurrentEnqueue(t *testing.T) {
+	// 8 goroutines enqueue 10,000 keys at random; no key is ever handled
+	// twice at once, and every key is handled after its last enqueue.
+	const keys = 10000
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var seq atomic.Int64
+		busy := make([]atomic.Int32, keys)
+		lastStart := make([]atomic.Int64, keys)
+		lastEnqueue := make([]atomic.Int64, keys)
+		var overlaps, runs atomic.Int64
+		name := func(i int) string { return fmt.Sprintf("k%05d", i) }
+		c, err := converge.NewController(converge.ControllerConfig{
+			Kind: "obj", Workers: 8, Resync: time.Hour,
+			Handler: converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+				var i int
+				_, _ = fmt.Sscanf(o.Key, "k%05d", &i)
+				if busy[i].Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				lastStart[i].Store(seq.Add(1))
+				runs.Add(1)
+				busy[i].Add(-1)
+				return converge.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		for i := range keys {
+			require.NoError(t, c.Add(ctx, name(i), "ready", nil))
+		}
+		stop := startController(t, c)
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(g), 7))
+				for range 5000 {
+					i := r.IntN(keys)
+					lastEnqueue[i].Store(seq.Add(1))
+					c.Enqueue(name(i))
+				}
+			})
+		}
+		wg.Wait()
+		synctest.Wait() // every worker idle, every queued key handled
+		require.NoError(t, stop())
+		assert.Zero(t, overlaps.Load())
+		for i := range keys {
+			require.Greater(t, lastStart[i].Load(), lastEnqueue[i].Load(), "key %d", i)
+		}
+		assert.GreaterOrEqual(t, runs.Load(), int64(keys))
+	})
+}
+
+func TestControllerFaults(t *testing.T) {
+	// Handler and store fail at random 30% of the time (and 10% of the
+	// writes that succeed report an error anyway); every object still
+	// reaches its final state, and its history has every transition once.
+	const objects = 300
+	states := []converge.LifecycleState{"new", "scheduled", "provisioning", "ready"}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &convergetest.Store{FailRate: 0.3, LostReplyRate: 0.1, Seed: 3}
+		var mu sync.Mutex
+		rng := rand.New(rand.NewPCG(1, 2))
+		var handlerFailures atomic.Int32
+		c, err := converge.NewController(converge.ControllerConfig{
+			Kind: "vm", Store: store, Workers: 8,
+			Backoff: converge.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.5},
+			Handler: converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+				mu.Lock()
+				fail := rng.Float64() < 0.3
+				mu.Unlock()
+				if fail {
+					handlerFailures.Add(1)
+					return converge.HandlerResult{}, errors.New("transient")
+				}
+				for i, s := range states[:len(states)-1] {
+					if o.State == s {
+						return converge.Transition(states[i+1]), nil
+					}
+				}
+				return converge.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		for i := range objects {
+			key := fmt.Sprintf("vm-%03d", i)
+			for {
+				err := c.Add(ctx, key, "new", nil)
+				if err == nil || errors.Is(err, converge.ErrObjectExists) {
+					break
+				}
+				require.ErrorIs(t, err, convergetest.ErrInjected)
+			}
+		}
+		stop := startController(t, c)
+		for range 600 {
+			done := 0
+			for _, o := range c.Objects() {
+				if o.State == "ready" {
+					done++
+				}
+			}
+			if done == objects {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		require.NoError(t, stop())
+		store.SetFailRate(0, 0)
+		assert.Positive(t, handlerFailures.Load())
+		assert.Positive(t, store.Injected())
+		recs, err := store.List(ctx, "vm/")
+		require.NoError(t, err)
+		require.Len(t, recs, objects)
+		for _, rec := range recs {
+			var o converge.Object
+			require.NoError(t, json.Unmarshal(rec.Value, &o))
+			require.Equal(t, converge.LifecycleState("ready"), o.State, rec.Key)
+			h, err := store.History(ctx, rec.Key)
+			require.NoError(t, err)
+			require.Len(t, h, len(states), rec.Key)
+			for i, e := range h {
+				assert.Equal(t, string(states[i]), e.To, rec.Key)
+				if i > 0 {
+					assert.Equal(t, string(states[i-1]), e.From, rec.Key)
+					assert.False(t, e.At.Before(h[i-1].At))
+				}
+			}
+		}
+	})
+}

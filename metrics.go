@@ -1,0 +1,49 @@
+package converge
+
+import "time"
+
+// Metrics receives the measurements of a Controller. Every method is called
+// with the controller's kind and a lifecycle state, so that an adapter (for
+// example Prometheus) maps each method to one metric with "kind" and
+// "state" labels. Methods are called from the controller's workers, in
+// parallel, and must not block.
+type Metrics interface {
+	// ObjectsInState adds delta to the number of objects in state (a gauge).
+	ObjectsInState(kind string, state LifecycleState, delta int)
+	// AboveSLA adds delta to the number of objects that have been in state
+	// longer than its SLA (a gauge).
+	AboveSLA(kind string, state LifecycleState, delta int)
+	// HandlerError counts a handler or store error of an object in state.
+	HandlerError(kind string, state LifecycleState)
+	// StateEntered counts an object entering state.
+	StateEntered(kind string, state LifecycleState)
+	// StateExited counts an object leaving state after timeInState.
+	StateExited(kind string, state LifecycleState, timeInState time.Duration)
+	// HandlerLatency observes how long one handler run took for an object
+	// in state.
+	HandlerLatency(kind string, state LifecycleState, d time.Duration)
+}
+
+// MetricsNop is the Metrics that records nothing; a Controller without
+// Metrics uses it. The zero value is ready.
+type MetricsNop struct{}
+
+var _ Metrics = MetricsNop{}
+
+// ObjectsInState implements Metrics and does nothing.
+func (MetricsNop) ObjectsInState(string, LifecycleState, int) {}
+
+// AboveSLA implements Metrics and does nothing.
+func (MetricsNop) AboveSLA(string, LifecycleState, int) {}
+
+// HandlerError implements Metrics and does nothing.
+func (MetricsNop) HandlerError(string, LifecycleState) {}
+
+// StateEntered implements Metrics and does nothing.
+func (MetricsNop) StateEntered(string, LifecycleState) {}
+
+// StateExited implements Metrics and does nothing.
+func (MetricsNop) StateExited(string, LifecycleState, time.Duration) {}
+
+// HandlerLatency implements Metrics and does nothing.
+func (MetricsNop) HandlerLatency(string, LifecycleState, time.Duration) {}
