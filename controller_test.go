@@ -134,7 +134,9 @@ func TestControllerConfigValidate(t *testing.T) {
 func TestControllerAddRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(
-		func(context.Context, converge.Object) (converge.HandlerResult, error) { return converge.NoChange(), nil })})
+		func(context.Context, converge.Object) (converge.HandlerResult, error) {
+			return converge.NoChange(), nil
+		})})
 	require.NoError(t, err)
 	tests := []struct {
 		name  string
