@@ -1,0 +1,184 @@
+package converge_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convergekit/converge"
+)
+
+// planClock is a manual clock for step-by-step tests.
+type planClock struct{ t time.Time }
+
+func (c *planClock) Now() time.Time          { return c.t }
+func (c *planClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
+func newPlanClock() *planClock               { return &planClock{t: time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC)} }
+func planNodes() []converge.SignalNode {
+	return []converge.SignalNode{planCtl("controller0"), planWrk("worker0")}
+}
+func planCtl(name string) converge.SignalNode {
+	return converge.SignalNode{Name: name, Kind: "controller", Platform: "linux-amd64"}
+}
+func planWrk(name string) converge.SignalNode {
+	return converge.SignalNode{Name: name, Kind: "worker", Platform: "linux-amd64"}
+}
+func planLoad(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+func planDoc(t *testing.T, path string) *converge.PlanDocument {
+	t.Helper()
+	doc, err := converge.PlanDecode(planLoad(t, path))
+	require.NoError(t, err)
+	return doc
+}
+
+// planRunner returns a runner whose handlers signal through bus for the two
+// k0s kinds.
+func planRunner(t *testing.T, store converge.Store, bus converge.SignalSender, cfg converge.PlanConfig) *converge.PlanRunner {
+	t.Helper()
+	h := &converge.CommandSignalHandler{Sender: bus}
+	if cfg.Handlers == nil {
+		cfg.Handlers = map[string]converge.CommandHandler{"airgapupdate": h, "k0supdate": h, "update": h}
+	}
+	r, err := converge.NewPlanRunner(store, cfg)
+	require.NoError(t, err)
+	return r
+}
+
+// planTargets flattens a status to "cmd/group/name" -> state.
+func planTargets(st *converge.PlanStatus) map[string]converge.PlanTargetState {
+	out := map[string]converge.PlanTargetState{}
+	for _, cs := range st.Commands {
+		for g, ts := range cs.Targets {
+			for _, tg := range ts {
+				out[cs.Kind+"/"+g+"/"+tg.Name] = tg.State
+			}
+		}
+	}
+	return out
+}
+
+func planCmdStates(st *converge.PlanStatus) []converge.PlanState {
+	var out []converge.PlanState
+	for _, cs := range st.Commands {
+		out = append(out, cs.State)
+	}
+	return out
+}
+
+// planSettle steps until a step changes nothing, returning the last step.
+func planSettle(t *testing.T, r *converge.PlanRunner, doc *converge.PlanDocument) converge.PlanStep {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		step, err := r.Step(context.Background(), doc)
+		require.NoError(t, err)
+		if !step.Changed || step.Done {
+			return step
+		}
+	}
+	t.Fatal("plan did not settle")
+	return converge.PlanStep{}
+}
+
+// TestPlanAutopilotSequence replays the k0s autopilot multi-command example:
+// an airgap update to worker0, then a k0s update to controller0 and then
+// worker0, checking the status after every transition.
+func TestPlanAutopilotSequence(t *testing.T) {
+	const (
+		sw    = converge.PlanSchedulableWait
+		sched = converge.PlanSchedulable
+		done  = converge.PlanCompleted
+		pend  = converge.SignalPending
+		sent  = converge.SignalSent
+		compl = converge.SignalCompleted
+	)
+	clock := newPlanClock()
+	bus := converge.NewSignalBus(planNodes()...)
+	r := planRunner(t, nil, bus, converge.PlanConfig{Now: clock.Now})
+	doc := planDoc(t, "testdata/plan/autopilot-plan.yaml")
+
+	type target = map[string]converge.PlanTargetState
+	steps := []struct {
+		name      string
+		respond   string // node that completes its signal before the step
+		changed   bool
+		plan      converge.PlanState
+		commands  []converge.PlanState
+		targets   target
+		golden    string
+		signalled []string
+	}{
+		{name: "NewPlan fills every command", changed: true, plan: sw, commands: []converge.PlanState{sw, sw},
+			targets: target{"airgapupdate/workers/worker0": pend, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
+		{name: "airgapupdate can proceed", changed: true, plan: sched, commands: []converge.PlanState{sched, sw},
+			targets: target{"airgapupdate/workers/worker0": pend, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
+		{name: "airgapupdate signals worker0", changed: true, plan: sw, commands: []converge.PlanState{sw, sw},
+			targets:   target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend},
+			golden:    "testdata/plan/autopilot-status.yaml",
+			signalled: []string{"worker0 id123/0/0"}},
+		{name: "worker0 still working", changed: false, plan: sw, commands: []converge.PlanState{sw, sw},
+			targets: target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
+		{name: "worker0 done: airgapupdate completed", respond: "worker0", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
+		{name: "k0supdate can proceed", changed: true, plan: sched, commands: []converge.PlanState{done, sched},
+			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
+		{name: "k0supdate signals controller0 first", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": sent, "k0supdate/workers/worker0": pend},
+			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0"}},
+		{name: "workers wait for the controllers", changed: false, plan: sw, commands: []converge.PlanState{done, sw},
+			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": sent, "k0supdate/workers/worker0": pend}},
+		{name: "controller0 done: workers can proceed", respond: "controller0", changed: true, plan: sched, commands: []converge.PlanState{done, sched},
+			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": pend}},
+		{name: "k0supdate signals worker0", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": sent},
+			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0", "worker0 id123/1/0"}},
+		{name: "worker0 done: plan completed", respond: "worker0", changed: true, plan: done, commands: []converge.PlanState{done, done},
+			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": compl},
+			golden:  "testdata/plan/autopilot-completed.yaml"},
+		{name: "completed plan stays completed", changed: false, plan: done, commands: []converge.PlanState{done, done},
+			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": compl}},
+	}
+	for i, s := range steps {
+		if s.respond != "" {
+			require.NoError(t, bus.Respond(s.respond, converge.SignalCompleted, ""), s.name)
+		}
+		step, err := r.Step(context.Background(), doc)
+		require.NoError(t, err, s.name)
+		assert.Equal(t, s.changed, step.Changed, "step %d %s: changed", i, s.name)
+		assert.Equal(t, s.plan, doc.Status.State, "step %d %s: plan state", i, s.name)
+		assert.Equal(t, s.commands, planCmdStates(doc.Status), "step %d %s: command states", i, s.name)
+		assert.Equal(t, s.targets, planTargets(doc.Status), "step %d %s: targets", i, s.name)
+		assert.Equal(t, s.plan == done, step.Done, "step %d %s: done", i, s.name)
+		if s.signalled != nil {
+			var got []string
+			for _, d := range bus.Sent() {
+				got = append(got, d.Node+" "+d.Signal.ID)
+			}
+			assert.Equal(t, s.signalled, got, "step %d %s: signals", i, s.name)
+		}
+		if s.golden != "" {
+			out, err := yaml.Marshal(doc)
+			require.NoError(t, err)
+			if os.Getenv("PLAN_UPDATE_GOLDEN") != "" {
+				require.NoError(t, os.WriteFile(s.golden, out, 0o644))
+			}
+			assert.Equal(t, string(planLoad(t, s.golden)), string(out), "step %d %s: document", i, s.name)
+		}
+		clock.Advance(time.Minute)
+	}
+	assert.Len(t, bus.Sent(), 3, "each target signalled once per command")
+	sig, ok := bus.Last("controller0")
+	require.True(t, ok)
+	assert.Equal(t, converge.Signal{ID: "id123/1/0", PlanID: "id123", Command: 1, Kind: "k0supdate", Group: "controllers",
+		Spec: doc.Spec.Commands[1].Spec}, sig)
+	assert.JSONEq(t, `"v1.30.4+k0s.0"`, string(sig.Spec["version"]))
+}
