@@ -139,6 +139,8 @@ type walkState struct {
 	dry     bool
 	results []ItemResult
 	states  []atomic.Pointer[stateRef]
+	refs    []stateRef
+	views   []depView
 	em      *emitter
 
 	mu        sync.Mutex
@@ -178,6 +180,8 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 		dry:       dry,
 		results:   make([]ItemResult, n),
 		states:    make([]atomic.Pointer[stateRef], n),
+		refs:      make([]stateRef, n),
+		views:     make([]depView, n),
 		remaining: make([]int32, n),
 		blocked:   make([][]ID, n),
 	}
@@ -185,17 +189,15 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 	if w.cfg.Observer != nil {
 		ws.em = newEmitter(w.cfg.Observer, w.cfg.Now)
 	}
-	ws.succs = ws.direction()
+	sch := c.schedule(mode)
+	ws.succs = sch.succs
+	copy(ws.remaining, sch.indeg)
+	ws.ready.rank = sch.rank
 	for k := range c.items {
+		ws.views[k] = depView{ws: ws, k: k}
 		ws.results[k].ID = c.items[k].id
 		ws.results[k].Presence = ws.presence(k)
 	}
-	for _, ss := range ws.succs {
-		for _, s := range ss {
-			ws.remaining[s]++
-		}
-	}
-	ws.ready.rank = ws.bottomLevels()
 	for k := 0; k < n; k++ {
 		if ws.remaining[k] == 0 {
 			ws.pushReady(k)
@@ -260,40 +262,51 @@ func checkCleanable(c *compiled) error {
 }
 
 // presence is the presence item k converges to in this walk.
-func (ws *walkState) presence(k int) Presence {
-	if ws.mode == ModeClean {
+func (ws *walkState) presence(k int) Presence { return ws.c.presenceIn(ws.mode, k) }
+
+func (c *compiled) presenceIn(mode Mode, k int) Presence {
+	if mode == ModeClean {
 		return Absent
 	}
-	return ws.c.items[k].presence
+	return c.items[k].presence
 }
 
-// direction returns, for every item, the items that may start only after
-// it: the dependents of a Present item, the dependencies of an Absent one
-// when those are Absent too.
-func (ws *walkState) direction() [][]int {
-	c := ws.c
-	succs := make([][]int, len(c.items))
+// schedule is the order constraints of a walk mode over a compiled graph,
+// computed once per graph and mode and shared by every walk.
+type schedule struct {
+	// succs lists, for every item, the items that may start only after
+	// it: the dependents of a Present item, the dependencies of an Absent
+	// one when those are Absent too.
+	succs [][]int
+	// indeg counts, for every item, the items it waits for.
+	indeg []int32
+	// rank is the number of items on the longest chain that starts with
+	// the item. Running the items with the longest chains first keeps the
+	// critical path moving when more items are ready than workers.
+	rank []int32
+}
+
+func (c *compiled) schedule(mode Mode) *schedule {
+	c.schedOnce[mode].Do(func() { c.sched[mode] = newSchedule(c, mode) })
+	return c.sched[mode]
+}
+
+func newSchedule(c *compiled, mode Mode) *schedule {
+	n := len(c.items)
+	sch := &schedule{succs: make([][]int, n), indeg: make([]int32, n), rank: make([]int32, n)}
 	for k, it := range c.items {
 		for _, d := range it.deps {
 			switch {
-			case ws.presence(k) == Present:
-				succs[d] = append(succs[d], k) // d first, then k
-			case ws.presence(d) == Absent:
-				succs[k] = append(succs[k], d) // k removed before d
+			case c.presenceIn(mode, k) == Present:
+				sch.succs[d] = append(sch.succs[d], k) // d first, then k
+				sch.indeg[k]++
+			case c.presenceIn(mode, d) == Absent:
+				sch.succs[k] = append(sch.succs[k], d) // k removed before d
+				sch.indeg[d]++
 			}
 		}
 	}
-	return succs
-}
-
-// bottomLevels returns, for every item, the number of items on the longest
-// chain that starts with it in this walk's direction. Running the items
-// with the longest chains first keeps the critical path moving when more
-// items are ready than there are workers.
-func (ws *walkState) bottomLevels() []int32 {
-	n := len(ws.succs)
-	indeg := make([]int32, n)
-	copy(indeg, ws.remaining)
+	indeg := append([]int32(nil), sch.indeg...)
 	order := make([]int, 0, n)
 	for k := range n {
 		if indeg[k] == 0 {
@@ -301,22 +314,21 @@ func (ws *walkState) bottomLevels() []int32 {
 		}
 	}
 	for i := 0; i < len(order); i++ {
-		for _, s := range ws.succs[order[i]] {
+		for _, s := range sch.succs[order[i]] {
 			if indeg[s]--; indeg[s] == 0 {
 				order = append(order, s)
 			}
 		}
 	}
-	level := make([]int32, n)
 	for i := len(order) - 1; i >= 0; i-- {
 		k := order[i]
 		var m int32
-		for _, s := range ws.succs[k] {
-			m = max(m, level[s])
+		for _, s := range sch.succs[k] {
+			m = max(m, sch.rank[s])
 		}
-		level[k] = m + 1
+		sch.rank[k] = m + 1
 	}
-	return level
+	return sch
 }
 
 // readyHeap is a max-heap of ready items by rank, ties broken by insertion
@@ -474,7 +486,7 @@ type depView struct {
 	k  int
 }
 
-func (d depView) State(id ID) (any, bool) {
+func (d *depView) State(id ID) (any, bool) {
 	j, ok := d.ws.c.index[id]
 	if !ok {
 		return nil, false
@@ -491,120 +503,108 @@ func (d depView) State(id ID) (any, bool) {
 }
 
 // runItem runs the discover, goal, check, apply and verify phases of item k.
+// A panic in any phase becomes the item's *PanicError in that phase.
 func (ws *walkState) runItem(k int) (res ItemResult) {
 	it := &ws.c.items[k]
 	now := ws.cfg.Now
 	res = ItemResult{ID: it.id, Presence: ws.presence(k), Started: now()}
 	ws.emit(Event{ID: it.id, Kind: EventChecking})
-	run := &itemRun{}
+	ctx := ws.ctx
+	deps := &ws.views[k]
+	var run *itemRun
+	phase := PhaseDiscover
+	fail := func(err error) ItemResult {
+		res.Outcome = OutcomeFailed
+		res.Phase = phase
+		res.Err = &ItemError{ID: it.id, Phase: phase, Err: err}
+		res.Duration = now().Sub(res.Started)
+		if run != nil {
+			res.Actions = run.takeActions()
+		}
+		return res
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			res = fail(newPanicError(v))
+		}
+	}()
+
+	var err error
+	res.Before, err = it.node.StateCurrent(ctx, deps)
+	switch {
+	case errors.Is(err, ErrStateUnknown):
+		res.Before, res.Unknown = nil, true
+	case err != nil:
+		return fail(err)
+	}
+	phase = PhaseGoal
+	if res.Presence == Absent {
+		res.Target, err = it.clean.StateClean(ctx, deps)
+	} else {
+		res.Target, err = it.node.StateGoal(ctx, deps)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	phase = PhaseCheck
+	if res.Unknown {
+		res.Decision = Required(UnitsUnknown)
+	} else if res.Decision, err = it.node.Check(ctx, res.Before, res.Target); err != nil {
+		return fail(err)
+	}
+	if !res.Decision.Required() {
+		res.After = res.Before
+		res.Outcome = OutcomeUnchanged
+		ws.publish(k, res.After)
+		res.Duration = now().Sub(res.Started)
+		return res
+	}
+
+	// Only items that change get a context of their own, to report
+	// progress and required host actions.
+	phase = PhaseApply
+	run = &itemRun{}
 	if ws.em != nil {
 		run.units = func(done, total int) {
 			ws.emit(Event{ID: it.id, Kind: EventApplying, Done: done, Total: total})
 		}
 	}
-	ctx := context.WithValue(ws.ctx, keyItemRun, run)
-	deps := depView{ws: ws, k: k}
-	fail := func(p Phase, err error) ItemResult {
-		res.Outcome = OutcomeFailed
-		res.Phase = p
-		res.Err = &ItemError{ID: it.id, Phase: p, Err: err}
-		res.Duration = now().Sub(res.Started)
-		res.Actions = run.takeActions()
-		return res
-	}
-
-	var err error
-	err = guard(func() error {
-		var e error
-		res.Before, e = it.node.StateCurrent(ctx, deps)
-		return e
-	})
-	switch {
-	case errors.Is(err, ErrStateUnknown):
-		res.Before, res.Unknown = nil, true
-	case err != nil:
-		return fail(PhaseDiscover, err)
-	}
-	if err = guard(func() error {
-		var e error
-		if res.Presence == Absent {
-			res.Target, e = it.clean.StateClean(ctx, deps)
-		} else {
-			res.Target, e = it.node.StateGoal(ctx, deps)
-		}
-		return e
-	}); err != nil {
-		return fail(PhaseGoal, err)
-	}
-	if res.Unknown {
-		res.Decision = Required(UnitsUnknown)
-	} else if err = guard(func() error {
-		var e error
-		res.Decision, e = it.node.Check(ctx, res.Before, res.Target)
-		return e
-	}); err != nil {
-		return fail(PhaseCheck, err)
-	}
-	if !res.Decision.Required() {
-		res.After = res.Before
-		res.Outcome = OutcomeUnchanged
-		ws.states[k].Store(&stateRef{v: res.After})
-		res.Duration = now().Sub(res.Started)
-		return res
-	}
-
+	actx := context.WithValue(ctx, keyItemRun, run)
 	ws.emit(Event{ID: it.id, Kind: EventApplying, Done: 0, Total: res.Decision.Units})
-	var reached any
-	if err = guard(func() error {
-		var e error
-		if ws.dry {
-			reached, e = it.node.ApplyDry(ctx, res.Before, res.Target)
-		} else {
-			reached, e = it.node.Apply(ctx, res.Before, res.Target)
-		}
-		return e
-	}); err != nil {
-		res.After = reached
-		return fail(PhaseApply, err)
+	if ws.dry {
+		res.After, err = it.node.ApplyDry(actx, res.Before, res.Target)
+	} else {
+		res.After, err = it.node.Apply(actx, res.Before, res.Target)
 	}
-	res.After = reached
+	if err != nil {
+		return fail(err)
+	}
+	phase = PhaseVerify
 	if !ws.dry {
-		if err = guard(func() error {
-			var e error
-			res.After, e = it.node.StateCurrent(ctx, deps)
-			return e
-		}); err != nil {
-			return fail(PhaseVerify, err)
+		if res.After, err = it.node.StateCurrent(ctx, deps); err != nil {
+			return fail(err)
 		}
 	}
-	var verdict Decision
-	if err = guard(func() error {
-		var e error
-		verdict, e = it.node.Check(ctx, res.After, res.Target)
-		return e
-	}); err != nil {
-		return fail(PhaseVerify, err)
+	verdict, err := it.node.Check(ctx, res.After, res.Target)
+	if err != nil {
+		return fail(err)
 	}
 	if verdict.Required() {
-		return fail(PhaseVerify, ErrNotConverged)
+		return fail(ErrNotConverged)
 	}
 	if ws.dry {
 		res.Outcome = OutcomeWouldChange
 	} else {
 		res.Outcome = OutcomeChanged
 	}
-	ws.states[k].Store(&stateRef{v: res.After})
+	ws.publish(k, res.After)
 	res.Actions = run.takeActions()
 	res.Duration = now().Sub(res.Started)
 	return res
 }
 
-// guard runs f and turns a panic into a *PanicError.
-func guard(f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError(v)
-		}
-	}()
-	return f()
+// publish makes the state item k reached visible to the items that read it.
+func (ws *walkState) publish(k int, state any) {
+	ws.refs[k].v = state
+	ws.states[k].Store(&ws.refs[k])
 }

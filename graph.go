@@ -156,6 +156,9 @@ type compiled struct {
 	order      []int // topological order (dependencies first)
 	hasAbsent  bool
 	dependents [][]int
+
+	schedOnce [2]sync.Once
+	sched     [2]*schedule
 }
 
 type centry struct {
