@@ -289,8 +289,8 @@ func (s *ContainerSpec) fields() map[string]string {
 			f[k] = short(string(b))
 		}
 	}
-	put("command", s.Command, s.Command != nil)
-	put("entrypoint", s.Entrypoint, s.Entrypoint != nil)
+	put("command", s.Command, len(s.Command) > 0)
+	put("entrypoint", s.Entrypoint, len(s.Entrypoint) > 0)
 	for k, v := range s.Env {
 		f["env."+k] = short(v)
 	}

@@ -189,6 +189,9 @@ func healthFromStatus(status string) string {
 // stateFromInspect reads a container from an inspect response and records
 // as Drift every user-specified field the engine no longer agrees with.
 func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) ContainerState {
+	if r.ContainerJSONBase == nil {
+		return ContainerState{Exists: true}
+	}
 	st := ContainerState{Exists: true, ID: r.ID, Name: strings.TrimPrefix(r.Name, "/"), ImageID: r.Image}
 	if r.State != nil {
 		st.Status = string(r.State.Status)
@@ -217,7 +220,7 @@ func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) Containe
 					st.Drift = append(st.Drift, "label."+k)
 				}
 			}
-			if spec.Command != nil && !slices.Equal([]string(r.Config.Cmd), spec.Command) {
+			if len(spec.Command) > 0 && !slices.Equal([]string(r.Config.Cmd), spec.Command) {
 				st.Drift = append(st.Drift, "command")
 			}
 		}

@@ -1,0 +1,318 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// LoadOptions tune LoadCompose. The zero value loads a file that names its
+// project, with no interpolation variables, rejecting unsupported fields.
+type LoadOptions struct {
+	// ProjectName overrides the file's top-level name.
+	ProjectName string
+	// WorkingDir resolves relative bind mounts; "" means the current directory.
+	WorkingDir string
+	// Env holds the variables for ${VAR} interpolation.
+	Env map[string]string
+	// IgnoreUnsupported loads a file with unsupported fields, listing them
+	// in Project.Unsupported, instead of failing with *UnsupportedError.
+	IgnoreUnsupported bool
+	// DependencyTimeout bounds every depends_on wait that has no
+	// x-timeout of its own; 0 means DefaultDependencyTimeout.
+	DependencyTimeout time.Duration
+}
+
+// UnsupportedError lists the Compose fields set in a file that the loader
+// does not carry out, as "services.<name>.<field>". It matches
+// ErrUnsupported.
+type UnsupportedError struct {
+	Fields []string
+}
+
+func (e *UnsupportedError) Error() string {
+	return "docker: compose: unsupported fields: " + strings.Join(e.Fields, ", ")
+}
+
+// Is makes UnsupportedError match ErrUnsupported.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+// Fields of the Compose service model that the loader carries out. Every
+// other field that is set is reported as unsupported.
+var supportedService = map[string]bool{
+	"Name": true, "Restart": true, "Scale": true, "ContainerName": true, "Extensions": true,
+	"ContainerSpec": true, "WorkloadSpec": true,
+	// ContainerSpec
+	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
+	"CustomLabels": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
+	// WorkloadSpec
+	"DependsOn": true, "HealthCheck": true, "Ports": true,
+}
+
+// unsupportedFields lists the set fields of v (a struct) not supported,
+// descending into the embedded specs.
+func unsupportedFields(prefix string, v reflect.Value) []string {
+	var out []string
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		fv := v.Field(i)
+		if f.Anonymous && fv.Kind() == reflect.Struct {
+			out = append(out, unsupportedFields(prefix, fv)...)
+			continue
+		}
+		if !supportedService[f.Name] && f.IsExported() && !fv.IsZero() {
+			name := f.Name
+			if tag := strings.Split(f.Tag.Get("yaml"), ",")[0]; tag != "" {
+				name = tag
+			}
+			out = append(out, prefix+name)
+		}
+	}
+	return out
+}
+
+// LoadComposeFile reads a Compose file and calls LoadCompose. A relative
+// WorkingDir defaults to the file's directory.
+func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Project, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("docker: compose: %w", err)
+	}
+	if opts.WorkingDir == "" {
+		opts.WorkingDir = filepath.Dir(path)
+	}
+	return LoadCompose(ctx, b, opts)
+}
+
+// LoadCompose turns a Compose file into a Project using compose-go (the
+// maintained loader, which validates against the Compose schema). It
+// carries out, per service: image, command, entrypoint, environment,
+// labels, ports, volumes (named and bind), networks with aliases, restart,
+// healthcheck, stop_grace_period, pull_policy (missing or never),
+// container_name and depends_on with its conditions; and the top-level
+// networks and volumes (external ones are used, not created). Two
+// extensions are read: x-timeout on a depends_on entry (a duration) and
+// x-update on a service ("download-then-kill" or "kill-then-download").
+// A service that others wait for with service_completed_successfully runs
+// Once. Any other field set is unsupported (see LoadOptions.IgnoreUnsupported).
+func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Project, error) {
+	wd := opts.WorkingDir
+	if wd == "" {
+		wd, _ = os.Getwd()
+	}
+	details := types.ConfigDetails{
+		WorkingDir:  wd,
+		ConfigFiles: []types.ConfigFile{{Filename: "compose.yaml", Content: content}},
+		Environment: types.Mapping(opts.Env),
+	}
+	if details.Environment == nil {
+		details.Environment = types.Mapping{}
+	}
+	cp, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
+		o.SkipInclude = true
+		o.SkipExtends = true
+		o.ResolvePaths = true
+		if opts.ProjectName != "" {
+			o.SetProjectName(opts.ProjectName, true)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker: compose: %w", err)
+	}
+	return fromCompose(cp, opts)
+}
+
+func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
+	p := &Project{Name: cp.Name}
+	var unsupported []string
+	netName := map[string]string{}
+	for _, key := range slices.Sorted(mapKeys(cp.Networks)) {
+		n := cp.Networks[key]
+		name := n.Name
+		if name == "" {
+			name = cp.Name + "_" + key
+		}
+		netName[key] = name
+		if bool(n.External) {
+			continue
+		}
+		if n.Attachable || n.EnableIPv6 != nil || len(n.DriverOpts) > 0 || len(n.Ipam.Config) > 0 || n.Ipam.Driver != "" {
+			unsupported = append(unsupported, "networks."+key+".(attachable|enable_ipv6|driver_opts|ipam)")
+		}
+		p.Networks = append(p.Networks, NetworkSpec{Name: name, Driver: n.Driver, Internal: n.Internal, Labels: n.Labels})
+	}
+	volName := map[string]string{}
+	for _, key := range slices.Sorted(mapKeys(cp.Volumes)) {
+		v := cp.Volumes[key]
+		name := v.Name
+		if name == "" {
+			name = cp.Name + "_" + key
+		}
+		volName[key] = name
+		if bool(v.External) {
+			continue
+		}
+		if len(v.DriverOpts) > 0 {
+			unsupported = append(unsupported, "volumes."+key+".driver_opts")
+		}
+		p.Volumes = append(p.Volumes, VolumeSpec{Name: name, Driver: v.Driver, Labels: v.Labels})
+	}
+	once := map[string]bool{}
+	for _, s := range cp.Services {
+		for dep, d := range s.DependsOn {
+			if d.Condition == types.ServiceConditionCompletedSuccessfully {
+				once[dep] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(mapKeys(cp.Services)) {
+		s := cp.Services[name]
+		prefix := "services." + name + "."
+		unsupported = append(unsupported, unsupportedFields(prefix, reflect.ValueOf(s))...)
+		if s.Scale != nil && *s.Scale != 1 {
+			unsupported = append(unsupported, prefix+"scale")
+		}
+		spec := ContainerSpec{Service: name, Name: s.ContainerName, Image: s.Image, Restart: s.Restart}
+		if len(s.Command) > 0 {
+			spec.Command = []string(s.Command)
+		}
+		if len(s.Entrypoint) > 0 {
+			spec.Entrypoint = []string(s.Entrypoint)
+		}
+		for k, v := range s.Environment {
+			if v != nil {
+				if spec.Env == nil {
+					spec.Env = map[string]string{}
+				}
+				spec.Env[k] = *v
+			}
+		}
+		for k, v := range s.Labels {
+			if spec.Labels == nil {
+				spec.Labels = map[string]string{}
+			}
+			spec.Labels[k] = v
+		}
+		for _, port := range s.Ports {
+			if port.Target > 65535 {
+				return nil, &SpecError{Object: "service " + name, Field: "ports", Reason: "port out of range"}
+			}
+			spec.Ports = append(spec.Ports, Port{HostIP: port.HostIP, HostPort: port.Published,
+				ContainerPort: uint16(port.Target), Protocol: port.Protocol})
+		}
+		for _, v := range s.Volumes {
+			switch v.Type {
+			case types.VolumeTypeVolume:
+				src := v.Source
+				if n, ok := volName[src]; ok {
+					src = n
+				}
+				spec.Mounts = append(spec.Mounts, Mount{Type: "volume", Source: src, Target: v.Target, ReadOnly: v.ReadOnly})
+			case types.VolumeTypeBind:
+				spec.Mounts = append(spec.Mounts, Mount{Type: "bind", Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly})
+			default:
+				unsupported = append(unsupported, prefix+"volumes("+v.Type+")")
+			}
+		}
+		for _, key := range slices.Sorted(mapKeys(s.Networks)) {
+			att := NetworkAttachment{Name: netName[key]}
+			if att.Name == "" {
+				att.Name = key
+			}
+			if cfg := s.Networks[key]; cfg != nil {
+				att.Aliases = slices.Clone(cfg.Aliases)
+			}
+			spec.Networks = append(spec.Networks, att)
+		}
+		if h := s.HealthCheck; h != nil {
+			hc := &Healthcheck{Test: []string(h.Test)}
+			if h.Disable {
+				hc.Test = []string{"NONE"}
+			}
+			if h.Interval != nil {
+				hc.Interval = time.Duration(*h.Interval)
+			}
+			if h.Timeout != nil {
+				hc.Timeout = time.Duration(*h.Timeout)
+			}
+			if h.StartPeriod != nil {
+				hc.StartPeriod = time.Duration(*h.StartPeriod)
+			}
+			if h.Retries != nil {
+				hc.Retries = int(*h.Retries)
+			}
+			spec.Healthcheck = hc
+		}
+		if s.StopGracePeriod != nil {
+			d := time.Duration(*s.StopGracePeriod)
+			spec.StopTimeout = &d
+		}
+		switch s.PullPolicy {
+		case "", types.PullPolicyMissing, types.PullPolicyIfNotPresent:
+		case types.PullPolicyNever:
+			spec.Pull = PullNever
+		default:
+			unsupported = append(unsupported, prefix+"pull_policy("+s.PullPolicy+")")
+		}
+		if u, ok := s.Extensions["x-update"]; ok {
+			switch fmt.Sprint(u) {
+			case "download-then-kill":
+			case "kill-then-download":
+				spec.Update = KillThenDownload
+			default:
+				return nil, &SpecError{Object: "service " + name, Field: "x-update", Reason: fmt.Sprintf("unknown strategy %q", u)}
+			}
+		}
+		if once[name] {
+			spec.Run = Once
+		}
+		for _, dep := range slices.Sorted(mapKeys(s.DependsOn)) {
+			d := s.DependsOn[dep]
+			cond, err := ParseCondition(d.Condition)
+			if err != nil {
+				return nil, &SpecError{Object: "service " + name, Field: "depends_on." + dep, Reason: err.Error()}
+			}
+			timeout := opts.DependencyTimeout
+			if x, ok := d.Extensions["x-timeout"]; ok {
+				t, err := time.ParseDuration(fmt.Sprint(x))
+				if err != nil || t <= 0 {
+					return nil, &SpecError{Object: "service " + name, Field: "depends_on." + dep + ".x-timeout", Reason: fmt.Sprintf("bad duration %v", x)}
+				}
+				timeout = t
+			}
+			spec.DependsOn = append(spec.DependsOn, Dependency{Service: dep, Condition: cond, Timeout: timeout})
+		}
+		p.Containers = append(p.Containers, spec)
+	}
+	sort.Strings(unsupported)
+	if len(unsupported) > 0 {
+		if !opts.IgnoreUnsupported {
+			return nil, &UnsupportedError{Fields: unsupported}
+		}
+		p.Unsupported = unsupported
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func mapKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

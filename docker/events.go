@@ -1,0 +1,68 @@
+package docker
+
+import (
+	"context"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+)
+
+// WatchedEvents are the container events that can mean drift: a container
+// of the project stopped, died, was killed, removed, renamed or paused.
+var WatchedEvents = []string{"die", "stop", "kill", "oom", "destroy", "rename", "pause"}
+
+// WatchEvents subscribes to the engine's events for the containers of
+// project and calls trigger for each event that can mean drift (see
+// WatchedEvents), for example a reconcile loop's Trigger, so a killed
+// container is brought back within a pass. Events carry names and labels,
+// never environment values. When the event stream fails, WatchEvents calls
+// trigger once (events may have been missed) and subscribes again after a
+// backoff that doubles from 100ms up to 10s. It returns ctx.Err() when ctx
+// is cancelled. trigger must not block for long.
+func WatchEvents(ctx context.Context, eng Engine, project string, trigger func(events.Message)) error {
+	args := filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("label", LabelProject+"="+project),
+	)
+	for _, e := range WatchedEvents {
+		args.Add("event", e)
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		sctx, cancel := context.WithCancel(ctx)
+		msgs, errs := eng.Events(sctx, events.ListOptions{Filters: args})
+		err := pump(sctx, msgs, errs, trigger, func() { backoff = 100 * time.Millisecond })
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = err // the stream broke: resubscribe
+		trigger(events.Message{Type: events.ContainerEventType, Action: "resync"})
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func pump(ctx context.Context, msgs <-chan events.Message, errs <-chan error, trigger func(events.Message), ok func()) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errs:
+			return err
+		case m, open := <-msgs:
+			if !open {
+				return nil
+			}
+			ok()
+			trigger(m)
+		}
+	}
+}
