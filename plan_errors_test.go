@@ -1,0 +1,263 @@
+package converge_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+)
+
+func planGroup(name string, concurrent int, nodes ...string) converge.CommandTargets {
+	return converge.CommandTargets{Group: name, Concurrent: concurrent, Discovery: converge.CommandDiscovery{Static: nodes}}
+}
+
+func planCmd(kind string, groups ...converge.CommandTargets) converge.Command {
+	return converge.Command{Kind: kind, Spec: map[string]json.RawMessage{
+		"version":   json.RawMessage(`"v2"`),
+		"platforms": json.RawMessage(`{"linux-amd64":{"url":"https://example.invalid/v2"}}`),
+	}, Targets: groups}
+}
+
+func planOf(cmds ...converge.Command) *converge.PlanDocument {
+	return &converge.PlanDocument{Spec: converge.Plan{ID: "p1", Commands: cmds}}
+}
+
+// planTarget returns the status of a target of command i.
+func planTarget(t *testing.T, doc *converge.PlanDocument, i int, group, name string) converge.PlanTargetStatus {
+	t.Helper()
+	tg := doc.Status.Commands[i].Target(group, name)
+	require.NotNil(t, tg, "target %s/%s of command %d", group, name, i)
+	return *tg
+}
+
+// TestPlanErrorStates drives a plan into every error state of the signal
+// handler and checks that the command and the plan stop there, with a reason
+// on the plan, the command and the culprit target.
+func TestPlanErrorStates(t *testing.T) {
+	tests := []struct {
+		name     string
+		doc      *converge.PlanDocument
+		restrict []string
+		nodes    []converge.SignalNode
+		// act runs after the plan settled once, before it settles again.
+		act         func(bus *converge.SignalBus)
+		state       converge.PlanState
+		command     int
+		group, node string
+		target      converge.PlanTargetState
+		reason      string
+	}{
+		{name: "IncompleteTargets: a discovered node does not exist",
+			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "ghost"))),
+			state: converge.PlanIncompleteTargets, group: "workers", node: "ghost", target: converge.SignalMissingNode,
+			reason: `node "ghost" does not exist`},
+		{name: "Restricted: controllers excluded from plans",
+			doc:      planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("update", planGroup("controllers", 1, "controller0"))),
+			restrict: []string{"controller"}, command: 1,
+			state: converge.PlanRestricted, group: "controllers", node: "controller0", target: converge.SignalRestricted,
+			reason: `node "controller0" is a controller, and controller nodes are excluded from plans`},
+		{name: "InconsistentTargets: a worker in the controllers group",
+			doc:   planOf(planCmd("update", planGroup("controllers", 1, "worker0"))),
+			state: converge.PlanInconsistentTargets, group: "controllers", node: "worker0", target: converge.SignalInconsistent,
+			reason: `node "worker0" is a "worker", group "controllers" takes "controller" nodes`},
+		{name: "InconsistentTargets: a node listed in two groups",
+			doc:   planOf(planCmd("update", planGroup("controllers", 1, "controller0"), converge.CommandTargets{Group: "extra", Discovery: converge.CommandDiscovery{Static: []string{"controller0"}}})),
+			state: converge.PlanInconsistentTargets, group: "extra", node: "controller0", target: converge.SignalInconsistent,
+			reason: `node "controller0" is listed in groups "controllers" and "extra"`},
+		{name: "InconsistentTargets: a node changed kind before it was signalled",
+			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
+			act: func(bus *converge.SignalBus) {
+				bus.AddNode(converge.SignalNode{Name: "worker1", Kind: "controller", Platform: "linux-amd64"})
+				_ = bus.Respond("worker0", converge.SignalCompleted, "")
+			},
+			state: converge.PlanInconsistentTargets, group: "workers", node: "worker1", target: converge.SignalInconsistent,
+			reason: `node "worker1" is now a "controller", group "workers" takes "worker" nodes`},
+		{name: "MissingPlatform: no payload for arm64",
+			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "arm0"))),
+			nodes: []converge.SignalNode{{Name: "arm0", Kind: "worker", Platform: "linux-arm64"}},
+			state: converge.PlanMissingPlatform, group: "workers", node: "arm0", target: converge.SignalMissingPlatform,
+			reason: `no payload for platform "linux-arm64" of node "arm0"`},
+		{name: "MissingSignalNode: a node vanished before it was signalled",
+			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
+			act: func(bus *converge.SignalBus) {
+				bus.RemoveNode("worker1")
+				_ = bus.Respond("worker0", converge.SignalCompleted, "")
+			},
+			state: converge.PlanMissingSignalNode, group: "workers", node: "worker1", target: converge.SignalMissingNode,
+			reason: `node "worker1" no longer exists`},
+		{name: "MissingSignalNode: a node vanished while working",
+			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
+			act:   func(bus *converge.SignalBus) { bus.RemoveNode("worker0") },
+			state: converge.PlanMissingSignalNode, group: "workers", node: "worker0", target: converge.SignalMissingNode,
+			reason: `node "worker0" disappeared while working on the command`},
+		{name: "Failed: a node reports failure",
+			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
+			act:   func(bus *converge.SignalBus) { _ = bus.Respond("worker0", converge.SignalFailed, "disk full") },
+			state: converge.PlanFailed, group: "workers", node: "worker0", target: converge.SignalFailed,
+			reason: `node "worker0" failed: disk full`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bus := converge.NewSignalBus(append(planNodes(), append(tc.nodes, planWrk("worker1"))...)...)
+			h := &converge.CommandSignalHandler{Sender: bus, Restrict: tc.restrict}
+			r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}, Now: newPlanClock().Now})
+			require.NoError(t, err)
+			step := planSettle(t, r, tc.doc)
+			if tc.act != nil {
+				require.False(t, step.Done, "plan failed before the action: %+v", tc.doc.Status)
+				tc.act(bus)
+				step = planSettle(t, r, tc.doc)
+			}
+			st := tc.doc.Status
+			require.True(t, step.Done)
+			assert.Equal(t, tc.state, st.State)
+			assert.True(t, st.State.IsError())
+			assert.Equal(t, tc.state, st.Commands[tc.command].State)
+			assert.Equal(t, tc.reason, st.Commands[tc.command].Reason)
+			assert.Contains(t, st.Reason, tc.reason)
+			tg := planTarget(t, tc.doc, tc.command, tc.group, tc.node)
+			assert.Equal(t, tc.target, tg.State)
+			assert.True(t, tg.State.IsFailure())
+			assert.NotEmpty(t, tg.Reason)
+			for i := tc.command + 1; i < len(st.Commands); i++ {
+				assert.NotEqual(t, converge.PlanCompleted, st.Commands[i].State, "later commands must not run")
+			}
+
+			// An error state is final: stepping again changes nothing.
+			before := st.Clone()
+			again, err := r.Step(context.Background(), tc.doc)
+			require.NoError(t, err)
+			assert.False(t, again.Changed)
+			assert.True(t, again.Done)
+			assert.Equal(t, before, tc.doc.Status)
+		})
+	}
+}
+
+// TestPlanHandlerErrors covers the handler contract: its own error states,
+// transient errors, invalid transitions and unknown kinds.
+func TestPlanHandlerErrors(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name    string
+		h       converge.CommandHandler
+		kind    string
+		wantErr error
+		state   converge.PlanState
+	}{
+		{name: "a handler-defined error state stops the plan", kind: "custom",
+			h: converge.CommandHandlerFuncs{SchedulableWaitFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+				c.Status.Reason = "version v2 is older than the running v3"
+				return "DowngradeRefused", nil
+			}}, state: "DowngradeRefused"},
+		{name: "a transient error leaves the status unchanged", kind: "custom", wantErr: errBoom,
+			h: converge.CommandHandlerFuncs{NewPlanFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+				c.Status.Reason = "half-done"
+				return converge.PlanSchedulableWait, errBoom
+			}}, state: converge.PlanNewPlan},
+		{name: "NewPlan from SchedulableWait is an invalid transition", kind: "custom", wantErr: converge.ErrPlanTransition,
+			h: converge.CommandHandlerFuncs{SchedulableWaitFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+				return converge.PlanNewPlan, nil
+			}}, state: converge.PlanSchedulableWait},
+		{name: "Completed from Schedulable is an invalid transition", kind: "custom", wantErr: converge.ErrPlanTransition,
+			h: converge.CommandHandlerFuncs{
+				SchedulableWaitFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+					return converge.PlanSchedulable, nil
+				},
+				SchedulableFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+					return converge.PlanCompleted, nil
+				},
+			}, state: converge.PlanSchedulable},
+		{name: "a kind without handler", kind: "unknown", wantErr: converge.ErrPlanUnknownCommand, state: converge.PlanNewPlan},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			handlers := map[string]converge.CommandHandler{}
+			if tc.h != nil {
+				handlers["custom"] = tc.h
+			}
+			r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: handlers})
+			require.NoError(t, err)
+			doc := planOf(converge.Command{Kind: tc.kind})
+			var stepErr error
+			for i := 0; i < 10 && stepErr == nil; i++ {
+				var step converge.PlanStep
+				step, stepErr = r.Step(context.Background(), doc)
+				if step.Done {
+					break
+				}
+			}
+			if tc.wantErr != nil {
+				require.ErrorIs(t, stepErr, tc.wantErr)
+				var ce *converge.PlanCommandError
+				require.ErrorAs(t, stepErr, &ce)
+				assert.Equal(t, 0, ce.Command)
+				assert.Equal(t, tc.kind, ce.Kind)
+			} else {
+				require.NoError(t, stepErr)
+			}
+			state := converge.PlanNewPlan
+			if doc.Status != nil {
+				state = doc.Status.State
+				assert.NotEqual(t, "half-done", doc.Status.Commands[0].Reason)
+			}
+			assert.Equal(t, tc.state, state)
+			if tc.state.IsError() {
+				assert.Equal(t, "version v2 is older than the running v3", doc.Status.Commands[0].Reason)
+			}
+		})
+	}
+}
+
+// TestPlanTimeouts checks the target and command timeouts with a fake clock.
+func TestPlanTimeouts(t *testing.T) {
+	tests := []struct {
+		name    string
+		cmd     func(c *converge.Command)
+		cfg     converge.PlanConfig
+		elapsed time.Duration
+		state   converge.PlanState
+		reason  string
+	}{
+		{name: "target timeout from the command", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute },
+			elapsed: 5 * time.Minute, state: converge.PlanTimedOut, reason: `node "worker0" did not complete within 5m0s`},
+		{name: "target timeout from the runner default", cfg: converge.PlanConfig{TargetTimeout: time.Minute},
+			elapsed: time.Minute, state: converge.PlanTimedOut, reason: `node "worker0" did not complete within 1m0s`},
+		{name: "under the target timeout", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute },
+			elapsed: 4*time.Minute + 59*time.Second, state: converge.PlanSchedulableWait},
+		{name: "command timeout", cmd: func(c *converge.Command) { c.Timeout = 10 * time.Minute },
+			elapsed: 10 * time.Minute, state: converge.PlanTimedOut, reason: "command did not complete within 10m0s"},
+		{name: "command timeout from the runner default", cfg: converge.PlanConfig{CommandTimeout: time.Hour},
+			elapsed: time.Hour, state: converge.PlanTimedOut, reason: "command did not complete within 1h0m0s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newPlanClock()
+			bus := converge.NewSignalBus(planNodes()...)
+			tc.cfg.Now = clock.Now
+			r := planRunner(t, nil, bus, tc.cfg)
+			cmd := planCmd("update", planGroup("workers", 1, "worker0"))
+			if tc.cmd != nil {
+				tc.cmd(&cmd)
+			}
+			doc := planOf(cmd)
+			planSettle(t, r, doc)
+			require.Equal(t, converge.SignalSent, planTarget(t, doc, 0, "workers", "worker0").State)
+			clock.Advance(tc.elapsed)
+			planSettle(t, r, doc)
+			assert.Equal(t, tc.state, doc.Status.State)
+			if tc.reason != "" {
+				assert.Equal(t, tc.reason, doc.Status.Commands[0].Reason)
+				tg := planTarget(t, doc, 0, "workers", "worker0")
+				assert.Equal(t, converge.SignalTimedOut, tg.State)
+				assert.Equal(t, tc.reason, tg.Reason)
+			}
+		})
+	}
+}
