@@ -1,0 +1,330 @@
+package hostcfg
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/convergekit/converge"
+)
+
+// ConfigFile is a key=value configuration file, such as a Raspberry Pi
+// /boot/firmware/config.txt, that hands out one ConfigKey item per managed
+// key. Its items share the file: each edit re-reads it under a per-file
+// lock and changes only its own line, so items of one file never overwrite
+// each other, and the parsed document is shared between them (the file is
+// parsed again only when its bytes changed).
+//
+// A ConfigFile is safe for concurrent use. Make one with NewConfigFile.
+type ConfigFile struct {
+	root *Root
+	path string
+	// Reboot says that a change of the file takes effect only after a
+	// reboot (boot configuration). NewConfigFile sets it; clear it for
+	// other key=value files before the first walk. Items of a file with
+	// Reboot call converge.RequireAction(ctx, converge.ActionReboot, ...)
+	// when Apply changed the file, and set RebootRequired in the state
+	// they return.
+	Reboot bool
+
+	mu  sync.Mutex
+	raw []byte
+	doc *ConfigDoc
+}
+
+// NewConfigFile returns the configuration file at path inside root, marked
+// as boot configuration (Reboot set).
+func NewConfigFile(root *Root, path string) *ConfigFile {
+	return &ConfigFile{root: root, path: path, Reboot: true}
+}
+
+// Path returns the file's canonical path.
+func (c *ConfigFile) Path() string { return canonical(c.path) }
+
+// parsed returns the document for content, reusing the last parse when
+// the bytes did not change. The result must not be modified.
+func (c *ConfigFile) parsed(content []byte) *ConfigDoc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.doc != nil && bytes.Equal(c.raw, content) {
+		return c.doc
+	}
+	c.raw = append([]byte(nil), content...)
+	c.doc = ParseConfig(c.raw)
+	return c.doc
+}
+
+// Document reads and parses the file. A missing file is an empty document.
+func (c *ConfigFile) Document(ctx context.Context) (*ConfigDoc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, content, _, _, err := c.root.peek(c.path)
+	if err != nil {
+		return nil, err
+	}
+	return c.parsed(content).Clone(), nil
+}
+
+// Entries returns the entries the file has now, in order, as the targets
+// that keep them (see ConfigDoc.Entries).
+func (c *ConfigFile) Entries(ctx context.Context) ([]ConfigEntry, error) {
+	doc, err := c.Document(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return doc.Entries(), nil
+}
+
+// Import turns the settings the file has now into items whose goal is to
+// keep them, so that a first run keeps what the device had: one Key item
+// per single-valued key (with its winning value) and one Entry item per
+// repeated entry (dtoverlay, dtparam, gpio, or any key that appears more
+// than once in its section).
+func (c *ConfigFile) Import(ctx context.Context) ([]*ConfigKey, error) {
+	entries, err := c.Entries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type sk struct{ s, k string }
+	last := map[sk]string{}
+	for _, e := range entries {
+		if !e.Repeated {
+			last[sk{e.Section, e.Key}] = e.Value
+		}
+	}
+	var out []*ConfigKey
+	seen := map[sk]bool{}
+	for _, e := range entries {
+		if e.Repeated {
+			out = append(out, c.Entry(e.Section, e.Key, e.Value))
+			continue
+		}
+		k := sk{e.Section, e.Key}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, c.Key(e.Section, e.Key, last[k]))
+	}
+	return out, nil
+}
+
+// Key returns an item for a single-valued key of section ("" or "all" for
+// unconditional lines): Present gives the key value (rewriting the value of
+// its last entry in the section, or adding a line), Absent removes every
+// entry of the key in the section.
+func (c *ConfigFile) Key(section, key, value string) *ConfigKey {
+	return &ConfigKey{file: c, Section: normSection(section), Key: key, Value: value}
+}
+
+// Entry returns an item for one entry key=value of a key that may repeat
+// (dtoverlay, dtparam, gpio): Present adds the line unless the section has
+// it, Absent removes that exact entry, and other entries of the key are
+// left alone.
+func (c *ConfigFile) Entry(section, key, value string) *ConfigKey {
+	return &ConfigKey{file: c, Section: normSection(section), Key: key, Value: value, Repeated: true}
+}
+
+// ConfigKey is an Item for one key (or, when Repeated, one entry) of a
+// ConfigFile. Get one from ConfigFile.Key, Entry or Import; the zero value
+// has no file and fails.
+type ConfigKey struct {
+	file *ConfigFile
+	// Section is the filter the key is under, "" for unconditional.
+	Section string
+	Key     string
+	Value   string
+	// Repeated makes the item manage the one entry Key=Value instead of
+	// the value of Key.
+	Repeated bool
+}
+
+// ConfigKeyState is the state of a ConfigKey.
+type ConfigKeyState struct {
+	Path    string
+	Section string
+	Key     string
+	// Present is true when the section has the key (for a repeated entry:
+	// the entry Key=Value).
+	Present bool
+	// Value is the key's winning value (the entry's value when Repeated).
+	Value string
+	// Leftovers counts temporary files of ours next to the file.
+	Leftovers int
+	// RebootRequired is set on the state Apply or ApplyDry returns when
+	// they changed (or would change) boot configuration.
+	RebootRequired bool
+	// Diff is the unified diff of the change that reached this state.
+	Diff string
+}
+
+func (s ConfigKeyState) diffText() string { return s.Diff }
+
+var (
+	_ converge.Item[ConfigKeyState]    = (*ConfigKey)(nil)
+	_ converge.Cleaner[ConfigKeyState] = (*ConfigKey)(nil)
+)
+
+// ID returns "configkey:<path>:<key>", with "[section]" before the key when
+// the section is not "" and "=<value>" after it for a repeated entry; for
+// example "configkey:/boot/config.txt:[pi4]arm_boost" or
+// "configkey:/boot/config.txt:dtoverlay=vc4-kms-v3d".
+func (k *ConfigKey) ID() converge.ID {
+	var b strings.Builder
+	b.WriteString("configkey:")
+	if k.file != nil {
+		b.WriteString(k.file.Path())
+	}
+	b.WriteByte(':')
+	if k.Section != "" {
+		b.WriteString("[" + k.Section + "]")
+	}
+	b.WriteString(k.Key)
+	if k.Repeated {
+		b.WriteString("=" + k.Value)
+	}
+	return converge.ID(b.String())
+}
+
+// Node returns the item wrapped for a graph.
+func (k *ConfigKey) Node() converge.Node { return converge.Wrap[ConfigKeyState](k) }
+
+func (k *ConfigKey) validate() error {
+	switch {
+	case k.file == nil || k.file.root == nil:
+		return &ItemError{Item: string(k.ID()), Reason: "no ConfigFile (use ConfigFile.Key or Entry)"}
+	case k.Key == "" || strings.ContainsAny(k.Key, "=\r\n#;[") || strings.TrimSpace(k.Key) != k.Key:
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid key %q", k.Key)}
+	case strings.ContainsAny(k.Value, "\r\n") || strings.TrimSpace(k.Value) != k.Value:
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid value %q", k.Value)}
+	case strings.ContainsAny(k.Section, "[]\r\n"):
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid section %q", k.Section)}
+	}
+	return nil
+}
+
+// observe reads the key from a document.
+func (k *ConfigKey) observe(doc *ConfigDoc) (present bool, value string) {
+	if k.Repeated {
+		if doc.Has(k.Section, k.Key, k.Value) {
+			return true, k.Value
+		}
+		return false, ""
+	}
+	value, present = doc.Get(k.Section, k.Key)
+	return present, value
+}
+
+// StateCurrent reads the key from the file.
+func (k *ConfigKey) StateCurrent(context.Context, converge.Deps) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	name, content, _, leftovers, err := k.file.root.peek(k.file.path)
+	if err != nil {
+		return ConfigKeyState{}, err
+	}
+	present, value := k.observe(k.file.parsed(content))
+	return ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers}, nil
+}
+
+// StateGoal is the key with Value.
+func (k *ConfigKey) StateGoal(context.Context, converge.Deps) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key, Present: true, Value: k.Value}, nil
+}
+
+// StateClean is the key (or entry) absent.
+func (k *ConfigKey) StateClean(context.Context, converge.Deps) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key}, nil
+}
+
+// Check compares presence and value; leftover temporary files also
+// require Apply.
+func (k *ConfigKey) Check(_ context.Context, current, target ConfigKeyState) (converge.Decision, error) {
+	if current.Present != target.Present || (target.Present && current.Value != target.Value) || current.Leftovers > 0 {
+		return converge.Required(1), nil
+	}
+	return converge.NotRequired(), nil
+}
+
+// Apply edits the one line of the key (or adds or removes it) and asks
+// for a reboot when the file is boot configuration and changed.
+func (k *ConfigKey) Apply(ctx context.Context, _, target ConfigKeyState) (ConfigKeyState, error) {
+	return k.converge(ctx, target, true)
+}
+
+// ApplyDry returns the state Apply would reach, with its diff, writing
+// nothing.
+func (k *ConfigKey) ApplyDry(ctx context.Context, _, target ConfigKeyState) (ConfigKeyState, error) {
+	return k.converge(ctx, target, false)
+}
+
+func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write bool) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	res, err := k.file.root.edit(ctx, k.file.path, write, 0o644, func(cur []byte) ([]byte, error) {
+		doc := k.file.parsed(cur)
+		if present, value := k.observe(doc); present == target.Present && (!present || value == target.Value) {
+			return cur, nil
+		}
+		if cur == nil && !target.Present {
+			return nil, nil
+		}
+		doc = doc.Clone()
+		switch {
+		case target.Present && k.Repeated:
+			doc.Add(k.Section, k.Key, k.Value)
+		case target.Present:
+			doc.Set(k.Section, k.Key, target.Value)
+		case k.Repeated:
+			doc.DeleteEntry(k.Section, k.Key, k.Value)
+		default:
+			doc.Delete(k.Section, k.Key)
+		}
+		out := doc.Bytes()
+		if write {
+			// Share the new document with the file's other items.
+			k.file.mu.Lock()
+			k.file.raw, k.file.doc = out, doc
+			k.file.mu.Unlock()
+		}
+		return out, nil
+	})
+	if err != nil {
+		return ConfigKeyState{}, err
+	}
+	out := ConfigKeyState{Path: res.name, Section: k.Section, Key: k.Key, Present: target.Present, Diff: res.diff}
+	if target.Present {
+		out.Value = target.Value
+	}
+	if res.changed() && k.file.Reboot {
+		out.RebootRequired = true
+		if write {
+			verb := "set"
+			if !target.Present {
+				verb = "removed"
+			}
+			converge.RequireAction(ctx, converge.ActionReboot, fmt.Sprintf("boot configuration %s: %s %s", res.name, k.describe(), verb))
+		}
+	}
+	return out, nil
+}
+
+// describe names the key for messages: "[pi4] arm_boost=1".
+func (k *ConfigKey) describe() string {
+	s := k.Key + "=" + k.Value
+	if k.Section != "" {
+		s = "[" + k.Section + "] " + s
+	}
+	return s
+}

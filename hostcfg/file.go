@@ -1,0 +1,644 @@
+package hostcfg
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/convergekit/converge"
+)
+
+// Ownership is a numeric owner and group of a file.
+type Ownership struct {
+	UID, GID int
+}
+
+// File is an Item for a regular file: its content, mode and, when Owner is
+// set, its owner and group. Present writes the file atomically; Absent
+// removes it. Symbolic links on the way to the file, the last one
+// included, are followed inside the root; a directory or other special
+// file at the path is refused with ErrWrongType.
+//
+// The zero value has no Root and fails; set Root and Path at least.
+type File struct {
+	// Root resolves Path.
+	Root *Root
+	// Path is the file's path inside the root, such as "/etc/motd".
+	Path string
+	// Content is the whole desired content.
+	Content []byte
+	// Mode is the desired permission bits; 0 keeps the mode of an existing
+	// file and creates new files with 0644.
+	Mode fs.FileMode
+	// Owner, when set, is the desired owner and group; changing them needs
+	// root. nil keeps the owner of an existing file.
+	Owner *Ownership
+}
+
+// FileState is the state of a File.
+type FileState struct {
+	// Path is the canonical path ("/etc/motd").
+	Path   string
+	Exists bool
+	// Content is the file's content (nil when it does not exist).
+	Content []byte
+	// Mode holds the permission bits; 0 in a goal means "any".
+	Mode fs.FileMode
+	// UID and GID are the owner; -1 in a goal means "any".
+	UID, GID int
+	// Leftovers counts temporary files of ours next to the file, left by a
+	// crashed write. A current state with leftovers requires Apply, which
+	// removes them.
+	Leftovers int
+	// Diff is the unified diff of the change that reached this state; it
+	// is set on the states Apply and ApplyDry return.
+	Diff string
+}
+
+func (s FileState) diffText() string { return s.Diff }
+
+var (
+	_ converge.Item[FileState]    = (*File)(nil)
+	_ converge.Cleaner[FileState] = (*File)(nil)
+)
+
+// ID returns "file:" and the canonical path.
+func (f *File) ID() converge.ID { return converge.ID("file:" + canonical(f.Path)) }
+
+// Node returns the item wrapped for a graph.
+func (f *File) Node() converge.Node { return converge.Wrap[FileState](f) }
+
+// StateCurrent reads the file.
+func (f *File) StateCurrent(ctx context.Context, _ converge.Deps) (FileState, error) {
+	name, rel, err := resolveItem(f.Root, f.Path, true)
+	if err != nil {
+		return FileState{}, err
+	}
+	fi, err := f.Root.readFile(name, rel)
+	if err != nil {
+		return FileState{}, err
+	}
+	return fileState(name, fi, len(f.Root.leftovers(rel))), nil
+}
+
+func fileState(name string, fi fileInfo, leftovers int) FileState {
+	if !fi.exists {
+		return FileState{Path: name, UID: -1, GID: -1, Leftovers: leftovers}
+	}
+	return FileState{Path: name, Exists: true, Content: fi.content, Mode: fi.mode, UID: fi.uid, GID: fi.gid, Leftovers: leftovers}
+}
+
+// StateGoal is the file with Content, Mode and Owner.
+func (f *File) StateGoal(context.Context, converge.Deps) (FileState, error) {
+	name, err := cleanPath(f.Path)
+	if err != nil {
+		return FileState{}, err
+	}
+	if f.Mode&^permBits != 0 {
+		return FileState{}, &ItemError{Item: string(f.ID()), Reason: fmt.Sprintf("mode %v has bits other than permissions", f.Mode)}
+	}
+	s := FileState{Path: name, Exists: true, Content: f.Content, Mode: f.Mode, UID: -1, GID: -1}
+	if s.Content == nil {
+		s.Content = []byte{}
+	}
+	if f.Owner != nil {
+		s.UID, s.GID = f.Owner.UID, f.Owner.GID
+	}
+	return s, nil
+}
+
+// StateClean is the file absent.
+func (f *File) StateClean(context.Context, converge.Deps) (FileState, error) {
+	name, err := cleanPath(f.Path)
+	if err != nil {
+		return FileState{}, err
+	}
+	return FileState{Path: name, UID: -1, GID: -1}, nil
+}
+
+// Check compares existence, content and, when the target names them, mode
+// and owner. Leftover temporary files also require Apply.
+func (f *File) Check(_ context.Context, current, target FileState) (converge.Decision, error) {
+	switch {
+	case current.Leftovers > 0:
+		return converge.Required(1), nil
+	case current.Exists != target.Exists:
+		return converge.Required(len(target.Content)), nil
+	case !target.Exists:
+		return converge.NotRequired(), nil
+	case !bytes.Equal(current.Content, target.Content):
+		return converge.Required(len(target.Content)), nil
+	case target.Mode != 0 && current.Mode != target.Mode,
+		target.UID >= 0 && current.UID != target.UID,
+		target.GID >= 0 && current.GID != target.GID:
+		return converge.Required(1), nil
+	}
+	return converge.NotRequired(), nil
+}
+
+// Apply writes (or removes) the file.
+func (f *File) Apply(ctx context.Context, _, target FileState) (FileState, error) {
+	return f.converge(ctx, target, true)
+}
+
+// ApplyDry returns the state Apply would reach, with its diff, writing
+// nothing.
+func (f *File) ApplyDry(ctx context.Context, _, target FileState) (FileState, error) {
+	return f.converge(ctx, target, false)
+}
+
+func (f *File) converge(ctx context.Context, target FileState, write bool) (FileState, error) {
+	name, rel, err := resolveItem(f.Root, f.Path, true)
+	if err != nil {
+		return FileState{}, err
+	}
+	unlock := f.Root.lock(rel)
+	defer unlock()
+	cur, err := f.Root.readFile(name, rel)
+	if err != nil {
+		return FileState{}, err
+	}
+	if write {
+		if err := f.Root.sweep(name, rel); err != nil {
+			return FileState{}, err
+		}
+	}
+	if !target.Exists {
+		out := FileState{Path: name, UID: -1, GID: -1, Diff: unifiedDiff(name, cur.content, nil, cur.exists, false)}
+		if write && cur.exists {
+			_, lrel, err := resolveItem(f.Root, f.Path, false)
+			if err != nil {
+				return FileState{}, err
+			}
+			if err := f.Root.remove(name, lrel); err != nil {
+				return FileState{}, err
+			}
+		}
+		return out, nil
+	}
+	meta, err := planMeta(name, cur.exists, cur.mode, cur.uid, cur.gid, target.Mode, target.UID, target.GID, 0o644)
+	if err != nil {
+		return FileState{}, err
+	}
+	out := FileState{Path: name, Exists: true, Content: target.Content, Mode: meta.mode, UID: meta.uid, GID: meta.gid}
+	out.Diff = unifiedDiff(name, cur.content, target.Content, cur.exists, true)
+	if cur.exists {
+		out.Diff += metaDiff(name, cur.mode, meta.mode, cur.uid, cur.gid, meta.uid, meta.gid)
+	}
+	if !write {
+		return out, nil
+	}
+	if !cur.exists || !bytes.Equal(cur.content, target.Content) {
+		err = f.Root.writeAtomic(ctx, name, rel, target.Content, meta.spec())
+	} else {
+		err = f.Root.setMeta(name, rel, cur.mode, cur.uid, cur.gid, meta)
+	}
+	if err != nil {
+		return FileState{}, err
+	}
+	return out, nil
+}
+
+// resolveItem checks an item path and resolves it in root.
+func resolveItem(root *Root, p string, followLast bool) (name, rel string, err error) {
+	name, err = cleanPath(p)
+	if err != nil {
+		return "", "", err
+	}
+	if root == nil || root.r == nil {
+		return "", "", &ItemError{Item: name, Reason: "nil Root"}
+	}
+	rel, err = root.resolve(name, followLast)
+	return name, rel, err
+}
+
+// meta is the mode and owner a write gives a file.
+type meta struct {
+	mode     fs.FileMode
+	uid, gid int
+	chown    bool // the owner must be set explicitly
+}
+
+func (m meta) spec() writeSpec {
+	if !m.chown {
+		return writeSpec{mode: m.mode, uid: -1, gid: -1}
+	}
+	return writeSpec{mode: m.mode, uid: m.uid, gid: m.gid}
+}
+
+// planMeta decides the mode and owner of a file from what exists and what
+// the target asks (0 mode and -1 ids mean "keep"); it refuses an owner
+// change without root.
+func planMeta(name string, exists bool, curMode fs.FileMode, curUID, curGID int, mode fs.FileMode, uid, gid int, defMode fs.FileMode) (meta, error) {
+	m := meta{mode: mode, uid: uid, gid: gid}
+	euid, egid := geteuid(), os.Getegid()
+	baseUID, baseGID := euid, egid // what a new file gets
+	if exists {
+		baseUID, baseGID = curUID, curGID
+	}
+	if m.mode == 0 {
+		m.mode = defMode
+		if exists {
+			m.mode = curMode
+		}
+	}
+	if m.uid < 0 {
+		m.uid = baseUID
+	}
+	if m.gid < 0 {
+		m.gid = baseGID
+	}
+	// Keeping the owner of an existing file through a rewrite needs an
+	// explicit chown too, which only root may do for another owner.
+	m.chown = m.uid != euid || m.gid != egid
+	if (m.uid != baseUID || m.gid != baseGID) && euid != 0 {
+		return meta{}, &PathError{Op: "chown", Path: name, Err: ErrNeedRoot}
+	}
+	if m.chown && euid != 0 && m.uid != euid {
+		// Not root and the file belongs to someone else: a rewrite makes it
+		// ours; the owner cannot be kept.
+		m.chown = false
+		m.uid, m.gid = euid, egid
+	}
+	return m, nil
+}
+
+// setMeta changes the mode and owner of rel in place.
+func (r *Root) setMeta(name, rel string, curMode fs.FileMode, curUID, curGID int, m meta) error {
+	if curMode != m.mode {
+		if err := r.r.Chmod(rel, m.mode); err != nil {
+			return r.fail("chmod", name, err)
+		}
+	}
+	if curUID != m.uid || curGID != m.gid {
+		if err := r.r.Chown(rel, m.uid, m.gid); err != nil {
+			return r.fail("chown", name, err)
+		}
+	}
+	return nil
+}
+
+// Dir is an Item for a directory (with its missing parents), its mode and,
+// when Owner is set, its owner. Absent removes it when it is empty; a
+// directory that still holds files fails to be removed.
+//
+// The zero value has no Root and fails; set Root and Path at least.
+type Dir struct {
+	Root *Root
+	// Path is the directory's path inside the root.
+	Path string
+	// Mode is the desired permission bits; 0 keeps an existing directory's
+	// mode and creates new ones with 0755.
+	Mode fs.FileMode
+	// Owner, when set, is the desired owner and group.
+	Owner *Ownership
+}
+
+// DirState is the state of a Dir. In a goal, Mode 0 and UID/GID -1 mean
+// "any".
+type DirState struct {
+	Path     string
+	Exists   bool
+	Mode     fs.FileMode
+	UID, GID int
+	// Diff describes the change that reached this state ("mkdir ...").
+	Diff string
+}
+
+func (s DirState) diffText() string { return s.Diff }
+
+var (
+	_ converge.Item[DirState]    = (*Dir)(nil)
+	_ converge.Cleaner[DirState] = (*Dir)(nil)
+)
+
+// ID returns "dir:" and the canonical path.
+func (d *Dir) ID() converge.ID { return converge.ID("dir:" + canonical(d.Path)) }
+
+// Node returns the item wrapped for a graph.
+func (d *Dir) Node() converge.Node { return converge.Wrap[DirState](d) }
+
+func (d *Dir) read(name, rel string) (DirState, error) {
+	fi, err := d.Root.r.Lstat(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return DirState{Path: name, UID: -1, GID: -1}, nil
+		}
+		return DirState{}, d.Root.fail("stat", name, err)
+	}
+	if !fi.IsDir() {
+		return DirState{}, &PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(fi.Mode()))}
+	}
+	uid, gid := owner(fi)
+	return DirState{Path: name, Exists: true, Mode: fi.Mode() & permBits, UID: uid, GID: gid}, nil
+}
+
+// StateCurrent reads the directory.
+func (d *Dir) StateCurrent(ctx context.Context, _ converge.Deps) (DirState, error) {
+	name, rel, err := resolveItem(d.Root, d.Path, true)
+	if err != nil {
+		return DirState{}, err
+	}
+	return d.read(name, rel)
+}
+
+// StateGoal is the directory with Mode and Owner.
+func (d *Dir) StateGoal(context.Context, converge.Deps) (DirState, error) {
+	name, err := cleanPath(d.Path)
+	if err != nil {
+		return DirState{}, err
+	}
+	if d.Mode&^permBits != 0 {
+		return DirState{}, &ItemError{Item: string(d.ID()), Reason: fmt.Sprintf("mode %v has bits other than permissions", d.Mode)}
+	}
+	s := DirState{Path: name, Exists: true, Mode: d.Mode, UID: -1, GID: -1}
+	if d.Owner != nil {
+		s.UID, s.GID = d.Owner.UID, d.Owner.GID
+	}
+	return s, nil
+}
+
+// StateClean is the directory absent.
+func (d *Dir) StateClean(context.Context, converge.Deps) (DirState, error) {
+	name, err := cleanPath(d.Path)
+	if err != nil {
+		return DirState{}, err
+	}
+	return DirState{Path: name, UID: -1, GID: -1}, nil
+}
+
+// Check compares existence and, when the target names them, mode and owner.
+func (d *Dir) Check(_ context.Context, current, target DirState) (converge.Decision, error) {
+	switch {
+	case current.Exists != target.Exists:
+		return converge.Required(1), nil
+	case !target.Exists:
+		return converge.NotRequired(), nil
+	case target.Mode != 0 && current.Mode != target.Mode,
+		target.UID >= 0 && current.UID != target.UID,
+		target.GID >= 0 && current.GID != target.GID:
+		return converge.Required(1), nil
+	}
+	return converge.NotRequired(), nil
+}
+
+// Apply creates (or removes) the directory and sets its mode and owner.
+func (d *Dir) Apply(ctx context.Context, _, target DirState) (DirState, error) {
+	return d.converge(ctx, target, true)
+}
+
+// ApplyDry returns the state Apply would reach, writing nothing.
+func (d *Dir) ApplyDry(ctx context.Context, _, target DirState) (DirState, error) {
+	return d.converge(ctx, target, false)
+}
+
+func (d *Dir) converge(ctx context.Context, target DirState, write bool) (DirState, error) {
+	if err := ctx.Err(); err != nil {
+		return DirState{}, err
+	}
+	name, rel, err := resolveItem(d.Root, d.Path, true)
+	if err != nil {
+		return DirState{}, err
+	}
+	unlock := d.Root.lock(rel)
+	defer unlock()
+	cur, err := d.read(name, rel)
+	if err != nil {
+		return DirState{}, err
+	}
+	if !target.Exists {
+		out := DirState{Path: name, UID: -1, GID: -1}
+		if cur.Exists {
+			out.Diff = fmt.Sprintf("rmdir %s\n", name)
+			if write {
+				_, lrel, err := resolveItem(d.Root, d.Path, false)
+				if err != nil {
+					return DirState{}, err
+				}
+				if err := d.Root.remove(name, lrel); err != nil {
+					return DirState{}, err
+				}
+			}
+		}
+		return out, nil
+	}
+	m, err := planMeta(name, cur.Exists, cur.Mode, cur.UID, cur.GID, target.Mode, target.UID, target.GID, 0o755)
+	if err != nil {
+		return DirState{}, err
+	}
+	out := DirState{Path: name, Exists: true, Mode: m.mode, UID: m.uid, GID: m.gid}
+	if !cur.Exists {
+		out.Diff = fmt.Sprintf("mkdir %s (%04o)\n", name, uint32(m.mode.Perm()))
+	} else {
+		out.Diff = metaDiff(name, cur.Mode, m.mode, cur.UID, cur.GID, m.uid, m.gid)
+	}
+	if !write {
+		return out, nil
+	}
+	if d.Root.afterResolve != nil {
+		d.Root.afterResolve(rel)
+	}
+	if !cur.Exists {
+		if err := d.Root.r.MkdirAll(rel, m.mode&fs.ModePerm); err != nil {
+			return DirState{}, d.Root.fail("mkdir", name, err)
+		}
+		cur.Mode, cur.UID, cur.GID = 0, geteuid(), os.Getegid()
+		if err := d.Root.syncDir(name, path.Dir(rel)); err != nil {
+			return DirState{}, err
+		}
+	}
+	if err := d.Root.setMeta(name, rel, cur.Mode, cur.UID, cur.GID, m); err != nil {
+		return DirState{}, err
+	}
+	return out, nil
+}
+
+// Symlink is an Item for a symbolic link at Path pointing to Target. The
+// link is created atomically (a temporary link renamed into place);
+// Absent removes it. A Target that would lead outside the root is refused
+// with an *EscapeError, and a file or directory at Path with ErrWrongType.
+//
+// The zero value has no Root and fails; set Root, Path and Target.
+type Symlink struct {
+	Root *Root
+	// Path is where the link is, inside the root.
+	Path string
+	// Target is the link's content, relative to the link's directory or
+	// absolute (an absolute target must lie inside the root's directory).
+	Target string
+}
+
+// SymlinkState is the state of a Symlink.
+type SymlinkState struct {
+	Path   string
+	Exists bool
+	// Target is the link's content.
+	Target string
+	// Diff describes the change that reached this state.
+	Diff string
+}
+
+func (s SymlinkState) diffText() string { return s.Diff }
+
+var (
+	_ converge.Item[SymlinkState]    = (*Symlink)(nil)
+	_ converge.Cleaner[SymlinkState] = (*Symlink)(nil)
+)
+
+// ID returns "symlink:" and the canonical path.
+func (l *Symlink) ID() converge.ID { return converge.ID("symlink:" + canonical(l.Path)) }
+
+// Node returns the item wrapped for a graph.
+func (l *Symlink) Node() converge.Node { return converge.Wrap[SymlinkState](l) }
+
+func (l *Symlink) read(name, rel string) (SymlinkState, error) {
+	fi, err := l.Root.r.Lstat(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return SymlinkState{Path: name}, nil
+		}
+		return SymlinkState{}, l.Root.fail("stat", name, err)
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return SymlinkState{}, &PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(fi.Mode()))}
+	}
+	t, err := l.Root.r.Readlink(rel)
+	if err != nil {
+		return SymlinkState{}, l.Root.fail("readlink", name, err)
+	}
+	return SymlinkState{Path: name, Exists: true, Target: t}, nil
+}
+
+// StateCurrent reads the link.
+func (l *Symlink) StateCurrent(ctx context.Context, _ converge.Deps) (SymlinkState, error) {
+	name, rel, err := resolveItem(l.Root, l.Path, false)
+	if err != nil {
+		return SymlinkState{}, err
+	}
+	return l.read(name, rel)
+}
+
+// StateGoal is the link pointing to Target. A target leading outside the
+// root is an *EscapeError.
+func (l *Symlink) StateGoal(context.Context, converge.Deps) (SymlinkState, error) {
+	name, rel, err := resolveItem(l.Root, l.Path, false)
+	if err != nil {
+		return SymlinkState{}, err
+	}
+	if l.Target == "" {
+		return SymlinkState{}, &ItemError{Item: string(l.ID()), Reason: "empty Target"}
+	}
+	if path.IsAbs(l.Target) {
+		if _, ok := l.Root.inside(l.Target); !ok {
+			return SymlinkState{}, &EscapeError{Path: name, Link: rel, Target: l.Target}
+		}
+	} else if escapes(splitDir(rel), l.Target) {
+		return SymlinkState{}, &EscapeError{Path: name, Link: rel, Target: l.Target}
+	}
+	return SymlinkState{Path: name, Exists: true, Target: l.Target}, nil
+}
+
+// splitDir returns the directory components of a root-relative path.
+func splitDir(rel string) []string {
+	dir := path.Dir(rel)
+	if dir == "." {
+		return nil
+	}
+	return splitRel(dir)
+}
+
+func splitRel(rel string) []string {
+	var out []string
+	for _, c := range bytes.Split([]byte(rel), []byte("/")) {
+		out = append(out, string(c))
+	}
+	return out
+}
+
+// StateClean is the link absent.
+func (l *Symlink) StateClean(context.Context, converge.Deps) (SymlinkState, error) {
+	name, err := cleanPath(l.Path)
+	if err != nil {
+		return SymlinkState{}, err
+	}
+	return SymlinkState{Path: name}, nil
+}
+
+// Check compares existence and target.
+func (l *Symlink) Check(_ context.Context, current, target SymlinkState) (converge.Decision, error) {
+	if current.Exists != target.Exists || (target.Exists && current.Target != target.Target) {
+		return converge.Required(1), nil
+	}
+	return converge.NotRequired(), nil
+}
+
+// Apply creates, re-points or removes the link.
+func (l *Symlink) Apply(ctx context.Context, _, target SymlinkState) (SymlinkState, error) {
+	return l.converge(ctx, target, true)
+}
+
+// ApplyDry returns the state Apply would reach, writing nothing.
+func (l *Symlink) ApplyDry(ctx context.Context, _, target SymlinkState) (SymlinkState, error) {
+	return l.converge(ctx, target, false)
+}
+
+func (l *Symlink) converge(ctx context.Context, target SymlinkState, write bool) (SymlinkState, error) {
+	if err := ctx.Err(); err != nil {
+		return SymlinkState{}, err
+	}
+	name, rel, err := resolveItem(l.Root, l.Path, false)
+	if err != nil {
+		return SymlinkState{}, err
+	}
+	unlock := l.Root.lock(rel)
+	defer unlock()
+	cur, err := l.read(name, rel)
+	if err != nil {
+		return SymlinkState{}, err
+	}
+	if !target.Exists {
+		out := SymlinkState{Path: name}
+		if cur.Exists {
+			out.Diff = fmt.Sprintf("rm %s (-> %s)\n", name, cur.Target)
+			if write {
+				if err := l.Root.remove(name, rel); err != nil {
+					return SymlinkState{}, err
+				}
+			}
+		}
+		return out, nil
+	}
+	out := SymlinkState{Path: name, Exists: true, Target: target.Target}
+	if cur.Exists {
+		out.Diff = fmt.Sprintf("ln -sf %s %s (was -> %s)\n", target.Target, name, cur.Target)
+	} else {
+		out.Diff = fmt.Sprintf("ln -s %s %s\n", target.Target, name)
+	}
+	if !write {
+		return out, nil
+	}
+	if l.Root.afterResolve != nil {
+		l.Root.afterResolve(rel)
+	}
+	dir, base := path.Split(rel)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := dir + "." + base + tempMarker + hex.EncodeToString(rnd[:])
+	if err := l.Root.r.Symlink(target.Target, tmp); err != nil {
+		return SymlinkState{}, l.Root.fail("symlink", name, err)
+	}
+	if err := l.Root.r.Rename(tmp, rel); err != nil {
+		_ = l.Root.r.Remove(tmp)
+		return SymlinkState{}, l.Root.fail("rename", name, err)
+	}
+	if err := l.Root.syncDir(name, dir); err != nil {
+		return SymlinkState{}, err
+	}
+	return out, nil
+}

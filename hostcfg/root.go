@@ -1,0 +1,678 @@
+package hostcfg
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Sentinel errors. Branch on them with errors.Is; the typed errors carry
+// the path at fault.
+var (
+	// ErrEscape means a path, or a symbolic link met while resolving it,
+	// leads outside the root. Nothing is written.
+	ErrEscape = errors.New("hostcfg: path escapes the root")
+	// ErrInvalidPath means a path is empty, names the root itself where a
+	// file is needed, or contains a NUL byte.
+	ErrInvalidPath = errors.New("hostcfg: invalid path")
+	// ErrTooManyLinks means resolving a path followed more than 40
+	// symbolic links.
+	ErrTooManyLinks = errors.New("hostcfg: too many levels of symbolic links")
+	// ErrWrongType means the path holds another kind of file than the item
+	// manages (a directory where a file should be, a file where a symlink
+	// should be). The item refuses to replace it.
+	ErrWrongType = errors.New("hostcfg: path holds another kind of file")
+	// ErrNeedRoot means an item must change the owner of a file and the
+	// process does not run as root.
+	ErrNeedRoot = errors.New("hostcfg: changing the owner needs root")
+	// ErrInvalidItem means an item's own fields are wrong (an empty key,
+	// a host name with forbidden characters, a nil Root).
+	ErrInvalidItem = errors.New("hostcfg: invalid item")
+)
+
+// EscapeError reports a path that leads outside the root. Link is the
+// symbolic link (root-relative) whose target escapes, or empty when the
+// path itself climbs out with "..". It matches ErrEscape.
+type EscapeError struct {
+	// Path is the path as the item names it.
+	Path string
+	// Link is the root-relative symbolic link that points outside, if any.
+	Link string
+	// Target is the content of Link.
+	Target string
+	// Err is the underlying error when the escape was caught by os.Root
+	// while writing (a link swapped in after the path was resolved).
+	Err error
+}
+
+func (e *EscapeError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "hostcfg: path %q escapes the root", e.Path)
+	if e.Link != "" {
+		fmt.Fprintf(&b, " through symlink %q -> %q", "/"+e.Link, e.Target)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Is makes EscapeError match ErrEscape.
+func (e *EscapeError) Is(target error) bool { return target == ErrEscape }
+
+// Unwrap returns the underlying os.Root error, if any.
+func (e *EscapeError) Unwrap() error { return e.Err }
+
+// PathError is an error of an operation on one path inside the root.
+type PathError struct {
+	Op   string
+	Path string
+	Err  error
+}
+
+func (e *PathError) Error() string { return fmt.Sprintf("hostcfg: %s %s: %v", e.Op, e.Path, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *PathError) Unwrap() error { return e.Err }
+
+// ItemError reports an item whose fields are invalid. It matches
+// ErrInvalidItem.
+type ItemError struct {
+	Item   string
+	Reason string
+}
+
+func (e *ItemError) Error() string {
+	return fmt.Sprintf("hostcfg: invalid item %s: %s", e.Item, e.Reason)
+}
+
+// Is makes ItemError match ErrInvalidItem.
+func (e *ItemError) Is(target error) bool { return target == ErrInvalidItem }
+
+// maxLinks bounds the symbolic links followed while resolving one path.
+const maxLinks = 40
+
+// tempMarker is in the name of every temporary file hostcfg creates:
+// ".<base>" + tempMarker + random hex, next to the file it replaces.
+const tempMarker = ".hostcfg-tmp-"
+
+// Root is a directory through which every hostcfg item reaches the file
+// system: "/" in production, a temporary directory in tests, or the mount
+// point of a device image. Item paths are relative to it: "/etc/hostname"
+// and "etc/hostname" both name <root>/etc/hostname.
+//
+// Symbolic links are followed the way the kernel would follow them, but a
+// path that climbs above the root with "..", or meets a link whose target
+// lies outside the root's directory (relative or absolute), is refused
+// with an *EscapeError before anything is written. Every access then goes
+// through an os.Root, so a link swapped in after the check cannot lead a
+// write outside either.
+//
+// A Root is safe for concurrent use. Items that write one file take a lock
+// per file, so items sharing a file never lose each other's changes. The
+// zero value is not usable; call OpenRoot.
+type Root struct {
+	dir string // absolute path with symlinks resolved
+	r   *os.Root
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+	temps map[string][]string // dir -> names of our temp files found there
+
+	// afterResolve, when set (tests only), runs after a path was resolved
+	// and before it is written.
+	afterResolve func(rel string)
+}
+
+// OpenRoot opens dir as a Root. dir must exist and be a directory.
+func OpenRoot(dir string) (*Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, &PathError{Op: "open root", Path: dir, Err: err}
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, &PathError{Op: "open root", Path: dir, Err: err}
+	}
+	r, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, &PathError{Op: "open root", Path: dir, Err: err}
+	}
+	return &Root{dir: real, r: r, locks: map[string]*sync.Mutex{}, temps: map[string][]string{}}, nil
+}
+
+// Dir returns the absolute directory of the root, with symlinks resolved.
+func (r *Root) Dir() string { return r.dir }
+
+// Close releases the root's directory handle. Items using it fail after.
+func (r *Root) Close() error { return r.r.Close() }
+
+// cleanPath turns an item path into its canonical form "/a/b" (for IDs and
+// messages), resolving "." and ".." lexically. Climbing above the root is
+// an escape.
+func cleanPath(p string) (string, error) {
+	if p == "" || strings.IndexByte(p, 0) >= 0 {
+		return "", &PathError{Op: "resolve", Path: p, Err: ErrInvalidPath}
+	}
+	var stack []string
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if len(stack) == 0 {
+				return "", &EscapeError{Path: p}
+			}
+			stack = stack[:len(stack)-1]
+		default:
+			stack = append(stack, c)
+		}
+	}
+	if len(stack) == 0 {
+		return "", &PathError{Op: "resolve", Path: p, Err: ErrInvalidPath}
+	}
+	return "/" + strings.Join(stack, "/"), nil
+}
+
+// canonical returns the canonical form of p for IDs, or p itself when it is
+// invalid (the error surfaces when the item runs).
+func canonical(p string) string {
+	c, err := cleanPath(p)
+	if err != nil {
+		return p
+	}
+	return c
+}
+
+// resolve returns the root-relative path ("a/b") of name with every
+// symbolic link resolved, the last component too when followLast. Missing
+// components are kept as they are. It refuses escapes with *EscapeError.
+func (r *Root) resolve(name string, followLast bool) (string, error) {
+	if r == nil || r.r == nil {
+		return "", &ItemError{Item: name, Reason: "nil Root"}
+	}
+	if name == "" || strings.IndexByte(name, 0) >= 0 {
+		return "", &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
+	}
+	comps := strings.Split(name, "/")
+	var stack []string
+	links := 0
+	missing := false // a component does not exist: the rest cannot be links
+	for len(comps) > 0 {
+		c := comps[0]
+		comps = comps[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) == 0 {
+				return "", &EscapeError{Path: name}
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if missing || (!followLast && !hasMore(comps)) {
+			stack = append(stack, c)
+			continue
+		}
+		cand := strings.Join(append(stack, c), "/")
+		fi, err := r.r.Lstat(cand)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				missing = true
+				stack = append(stack, c)
+				continue
+			}
+			return "", &PathError{Op: "resolve", Path: name, Err: err}
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			stack = append(stack, c)
+			continue
+		}
+		links++
+		if links > maxLinks {
+			return "", &PathError{Op: "resolve", Path: name, Err: ErrTooManyLinks}
+		}
+		target, err := r.r.Readlink(cand)
+		if err != nil {
+			return "", &PathError{Op: "resolve", Path: name, Err: err}
+		}
+		if path.IsAbs(target) {
+			rel, ok := r.inside(target)
+			if !ok {
+				return "", &EscapeError{Path: name, Link: cand, Target: target}
+			}
+			stack = stack[:0]
+			comps = append(strings.Split(rel, "/"), comps...)
+			continue
+		}
+		// A relative target is resolved from the link's directory; check
+		// that it does not climb out before following it.
+		if escapes(stack, target) {
+			return "", &EscapeError{Path: name, Link: cand, Target: target}
+		}
+		comps = append(strings.Split(target, "/"), comps...)
+	}
+	if len(stack) == 0 {
+		return "", &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
+	}
+	return strings.Join(stack, "/"), nil
+}
+
+// hasMore reports whether comps holds a component other than "" and ".".
+func hasMore(comps []string) bool {
+	for _, c := range comps {
+		if c != "" && c != "." {
+			return true
+		}
+	}
+	return false
+}
+
+// escapes reports whether the relative link target, read from the
+// directory stack, climbs above the root lexically.
+func escapes(stack []string, target string) bool {
+	depth := len(stack)
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			depth--
+			if depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+// inside maps an absolute host path to a root-relative one when it lies
+// inside the root's directory.
+func (r *Root) inside(abs string) (string, bool) {
+	abs = path.Clean(abs)
+	if r.dir == "/" {
+		return strings.TrimPrefix(abs, "/"), true
+	}
+	if abs == r.dir {
+		return ".", true
+	}
+	if rest, ok := strings.CutPrefix(abs, r.dir+"/"); ok {
+		return rest, true
+	}
+	return "", false
+}
+
+// fail wraps the error of an os.Root operation on rel (resolved from name).
+// When resolving name again shows an escape (a link swapped in after the
+// first resolution), the escape is reported instead.
+func (r *Root) fail(op, name string, err error) error {
+	if _, rerr := r.resolve(name, true); errors.Is(rerr, ErrEscape) {
+		if ee, ok := rerr.(*EscapeError); ok {
+			ee.Err = err
+			return ee
+		}
+		return rerr
+	}
+	return &PathError{Op: op, Path: name, Err: err}
+}
+
+// lock serialises the writers of one resolved path and returns the unlock.
+func (r *Root) lock(rel string) func() {
+	r.mu.Lock()
+	m := r.locks[rel]
+	if m == nil {
+		m = &sync.Mutex{}
+		r.locks[rel] = m
+	}
+	r.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// fileInfo is what hostcfg reads of a regular file.
+type fileInfo struct {
+	exists  bool
+	content []byte
+	mode    fs.FileMode
+	uid     int
+	gid     int
+}
+
+// permBits are the mode bits hostcfg manages.
+const permBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// readFile reads the regular file at rel (resolved from name). A missing
+// file is not an error. A path holding another kind of file is ErrWrongType.
+func (r *Root) readFile(name, rel string) (fileInfo, error) {
+	f, err := r.r.Open(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fileInfo{}, nil
+		}
+		return fileInfo{}, r.fail("read", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
+	}
+	if !fi.Mode().IsRegular() {
+		return fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(fi.Mode()))}
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(fi.Size()) + 512)
+	if _, err := buf.ReadFrom(f); err != nil {
+		return fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
+	}
+	uid, gid := owner(fi)
+	return fileInfo{exists: true, content: buf.Bytes(), mode: fi.Mode() & permBits, uid: uid, gid: gid}, nil
+}
+
+// owner returns the numeric owner of fi, or -1s when unknown.
+func owner(fi fs.FileInfo) (int, int) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid), int(st.Gid)
+	}
+	return -1, -1
+}
+
+// kindOf names the kind of file a mode describes.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	default:
+		return "special file"
+	}
+}
+
+// geteuid is os.Geteuid, replaceable in tests.
+var geteuid = os.Geteuid
+
+// writeSpec says how writeAtomic creates a file.
+type writeSpec struct {
+	mode     fs.FileMode
+	uid, gid int // -1: leave as created
+}
+
+// writeAtomic replaces rel (resolved from name) with data: a temporary file
+// in the same directory is written, synced, renamed over rel, and the
+// directory is synced. A crash leaves rel old or new, and at most a
+// temporary file that the next write (or any item's next run) removes.
+func (r *Root) writeAtomic(ctx context.Context, name, rel string, data []byte, spec writeSpec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.afterResolve != nil {
+		r.afterResolve(rel)
+	}
+	dir, base := path.Split(rel)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := dir + "." + base + tempMarker + hex.EncodeToString(rnd[:])
+	f, err := r.r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, spec.mode&fs.ModePerm)
+	if err != nil {
+		return r.fail("write", name, err)
+	}
+	r.noteTemp(dir, path.Base(tmp))
+	ok := false
+	defer func() {
+		if !ok {
+			_ = r.r.Remove(tmp)
+			r.forgetTemp(dir, path.Base(tmp))
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return &PathError{Op: "write", Path: name, Err: err}
+	}
+	// Set mode and owner only where creation did not already give them:
+	// some file systems (vfat) refuse any chmod that changes nothing they
+	// can store.
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return &PathError{Op: "stat", Path: name, Err: err}
+	}
+	if fi.Mode()&permBits != spec.mode {
+		if err := f.Chmod(spec.mode); err != nil {
+			f.Close()
+			return &PathError{Op: "chmod", Path: name, Err: err}
+		}
+	}
+	if uid, gid := owner(fi); (spec.uid >= 0 && spec.uid != uid) || (spec.gid >= 0 && spec.gid != gid) {
+		if err := f.Chown(spec.uid, spec.gid); err != nil {
+			f.Close()
+			return &PathError{Op: "chown", Path: name, Err: err}
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return &PathError{Op: "sync", Path: name, Err: err}
+	}
+	if err := f.Close(); err != nil {
+		return &PathError{Op: "write", Path: name, Err: err}
+	}
+	if err := r.r.Rename(tmp, rel); err != nil {
+		return r.fail("rename", name, err)
+	}
+	ok = true
+	r.forgetTemp(dir, path.Base(tmp))
+	return r.syncDir(name, dir)
+}
+
+// syncDir fsyncs a directory so that a rename or removal in it is durable.
+func (r *Root) syncDir(name, dir string) error {
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	d, err := r.r.Open(dir)
+	if err != nil {
+		return r.fail("sync dir", name, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return &PathError{Op: "sync dir", Path: name, Err: err}
+	}
+	return nil
+}
+
+// leftovers returns the temporary files of ours next to rel, left by a
+// process that crashed while writing it. Each directory is listed once per
+// Root; writes through the Root keep the list up to date.
+func (r *Root) leftovers(rel string) []string {
+	dir, base := path.Split(rel)
+	r.mu.Lock()
+	names, listed := r.temps[dir]
+	r.mu.Unlock()
+	if !listed {
+		names = r.listTemps(dir)
+		r.mu.Lock()
+		if cur, ok := r.temps[dir]; ok {
+			names = cur // a concurrent lister or writer got there first
+		} else {
+			r.temps[dir] = names
+		}
+		r.mu.Unlock()
+	}
+	prefix := "." + base + tempMarker
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, dir+n)
+		}
+	}
+	return out
+}
+
+func (r *Root) listTemps(dir string) []string {
+	d := strings.TrimSuffix(dir, "/")
+	if d == "" {
+		d = "."
+	}
+	f, err := r.r.Open(d)
+	if err != nil {
+		return []string{}
+	}
+	defer f.Close()
+	all, _ := f.Readdirnames(-1)
+	names := []string{}
+	for _, n := range all {
+		if strings.Contains(n, tempMarker) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (r *Root) noteTemp(dir, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if names, ok := r.temps[dir]; ok {
+		r.temps[dir] = append(names, name)
+	}
+}
+
+func (r *Root) forgetTemp(dir, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := r.temps[dir]
+	for i, n := range names {
+		if n == name {
+			r.temps[dir] = append(names[:i:i], names[i+1:]...)
+			return
+		}
+	}
+}
+
+// sweep removes the leftover temporary files next to rel.
+func (r *Root) sweep(name, rel string) error {
+	for _, t := range r.leftovers(rel) {
+		if err := r.r.Remove(t); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return r.fail("remove temp", name, err)
+		}
+		dir, base := path.Split(t)
+		r.forgetTemp(dir, base)
+	}
+	return nil
+}
+
+// remove removes the file at rel (a file or an empty directory); a missing
+// one is not an error.
+func (r *Root) remove(name, rel string) error {
+	if r.afterResolve != nil {
+		r.afterResolve(rel)
+	}
+	if err := r.r.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return r.fail("remove", name, err)
+	}
+	dir, _ := path.Split(rel)
+	return r.syncDir(name, dir)
+}
+
+// editResult is the outcome of an edit of a file's content.
+type editResult struct {
+	// name is the canonical path of the file.
+	name string
+	// before and after are the content before and after the edit; exists
+	// and existsAfter say whether the file exists.
+	before, after       []byte
+	exists, existsAfter bool
+	// leftovers counts temporary files of ours next to the file (before).
+	leftovers int
+	// diff is the unified diff of the edit, "" when nothing changes.
+	diff string
+}
+
+// changed reports whether the edit changes the content.
+func (e editResult) changed() bool {
+	return e.exists != e.existsAfter || !bytes.Equal(e.before, e.after)
+}
+
+// edit reads the file at p (following links inside the root), computes its
+// new content with fn, and, when write is set, writes it atomically, keeping
+// the file's mode and owner (a new file gets newMode). fn receives nil for a
+// missing file and returns nil to leave it missing. The file is locked for
+// the whole edit, so concurrent edits of one file never lose each other's
+// changes.
+func (r *Root) edit(ctx context.Context, p string, write bool, newMode fs.FileMode, fn func(cur []byte) ([]byte, error)) (editResult, error) {
+	if err := ctx.Err(); err != nil {
+		return editResult{}, err
+	}
+	name, rel, err := resolveItem(r, p, true)
+	if err != nil {
+		return editResult{}, err
+	}
+	unlock := r.lock(rel)
+	defer unlock()
+	cur, err := r.readFile(name, rel)
+	if err != nil {
+		return editResult{}, err
+	}
+	var in []byte
+	if cur.exists {
+		in = cur.content
+		if in == nil {
+			in = []byte{}
+		}
+	}
+	next, err := fn(in)
+	if err != nil {
+		return editResult{}, err
+	}
+	res := editResult{name: name, before: cur.content, after: next, exists: cur.exists, existsAfter: next != nil || cur.exists}
+	if res.existsAfter && next == nil {
+		res.after = cur.content
+	}
+	res.leftovers = len(r.leftovers(rel))
+	res.diff = unifiedDiff(name, res.before, res.after, res.exists, res.existsAfter)
+	if !write {
+		return res, nil
+	}
+	if err := r.sweep(name, rel); err != nil {
+		return editResult{}, err
+	}
+	if !res.changed() {
+		return res, nil
+	}
+	m, err := planMeta(name, cur.exists, cur.mode, cur.uid, cur.gid, 0, -1, -1, newMode)
+	if err != nil {
+		return editResult{}, err
+	}
+	if err := r.writeAtomic(ctx, name, rel, res.after, m.spec()); err != nil {
+		return editResult{}, err
+	}
+	return res, nil
+}
+
+// peek reads the file at p for StateCurrent: its content (nil when
+// missing) and the number of leftover temporary files next to it.
+func (r *Root) peek(p string) (name string, content []byte, exists bool, leftovers int, err error) {
+	name, rel, err := resolveItem(r, p, true)
+	if err != nil {
+		return "", nil, false, 0, err
+	}
+	fi, err := r.readFile(name, rel)
+	if err != nil {
+		return "", nil, false, 0, err
+	}
+	return name, fi.content, fi.exists, len(r.leftovers(rel)), nil
+}
