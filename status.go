@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -425,12 +426,12 @@ func (r *EdgeReport) Validate() error {
 	}
 	seen := make(map[ID]struct{}, len(r.Items))
 	for i, it := range r.Items {
-		p := fmt.Sprintf("items[%d]", i)
+		p := entryPath{"items", i}
 		if err := checkID(doc, p, it.ID, seen); err != nil {
 			return err
 		}
 		if !it.State.Valid() || it.State == EdgeNotReported {
-			return &StatusFieldError{Doc: doc, Field: p + ".state", Value: it.State.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("state"), Value: it.State.String(), Err: ErrStatusUnknownValue}
 		}
 		if err := checkWaiting(doc, p, it.State, it.WaitingFor); err != nil {
 			return err
@@ -439,24 +440,41 @@ func (r *EdgeReport) Validate() error {
 	return nil
 }
 
-func checkID(doc, path string, id ID, seen map[ID]struct{}) error {
+// entryPath names entry i of a document's list; the field path is built
+// only when an error needs it.
+type entryPath struct {
+	list string
+	i    int
+}
+
+// field returns the path of a field of the entry, or of the entry itself
+// when name is empty.
+func (e entryPath) field(name string) string {
+	p := e.list + "[" + strconv.Itoa(e.i) + "]"
+	if name != "" {
+		p += "." + name
+	}
+	return p
+}
+
+func checkID(doc string, path entryPath, id ID, seen map[ID]struct{}) error {
 	if id == "" {
-		return &StatusFieldError{Doc: doc, Field: path + ".id", Err: ErrStatusEmptyID}
+		return &StatusFieldError{Doc: doc, Field: path.field("id"), Err: ErrStatusEmptyID}
 	}
 	if _, dup := seen[id]; dup {
-		return &StatusFieldError{Doc: doc, Field: path + ".id", Value: string(id), Err: ErrStatusDuplicateID}
+		return &StatusFieldError{Doc: doc, Field: path.field("id"), Value: string(id), Err: ErrStatusDuplicateID}
 	}
 	seen[id] = struct{}{}
 	return nil
 }
 
-func checkWaiting(doc, path string, s EdgeState, waiting []ID) error {
+func checkWaiting(doc string, path entryPath, s EdgeState, waiting []ID) error {
 	if len(waiting) > 0 && s != EdgeWaitingForDependencies {
-		return &StatusFieldError{Doc: doc, Field: path + ".waitingFor", Value: s.String(), Err: ErrStatusInconsistent}
+		return &StatusFieldError{Doc: doc, Field: path.field("waitingFor"), Value: s.String(), Err: ErrStatusInconsistent}
 	}
 	for j, w := range waiting {
 		if w == "" {
-			return &StatusFieldError{Doc: doc, Field: fmt.Sprintf("%s.waitingFor[%d]", path, j), Err: ErrStatusEmptyID}
+			return &StatusFieldError{Doc: doc, Field: fmt.Sprintf("%s.waitingFor[%d]", path.field(""), j), Err: ErrStatusEmptyID}
 		}
 	}
 	return nil
@@ -569,12 +587,12 @@ func (c DesiredConfig) Validate() error {
 	}
 	seen := make(map[ID]struct{}, len(c.Items))
 	for i, it := range c.Items {
-		p := fmt.Sprintf("items[%d]", i)
+		p := entryPath{"items", i}
 		if err := checkID(doc, p, it.ID, seen); err != nil {
 			return err
 		}
 		if it.Presence != Present && it.Presence != Absent {
-			return &StatusFieldError{Doc: doc, Field: p + ".presence", Value: it.Presence.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("presence"), Value: it.Presence.String(), Err: ErrStatusUnknownValue}
 		}
 	}
 	return nil

@@ -9,28 +9,16 @@ import (
 	"time"
 )
 
-// The JSON wire format of the three status documents. Enums are stable
-// lower-case strings (see the String methods). Decoding is strict: unknown or
-// repeated fields, unknown enum values, wrong JSON types, trailing data and
-// documents that fail Validate are rejected with a *StatusFieldError naming
-// the field path (such as "items[3].state") and the value. Empty lists are
-// written as [] and may be read as [] or null; optional fields (waitingFor,
-// message, time) are left out when empty.
-//
-// desired config: {"revision": 7, "items": [{"id": "a", "presence": "present"}]}
-//
-// edge report:    {"revision": 7, "time": "...", "items": [{"id": "a",
-//                 "state": "waiting-for-dependencies", "waitingFor": ["b"],
-//                 "message": "...", "time": "..."}]}
-//
-// status report:  {"revision": 7, "edgeRevision": 7, "reported": true,
-//                 "edgeTime": "...", "ready": false, "items": [{"id": "a",
-//                 "desired": "present", "edge": "creating-failed", "status":
-//                 "creating-failed", "review": "yes", ...}], "dropped": [{"id":
-//                 "x", "edge": "present", "review": "maybe", ...}]}
-//
-// "ready" in a status report is derived from the items; decoding rejects a
-// value that contradicts them.
+// The JSON wire format of the three status documents is described on the
+// UnmarshalJSON methods of DesiredConfig, EdgeReport and StatusReport. The
+// rules common to all three: enums are the stable lower-case names of their
+// String methods; decoding is strict, so unknown or repeated fields, unknown
+// enum values, null or wrongly typed values, missing required fields,
+// trailing data and documents that fail Validate are rejected with a
+// *StatusFieldError naming the field path (such as "items[3].state") and
+// the value, and the target is left unchanged; empty lists are written as []
+// and read from [] or null; optional fields (time, waitingFor, message) are
+// left out when empty; times are RFC 3339.
 
 const (
 	docDesired = "desired config"
@@ -62,8 +50,12 @@ func (c DesiredConfig) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// UnmarshalJSON decodes strictly (see the package's wire format notes) and
-// validates; on error c is left unchanged.
+// UnmarshalJSON decodes a desired configuration strictly and validates it;
+// on error c is left unchanged. The document is
+//
+//	{"revision": 7, "items": [{"id": "a", "presence": "present"}]}
+//
+// where presence is "present" or "absent" and both fields are required.
 func (c *DesiredConfig) UnmarshalJSON(b []byte) error {
 	var out DesiredConfig
 	err := decodeObject(docDesired, b, "", []string{"revision", "items"}, map[string]fieldFunc{
@@ -120,8 +112,15 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// UnmarshalJSON decodes strictly (see the package's wire format notes) and
-// validates; on error r is left unchanged.
+// UnmarshalJSON decodes an edge report strictly and validates it; on error r
+// is left unchanged. The document is
+//
+//	{"revision": 7, "time": "2026-11-22T10:00:00Z", "items": [
+//	  {"id": "a", "state": "creating-failed", "message": "disk full", "time": "..."},
+//	  {"id": "b", "state": "waiting-for-dependencies", "waitingFor": ["a"]}]}
+//
+// where state is an EdgeState name other than "not-reported"; revision,
+// items, and id and state of every item are required.
 func (r *EdgeReport) UnmarshalJSON(b []byte) error {
 	var out EdgeReport
 	err := decodeObject(docEdge, b, "", []string{"revision", "items"}, map[string]fieldFunc{
@@ -204,34 +203,34 @@ func (s *StatusReport) Validate() error {
 	}
 	seen := make(map[ID]struct{}, len(s.Items)+len(s.Dropped))
 	for i, it := range s.Items {
-		p := fmt.Sprintf("items[%d]", i)
+		p := entryPath{"items", i}
 		if err := checkID(doc, p, it.ID, seen); err != nil {
 			return err
 		}
 		switch {
 		case it.Desired != Present && it.Desired != Absent:
-			return &StatusFieldError{Doc: doc, Field: p + ".desired", Value: it.Desired.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("desired"), Value: it.Desired.String(), Err: ErrStatusUnknownValue}
 		case !it.Edge.Valid():
-			return &StatusFieldError{Doc: doc, Field: p + ".edge", Value: it.Edge.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("edge"), Value: it.Edge.String(), Err: ErrStatusUnknownValue}
 		case !it.Status.Valid():
-			return &StatusFieldError{Doc: doc, Field: p + ".status", Value: it.Status.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("status"), Value: it.Status.String(), Err: ErrStatusUnknownValue}
 		case int(it.Review) >= len(reviewNames):
-			return &StatusFieldError{Doc: doc, Field: p + ".review", Value: it.Review.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("review"), Value: it.Review.String(), Err: ErrStatusUnknownValue}
 		}
 		if err := checkWaiting(doc, p, it.Edge, it.WaitingFor); err != nil {
 			return err
 		}
 	}
 	for i, d := range s.Dropped {
-		p := fmt.Sprintf("dropped[%d]", i)
+		p := entryPath{"dropped", i}
 		if err := checkID(doc, p, d.ID, seen); err != nil {
 			return err
 		}
 		switch {
 		case !d.Edge.Valid() || d.Edge == EdgeNotReported:
-			return &StatusFieldError{Doc: doc, Field: p + ".edge", Value: d.Edge.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("edge"), Value: d.Edge.String(), Err: ErrStatusUnknownValue}
 		case int(d.Review) >= len(reviewNames):
-			return &StatusFieldError{Doc: doc, Field: p + ".review", Value: d.Review.String(), Err: ErrStatusUnknownValue}
+			return &StatusFieldError{Doc: doc, Field: p.field("review"), Value: d.Review.String(), Err: ErrStatusUnknownValue}
 		}
 	}
 	return nil
@@ -259,9 +258,17 @@ func (s StatusReport) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// UnmarshalJSON decodes strictly (see the package's wire format notes),
-// validates, and checks that "ready" agrees with the items; on error s is
-// left unchanged.
+// UnmarshalJSON decodes a status report strictly, validates it, and checks
+// that "ready" agrees with the items; on error s is left unchanged. The
+// document is
+//
+//	{"revision": 7, "edgeRevision": 7, "reported": true, "edgeTime": "...", "ready": false,
+//	 "items": [{"id": "a", "desired": "present", "edge": "creating-failed",
+//	            "status": "creating-failed", "review": "yes", "message": "disk full"}],
+//	 "dropped": [{"id": "x", "edge": "present", "review": "maybe"}]}
+//
+// revision and items are required, and id, desired, edge, status and review
+// of every item, and id, edge and review of every dropped entry.
 func (s *StatusReport) UnmarshalJSON(b []byte) error {
 	const doc = docStatus
 	var out StatusReport
