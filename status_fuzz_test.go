@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/convergekit/converge"
@@ -86,6 +88,94 @@ func FuzzStatusReportJSON(f *testing.F) {
 				t.Fatalf("ready %v, transitional %v, failed %v", s.Ready(), s.Transitional(), s.Failed())
 			}
 			_ = s.Summary()
+		}
+	})
+}
+
+// FuzzStatusDerive builds a desired configuration and an edge report from
+// the input and checks the invariants of DeriveStatus: one status per desired
+// item in order, each by the table; dropped entries exactly the stray edge
+// entries; readiness; and a JSON round trip of the result.
+func FuzzStatusDerive(f *testing.F) {
+	f.Add([]byte{1, 1, 0x10, 0x21, 0x32, 0x43}, []byte{0x11, 0x25, 0x37, 0x48})
+	f.Add([]byte{2, 0x00, 0x11}, []byte{1, 0x01, 0x12, 0x73})
+	f.Add([]byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, d, e []byte) {
+		id := func(b byte) converge.ID { return converge.ID(fmt.Sprintf("i%d", b>>4&7)) }
+		desired := converge.DesiredConfig{Revision: 1}
+		seen := map[converge.ID]bool{}
+		for _, b := range d {
+			if !seen[id(b)] {
+				seen[id(b)] = true
+				desired.Items = append(desired.Items, converge.DesiredItem{ID: id(b), Presence: converge.Presence(b & 1)})
+			}
+		}
+		var edge *converge.EdgeReport
+		if len(e) > 0 {
+			edge = &converge.EdgeReport{Revision: uint64(e[0]%2) + 1}
+			eseen := map[converge.ID]bool{}
+			for _, b := range e[1:] {
+				st := converge.EdgeState(b%8 + 1) // never EdgeNotReported
+				if eseen[id(b)] {
+					continue
+				}
+				eseen[id(b)] = true
+				it := converge.EdgeItem{ID: id(b), State: st}
+				if st == converge.EdgeWaitingForDependencies {
+					it.WaitingFor = []converge.ID{"dep"}
+				}
+				edge.Items = append(edge.Items, it)
+			}
+		}
+		st, err := converge.DeriveStatus(desired, edge, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Items) != len(desired.Items) {
+			t.Fatalf("%d items for %d desired", len(st.Items), len(desired.Items))
+		}
+		ready := true
+		for i, it := range st.Items {
+			if it.ID != desired.Items[i].ID {
+				t.Fatalf("item %d is %s, want %s", i, it.ID, desired.Items[i].ID)
+			}
+			want := converge.EdgeNotReported
+			if e, ok := edge.Item(it.ID); ok && st.Reported {
+				want = e.State
+			}
+			if it.Edge != want {
+				t.Fatalf("%s: edge %s, want %s", it.ID, it.Edge, want)
+			}
+			s, r := converge.DeriveItemStatus(it.Desired, it.Edge)
+			if it.Status != s || it.Review != r || !s.Valid() {
+				t.Fatalf("%s: %s/%s, table says %s/%s", it.ID, it.Status, it.Review, s, r)
+			}
+			ready = ready && s.Final()
+		}
+		if st.Ready() != ready {
+			t.Fatalf("ready %v, want %v", st.Ready(), ready)
+		}
+		wantDropped := 0
+		if st.Reported {
+			for _, it := range edge.Items {
+				if !seen[it.ID] {
+					wantDropped++
+				}
+			}
+		}
+		if len(st.Dropped) != wantDropped {
+			t.Fatalf("%d dropped, want %d", len(st.Dropped), wantDropped)
+		}
+		data, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back converge.StatusReport
+		if err := json.Unmarshal(data, &back); err != nil {
+			t.Fatalf("%v\n%s", err, data)
+		}
+		if back.Summary() != st.Summary() || len(back.Items) != len(st.Items) || len(back.Dropped) != len(st.Dropped) {
+			t.Fatalf("round trip changed the report:\n%s\n%s", st.Summary(), back.Summary())
 		}
 	})
 }
