@@ -1,0 +1,60 @@
+package converge_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/convergekit/converge"
+)
+
+// A fleet controller moves machines through their lifecycle. The handler is
+// the only one that changes a machine's state; a transition runs it again
+// at once, anything else waits for the periodic pass.
+func ExampleController() {
+	ready := make(chan struct{})
+	var once sync.Once
+	c, err := converge.NewController(converge.ControllerConfig{
+		Kind: "machine",
+		Handler: converge.HandlerFunc(func(ctx context.Context, m converge.Object) (converge.HandlerResult, error) {
+			switch m.State {
+			case "new":
+				return converge.Transition("provisioning").Because("accepted"), nil
+			case "provisioning":
+				// Start the machine here; return an error to retry with backoff.
+				return converge.Transition("ready"), nil
+			default:
+				once.Do(func() { close(ready) })
+				return converge.NoChange(), nil
+			}
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Add(ctx, "m-1", "new", nil); err != nil {
+		panic(err)
+	}
+	stopped := make(chan error)
+	go func() { stopped <- c.Run(ctx) }()
+	<-ready
+	cancel()
+	fmt.Println("stopped:", <-stopped)
+
+	history, err := c.History(context.Background(), "m-1")
+	if err != nil {
+		panic(err)
+	}
+	for _, h := range history {
+		fmt.Printf("%q -> %q (%s)\n", h.From, h.To, h.Reason)
+	}
+	m, _ := c.Get("m-1")
+	fmt.Println("now:", m.State)
+	// Output:
+	// stopped: <nil>
+	// "" -> "new" (added)
+	// "new" -> "provisioning" (accepted)
+	// "provisioning" -> "ready" ()
+	// now: ready
+}
