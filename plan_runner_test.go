@@ -1,0 +1,478 @@
+package converge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+)
+
+// planAutoBus returns a bus whose nodes answer every signal after delay (in
+// the bubble's fake time), with the state answer returns for it.
+func planAutoBus(delay time.Duration, answer func(node string, s converge.Signal) (converge.PlanTargetState, string), nodes ...converge.SignalNode) *converge.SignalBus {
+	bus := converge.NewSignalBus(nodes...)
+	bus.OnSignal = func(node string, s converge.Signal) {
+		state, reason := converge.SignalCompleted, ""
+		if answer != nil {
+			state, reason = answer(node, s)
+		}
+		time.AfterFunc(delay, func() { _ = bus.Respond(node, state, reason) })
+	}
+	return bus
+}
+
+// planDeliveries counts deliveries per "node signalID".
+func planDeliveries(bus *converge.SignalBus) map[string]int {
+	out := map[string]int{}
+	for _, d := range bus.Sent() {
+		out[d.Node+" "+d.Signal.ID]++
+	}
+	return out
+}
+
+func planCreate(t *testing.T, r *converge.PlanRunner, doc *converge.PlanDocument) {
+	t.Helper()
+	require.NoError(t, r.Create(context.Background(), doc))
+}
+
+// TestPlanRunnerAutopilot runs the autopilot example through the Store and
+// checks the stored history of transitions.
+func TestPlanRunnerAutopilot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := converge.NewMemStore()
+		bus := planAutoBus(30*time.Second, nil, planNodes()...)
+		var steps []converge.PlanStep
+		r := planRunner(t, store, bus, converge.PlanConfig{OnStep: func(id string, s converge.PlanStep, _ *converge.PlanStatus) {
+			assert.Equal(t, "id123", id)
+			steps = append(steps, s)
+		}})
+		planCreate(t, r, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
+		start := time.Now()
+		st, err := r.Run(context.Background(), "id123")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		// Three targets, one after the other, 30 s each, polled every second.
+		assert.GreaterOrEqual(t, time.Since(start), 90*time.Second)
+		assert.Less(t, time.Since(start), 95*time.Second)
+		assert.Equal(t, map[string]int{"worker0 id123/0/0": 1, "controller0 id123/1/0": 1, "worker0 id123/1/0": 1}, planDeliveries(bus))
+
+		doc, _, err := r.Get(context.Background(), "id123")
+		require.NoError(t, err)
+		assert.Equal(t, st, doc.Status)
+		hist, err := store.History(context.Background(), converge.PlanKey("id123"))
+		require.NoError(t, err)
+		var plan []string
+		for _, h := range hist {
+			if h.Reason == "plan" || h.Reason == "plan created" {
+				plan = append(plan, h.From+">"+h.To)
+			}
+		}
+		assert.Equal(t, []string{">NewPlan", "NewPlan>SchedulableWait", "SchedulableWait>Schedulable", "Schedulable>SchedulableWait",
+			"SchedulableWait>Schedulable", "Schedulable>SchedulableWait", "SchedulableWait>Schedulable", "Schedulable>SchedulableWait",
+			"SchedulableWait>Completed"}, plan)
+		assert.Contains(t, hist, converge.HistoryEntry{At: hist[len(hist)-1].At, From: "SchedulableWait", To: "Completed", Reason: "command 1 (k0supdate)"})
+		assert.NotEmpty(t, steps)
+		assert.True(t, steps[len(steps)-1].Done)
+
+		// A completed plan runs no more.
+		st2, err := r.Run(context.Background(), "id123")
+		require.NoError(t, err)
+		assert.Equal(t, st, st2)
+		assert.Len(t, bus.Sent(), 3)
+	})
+}
+
+// TestPlanRunnerTimeouts lets targets and commands time out on the runner's
+// own timers, in fake time.
+func TestPlanRunnerTimeouts(t *testing.T) {
+	tests := []struct {
+		name    string
+		cmd     func(*converge.Command)
+		want    time.Duration
+		reason  string
+		partial bool
+	}{
+		{name: "target", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute }, want: 5 * time.Minute,
+			reason: `node "worker1" did not complete within 5m0s`, partial: true},
+		{name: "command", cmd: func(c *converge.Command) { c.Timeout = 7 * time.Minute }, want: 7 * time.Minute,
+			reason: "command did not complete within 7m0s", partial: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// worker0 answers in a minute; worker1 never does.
+				bus := converge.NewSignalBus(planWrk("worker0"), planWrk("worker1"))
+				bus.OnSignal = func(node string, s converge.Signal) {
+					if node == "worker0" {
+						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, converge.SignalCompleted, "") })
+					}
+				}
+				r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{PollInterval: 10 * time.Second})
+				cmd := planCmd("update", planGroup("workers", 2, "worker0", "worker1"))
+				tc.cmd(&cmd)
+				planCreate(t, r, planOf(cmd))
+				start := time.Now()
+				st, err := r.Run(context.Background(), "p1")
+				var pe *converge.PlanError
+				require.ErrorAs(t, err, &pe)
+				require.ErrorIs(t, err, converge.ErrPlanFailed)
+				assert.Equal(t, converge.PlanTimedOut, pe.State)
+				assert.Equal(t, 0, pe.Command)
+				elapsed := time.Since(start)
+				assert.GreaterOrEqual(t, elapsed, tc.want)
+				assert.Less(t, elapsed, tc.want+11*time.Second, "noticed within a poll interval")
+				assert.Equal(t, tc.reason, st.Commands[0].Reason)
+				assert.Equal(t, converge.SignalCompleted, st.Commands[0].Target("workers", "worker0").State)
+				tg := st.Commands[0].Target("workers", "worker1")
+				assert.Equal(t, converge.SignalTimedOut, tg.State)
+				assert.Equal(t, tc.reason, tg.Reason)
+			})
+		})
+	}
+}
+
+// TestPlanRunnerConcurrencyLimits checks controllers one at a time, then
+// workers two at a time, never more and never workers before controllers.
+func TestPlanRunnerConcurrencyLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		inflight := map[string]int{}
+		maxIn := map[string]int{}
+		ctlDone := 0
+		var order []string
+		nodes := []converge.SignalNode{planCtl("c0"), planCtl("c1"), planCtl("c2")}
+		for i := range 5 {
+			nodes = append(nodes, planWrk(fmt.Sprintf("w%d", i)))
+		}
+		bus := converge.NewSignalBus(nodes...)
+		bus.OnSignal = func(node string, s converge.Signal) {
+			mu.Lock()
+			inflight[s.Group]++
+			maxIn[s.Group] = max(maxIn[s.Group], inflight[s.Group])
+			order = append(order, node)
+			if s.Group == "workers" {
+				assert.Equal(t, 3, ctlDone, "worker %s signalled before every controller completed", node)
+			}
+			mu.Unlock()
+			// Nodes take different times, so completions interleave.
+			d := time.Duration(10+len(node)*7+int(node[1]-'0')*13) * time.Second
+			time.AfterFunc(d, func() {
+				mu.Lock()
+				inflight[s.Group]--
+				if s.Group == "controllers" {
+					ctlDone++
+				}
+				mu.Unlock()
+				_ = bus.Respond(node, converge.SignalCompleted, "")
+			})
+		}
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		planCreate(t, r, planOf(planCmd("update",
+			planGroup("workers", 2, "w0", "w1", "w2", "w3", "w4"),
+			planGroup("controllers", 0, "c0", "c1", "c2"))))
+		st, err := r.Run(context.Background(), "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, map[string]int{"controllers": 1, "workers": 2}, maxIn)
+		assert.Equal(t, []string{"c0", "c1", "c2"}, order[:3])
+		assert.ElementsMatch(t, []string{"w0", "w1", "w2", "w3", "w4"}, order[3:])
+		assert.Len(t, bus.Sent(), 8)
+	})
+}
+
+// TestPlanRunnerRetry fails a plan on one worker, retries it, and checks
+// that only that worker is signalled again.
+func TestPlanRunnerRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := planAutoBus(time.Second, func(node string, s converge.Signal) (converge.PlanTargetState, string) {
+			if node == "w1" && s.Attempt == 0 {
+				return converge.SignalFailed, "disk full"
+			}
+			return converge.SignalCompleted, ""
+		}, planWrk("w0"), planWrk("w1"), planWrk("w2"), planCtl("controller0"))
+		store := converge.NewMemStore()
+		r := planRunner(t, store, bus, converge.PlanConfig{})
+		planCreate(t, r, planOf(
+			planCmd("update", planGroup("controllers", 1, "controller0")),
+			planCmd("update", planGroup("workers", 3, "w0", "w1", "w2"))))
+		ctx := context.Background()
+
+		require.ErrorIs(t, r.Retry(ctx, "p1"), converge.ErrPlanNotFailed, "not started")
+		st, err := r.Run(ctx, "p1")
+		var pe *converge.PlanError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, converge.PlanFailed, pe.State)
+		assert.Equal(t, 1, pe.Command)
+		assert.Equal(t, converge.SignalFailed, st.Commands[1].Target("workers", "w1").State)
+		assert.Equal(t, "disk full", st.Commands[1].Target("workers", "w1").Reason)
+
+		// Running a failed plan again does nothing.
+		_, err = r.Run(ctx, "p1")
+		require.ErrorIs(t, err, converge.ErrPlanFailed)
+		sentBefore := len(bus.Sent())
+
+		require.NoError(t, r.Retry(ctx, "p1"))
+		doc, _, err := r.Get(ctx, "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
+		w1 := doc.Status.Commands[1].Target("workers", "w1")
+		assert.Equal(t, converge.SignalPending, w1.State)
+		assert.Equal(t, 1, w1.Attempt)
+		assert.Empty(t, w1.Reason)
+
+		st, err = r.Run(ctx, "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		again := bus.Sent()[sentBefore:]
+		require.Len(t, again, 1, "only the failed worker is signalled again")
+		assert.Equal(t, "w1", again[0].Node)
+		assert.Equal(t, "p1/1/1", again[0].Signal.ID)
+		assert.Equal(t, map[string]int{"controller0 p1/0/0": 1, "w0 p1/1/0": 1, "w1 p1/1/0": 1, "w1 p1/1/1": 1, "w2 p1/1/0": 1}, planDeliveries(bus))
+		require.ErrorIs(t, r.Retry(ctx, "p1"), converge.ErrPlanNotFailed, "completed")
+
+		hist, err := store.History(ctx, converge.PlanKey("p1"))
+		require.NoError(t, err)
+		retried := false
+		for _, h := range hist {
+			retried = retried || (h.From == "Failed" && h.To == "SchedulableWait" && h.Reason == "retry")
+		}
+		assert.True(t, retried, "the retry is in the history: %+v", hist)
+	})
+}
+
+// TestPlanRunnerRetryAfterNewPlan retries a plan that failed in NewPlan
+// (restricted) once the restriction is lifted.
+func TestPlanRunnerRetryAfterNewPlan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := planAutoBus(time.Second, nil, planNodes()...)
+		store := converge.NewMemStore()
+		restricted := &converge.CommandSignalHandler{Sender: bus, Restrict: []string{"controller"}}
+		r1 := planRunner(t, store, bus, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": restricted}})
+		planCreate(t, r1, planOf(
+			planCmd("update", planGroup("workers", 1, "worker0")),
+			planCmd("update", planGroup("controllers", 1, "controller0"))))
+		_, err := r1.Run(context.Background(), "p1")
+		var pe *converge.PlanError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, converge.PlanRestricted, pe.State)
+		assert.Empty(t, bus.Sent(), "nothing is signalled when NewPlan fails")
+
+		require.NoError(t, r1.Retry(context.Background(), "p1"))
+		doc, _, err := r1.Get(context.Background(), "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanNewPlan, doc.Status.State)
+		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.Commands[0].State, "the good command keeps its status")
+
+		r2 := planRunner(t, store, bus, converge.PlanConfig{})
+		st, err := r2.Run(context.Background(), "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Len(t, bus.Sent(), 2)
+	})
+}
+
+// planKillStore is a Store that dies (every call fails and the runner's
+// context is cancelled) after a number of successful writes, like a process
+// killed at that point.
+type planKillStore struct {
+	converge.Store
+	mu     sync.Mutex
+	left   int
+	dead   bool
+	cancel context.CancelFunc
+}
+
+var errPlanDead = errors.New("process killed")
+
+func (s *planKillStore) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return errPlanDead
+	}
+	return nil
+}
+
+func (s *planKillStore) Get(ctx context.Context, key string) (converge.StoreRecord, error) {
+	if err := s.check(); err != nil {
+		return converge.StoreRecord{}, err
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *planKillStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return 0, errPlanDead
+	}
+	if s.left == 0 {
+		// Killed now: this write is lost, whatever the step already did.
+		s.dead = true
+		s.mu.Unlock()
+		s.cancel()
+		return 0, errPlanDead
+	}
+	s.left--
+	s.mu.Unlock()
+	return s.Store.Put(ctx, rec, h...)
+}
+
+func (s *planKillStore) Claim(ctx context.Context, key, owner string, ttl time.Duration) (converge.Lease, error) {
+	if err := s.check(); err != nil {
+		return converge.Lease{}, err
+	}
+	return s.Store.Claim(ctx, key, owner, ttl)
+}
+
+func (s *planKillStore) Release(ctx context.Context, l converge.Lease) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.Release(ctx, l)
+}
+
+// TestPlanRunnerCrashResume kills a runner after every possible number of
+// stored transitions (including between signalling a node and storing that
+// it was signalled) and checks that a fresh runner on the same Store finishes
+// the plan without signalling any target twice.
+func TestPlanRunnerCrashResume(t *testing.T) {
+	for kill := 0; ; kill++ {
+		killed := false
+		t.Run(fmt.Sprintf("killed after %d writes", kill), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := converge.NewMemStore()
+				bus := planAutoBus(500*time.Millisecond, nil, planNodes()...)
+				setup := planRunner(t, mem, bus, converge.PlanConfig{})
+				planCreate(t, setup, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
+
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				dying := &planKillStore{Store: mem, left: kill, cancel: cancel}
+				r1 := planRunner(t, dying, bus, converge.PlanConfig{Owner: "runner-1", LeaseTTL: time.Minute})
+				st, err := r1.Run(ctx, "id123")
+				if err == nil {
+					// The plan needs fewer writes than kill: every point was covered.
+					assert.Equal(t, converge.PlanCompleted, st.State)
+					return
+				}
+				killed = true
+				require.ErrorIs(t, err, context.Canceled)
+				killedAt := time.Now()
+
+				r2 := planRunner(t, mem, bus, converge.PlanConfig{Owner: "runner-2", LeaseTTL: time.Minute})
+				st, err = r2.Run(context.Background(), "id123")
+				require.NoError(t, err)
+				assert.Equal(t, converge.PlanCompleted, st.State)
+				assert.GreaterOrEqual(t, time.Since(killedAt), time.Minute, "the new runner waits for the dead one's claim to expire")
+				for k, n := range planDeliveries(bus) {
+					assert.Equal(t, 1, n, "signal %s delivered %d times", k, n)
+				}
+				assert.Len(t, bus.Sent(), 3)
+			})
+		})
+		if !killed || t.Failed() {
+			require.Greater(t, kill, 5, "the plan stores a write per transition")
+			return
+		}
+	}
+}
+
+// planStaleStore writes behind the runner's back once, so the runner's next
+// write is stale.
+type planStaleStore struct {
+	converge.Store
+	once  sync.Once
+	stale atomic.Int32
+}
+
+func (s *planStaleStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	if rec.Version > 1 {
+		s.once.Do(func() {
+			cur, err := s.Store.Get(ctx, rec.Key)
+			if err == nil {
+				_, _ = s.Store.Put(ctx, cur) // same value, next version
+			}
+		})
+	}
+	v, err := s.Store.Put(ctx, rec, h...)
+	if errors.Is(err, converge.ErrStoreStale) {
+		s.stale.Add(1)
+	}
+	return v, err
+}
+
+// TestPlanRunnerStaleWrite checks that a stale write is not stored and the
+// step is redone on the fresh status, without signalling twice.
+func TestPlanRunnerStaleWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := planAutoBus(time.Second, nil, planNodes()...)
+		store := &planStaleStore{Store: converge.NewMemStore()}
+		r := planRunner(t, store, bus, converge.PlanConfig{})
+		planCreate(t, r, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
+		st, err := r.Run(context.Background(), "id123")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, int32(1), store.stale.Load())
+		assert.Len(t, bus.Sent(), 3)
+	})
+}
+
+// TestPlanRunnerFatalErrors checks the errors that end a run at once, and
+// the checks of Create and NewPlanRunner.
+func TestPlanRunnerFatalErrors(t *testing.T) {
+	ctx := context.Background()
+	bus := converge.NewSignalBus(planNodes()...)
+	store := converge.NewMemStore()
+	r := planRunner(t, store, bus, converge.PlanConfig{})
+
+	_, err := r.Run(ctx, "missing")
+	require.ErrorIs(t, err, converge.ErrStoreNotFound)
+
+	planCreate(t, r, planOf(converge.Command{Kind: "nobody", Targets: []converge.CommandTargets{planGroup("workers", 1, "worker0")}}))
+	_, err = r.Run(ctx, "p1")
+	require.ErrorIs(t, err, converge.ErrPlanUnknownCommand)
+
+	require.ErrorIs(t, r.Create(ctx, planOf(planCmd("update"))), converge.ErrStoreStale, "same ID twice")
+	require.ErrorIs(t, r.Create(ctx, &converge.PlanDocument{Spec: converge.Plan{ID: "x"}}), converge.ErrPlanInvalid)
+	bad := planOf(planCmd("update"))
+	bad.Spec.ID = "p2"
+	bad.Status = &converge.PlanStatus{Commands: []converge.CommandStatus{{Kind: "other"}}}
+	require.ErrorIs(t, r.Create(ctx, bad), converge.ErrPlanStatusMismatch)
+	_, _, err = r.Get(ctx, "p2")
+	require.ErrorIs(t, err, converge.ErrStoreNotFound, "nothing written")
+
+	for _, cfg := range []converge.PlanConfig{
+		{PollInterval: -1}, {LeaseTTL: -time.Second}, {CommandTimeout: -1}, {TargetTimeout: -1},
+		{Handlers: map[string]converge.CommandHandler{"x": nil}},
+	} {
+		_, err := converge.NewPlanRunner(store, cfg)
+		require.ErrorIs(t, err, converge.ErrInvalidConfig, "%+v", cfg)
+	}
+}
+
+// TestPlanRunnerCancel checks that Run stops promptly when cancelled while
+// waiting for targets.
+func TestPlanRunnerCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := converge.NewSignalBus(planNodes()...) // nodes never answer
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := r.Run(ctx, "p1")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		doc, _, err := r.Get(context.Background(), "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.SignalSent, doc.Status.Commands[0].Target("workers", "worker0").State)
+	})
+}
