@@ -29,49 +29,67 @@ func conformCases() []conformCase {
 		{name: "file", clean: true, setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "etc/keep"), "") },
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &File{Root: r, Path: "/etc/motd", Content: []byte("hello\n"), Mode: 0o600}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[FileState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[FileState](ctx, it, o)
+				}
 			}},
 		{name: "file-replaces-content", clean: true, setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "etc/motd"), "old\n") },
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &File{Root: r, Path: "etc/motd", Content: []byte("new\n")}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[FileState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[FileState](ctx, it, o)
+				}
 			}},
 		{name: "dir", clean: true,
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &Dir{Root: r, Path: "/srv/app/data", Mode: 0o750}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[DirState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[DirState](ctx, it, o)
+				}
 			}},
 		{name: "symlink", clean: true, setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "etc/real.conf"), "x=1\n") },
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &Symlink{Root: r, Path: "/etc/link.conf", Target: "real.conf"}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[SymlinkState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[SymlinkState](ctx, it, o)
+				}
 			}},
 		{name: "line", clean: true, setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "etc/hosts"), "127.0.0.1 localhost\n") },
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &Line{Root: r, Path: "/etc/hosts", Line: "10.0.0.2 db"}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[LineState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[LineState](ctx, it, o)
+				}
 			}},
 		{name: "line-replace", clean: true, setup: func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "etc/hosts"), "127.0.0.1 localhost\n127.0.1.1 old\n")
 		},
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &Line{Root: r, Path: "/etc/hosts", Line: "127.0.1.1 new", Replace: regexp.MustCompile(`^127\.0\.1\.1\s`)}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[LineState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[LineState](ctx, it, o)
+				}
 			}},
 		{name: "configkey-set", clean: true, setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "boot/config.txt"), cfg) },
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := NewConfigFile(r, "/boot/config.txt").Key("pi4", "arm_boost", "0")
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[ConfigKeyState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[ConfigKeyState](ctx, it, o)
+				}
 			}},
 		{name: "configkey-new", clean: true, setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "boot/config.txt"), cfg) },
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := NewConfigFile(r, "/boot/config.txt").Key("", "gpu_mem", "128")
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[ConfigKeyState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[ConfigKeyState](ctx, it, o)
+				}
 			}},
 		{name: "configkey-entry", clean: true, setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "boot/config.txt"), cfg) },
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := NewConfigFile(r, "/boot/config.txt").Entry("", "dtoverlay", "vc4-kms-v3d")
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[ConfigKeyState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[ConfigKeyState](ctx, it, o)
+				}
 			}},
 		{name: "sysctl", clean: true, setup: func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "proc/sys/net/ipv4/ip_forward"), "0\n")
@@ -79,7 +97,9 @@ func conformCases() []conformCase {
 		},
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &Sysctl{Root: r, Key: "net.ipv4.ip_forward", Value: "1", Persist: "/etc/sysctl.d/99-converge.conf"}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[SysctlState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[SysctlState](ctx, it, o)
+				}
 			}},
 		{name: "hostname", setup: func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "etc/hostname"), "raspberrypi\n")
@@ -87,7 +107,9 @@ func conformCases() []conformCase {
 		},
 			item: func(r *Root) (converge.Node, func(context.Context, convergetest.ConformOptions) error) {
 				it := &Hostname{Root: r, Name: "edge-01"}
-				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error { return convergetest.Conform[HostnameState](ctx, it, o) }
+				return it.Node(), func(ctx context.Context, o convergetest.ConformOptions) error {
+					return convergetest.Conform[HostnameState](ctx, it, o)
+				}
 			}},
 	}
 }
