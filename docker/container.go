@@ -187,11 +187,10 @@ func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState
 		}
 		return c.start(ctx, c.name)
 	}
-	// Recreate, download-then-kill: the image is already there.
+	// Recreate, download-then-kill: the image is already there. A
+	// temporary container left by a crash is an orphan the project item
+	// removes at the start of every walk.
 	tmp := c.name + "_converge_tmp"
-	if err := removeContainer(ctx, c.eng, tmp, nil); err != nil {
-		return err
-	}
 	if err := c.create(ctx, tmp); err != nil {
 		return err
 	}

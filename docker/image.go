@@ -23,6 +23,7 @@ type ImageState struct {
 	ID      string
 
 	snap *snapshot
+	keep bool // a clean target that leaves the image alone
 }
 
 // Image is the item of one image reference: Present pulls it when it is
@@ -36,6 +37,7 @@ type Image struct {
 
 	eng     Engine
 	project converge.ID
+	keep    bool
 }
 
 // NewImage returns a standalone Image item on eng (outside a project).
@@ -71,14 +73,16 @@ func (im *Image) StateGoal(context.Context, converge.Deps) (ImageState, error) {
 	return ImageState{Ref: normalizeRef(im.Ref), Present: true}, nil
 }
 
-// StateClean is the image removed.
+// StateClean is the image removed; for the image of a project that does
+// not set RemoveImages, it is "whatever is there": cleaning the project
+// leaves images alone.
 func (im *Image) StateClean(context.Context, converge.Deps) (ImageState, error) {
-	return ImageState{Ref: normalizeRef(im.Ref)}, nil
+	return ImageState{Ref: normalizeRef(im.Ref), keep: im.keep}, nil
 }
 
 // Check compares presence only.
 func (im *Image) Check(_ context.Context, current, target ImageState) (converge.Decision, error) {
-	if current.Present == target.Present {
+	if current.Present == target.Present || target.keep {
 		return converge.NotRequired(), nil
 	}
 	return converge.Required(converge.UnitsUnknown), nil

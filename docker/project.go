@@ -32,6 +32,9 @@ type Project struct {
 	// PollInterval is how often depends_on waits look at a dependency; 0
 	// means DefaultPollInterval.
 	PollInterval time.Duration
+	// RemoveImages makes Clean remove the project's images too (when no
+	// container uses them); by default cleaning leaves images alone.
+	RemoveImages bool
 	// Unsupported lists the Compose fields the loader skipped because
 	// LoadOptions.IgnoreUnsupported was set ("services.web.cap_add").
 	Unsupported []string
@@ -160,7 +163,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 			continue
 		}
 		pulled[ref] = true
-		g.Add(converge.Wrap[ImageState](&Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid}), converge.Present, pid)
+		g.Add(converge.Wrap[ImageState](&Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages}), converge.Present, pid)
 	}
 	netIDs := map[string]bool{}
 	for _, n := range cp.Networks {

@@ -95,6 +95,7 @@ type Engine struct {
 	networks   map[string]network.Summary
 	volumes    map[string]volume.Volume
 	calls      map[string]int
+	log        []string
 	failP      float64
 	rng        *rand.Rand
 	subs       []*sub
@@ -199,11 +200,20 @@ func (e *Engine) WriteCalls() int {
 	return n
 }
 
-// ResetCalls sets every call count to zero.
+// Log returns the endpoints called since New or ResetCalls, in order
+// (Events subscriptions excluded).
+func (e *Engine) Log() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.log)
+}
+
+// ResetCalls sets every call count to zero and empties the log.
 func (e *Engine) ResetCalls() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	clear(e.calls)
+	e.log = nil
 }
 
 // Containers returns a copy of every container, sorted by name.
@@ -280,6 +290,7 @@ func (e *Engine) Tamper(name string, f func(c *Container)) {
 // call counts a call and, for a write, maybe fails it.
 func (e *Engine) call(ctx context.Context, name string, write bool) error {
 	e.calls[name]++
+	e.log = append(e.log, name)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
