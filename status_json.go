@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -58,23 +60,30 @@ func (c DesiredConfig) MarshalJSON() ([]byte, error) {
 // where presence is "present" or "absent" and both fields are required.
 func (c *DesiredConfig) UnmarshalJSON(b []byte) error {
 	var out DesiredConfig
-	err := decodeObject(docDesired, b, "", []string{"revision", "items"}, map[string]fieldFunc{
-		"revision": func(raw []byte, p string) error { return decodeValue(docDesired, raw, p, &out.Revision) },
-		"items": func(raw []byte, p string) error {
-			return decodeArray(docDesired, raw, p, func(raw []byte, p string) error {
+	r := newJSONReader(docDesired, b)
+	err := r.document([]string{"revision", "items"}, func(key, p string) error {
+		switch key {
+		case "revision":
+			return readValue(r, p, &out.Revision)
+		case "items":
+			return r.array(p, func(p string) error {
 				var it DesiredItem
-				err := decodeObject(docDesired, raw, p, []string{"id", "presence"}, map[string]fieldFunc{
-					"id": func(raw []byte, p string) error { return decodeValue(docDesired, raw, p, &it.ID) },
-					"presence": func(raw []byte, p string) error {
-						v, err := decodeEnum(docDesired, raw, p, presenceNames)
+				err := r.object(p, []string{"id", "presence"}, func(key, p string) error {
+					switch key {
+					case "id":
+						return readValue(r, p, &it.ID)
+					case "presence":
+						v, err := r.enum(p, presenceNames)
 						it.Presence = Presence(v)
 						return err
-					},
+					}
+					return errNoField
 				})
 				out.Items = append(out.Items, it)
 				return err
 			})
-		},
+		}
+		return errNoField
 	})
 	if err != nil {
 		return err
@@ -112,7 +121,7 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// UnmarshalJSON decodes an edge report strictly and validates it; on error r
+// UnmarshalJSON decodes an edge report strictly and validates it; on error e
 // is left unchanged. The document is
 //
 //	{"revision": 7, "time": "2026-11-22T10:00:00Z", "items": [
@@ -121,29 +130,40 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 //
 // where state is an EdgeState name other than "not-reported"; revision,
 // items, and id and state of every item are required.
-func (r *EdgeReport) UnmarshalJSON(b []byte) error {
+func (e *EdgeReport) UnmarshalJSON(b []byte) error {
 	var out EdgeReport
-	err := decodeObject(docEdge, b, "", []string{"revision", "items"}, map[string]fieldFunc{
-		"revision": func(raw []byte, p string) error { return decodeValue(docEdge, raw, p, &out.Revision) },
-		"time":     func(raw []byte, p string) error { return decodeValue(docEdge, raw, p, &out.Time) },
-		"items": func(raw []byte, p string) error {
-			return decodeArray(docEdge, raw, p, func(raw []byte, p string) error {
+	r := newJSONReader(docEdge, b)
+	err := r.document([]string{"revision", "items"}, func(key, p string) error {
+		switch key {
+		case "revision":
+			return readValue(r, p, &out.Revision)
+		case "time":
+			return readValue(r, p, &out.Time)
+		case "items":
+			return r.array(p, func(p string) error {
 				var it EdgeItem
-				err := decodeObject(docEdge, raw, p, []string{"id", "state"}, map[string]fieldFunc{
-					"id": func(raw []byte, p string) error { return decodeValue(docEdge, raw, p, &it.ID) },
-					"state": func(raw []byte, p string) error {
-						v, err := decodeEnum(docEdge, raw, p, edgeStateNames[:])
+				err := r.object(p, []string{"id", "state"}, func(key, p string) error {
+					switch key {
+					case "id":
+						return readValue(r, p, &it.ID)
+					case "state":
+						v, err := r.enum(p, edgeStateNames[:])
 						it.State = EdgeState(v)
 						return err
-					},
-					"waitingFor": func(raw []byte, p string) error { return decodeIDs(docEdge, raw, p, &it.WaitingFor) },
-					"message":    func(raw []byte, p string) error { return decodeValue(docEdge, raw, p, &it.Message) },
-					"time":       func(raw []byte, p string) error { return decodeValue(docEdge, raw, p, &it.Time) },
+					case "waitingFor":
+						return r.ids(p, &it.WaitingFor)
+					case "message":
+						return readValue(r, p, &it.Message)
+					case "time":
+						return readValue(r, p, &it.Time)
+					}
+					return errNoField
 				})
 				out.Items = append(out.Items, it)
 				return err
 			})
-		},
+		}
+		return errNoField
 	})
 	if err != nil {
 		return err
@@ -151,7 +171,7 @@ func (r *EdgeReport) UnmarshalJSON(b []byte) error {
 	if err := out.Validate(); err != nil {
 		return err
 	}
-	*r = out
+	*e = out
 	return nil
 }
 
@@ -270,73 +290,86 @@ func (s StatusReport) MarshalJSON() ([]byte, error) {
 // revision and items are required, and id, desired, edge, status and review
 // of every item, and id, edge and review of every dropped entry.
 func (s *StatusReport) UnmarshalJSON(b []byte) error {
-	const doc = docStatus
 	var out StatusReport
 	var ready, hasReady bool
-	err := decodeObject(doc, b, "", []string{"revision", "items"}, map[string]fieldFunc{
-		"revision":     func(raw []byte, p string) error { return decodeValue(doc, raw, p, &out.Revision) },
-		"edgeRevision": func(raw []byte, p string) error { return decodeValue(doc, raw, p, &out.EdgeRevision) },
-		"reported":     func(raw []byte, p string) error { return decodeValue(doc, raw, p, &out.Reported) },
-		"edgeTime":     func(raw []byte, p string) error { return decodeValue(doc, raw, p, &out.EdgeTime) },
-		"ready": func(raw []byte, p string) error {
+	r := newJSONReader(docStatus, b)
+	err := r.document([]string{"revision", "items"}, func(key, p string) error {
+		switch key {
+		case "revision":
+			return readValue(r, p, &out.Revision)
+		case "edgeRevision":
+			return readValue(r, p, &out.EdgeRevision)
+		case "reported":
+			return readValue(r, p, &out.Reported)
+		case "edgeTime":
+			return readValue(r, p, &out.EdgeTime)
+		case "ready":
 			hasReady = true
-			return decodeValue(doc, raw, p, &ready)
-		},
-		"items": func(raw []byte, p string) error {
-			return decodeArray(doc, raw, p, func(raw []byte, p string) error {
+			return readValue(r, p, &ready)
+		case "items":
+			return r.array(p, func(p string) error {
 				var it StatusItem
-				err := decodeObject(doc, raw, p, []string{"id", "desired", "edge", "status", "review"}, map[string]fieldFunc{
-					"id": func(raw []byte, p string) error { return decodeValue(doc, raw, p, &it.ID) },
-					"desired": func(raw []byte, p string) error {
-						v, err := decodeEnum(doc, raw, p, presenceNames)
+				err := r.object(p, []string{"id", "desired", "edge", "status", "review"}, func(key, p string) error {
+					var v int
+					var err error
+					switch key {
+					case "id":
+						return readValue(r, p, &it.ID)
+					case "desired":
+						v, err = r.enum(p, presenceNames)
 						it.Desired = Presence(v)
-						return err
-					},
-					"edge": func(raw []byte, p string) error {
-						v, err := decodeEnum(doc, raw, p, edgeStateNames[:])
+					case "edge":
+						v, err = r.enum(p, edgeStateNames[:])
 						it.Edge = EdgeState(v)
-						return err
-					},
-					"status": func(raw []byte, p string) error {
-						v, err := decodeEnum(doc, raw, p, statusNames[1:])
+					case "status":
+						v, err = r.enum(p, statusNames[1:])
 						it.Status = Status(v + 1)
-						return err
-					},
-					"review": func(raw []byte, p string) error {
-						v, err := decodeEnum(doc, raw, p, reviewNames[:])
+					case "review":
+						v, err = r.enum(p, reviewNames[:])
 						it.Review = Review(v)
-						return err
-					},
-					"waitingFor": func(raw []byte, p string) error { return decodeIDs(doc, raw, p, &it.WaitingFor) },
-					"message":    func(raw []byte, p string) error { return decodeValue(doc, raw, p, &it.Message) },
-					"time":       func(raw []byte, p string) error { return decodeValue(doc, raw, p, &it.Time) },
+					case "waitingFor":
+						return r.ids(p, &it.WaitingFor)
+					case "message":
+						return readValue(r, p, &it.Message)
+					case "time":
+						return readValue(r, p, &it.Time)
+					default:
+						return errNoField
+					}
+					return err
 				})
 				out.Items = append(out.Items, it)
 				return err
 			})
-		},
-		"dropped": func(raw []byte, p string) error {
-			return decodeArray(doc, raw, p, func(raw []byte, p string) error {
+		case "dropped":
+			return r.array(p, func(p string) error {
 				var d StatusDropped
-				err := decodeObject(doc, raw, p, []string{"id", "edge", "review"}, map[string]fieldFunc{
-					"id": func(raw []byte, p string) error { return decodeValue(doc, raw, p, &d.ID) },
-					"edge": func(raw []byte, p string) error {
-						v, err := decodeEnum(doc, raw, p, edgeStateNames[:])
+				err := r.object(p, []string{"id", "edge", "review"}, func(key, p string) error {
+					var v int
+					var err error
+					switch key {
+					case "id":
+						return readValue(r, p, &d.ID)
+					case "edge":
+						v, err = r.enum(p, edgeStateNames[:])
 						d.Edge = EdgeState(v)
-						return err
-					},
-					"review": func(raw []byte, p string) error {
-						v, err := decodeEnum(doc, raw, p, reviewNames[:])
+					case "review":
+						v, err = r.enum(p, reviewNames[:])
 						d.Review = Review(v)
-						return err
-					},
-					"message": func(raw []byte, p string) error { return decodeValue(doc, raw, p, &d.Message) },
-					"time":    func(raw []byte, p string) error { return decodeValue(doc, raw, p, &d.Time) },
+					case "message":
+						return readValue(r, p, &d.Message)
+					case "time":
+						return readValue(r, p, &d.Time)
+					default:
+						return errNoField
+					}
+					return err
 				})
 				out.Dropped = append(out.Dropped, d)
 				return err
 			})
-		},
+		}
+		return errNoField
 	})
 	if err != nil {
 		return err
@@ -345,14 +378,25 @@ func (s *StatusReport) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	if hasReady && ready != out.Ready() {
-		return &StatusFieldError{Doc: doc, Field: "ready", Value: fmt.Sprint(ready), Err: ErrStatusInconsistent}
+		return &StatusFieldError{Doc: docStatus, Field: "ready", Value: fmt.Sprint(ready), Err: ErrStatusInconsistent}
 	}
 	*s = out
 	return nil
 }
 
-// fieldFunc decodes the raw value of one field at path p.
-type fieldFunc func(raw []byte, p string) error
+// errNoField is what a field handler returns for a key it does not know.
+var errNoField = errors.New("no such field")
+
+// jsonReader reads one status document in a single pass over its tokens,
+// so that every error can name the field path.
+type jsonReader struct {
+	doc string
+	dec *json.Decoder
+}
+
+func newJSONReader(doc string, b []byte) *jsonReader {
+	return &jsonReader{doc: doc, dec: json.NewDecoder(bytes.NewReader(b))}
+}
 
 func joinPath(path, key string) string {
 	if path == "" {
@@ -361,74 +405,109 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
-// decodeObject reads one JSON object from raw, calling fields[key] for every
-// key in document order; unknown, repeated and missing required keys,
-// non-objects and trailing data are errors naming the path.
-func decodeObject(doc string, raw []byte, path string, required []string, fields map[string]fieldFunc) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
+func (r *jsonReader) fail(path, value string, err error) error {
+	return &StatusFieldError{Doc: r.doc, Field: path, Value: value, Err: err}
+}
+
+func (r *jsonReader) malformed(path string, err error) error {
+	return r.fail(path, "", fmt.Errorf("%w: %w", ErrStatusMalformed, err))
+}
+
+// document reads the top-level object and makes sure nothing follows it.
+func (r *jsonReader) document(required []string, field func(key, p string) error) error {
+	if err := r.object("", required, field); err != nil {
+		return err
+	}
+	if _, err := r.dec.Token(); err != io.EOF {
+		return r.fail("", "", fmt.Errorf("%w: data after the object", ErrStatusMalformed))
+	}
+	return nil
+}
+
+// object reads one JSON object at path, calling field(key, path.key) for
+// every key in document order; field must read exactly one value, or return
+// errNoField. Unknown, repeated and missing required keys are errors.
+func (r *jsonReader) object(path string, required []string, field func(key, p string) error) error {
+	tok, err := r.dec.Token()
 	if err != nil {
-		return malformed(doc, path, err)
+		return r.malformed(path, err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return &StatusFieldError{Doc: doc, Field: path, Value: fmt.Sprint(tok), Err: fmt.Errorf("%w: want an object", ErrStatusMalformed)}
+		return r.fail(path, fmt.Sprint(tok), fmt.Errorf("%w: want an object", ErrStatusMalformed))
 	}
-	seen := make(map[string]bool, len(fields))
-	for dec.More() {
-		tok, err := dec.Token()
+	var buf [8]string
+	seen := buf[:0]
+	for r.dec.More() {
+		tok, err := r.dec.Token()
 		if err != nil {
-			return malformed(doc, path, err)
+			return r.malformed(path, err)
 		}
-		key, _ := tok.(string) // object keys are always strings
+		key, _ := tok.(string) // inside an object, Token returns keys as strings
 		fp := joinPath(path, key)
-		if seen[key] {
-			return &StatusFieldError{Doc: doc, Field: fp, Err: ErrStatusDuplicateField}
+		if slices.Contains(seen, key) {
+			return r.fail(fp, "", ErrStatusDuplicateField)
 		}
-		seen[key] = true
-		f, ok := fields[key]
-		if !ok {
-			return &StatusFieldError{Doc: doc, Field: fp, Err: ErrStatusUnknownField}
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return malformed(doc, fp, err)
-		}
-		if err := f(v, fp); err != nil {
+		seen = append(seen, key)
+		if err := field(key, fp); err != nil {
+			if err == errNoField {
+				return r.fail(fp, "", ErrStatusUnknownField)
+			}
 			return err
 		}
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return malformed(doc, path, err)
+	if _, err := r.dec.Token(); err != nil { // the closing brace
+		return r.malformed(path, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &StatusFieldError{Doc: doc, Field: path, Err: fmt.Errorf("%w: data after the object", ErrStatusMalformed)}
-	}
-	for _, r := range required {
-		if !seen[r] {
-			return &StatusFieldError{Doc: doc, Field: joinPath(path, r), Err: ErrStatusMissingField}
+	for _, k := range required {
+		if !slices.Contains(seen, k) {
+			return r.fail(joinPath(path, k), "", ErrStatusMissingField)
 		}
 	}
 	return nil
 }
 
-// decodeArray calls each for every element of a JSON array (null is empty).
-func decodeArray(doc string, raw []byte, path string, each fieldFunc) error {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return malformed(doc, path, err)
+// array reads a JSON array (null is empty) at path, calling each with the
+// path of every element; each must read exactly one value.
+func (r *jsonReader) array(path string, each func(p string) error) error {
+	tok, err := r.dec.Token()
+	if err != nil {
+		return r.malformed(path, err)
 	}
-	for i, e := range elems {
-		if err := each(e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+	if tok == nil {
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return r.fail(path, fmt.Sprint(tok), fmt.Errorf("%w: want a list", ErrStatusMalformed))
+	}
+	for i := 0; r.dec.More(); i++ {
+		if err := each(path + "[" + strconv.Itoa(i) + "]"); err != nil {
 			return err
 		}
+	}
+	if _, err := r.dec.Token(); err != nil { // the closing bracket
+		return r.malformed(path, err)
 	}
 	return nil
 }
 
-// decodeIDs reads a list of IDs; an empty list becomes nil.
-func decodeIDs(doc string, raw []byte, path string, dst *[]ID) error {
+// readValue reads one value into dst. null is rejected: it would silently
+// mean "zero".
+func readValue[T any](r *jsonReader, path string, dst *T) error {
+	var v *T
+	if err := r.dec.Decode(&v); err != nil {
+		return r.malformed(path, err)
+	}
+	if v == nil {
+		return r.fail(path, "null", ErrStatusMalformed)
+	}
+	*dst = *v
+	return nil
+}
+
+// ids reads a list of IDs; an empty list becomes nil.
+func (r *jsonReader) ids(path string, dst *[]ID) error {
 	var ids []ID
-	if err := decodeValue(doc, raw, path, &ids); err != nil {
+	if err := readValue(r, path, &ids); err != nil {
 		return err
 	}
 	if len(ids) == 0 {
@@ -438,35 +517,15 @@ func decodeIDs(doc string, raw []byte, path string, dst *[]ID) error {
 	return nil
 }
 
-// decodeValue reads a scalar (or list of scalars) into dst. null is
-// rejected: it would silently mean "zero".
-func decodeValue(doc string, raw []byte, path string, dst any) error {
-	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return &StatusFieldError{Doc: doc, Field: path, Value: "null", Err: ErrStatusMalformed}
-	}
-	if err := json.Unmarshal(raw, dst); err != nil {
-		return malformed(doc, path, err)
-	}
-	return nil
-}
-
-// decodeEnum reads a string and returns its index in names.
-func decodeEnum(doc string, raw []byte, path string, names []string) (int, error) {
+// enum reads a string and returns its index in names.
+func (r *jsonReader) enum(path string, names []string) (int, error) {
 	var s string
-	if err := decodeValue(doc, raw, path, &s); err != nil {
+	if err := readValue(r, path, &s); err != nil {
 		return 0, err
 	}
 	v, err := parseEnum(names, s)
 	if err != nil {
-		return 0, &StatusFieldError{Doc: doc, Field: path, Value: s, Err: err}
+		return 0, r.fail(path, s, err)
 	}
 	return v, nil
-}
-
-func malformed(doc, path string, err error) error {
-	var fe *StatusFieldError
-	if errors.As(err, &fe) {
-		return err
-	}
-	return &StatusFieldError{Doc: doc, Field: path, Err: fmt.Errorf("%w: %w", ErrStatusMalformed, err)}
 }

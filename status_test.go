@@ -715,7 +715,7 @@ func TestStatusJSONStrict(t *testing.T) {
 		{"empty id", desired, `{"revision":1,"items":[{"id":"","presence":"present"}]}`, converge.ErrStatusEmptyID, "items[0].id", ""},
 		{"not an object", desired, `[1]`, converge.ErrStatusMalformed, "", "["},
 		{"null document", desired, `null`, converge.ErrStatusMalformed, "", "<nil>"},
-		{"items not a list", desired, `{"revision":1,"items":{}}`, converge.ErrStatusMalformed, "items", ""},
+		{"items not a list", desired, `{"revision":1,"items":{}}`, converge.ErrStatusMalformed, "items", "{"},
 		{"item not an object", desired, `{"revision":1,"items":["a"]}`, converge.ErrStatusMalformed, "items[0]", "a"},
 
 		{"unknown state", edge, `{"revision":1,"items":[{"id":"a","state":"exploded"}]}`, converge.ErrStatusUnknownValue, "items[0].state", "exploded"},
