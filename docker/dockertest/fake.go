@@ -35,6 +35,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/convergekit/converge/docker"
 )
 
 // Endpoint names, as counted by Calls.
@@ -814,3 +816,5 @@ func (e *Engine) publish(c *Container, action string) {
 		}
 	}
 }
+
+var _ docker.Engine = (*Engine)(nil)
