@@ -71,7 +71,7 @@ const (
 var planInlineGroups = map[string]bool{"controllers": true, "workers": true}
 
 // PlanDecode decodes a plan document from YAML or JSON and validates its
-// spec. Errors are a *PlanDecodeError naming the command index and the field
+// spec. Timestamps are read in UTC. Errors are a *PlanDecodeError naming the command index and the field
 // (for bad syntax, types, unknown fields) or a *PlanSpecError (for a plan that
 // decodes but cannot run).
 func PlanDecode(data []byte) (*PlanDocument, error) {
@@ -560,6 +560,7 @@ func (s *CommandStatus) decode(b []byte, idx int, path string) error {
 	if err != nil {
 		return err
 	}
+	cs.Started = cs.Started.UTC()
 	*s = cs
 	return nil
 }
@@ -582,6 +583,7 @@ func (t *PlanTargetStatus) decode(b []byte, idx int, path string) error {
 	if err != nil {
 		return err
 	}
+	ts.LastUpdatedTimestamp = ts.LastUpdatedTimestamp.UTC()
 	if ts.Name == "" {
 		return &PlanDecodeError{Command: idx, Field: planJoin(path, "name"), Err: fmt.Errorf("must not be empty")}
 	}

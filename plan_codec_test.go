@@ -1,0 +1,309 @@
+package converge_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convergekit/converge"
+)
+
+// planStripComments drops the comment lines of a YAML file.
+func planStripComments(b []byte) string {
+	var out []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+// TestPlanCodecRoundTrip decodes every document in testdata/plan and checks
+// that YAML and JSON encodings give it back unchanged.
+func TestPlanCodecRoundTrip(t *testing.T) {
+	files, err := filepath.Glob("testdata/plan/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			in := planLoad(t, f)
+			doc, err := converge.PlanDecode(in)
+			require.NoError(t, err)
+
+			y, err := yaml.Marshal(doc)
+			require.NoError(t, err)
+			if doc.Status != nil {
+				// Documents with a status are written by us or by k0s,
+				// keys sorted: they come back byte for byte.
+				assert.Equal(t, planStripComments(in), string(y))
+			}
+			back, err := converge.PlanDecode(y)
+			require.NoError(t, err)
+			assert.Equal(t, doc, back)
+
+			j, err := json.Marshal(doc)
+			require.NoError(t, err)
+			back, err = converge.PlanDecode(j)
+			require.NoError(t, err)
+			assert.Equal(t, doc, back)
+		})
+	}
+}
+
+// TestPlanCodecK0sShape checks what the k0s-shaped document decodes to.
+func TestPlanCodecK0sShape(t *testing.T) {
+	doc := planDoc(t, "testdata/plan/k0s-shape.yaml")
+	assert.Equal(t, "autopilot.k0sproject.io/v1beta2", doc.APIVersion)
+	assert.Equal(t, "Plan", doc.Kind)
+	assert.Equal(t, &converge.PlanMetadata{Name: "autopilot", Annotations: map[string]string{"note": "example"}}, doc.Metadata)
+	assert.Equal(t, "id123", doc.Spec.ID)
+	assert.Equal(t, "now", doc.Spec.Timestamp)
+	require.Len(t, doc.Spec.Commands, 2)
+
+	air := doc.Spec.Commands[0]
+	assert.Equal(t, "airgapupdate", air.Kind)
+	assert.True(t, air.InlineTargets)
+	assert.Equal(t, []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: []string{"worker0"}}}}, air.Targets)
+	assert.JSONEq(t, `"v1.30.4+k0s.0"`, string(air.Spec["version"]))
+	assert.JSONEq(t, `{"linux-amd64":{"url":"https://example.invalid/bundle-amd64"}}`, string(air.Spec["platforms"]))
+
+	k0s := doc.Spec.Commands[1]
+	assert.Equal(t, "k0supdate", k0s.Kind)
+	assert.False(t, k0s.InlineTargets)
+	assert.Equal(t, []converge.CommandTargets{
+		{Group: "controllers", Discovery: converge.CommandDiscovery{Static: []string{"controller0"}}},
+		{Group: "workers", Concurrent: 2, Discovery: converge.CommandDiscovery{Static: []string{"worker0"}}},
+	}, k0s.Targets)
+
+	st := doc.Status
+	require.NotNil(t, st)
+	assert.Equal(t, converge.PlanSchedulableWait, st.State)
+	require.Len(t, st.Commands, 2)
+	at := time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC)
+	assert.Equal(t, converge.CommandStatus{ID: 0, Kind: "airgapupdate", State: converge.PlanSchedulableWait,
+		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.SignalSent, LastUpdatedTimestamp: at}}}}, st.Commands[0])
+	assert.Equal(t, converge.SignalPending, st.Commands[1].Target("controllers", "controller0").State)
+	assert.Nil(t, st.Commands[1].Target("controllers", "worker0"))
+}
+
+// TestPlanCodecFields covers the fields beyond the k0s example: group order,
+// selectors, timeouts, reasons and attempts.
+func TestPlanCodecFields(t *testing.T) {
+	in := `
+spec:
+  id: p
+  commands:
+  - update:
+      timeout: 1h
+      targetTimeout: 90s
+      targets:
+        workers:
+          order: -1
+          discovery: {selector: {labels: "role=edge", fields: "spec.unschedulable=false"}}
+        controllers:
+          order: 1
+          discovery: {static: {nodes: [c0, c1]}}
+status:
+  state: Failed
+  reason: boom
+  commands:
+  - id: 0
+    state: Failed
+    reason: boom
+    startedTimestamp: "2026-01-02T03:04:05Z"
+    update:
+      controllers:
+      - {name: c0, state: SignalFailed, reason: disk full, attempt: 2, lastUpdatedTimestamp: "2026-01-02T03:04:06+02:00"}
+`
+	doc, err := converge.PlanDecode([]byte(in))
+	require.NoError(t, err)
+	cmd := doc.Spec.Commands[0]
+	assert.Equal(t, time.Hour, cmd.Timeout)
+	assert.Equal(t, 90*time.Second, cmd.TargetTimeout)
+	require.Len(t, cmd.Targets, 2)
+	assert.Equal(t, "workers", cmd.Targets[0].Group, "order -1 runs first")
+	assert.Equal(t, &converge.CommandSelector{Labels: "role=edge", Fields: "spec.unschedulable=false"}, cmd.Targets[0].Discovery.Selector)
+	assert.Equal(t, "controllers", cmd.Targets[1].Group)
+	cs := doc.Status.Commands[0]
+	assert.Equal(t, "boom", doc.Status.Reason)
+	assert.Equal(t, "boom", cs.Reason)
+	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), cs.Started)
+	tg := cs.Target("controllers", "c0")
+	assert.Equal(t, converge.PlanTargetStatus{Name: "c0", State: converge.SignalFailed, Reason: "disk full", Attempt: 2,
+		LastUpdatedTimestamp: time.Date(2026, 1, 2, 1, 4, 6, 0, time.UTC)}, *tg, "read in UTC")
+	assert.True(t, tg.LastUpdatedTimestamp.Equal(time.Date(2026, 1, 2, 1, 4, 6, 0, time.UTC)))
+
+	j, err := json.Marshal(doc.Spec.Commands[0])
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"update":{"timeout":"1h0m0s","targetTimeout":"1m30s","targets":{
+		"workers":{"order":-1,"discovery":{"selector":{"labels":"role=edge","fields":"spec.unschedulable=false"}}},
+		"controllers":{"order":1,"discovery":{"static":{"nodes":["c0","c1"]}}}}}}`, string(j))
+}
+
+// TestPlanDecodeErrors checks that decode errors name the command and the
+// field at fault.
+func TestPlanDecodeErrors(t *testing.T) {
+	const head = "spec:\n  id: p\n  commands:\n  - update:\n      targets: {workers: {discovery: {static: {nodes: [w0]}}}}\n"
+	tests := []struct {
+		name    string
+		in      string
+		is      error
+		command int
+		field   string
+	}{
+		{name: "not YAML", in: "spec: [", is: converge.ErrPlanDecode, command: -1},
+		{name: "not an object", in: "42", is: converge.ErrPlanDecode, command: -1},
+		{name: "unknown top-level field", in: "spek: {}", is: converge.ErrPlanDecode, command: -1, field: "spek"},
+		{name: "id of the wrong type", in: "spec: {id: [1]}", is: converge.ErrPlanDecode, command: -1, field: "spec.id"},
+		{name: "no id", in: "spec: {commands: [{update: {}}]}", is: converge.ErrPlanInvalid, command: -1, field: "spec.id"},
+		{name: "no commands", in: "spec: {id: p}", is: converge.ErrPlanInvalid, command: -1, field: "spec.commands"},
+		{name: "two kinds in one command", in: head + "  - {a: {}, b: {}}\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1]"},
+		{name: "command body not an object", in: head + "  - update: 3\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].update"},
+		{name: "concurrency of the wrong type", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [w0]}}, limits: {concurrent: two}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.concurrent"},
+		{name: "negative concurrency", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [w0]}}, limits: {concurrent: -1}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.concurrent"},
+		{name: "unknown limit", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [w0]}}, limits: {parallel: 2}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.parallel"},
+		{name: "no discovery", in: head + "  - k0supdate: {targets: {workers: {limits: {concurrent: 2}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
+		{name: "static and selector", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [a]}, selector: {labels: x}}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
+		{name: "empty node name", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [a, '']}}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery.static.nodes[1]"},
+		{name: "inline group of the wrong type", in: head + "  - airgapupdate: {workers: [w0]}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].airgapupdate.workers"},
+		{name: "inline and nested groups", in: head + "  - airgapupdate: {workers: {discovery: {static: {nodes: [a]}}}, targets: {controllers: {discovery: {static: {nodes: [b]}}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].airgapupdate.workers"},
+		{name: "bad timeout", in: head + "  - update: {timeout: soon}\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].update.timeout"},
+		{name: "negative target timeout", in: head + "  - update: {targetTimeout: -1s}\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].update.targetTimeout"},
+		{name: "status command of the wrong type", in: head + "status: {commands: [3]}\n", is: converge.ErrPlanDecode, command: 0, field: "status.commands[0]"},
+		{name: "status with two kinds", in: head + "status: {commands: [{id: 0, a: {}, b: {}}]}\n", is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].b"},
+		{name: "status target without name", in: head + "status: {commands: [{id: 0, update: {workers: [{state: SignalSent}]}}]}\n",
+			is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].update.workers[0].name"},
+		{name: "status bad timestamp", in: head + "status: {commands: [{id: 0, update: {workers: [{name: w0, lastUpdatedTimestamp: yesterday}]}}]}\n",
+			is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].update.workers[0].lastUpdatedTimestamp"},
+		{name: "status unknown target field", in: head + "status: {commands: [{id: 0, update: {workers: [{name: w0, colour: red}]}}]}\n",
+			is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].update.workers[0].colour"},
+		{name: "status id of the wrong type", in: head + "status: {commands: [{id: zero}]}\n", is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, err := converge.PlanDecode([]byte(tc.in))
+			require.Error(t, err)
+			assert.Nil(t, doc)
+			require.ErrorIs(t, err, tc.is)
+			var de *converge.PlanDecodeError
+			var se *converge.PlanSpecError
+			switch {
+			case errors.As(err, &de):
+				assert.Equal(t, tc.command, de.Command, "command of %v", err)
+				assert.Equal(t, tc.field, de.Field, "field of %v", err)
+			case errors.As(err, &se):
+				assert.Equal(t, tc.command, se.Command, "command of %v", err)
+				assert.Equal(t, tc.field, se.Field, "field of %v", err)
+			default:
+				t.Fatalf("untyped error %v", err)
+			}
+			if tc.field != "" {
+				assert.Contains(t, err.Error(), tc.field)
+			}
+		})
+	}
+}
+
+// TestPlanValidate covers the spec checks of plans built in Go.
+func TestPlanValidate(t *testing.T) {
+	fn := func(context.Context) ([]string, error) { return nil, nil }
+	tests := []struct {
+		name  string
+		cmd   converge.Command
+		field string
+	}{
+		{name: "empty kind", cmd: converge.Command{}, field: "kind"},
+		{name: "negative timeout", cmd: converge.Command{Kind: "u", Timeout: -1}, field: "u.timeout"},
+		{name: "reserved spec key", cmd: converge.Command{Kind: "u", Spec: map[string]json.RawMessage{"targets": []byte("{}")}}, field: "u.targets"},
+		{name: "group without name", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "u.targets"},
+		{name: "group twice", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "a"), planGroup("w", 1, "b")}}, field: "u.w"},
+		{name: "two discoveries", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Discovery: converge.CommandDiscovery{Static: []string{"a"}, Func: fn}}}}, field: "u.w.discovery"},
+		{name: "negative concurrency", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Concurrent: -2, Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "u.w.limits.concurrent"},
+		{name: "empty node", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "")}}, field: "u.w.discovery.static.nodes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := converge.Plan{ID: "p", Commands: []converge.Command{planCmd("ok"), tc.cmd}}.Validate()
+			var se *converge.PlanSpecError
+			require.ErrorAs(t, err, &se)
+			require.ErrorIs(t, err, converge.ErrPlanInvalid)
+			assert.Equal(t, 1, se.Command)
+			assert.Equal(t, tc.field, se.Field)
+		})
+	}
+	ok := converge.Plan{ID: "p", Commands: []converge.Command{{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Discovery: converge.CommandDiscovery{Func: fn}}}}}}
+	require.NoError(t, ok.Validate())
+}
+
+// FuzzPlanDecode checks that decoding never panics and that whatever decodes
+// encodes to JSON and YAML that decode to the same document.
+func FuzzPlanDecode(f *testing.F) {
+	files, _ := filepath.Glob("testdata/plan/*.yaml")
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"spec":{"id":"p","commands":[{"u":{"workers":{"discovery":{"static":{"nodes":["a"]}}}}}]},"status":{"commands":[{"id":0,"u":{}}]}}`))
+	f.Add([]byte("spec: {id: p, commands: [{u: {x: 1e3, targets: {g: {order: 2, discovery: {selector: {}}}}}}]}"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		doc, err := converge.PlanDecode(in)
+		if err != nil {
+			var de *converge.PlanDecodeError
+			var se *converge.PlanSpecError
+			if !errors.As(err, &de) && !errors.As(err, &se) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			return
+		}
+		j, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatalf("encode JSON: %v", err)
+		}
+		back, err := converge.PlanDecode(j)
+		if err != nil {
+			t.Fatalf("decode own JSON %s: %v", j, err)
+		}
+		j2, err := json.Marshal(back)
+		if err != nil {
+			t.Fatalf("encode JSON again: %v", err)
+		}
+		if string(j) != string(j2) {
+			t.Fatalf("JSON round trip differs:\n%s\n%s", j, j2)
+		}
+		y, err := yaml.Marshal(doc)
+		if err != nil {
+			t.Fatalf("encode YAML: %v", err)
+		}
+		back, err = converge.PlanDecode(y)
+		if err != nil {
+			t.Fatalf("decode own YAML %s: %v", y, err)
+		}
+		j3, err := json.Marshal(back)
+		if err != nil {
+			t.Fatalf("encode JSON from YAML: %v", err)
+		}
+		if string(j) != string(j3) {
+			t.Fatalf("YAML round trip differs:\n%s\n%s", j, j3)
+		}
+	})
+}
