@@ -50,8 +50,9 @@ type ConfigEntry struct {
 	Section string
 	Key     string
 	Value   string
-	// Repeated is true when the key may appear several times (dtoverlay,
-	// dtparam, gpio) or does appear several times in its section.
+	// Repeated is true when the key is meant to appear several times
+	// (dtoverlay, dtparam, gpio; see IsRepeatable). Another key that
+	// appears more than once is listed each time, and its last value wins.
 	Repeated bool
 }
 
@@ -340,17 +341,9 @@ var repeatable = map[string]bool{"dtoverlay": true, "dtparam": true, "gpio": tru
 // appear several times: dtoverlay, dtparam and gpio.
 func IsRepeatable(key string) bool { return repeatable[key] }
 
-// Entries returns every entry of the document in order. An entry is marked
-// Repeated when its key is repeatable or appears more than once in its
-// section. Identical repeated entries are listed once.
+// Entries returns every entry of the document in order, each identical
+// entry once. Entries of repeatable keys are marked Repeated.
 func (d *ConfigDoc) Entries() []ConfigEntry {
-	type sk struct{ s, k string }
-	count := map[sk]int{}
-	for _, l := range d.lines {
-		if l.kind == lineEntry {
-			count[sk{l.section, l.key}]++
-		}
-	}
 	seen := map[ConfigEntry]bool{}
 	var out []ConfigEntry
 	for _, l := range d.lines {
@@ -358,7 +351,7 @@ func (d *ConfigDoc) Entries() []ConfigEntry {
 			continue
 		}
 		e := ConfigEntry{Section: l.section, Key: l.key, Value: l.value}
-		e.Repeated = IsRepeatable(l.key) || count[sk{l.section, l.key}] > 1
+		e.Repeated = IsRepeatable(l.key)
 		if seen[e] {
 			continue
 		}

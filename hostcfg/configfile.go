@@ -80,9 +80,8 @@ func (c *ConfigFile) Entries(ctx context.Context) ([]ConfigEntry, error) {
 
 // Import turns the settings the file has now into items whose goal is to
 // keep them, so that a first run keeps what the device had: one Key item
-// per single-valued key (with its winning value) and one Entry item per
-// repeated entry (dtoverlay, dtparam, gpio, or any key that appears more
-// than once in its section).
+// per single-valued key and section, with its winning (last) value, and one
+// Entry item per entry of a repeatable key (dtoverlay, dtparam, gpio).
 func (c *ConfigFile) Import(ctx context.Context) ([]*ConfigKey, error) {
 	entries, err := c.Entries(ctx)
 	if err != nil {

@@ -128,7 +128,8 @@ type Root struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
-	temps map[string][]string // dir -> names of our temp files found there
+	temps    map[string][]string // dir -> names of our temp files found there
+	inflight map[string]bool     // temp files of writes in flight
 
 	// afterResolve, when set (tests only), runs after a path was resolved
 	// and before it is written.
@@ -149,7 +150,7 @@ func OpenRoot(dir string) (*Root, error) {
 	if err != nil {
 		return nil, &PathError{Op: "open root", Path: dir, Err: err}
 	}
-	return &Root{dir: real, r: r, locks: map[string]*sync.Mutex{}, temps: map[string][]string{}}, nil
+	return &Root{dir: real, r: r, locks: map[string]*sync.Mutex{}, temps: map[string][]string{}, inflight: map[string]bool{}}, nil
 }
 
 // Dir returns the absolute directory of the root, with symlinks resolved.
@@ -496,26 +497,22 @@ func (r *Root) syncDir(name, dir string) error {
 
 // leftovers returns the temporary files of ours next to rel, left by a
 // process that crashed while writing it. Each directory is listed once per
-// Root; writes through the Root keep the list up to date.
+// Root (a crash means a new process, hence a new Root); writes through the
+// Root keep the list up to date, and the temporary files of writes in
+// flight in this process are not leftovers.
 func (r *Root) leftovers(rel string) []string {
 	dir, base := path.Split(rel)
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	names, listed := r.temps[dir]
-	r.mu.Unlock()
 	if !listed {
 		names = r.listTemps(dir)
-		r.mu.Lock()
-		if cur, ok := r.temps[dir]; ok {
-			names = cur // a concurrent lister or writer got there first
-		} else {
-			r.temps[dir] = names
-		}
-		r.mu.Unlock()
+		r.temps[dir] = names
 	}
 	prefix := "." + base + tempMarker
 	var out []string
 	for _, n := range names {
-		if strings.HasPrefix(n, prefix) {
+		if strings.HasPrefix(n, prefix) && !r.inflight[dir+n] {
 			out = append(out, dir+n)
 		}
 	}
@@ -543,17 +540,18 @@ func (r *Root) listTemps(dir string) []string {
 	return names
 }
 
+// noteTemp records a temporary file of a write in flight.
 func (r *Root) noteTemp(dir, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if names, ok := r.temps[dir]; ok {
-		r.temps[dir] = append(names, name)
-	}
+	r.inflight[dir+name] = true
 }
 
+// forgetTemp records that a temporary file is gone (renamed or removed).
 func (r *Root) forgetTemp(dir, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.inflight, dir+name)
 	names := r.temps[dir]
 	for i, n := range names {
 		if n == name {
