@@ -839,3 +839,45 @@ func BenchmarkStatusEdgeReportJSON(b *testing.B) {
 		}
 	}
 }
+
+func TestStatusReportValidate(t *testing.T) {
+	item := func(mod func(*converge.StatusItem)) converge.StatusReport {
+		it := converge.StatusItem{ID: "a", Edge: converge.EdgePresent, Status: converge.StatusPresent}
+		mod(&it)
+		return converge.StatusReport{Revision: 1, Items: []converge.StatusItem{it}}
+	}
+	tests := []struct {
+		name  string
+		in    converge.StatusReport
+		field string
+		want  error
+	}{
+		{"empty ID", item(func(it *converge.StatusItem) { it.ID = "" }), "items[0].id", converge.ErrStatusEmptyID},
+		{"bad desired", item(func(it *converge.StatusItem) { it.Desired = 5 }), "items[0].desired", converge.ErrStatusUnknownValue},
+		{"bad edge", item(func(it *converge.StatusItem) { it.Edge = 50 }), "items[0].edge", converge.ErrStatusUnknownValue},
+		{"zero status", item(func(it *converge.StatusItem) { it.Status = 0 }), "items[0].status", converge.ErrStatusUnknownValue},
+		{"bad review", item(func(it *converge.StatusItem) { it.Review = 9 }), "items[0].review", converge.ErrStatusUnknownValue},
+		{"waitingFor without waiting", item(func(it *converge.StatusItem) { it.WaitingFor = []converge.ID{"b"} }), "items[0].waitingFor", converge.ErrStatusInconsistent},
+		{"bad dropped review", converge.StatusReport{Revision: 1, Dropped: []converge.StatusDropped{{ID: "x", Edge: converge.EdgeAbsent, Review: 4}}}, "dropped[0].review", converge.ErrStatusUnknownValue},
+		{"revision 0", converge.StatusReport{}, "revision", converge.ErrStatusNoRevision},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.in.Validate()
+			assert.ErrorIs(t, err, tt.want)
+			var fe *converge.StatusFieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tt.field, fe.Field)
+			_, err = json.Marshal(tt.in)
+			assert.ErrorIs(t, err, tt.want, "encoding refuses it too")
+		})
+	}
+	var nilReport *converge.StatusReport
+	assert.ErrorIs(t, nilReport.Validate(), converge.ErrStatusInvalid)
+	var nilEdge *converge.EdgeReport
+	assert.ErrorIs(t, nilEdge.Validate(), converge.ErrStatusInvalid)
+	_, ok := nilEdge.Item("a")
+	assert.False(t, ok)
+	ok2 := item(func(*converge.StatusItem) {})
+	assert.NoError(t, ok2.Validate())
+}
