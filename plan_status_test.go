@@ -1,0 +1,286 @@
+package converge_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convergekit/converge"
+)
+
+// TestPlanStatusSymmetry checks that NewPlan fills a status entry per
+// command, that a status that lost entries or IDs is repaired, and that a
+// status that answers other commands is rejected without being touched.
+func TestPlanStatusSymmetry(t *testing.T) {
+	bus := converge.NewSignalBus(planNodes()...)
+	r := planRunner(t, nil, bus, converge.PlanConfig{Now: newPlanClock().Now})
+	ctx := context.Background()
+	two := func() *converge.PlanDocument {
+		return planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("k0supdate", planGroup("controllers", 1, "controller0")))
+	}
+
+	t.Run("NewPlan fills every entry at its index", func(t *testing.T) {
+		doc := two()
+		_, err := r.Step(ctx, doc)
+		require.NoError(t, err)
+		require.Len(t, doc.Status.Commands, 2)
+		for i, cs := range doc.Status.Commands {
+			assert.Equal(t, i, cs.ID)
+			assert.Equal(t, doc.Spec.Commands[i].Kind, cs.Kind)
+			assert.Equal(t, converge.PlanSchedulableWait, cs.State)
+		}
+	})
+
+	t.Run("missing trailing entries are filled, progress kept", func(t *testing.T) {
+		doc := two()
+		planSettle(t, r, doc)
+		require.Equal(t, converge.SignalSent, planTarget(t, doc, 0, "workers", "worker0").State)
+		progress := doc.Status.Commands[0]
+		doc.Status.Commands = doc.Status.Commands[:1]
+		step, err := r.Step(ctx, doc)
+		require.NoError(t, err)
+		assert.True(t, step.Changed)
+		require.Len(t, doc.Status.Commands, 2)
+		assert.Equal(t, progress, doc.Status.Commands[0], "the first command keeps its progress")
+		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.Commands[1].State)
+		assert.Equal(t, converge.SignalPending, planTarget(t, doc, 1, "controllers", "controller0").State)
+		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
+		assert.Len(t, bus.Sent(), 1, "worker0 is not signalled again")
+	})
+
+	t.Run("wrong IDs and missing kinds are repaired", func(t *testing.T) {
+		doc := two()
+		_, err := r.Step(ctx, doc)
+		require.NoError(t, err)
+		doc.Status.Commands[0].ID = 7
+		doc.Status.Commands[1].Kind = ""
+		_, err = r.Step(ctx, doc)
+		require.NoError(t, err)
+		assert.Equal(t, 0, doc.Status.Commands[0].ID)
+		assert.Equal(t, "k0supdate", doc.Status.Commands[1].Kind)
+	})
+
+	reject := []struct {
+		name    string
+		mangle  func(st *converge.PlanStatus)
+		command int
+	}{
+		{name: "more entries than commands", command: 2, mangle: func(st *converge.PlanStatus) {
+			st.Commands = append(st.Commands, converge.CommandStatus{ID: 2, Kind: "update"})
+		}},
+		{name: "an entry answers another kind", command: 1, mangle: func(st *converge.PlanStatus) {
+			st.Commands[1].Kind = "airgapupdate"
+		}},
+	}
+	for _, tc := range reject {
+		t.Run("rejected: "+tc.name, func(t *testing.T) {
+			doc := two()
+			_, err := r.Step(ctx, doc)
+			require.NoError(t, err)
+			tc.mangle(doc.Status)
+			before := doc.Status.Clone()
+			_, err = r.Step(ctx, doc)
+			var se *converge.PlanStatusError
+			require.ErrorAs(t, err, &se)
+			require.ErrorIs(t, err, converge.ErrPlanStatusMismatch)
+			assert.Equal(t, tc.command, se.Command)
+			assert.Equal(t, before, doc.Status, "nothing written")
+		})
+	}
+}
+
+// TestPlanStatusRetry checks PlanStatus.Retry on its own.
+func TestPlanStatusRetry(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	st := &converge.PlanStatus{State: converge.PlanTimedOut, Reason: "r", Commands: []converge.CommandStatus{
+		{ID: 0, Kind: "a", State: converge.PlanCompleted, Started: at, Targets: map[string][]converge.PlanTargetStatus{
+			"workers": {{Name: "w0", State: converge.SignalCompleted, LastUpdatedTimestamp: at}}}},
+		{ID: 1, Kind: "b", State: converge.PlanTimedOut, Reason: "r", Started: at, Targets: map[string][]converge.PlanTargetStatus{
+			"workers": {
+				{Name: "w0", State: converge.SignalCompleted, LastUpdatedTimestamp: at},
+				{Name: "w1", State: converge.SignalTimedOut, Reason: "slow", Attempt: 1, LastUpdatedTimestamp: at},
+				{Name: "w2", State: converge.SignalSent, LastUpdatedTimestamp: at},
+				{Name: "w3", State: converge.SignalPending, LastUpdatedTimestamp: at},
+			}}},
+	}}
+	later := at.Add(time.Hour + 300*time.Millisecond)
+	require.NoError(t, st.Retry(later))
+	now := at.Add(time.Hour)
+	assert.Equal(t, converge.PlanSchedulableWait, st.State)
+	assert.Empty(t, st.Reason)
+	assert.Equal(t, converge.PlanCompleted, st.Commands[0].State)
+	assert.Equal(t, at, st.Commands[0].Started)
+	cs := st.Commands[1]
+	assert.Equal(t, converge.PlanSchedulableWait, cs.State)
+	assert.Empty(t, cs.Reason)
+	assert.True(t, cs.Started.IsZero(), "the command timeout counts again")
+	assert.Equal(t, []converge.PlanTargetStatus{
+		{Name: "w0", State: converge.SignalCompleted, LastUpdatedTimestamp: at},
+		{Name: "w1", State: converge.SignalPending, Attempt: 2, LastUpdatedTimestamp: now},
+		{Name: "w2", State: converge.SignalSent, LastUpdatedTimestamp: now},
+		{Name: "w3", State: converge.SignalPending, LastUpdatedTimestamp: at},
+	}, cs.Targets["workers"])
+	require.ErrorIs(t, st.Retry(later), converge.ErrPlanNotFailed)
+}
+
+// TestPlanStates checks the classification of states.
+func TestPlanStates(t *testing.T) {
+	for _, s := range []converge.PlanState{"", converge.PlanNewPlan, converge.PlanSchedulableWait, converge.PlanSchedulable, converge.PlanCompleted} {
+		assert.False(t, s.IsError(), s)
+	}
+	for _, s := range []converge.PlanState{converge.PlanInconsistentTargets, converge.PlanIncompleteTargets, converge.PlanRestricted,
+		converge.PlanMissingPlatform, converge.PlanMissingSignalNode, converge.PlanTimedOut, converge.PlanFailed, "Custom"} {
+		assert.True(t, s.IsError(), s)
+		assert.True(t, s.IsFinal(), s)
+	}
+	assert.True(t, converge.PlanCompleted.IsFinal())
+	assert.False(t, converge.PlanSchedulable.IsFinal())
+	for _, s := range []converge.PlanTargetState{"", converge.SignalPending, converge.SignalSent, converge.SignalCompleted} {
+		assert.False(t, s.IsFailure(), s)
+	}
+	for _, s := range []converge.PlanTargetState{converge.SignalFailed, converge.SignalTimedOut, converge.SignalMissingNode,
+		converge.SignalRestricted, converge.SignalMissingPlatform, converge.SignalInconsistent} {
+		assert.True(t, s.IsFailure(), s)
+	}
+}
+
+// TestPlanDiscovery checks discovery by function and by selector.
+func TestPlanDiscovery(t *testing.T) {
+	bus := converge.NewSignalBus(planWrk("w0"), planWrk("w1"), planWrk("w2"))
+	h := &converge.CommandSignalHandler{Sender: bus, Select: func(ctx context.Context, sel converge.CommandSelector) ([]string, error) {
+		if sel.Labels == "zone=b" {
+			return []string{"w2"}, nil
+		}
+		return nil, fmt.Errorf("unknown selector %q", sel.Labels)
+	}}
+	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
+	require.NoError(t, err)
+	doc := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
+		{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return []string{"w0", "w1"}, nil }}},
+		{Group: "zoneb", Order: 1, Discovery: converge.CommandDiscovery{Selector: &converge.CommandSelector{Labels: "zone=b"}}},
+	}})
+	_, err = r.Step(context.Background(), doc)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]converge.PlanTargetState{"update/workers/w0": converge.SignalPending, "update/workers/w1": converge.SignalPending,
+		"update/zoneb/w2": converge.SignalPending}, planTargets(doc.Status))
+
+	bad := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
+		{Group: "workers", Discovery: converge.CommandDiscovery{Selector: &converge.CommandSelector{Labels: "zone=z"}}}}})
+	_, err = r.Step(context.Background(), bad)
+	var ce *converge.PlanCommandError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, converge.PlanNewPlan, ce.State)
+	assert.Nil(t, bad.Status, "a discovery error writes nothing")
+
+	noSel := &converge.CommandSignalHandler{Sender: bus}
+	r2, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": noSel}})
+	require.NoError(t, err)
+	_, err = r2.Step(context.Background(), bad)
+	require.ErrorIs(t, err, converge.ErrSignalNoSelector)
+}
+
+// TestPlanSignalBus covers the node side of the in-process bus.
+func TestPlanSignalBus(t *testing.T) {
+	ctx := context.Background()
+	bus := converge.NewSignalBus(planWrk("w0"))
+	_, err := bus.Probe(ctx, "nope")
+	require.ErrorIs(t, err, converge.ErrSignalNodeNotFound)
+	require.ErrorIs(t, bus.Send(ctx, "nope", converge.Signal{}), converge.ErrSignalNodeNotFound)
+	require.ErrorIs(t, bus.Respond("w0", converge.SignalCompleted, ""), converge.ErrSignalNone)
+	rep, err := bus.Read(ctx, "w0")
+	require.NoError(t, err)
+	assert.Equal(t, converge.SignalReport{}, rep)
+
+	require.NoError(t, bus.Send(ctx, "w0", converge.Signal{ID: converge.SignalID("p", 1, 2)}))
+	rep, err = bus.Read(ctx, "w0")
+	require.NoError(t, err)
+	assert.Equal(t, converge.SignalReport{SignalID: "p/1/2", State: converge.SignalSent}, rep)
+	require.NoError(t, bus.Respond("w0", converge.SignalFailed, "no space"))
+	rep, err = bus.Read(ctx, "w0")
+	require.NoError(t, err)
+	assert.Equal(t, converge.SignalReport{SignalID: "p/1/2", State: converge.SignalFailed, Reason: "no space"}, rep)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = bus.Read(cancelled, "w0")
+	require.ErrorIs(t, err, context.Canceled)
+	bus.RemoveNode("w0")
+	_, ok := bus.Last("w0")
+	assert.False(t, ok)
+}
+
+// ExamplePlanRunner_Run runs a two-command plan over an in-process signal
+// bus whose nodes answer at once, and prints the final status as YAML.
+func ExamplePlanRunner_Run() {
+	bus := converge.NewSignalBus(
+		converge.SignalNode{Name: "controller0", Kind: "controller", Platform: "linux-amd64"},
+		converge.SignalNode{Name: "worker0", Kind: "worker", Platform: "linux-amd64"},
+	)
+	bus.OnSignal = func(node string, s converge.Signal) {
+		_ = bus.Respond(node, converge.SignalCompleted, "")
+	}
+	handler := &converge.CommandSignalHandler{Sender: bus}
+	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
+		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
+		PollInterval: time.Millisecond,
+		Now:          func() time.Time { return time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	in, err := os.ReadFile("testdata/plan/autopilot-plan.yaml")
+	if err != nil {
+		panic(err)
+	}
+	doc, err := converge.PlanDecode(in)
+	if err != nil {
+		panic(err)
+	}
+	if err := runner.Create(context.Background(), doc); err != nil {
+		panic(err)
+	}
+	status, err := runner.Run(context.Background(), doc.Spec.ID)
+	if err != nil {
+		panic(err)
+	}
+	out, err := yaml.Marshal(status)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Print(string(out))
+	for _, d := range bus.Sent() {
+		fmt.Println("signalled", d.Node, d.Signal.ID)
+	}
+	// Output:
+	// commands:
+	// - airgapupdate:
+	//     workers:
+	//     - lastUpdatedTimestamp: "2026-05-11T19:13:02Z"
+	//       name: worker0
+	//       state: SignalCompleted
+	//   id: 0
+	//   startedTimestamp: "2026-05-11T19:13:02Z"
+	//   state: Completed
+	// - id: 1
+	//   k0supdate:
+	//     controllers:
+	//     - lastUpdatedTimestamp: "2026-05-11T19:13:02Z"
+	//       name: controller0
+	//       state: SignalCompleted
+	//     workers:
+	//     - lastUpdatedTimestamp: "2026-05-11T19:13:02Z"
+	//       name: worker0
+	//       state: SignalCompleted
+	//   startedTimestamp: "2026-05-11T19:13:02Z"
+	//   state: Completed
+	// state: Completed
+	// signalled worker0 id123/0/0
+	// signalled controller0 id123/1/0
+	// signalled worker0 id123/1/0
+}
