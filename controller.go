@@ -265,9 +265,11 @@ type Controller struct {
 	metrics Metrics
 	now     func() time.Time
 
+	timed   bool // measure handler latency (Metrics is not MetricsNop)
+
 	mu      sync.RWMutex
 	objs    map[string]*ctrlEntry
-	q       *Queue
+	q       atomic.Pointer[Queue]
 	started bool
 }
 
@@ -281,6 +283,7 @@ type ctrlEntry struct {
 const (
 	entryReload   uint32 = 1 << iota // read the object from the store before handling
 	entryAboveSLA                    // counted in Metrics.AboveSLA
+	entryGone                        // deleted: look the key up again
 )
 
 // NewController validates cfg and returns a Controller that is not running
@@ -321,6 +324,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if c.metrics == nil {
 		c.metrics = MetricsNop{}
 	}
+	_, nop := c.metrics.(MetricsNop)
+	c.timed = !nop
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -373,8 +378,8 @@ func (c *Controller) adopt(obj *Object, queue bool) {
 	} else if cur := e.obj.Load(); cur.Version < obj.Version {
 		e.flags.Or(entryReload)
 	}
-	q := c.q
 	c.mu.Unlock()
+	q := c.q.Load()
 	if isNew {
 		c.metrics.ObjectsInState(c.cfg.Kind, obj.State, 1)
 		c.metrics.StateEntered(c.cfg.Kind, obj.State)
@@ -405,14 +410,10 @@ func (c *Controller) decode(rec StoreRecord) (*Object, error) {
 
 // Enqueue asks for key to be handled as soon as possible. Repeated calls
 // merge; a call while key is being handled makes it run once more. Before
-// Run, or for unknown keys, it does nothing (Run handles every object once
-// when it starts).
+// Run it does nothing (Run handles every object once when it starts); an
+// unknown key is dropped when its turn comes.
 func (c *Controller) Enqueue(key string) {
-	c.mu.RLock()
-	q := c.q
-	_, known := c.objs[key]
-	c.mu.RUnlock()
-	if q != nil && known {
+	if q := c.q.Load(); q != nil {
 		q.Add(key)
 	}
 }
@@ -524,7 +525,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.started = true
 	q := NewQueue(c.cfg.Backoff)
-	c.q = q
+	c.q.Store(q)
 	known := make([]string, 0, len(c.objs))
 	for k := range c.objs {
 		known = append(known, k)
@@ -546,12 +547,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for {
-				key, ok := q.Get()
+				it, ok := q.get()
 				if !ok {
 					return
 				}
-				c.process(hctx, q, key)
-				q.Done(key)
+				forget, next := c.process(hctx, q, it)
+				q.finish(it, forget, next)
 			}
 		})
 	}
@@ -605,11 +606,18 @@ func (c *Controller) entry(key string) *ctrlEntry {
 	return e
 }
 
-// process runs the handler once for key and acts on its verdict.
-func (c *Controller) process(ctx context.Context, q *Queue, key string) {
-	e := c.entry(key)
-	if e == nil {
-		return
+// process runs the handler once for the key of it and acts on its
+// verdict. It returns what the worker tells the queue: whether to reset
+// the key's backoff, and when to run it next (negative: not at all, the
+// error paths having queued it with backoff already).
+func (c *Controller) process(ctx context.Context, q *Queue, it *queueItem) (forget bool, next time.Duration) {
+	key := it.key
+	e := it.entry
+	if e == nil || e.flags.Load()&entryGone != 0 {
+		if e = c.entry(key); e == nil {
+			return true, -1
+		}
+		it.entry = e // only the worker holding it touches it.entry
 	}
 	obj := e.obj.Load()
 	if e.flags.Load()&entryReload != 0 {
@@ -617,17 +625,17 @@ func (c *Controller) process(ctx context.Context, q *Queue, key string) {
 		rec, err := c.cfg.Store.Get(ctx, c.prefix+key)
 		switch {
 		case errors.Is(err, ErrStoreNotFound):
-			c.forget(q, key, e, obj)
-			return
+			c.forget(key, e, obj)
+			return true, -1
 		case err != nil:
 			e.flags.Or(entryReload)
 			c.fail(q, key, obj)
-			return
+			return false, -1
 		}
 		fresh, err := c.decode(rec)
 		if err != nil {
 			c.fail(q, key, obj)
-			return
+			return false, -1
 		}
 		c.replace(e, obj, fresh)
 		obj = fresh
@@ -637,27 +645,32 @@ func (c *Controller) process(ctx context.Context, q *Queue, key string) {
 			if errors.Is(err, ErrClaimHeld) {
 				// Another replica handles it; look again later.
 				e.flags.Or(entryReload)
-				q.AddAfter(key, c.resync())
-				return
+				return false, c.resync()
 			}
 			c.fail(q, key, obj)
-			return
+			return false, -1
 		}
 	}
-	now := c.now()
-	c.checkSLA(e, obj, now)
-
+	if _, ok := c.cfg.SLA[obj.State]; ok {
+		c.checkSLA(e, obj, c.now())
+	}
+	var start time.Time
+	if c.timed {
+		start = c.now()
+	}
 	res, err := c.handle(ctx, *obj)
-	c.metrics.HandlerLatency(c.cfg.Kind, obj.State, c.now().Sub(now))
+	if c.timed {
+		c.metrics.HandlerLatency(c.cfg.Kind, obj.State, c.now().Sub(start))
+	}
 	if err != nil {
 		c.fail(q, key, obj)
-		return
+		return false, -1
 	}
 	switch res.Verdict {
 	case HandlerTransition:
 		if res.Next == "" {
 			c.fail(q, key, obj)
-			return
+			return false, -1
 		}
 		now := c.now()
 		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data}
@@ -666,51 +679,47 @@ func (c *Controller) process(ctx context.Context, q *Queue, key string) {
 		}
 		v, err := c.put(ctx, next, obj.Version, HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason})
 		if err != nil {
-			c.storeFailed(q, key, e, obj, err)
-			return
+			return false, c.storeFailed(q, key, e, obj, err)
 		}
 		next.Version = v
 		c.replace(e, obj, next)
-		q.Forget(key)
-		q.Add(key)
+		return true, 0
 	case HandlerDeleted:
 		err := c.cfg.Store.Delete(ctx, c.prefix+key, obj.Version, HistoryEntry{At: c.now(), From: string(obj.State), Reason: "deleted"})
 		if err != nil && !errors.Is(err, ErrStoreNotFound) {
-			c.storeFailed(q, key, e, obj, err)
-			return
+			return false, c.storeFailed(q, key, e, obj, err)
 		}
-		c.forget(q, key, e, obj)
-	default: // HandlerNoChange, HandlerWait
-		if res.Verdict == HandlerWait || res.Data != nil || len(obj.Intents) > 0 {
-			upd := *obj
-			upd.Intents = nil
-			if res.Verdict == HandlerWait {
-				upd.Reason = res.Reason
-			}
-			if res.Data != nil {
-				upd.Data = slices.Clone(res.Data)
-			}
-			if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 {
-				v, err := c.put(ctx, &upd, obj.Version)
-				if err != nil {
-					c.storeFailed(q, key, e, obj, err)
-					return
-				}
-				upd.Version = v
-				e.obj.Store(&upd)
-			}
-		}
-		q.Forget(key)
-		d := res.RequeueAfter
-		if d <= 0 {
-			d = c.resync()
-		}
-		if sla, ok := c.cfg.SLA[obj.State]; ok && e.flags.Load()&entryAboveSLA == 0 {
-			// Look again when the SLA runs out, so a breach is seen on time.
-			d = min(d, obj.Since.Add(sla).Sub(c.now())+time.Nanosecond)
-		}
-		q.AddAfter(key, d)
+		c.forget(key, e, obj)
+		return true, -1
 	}
+	// HandlerNoChange, HandlerWait: store what changed besides the state.
+	if res.Verdict == HandlerWait || res.Data != nil || len(obj.Intents) > 0 {
+		upd := *obj
+		upd.Intents = nil
+		if res.Verdict == HandlerWait {
+			upd.Reason = res.Reason
+		}
+		if res.Data != nil {
+			upd.Data = slices.Clone(res.Data)
+		}
+		if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 {
+			v, err := c.put(ctx, &upd, obj.Version)
+			if err != nil {
+				return false, c.storeFailed(q, key, e, obj, err)
+			}
+			upd.Version = v
+			e.obj.Store(&upd)
+		}
+	}
+	d := res.RequeueAfter
+	if d <= 0 {
+		d = c.resync()
+	}
+	if sla, ok := c.cfg.SLA[obj.State]; ok && e.flags.Load()&entryAboveSLA == 0 {
+		// Look again when the SLA runs out, so a breach is seen on time.
+		d = max(min(d, obj.Since.Add(sla).Sub(c.now())+time.Nanosecond), 0)
+	}
+	return true, d
 }
 
 // handle runs the handler, turning a panic into an error.
@@ -738,15 +747,16 @@ func (c *Controller) fail(q *Queue, key string, obj *Object) {
 }
 
 // storeFailed handles a failed write: a stale version means someone else
-// wrote, so read again and run at once; any other error may or may not
-// have been written, so read again after a backoff.
-func (c *Controller) storeFailed(q *Queue, key string, e *ctrlEntry, obj *Object, err error) {
+// wrote, so read again and run at once (it returns 0); any other error may
+// or may not have been written, so read again after a backoff (it returns
+// -1, having queued the key with backoff).
+func (c *Controller) storeFailed(q *Queue, key string, e *ctrlEntry, obj *Object, err error) time.Duration {
 	e.flags.Or(entryReload)
 	if errors.Is(err, ErrStoreStale) {
-		q.Add(key)
-		return
+		return 0
 	}
 	c.fail(q, key, obj)
+	return -1
 }
 
 // replace installs next in e and accounts for a change of state.
@@ -769,13 +779,13 @@ func (c *Controller) replace(e *ctrlEntry, prev, next *Object) {
 }
 
 // forget drops a deleted object.
-func (c *Controller) forget(q *Queue, key string, e *ctrlEntry, obj *Object) {
+func (c *Controller) forget(key string, e *ctrlEntry, obj *Object) {
+	e.flags.Or(entryGone)
 	c.mu.Lock()
 	if c.objs[key] == e {
 		delete(c.objs, key)
 	}
 	c.mu.Unlock()
-	q.Forget(key)
 	kind := c.cfg.Kind
 	if e.flags.Load()&entryAboveSLA != 0 {
 		c.metrics.AboveSLA(kind, obj.State, -1)

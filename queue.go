@@ -99,7 +99,12 @@ type Queue struct {
 	wake     chan struct{}
 	stop     chan struct{}
 	loopDone chan struct{}
+	base     time.Time // origin of clock
 }
+
+// clock returns the monotonic nanoseconds since the queue was made: one
+// clock read, cheaper than time.Now.
+func (q *Queue) clock() int64 { return int64(time.Since(q.base)) }
 
 const (
 	qQueued     uint8 = 1 << iota // in ready
@@ -109,7 +114,8 @@ const (
 
 type queueItem struct {
 	key      string
-	at       int64 // Unix nanoseconds of the pending delayed add
+	entry    *ctrlEntry // the Controller's object, to skip a map lookup
+	at       int64      // due time of the pending delayed add (see clock)
 	index    int32 // position in delayed, -1 when none
 	failures int32
 	state    uint8
@@ -128,6 +134,7 @@ func NewQueue(b Backoff) *Queue {
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
+		base:     time.Now(),
 	}
 	q.cond.L = &q.mu
 	go q.delayLoop()
@@ -181,13 +188,16 @@ func (q *Queue) AddAfter(key string, d time.Duration) {
 		q.Add(key)
 		return
 	}
-	at := time.Now().Add(d).UnixNano()
+	at := q.clock() + int64(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.shutdown {
 		return
 	}
-	it := q.item(key)
+	q.addAfterLocked(q.item(key), at)
+}
+
+func (q *Queue) addAfterLocked(it *queueItem, at int64) {
 	switch {
 	case it.index < 0:
 		it.at = at
@@ -247,19 +257,10 @@ func (q *Queue) Forget(key string) {
 // Done with it. It returns ok false once the queue is shut down, even if
 // keys are still waiting.
 func (q *Queue) Get() (key string, ok bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.ready) == 0 && !q.shutdown {
-		q.cond.Wait()
-	}
-	if q.shutdown {
+	it, ok := q.get()
+	if !ok {
 		return "", false
 	}
-	it := q.ready[0]
-	q.ready[0] = nil
-	q.ready = q.ready[1:]
-	it.state = it.state&^qQueued | qProcessing
-	q.active++
 	return it.key, true
 }
 
@@ -277,6 +278,66 @@ func (q *Queue) Done(key string) {
 	it.state &^= qProcessing | qDirty
 	if dirty && !q.shutdown {
 		q.addLocked(it)
+	}
+	q.release(it)
+}
+
+// DoneAfter is Done, then AddAfter(key, d) (skipped when d < 0), with
+// Forget first when forget is true, all under one lock: what a worker
+// does after handling a key.
+func (q *Queue) DoneAfter(key string, forget bool, d time.Duration) {
+	q.mu.Lock()
+	it := q.items[key]
+	q.mu.Unlock()
+	if it != nil {
+		q.finish(it, forget, d)
+	}
+}
+
+// get is Get for the package's own workers: it hands out the item itself,
+// which stays in items while it is processed.
+func (q *Queue) get() (*queueItem, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ready) == 0 && !q.shutdown {
+		q.cond.Wait()
+	}
+	if q.shutdown {
+		return nil, false
+	}
+	it := q.ready[0]
+	q.ready[0] = nil
+	q.ready = q.ready[1:]
+	it.state = it.state&^qQueued | qProcessing
+	q.active++
+	return it, true
+}
+
+// finish does the work of DoneAfter on an item handed out by get.
+func (q *Queue) finish(it *queueItem, forget bool, d time.Duration) {
+	var at int64
+	if d > 0 {
+		at = q.clock() + int64(d)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if forget {
+		it.failures = 0
+	}
+	if it.state&qProcessing != 0 {
+		q.active--
+		dirty := it.state&qDirty != 0
+		it.state &^= qProcessing | qDirty
+		if dirty && !q.shutdown {
+			q.addLocked(it)
+		}
+	}
+	switch {
+	case q.shutdown || d < 0:
+	case d == 0:
+		q.addLocked(it)
+	default:
+		q.addAfterLocked(it, at)
 	}
 	q.release(it)
 }
@@ -301,7 +362,7 @@ func (q *Queue) Pending(key string) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if it := q.items[key]; it != nil && it.index >= 0 {
-		return time.Unix(0, it.at), true
+		return q.base.Add(time.Duration(it.at)), true
 	}
 	return time.Time{}, false
 }
@@ -337,7 +398,7 @@ func (q *Queue) delayLoop() {
 	timer.Stop()
 	for {
 		q.mu.Lock()
-		now := time.Now().UnixNano()
+		now := q.clock()
 		for len(q.delayed) > 0 && q.delayed[0].at <= now {
 			it := heap.Pop(&q.delayed).(*queueItem)
 			if !q.shutdown {
