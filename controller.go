@@ -265,7 +265,7 @@ type Controller struct {
 	metrics Metrics
 	now     func() time.Time
 
-	timed   bool // measure handler latency (Metrics is not MetricsNop)
+	timed bool // measure handler latency (Metrics is not MetricsNop)
 
 	mu      sync.RWMutex
 	objs    map[string]*ctrlEntry

@@ -116,7 +116,7 @@ type queueItem struct {
 	key      string
 	entry    *ctrlEntry // the Controller's object, to skip a map lookup
 	at       int64      // due time of the pending delayed add (see clock)
-	index    int32 // position in delayed, -1 when none
+	index    int32      // position in delayed, -1 when none
 	failures int32
 	state    uint8
 }
