@@ -76,11 +76,10 @@ func (f *File) Node() converge.Node { return converge.Wrap[FileState](f) }
 
 // StateCurrent reads the file.
 func (f *File) StateCurrent(ctx context.Context, _ converge.Deps) (FileState, error) {
-	name, rel, err := resolveItem(f.Root, f.Path, true)
-	if err != nil {
-		return FileState{}, err
+	if f.Root == nil || f.Root.r == nil {
+		return FileState{}, &ItemError{Item: string(f.ID()), Reason: "nil Root"}
 	}
-	fi, err := f.Root.readFile(name, rel)
+	name, rel, fi, err := f.Root.readResolved(f.Path)
 	if err != nil {
 		return FileState{}, err
 	}
@@ -160,9 +159,12 @@ func (f *File) converge(ctx context.Context, target FileState, write bool) (File
 	}
 	unlock := f.Root.lock(rel)
 	defer unlock()
-	cur, err := f.Root.readFile(name, rel)
+	_, rel2, cur, err := f.Root.readResolved(f.Path)
 	if err != nil {
 		return FileState{}, err
+	}
+	if rel2 != rel {
+		return FileState{}, &PathError{Op: "write", Path: name, Err: errors.New("the path changed while it was written")}
 	}
 	if write {
 		if err := f.Root.sweep(name, rel); err != nil {

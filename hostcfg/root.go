@@ -126,8 +126,8 @@ type Root struct {
 	dir string // absolute path with symlinks resolved
 	r   *os.Root
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
 	temps    map[string][]string // dir -> names of our temp files found there
 	inflight map[string]bool     // temp files of writes in flight
 
@@ -199,14 +199,35 @@ func canonical(p string) string {
 // symbolic link resolved, the last component too when followLast. Missing
 // components are kept as they are. It refuses escapes with *EscapeError.
 func (r *Root) resolve(name string, followLast bool) (string, error) {
+	rel, _, err := r.resolveInfo(name, followLast)
+	return rel, err
+}
+
+// host returns the host path of a resolved root-relative path.
+func (r *Root) host(rel string) string {
+	if r.dir == "/" {
+		return "/" + rel
+	}
+	return r.dir + "/" + rel
+}
+
+// resolveInfo is resolve that also returns the Lstat of the last component
+// when followLast and it exists (nil otherwise).
+//
+// Resolution looks at the host paths of components already known to be
+// plain directories, one lstat each. It is a check, not the guard: every
+// write then goes through os.Root, which refuses a link swapped in since,
+// and readResolved verifies that it opened the file resolution saw.
+func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, error) {
 	if r == nil || r.r == nil {
-		return "", &ItemError{Item: name, Reason: "nil Root"}
+		return "", nil, &ItemError{Item: name, Reason: "nil Root"}
 	}
 	if name == "" || strings.IndexByte(name, 0) >= 0 {
-		return "", &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
+		return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
 	}
 	comps := strings.Split(name, "/")
 	var stack []string
+	var last fs.FileInfo
 	links := 0
 	missing := false // a component does not exist: the rest cannot be links
 	for len(comps) > 0 {
@@ -217,41 +238,44 @@ func (r *Root) resolve(name string, followLast bool) (string, error) {
 			continue
 		case "..":
 			if len(stack) == 0 {
-				return "", &EscapeError{Path: name}
+				return "", nil, &EscapeError{Path: name}
 			}
 			stack = stack[:len(stack)-1]
+			last = nil
 			continue
 		}
+		last = nil
 		if missing || (!followLast && !hasMore(comps)) {
 			stack = append(stack, c)
 			continue
 		}
 		cand := strings.Join(append(stack, c), "/")
-		fi, err := r.r.Lstat(cand)
+		fi, err := os.Lstat(r.host(cand))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				missing = true
 				stack = append(stack, c)
 				continue
 			}
-			return "", &PathError{Op: "resolve", Path: name, Err: err}
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: err}
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			stack = append(stack, c)
+			last = fi
 			continue
 		}
 		links++
 		if links > maxLinks {
-			return "", &PathError{Op: "resolve", Path: name, Err: ErrTooManyLinks}
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrTooManyLinks}
 		}
-		target, err := r.r.Readlink(cand)
+		target, err := os.Readlink(r.host(cand))
 		if err != nil {
-			return "", &PathError{Op: "resolve", Path: name, Err: err}
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: err}
 		}
 		if path.IsAbs(target) {
 			rel, ok := r.inside(target)
 			if !ok {
-				return "", &EscapeError{Path: name, Link: cand, Target: target}
+				return "", nil, &EscapeError{Path: name, Link: cand, Target: target}
 			}
 			stack = stack[:0]
 			comps = append(strings.Split(rel, "/"), comps...)
@@ -260,14 +284,14 @@ func (r *Root) resolve(name string, followLast bool) (string, error) {
 		// A relative target is resolved from the link's directory; check
 		// that it does not climb out before following it.
 		if escapes(stack, target) {
-			return "", &EscapeError{Path: name, Link: cand, Target: target}
+			return "", nil, &EscapeError{Path: name, Link: cand, Target: target}
 		}
 		comps = append(strings.Split(target, "/"), comps...)
 	}
 	if len(stack) == 0 {
-		return "", &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
+		return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
 	}
-	return strings.Join(stack, "/"), nil
+	return strings.Join(stack, "/"), last, nil
 }
 
 // hasMore reports whether comps holds a component other than "" and ".".
@@ -354,31 +378,61 @@ type fileInfo struct {
 // permBits are the mode bits hostcfg manages.
 const permBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
-// readFile reads the regular file at rel (resolved from name). A missing
-// file is not an error. A path holding another kind of file is ErrWrongType.
-func (r *Root) readFile(name, rel string) (fileInfo, error) {
-	f, err := r.r.Open(rel)
+// readResolved resolves the item path p (following every link) and reads
+// the regular file there. A missing file is not an error; a path holding
+// another kind of file is ErrWrongType.
+//
+// The file is opened by its host path without following a last link, and
+// kept only if it is the very file resolution saw; otherwise (a component
+// was swapped meanwhile) it is opened again through os.Root.
+func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error) {
+	name, err = cleanPath(p)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fileInfo{}, nil
+		return "", "", fileInfo{}, err
+	}
+	if r == nil || r.r == nil {
+		return "", "", fileInfo{}, &ItemError{Item: name, Reason: "nil Root"}
+	}
+	rel, seen, err := r.resolveInfo(name, true)
+	if err != nil {
+		return "", "", fileInfo{}, err
+	}
+	if seen == nil {
+		return name, rel, fileInfo{}, nil
+	}
+	if !seen.Mode().IsRegular() {
+		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(seen.Mode()))}
+	}
+	f, err := os.OpenFile(r.host(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err == nil {
+		if st, serr := f.Stat(); serr != nil || !os.SameFile(st, seen) {
+			f.Close()
+			f, err = nil, errors.New("changed")
 		}
-		return fileInfo{}, r.fail("read", name, err)
+	}
+	if err != nil {
+		if f, err = r.r.Open(rel); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return name, rel, fileInfo{}, nil
+			}
+			return "", "", fileInfo{}, r.fail("read", name, err)
+		}
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	st, err := f.Stat()
 	if err != nil {
-		return fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
+		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
 	}
-	if !fi.Mode().IsRegular() {
-		return fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(fi.Mode()))}
+	if !st.Mode().IsRegular() {
+		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(st.Mode()))}
 	}
 	var buf bytes.Buffer
-	buf.Grow(int(fi.Size()) + 512)
+	buf.Grow(int(st.Size()) + 512)
 	if _, err := buf.ReadFrom(f); err != nil {
-		return fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
+		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
 	}
-	uid, gid := owner(fi)
-	return fileInfo{exists: true, content: buf.Bytes(), mode: fi.Mode() & permBits, uid: uid, gid: gid}, nil
+	uid, gid := owner(st)
+	return name, rel, fileInfo{exists: true, content: buf.Bytes(), mode: st.Mode() & permBits, uid: uid, gid: gid}, nil
 }
 
 // owner returns the numeric owner of fi, or -1s when unknown.
@@ -621,9 +675,13 @@ func (r *Root) edit(ctx context.Context, p string, write bool, newMode fs.FileMo
 	}
 	unlock := r.lock(rel)
 	defer unlock()
-	cur, err := r.readFile(name, rel)
+	// Read again under the lock: another edit may have just written.
+	name, rel2, cur, err := r.readResolved(p)
 	if err != nil {
 		return editResult{}, err
+	}
+	if rel2 != rel {
+		return editResult{}, &PathError{Op: "edit", Path: name, Err: errors.New("the path changed while it was edited")}
 	}
 	var in []byte
 	if cur.exists {
@@ -664,11 +722,7 @@ func (r *Root) edit(ctx context.Context, p string, write bool, newMode fs.FileMo
 // peek reads the file at p for StateCurrent: its content (nil when
 // missing) and the number of leftover temporary files next to it.
 func (r *Root) peek(p string) (name string, content []byte, exists bool, leftovers int, err error) {
-	name, rel, err := resolveItem(r, p, true)
-	if err != nil {
-		return "", nil, false, 0, err
-	}
-	fi, err := r.readFile(name, rel)
+	name, rel, fi, err := r.readResolved(p)
 	if err != nil {
 		return "", nil, false, 0, err
 	}
