@@ -44,6 +44,9 @@ type PlanConfig struct {
 	// OnStep, when set, is called after every step that changed the status
 	// (after it is stored), from the goroutine running the plan.
 	OnStep func(id string, step PlanStep, status *PlanStatus)
+	// OnError, when set, is called by Run with every error it retries (a
+	// handler or store error) before it waits PollInterval.
+	OnError func(id string, err error)
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -205,6 +208,9 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 		l, err := r.store.Claim(ctx, key, r.cfg.Owner, r.cfg.LeaseTTL)
 		if err != nil {
 			if errors.Is(err, ErrClaimHeld) || !planFatal(err) {
+				if !errors.Is(err, ErrClaimHeld) && r.cfg.OnError != nil {
+					r.cfg.OnError(id, err)
+				}
 				if werr := r.wait(ctx); werr != nil {
 					return nil, werr
 				}
@@ -220,6 +226,9 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 					return nil, ctx.Err()
 				}
 				return st, err
+			}
+			if r.cfg.OnError != nil {
+				r.cfg.OnError(id, err)
 			}
 			if werr := r.wait(ctx); werr != nil {
 				return nil, werr

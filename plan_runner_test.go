@@ -476,3 +476,51 @@ func TestPlanRunnerCancel(t *testing.T) {
 		assert.Equal(t, converge.SignalSent, doc.Status.Commands[0].Target("workers", "worker0").State)
 	})
 }
+
+// planFlakySender fails its first probes.
+type planFlakySender struct {
+	converge.SignalSender
+	fails atomic.Int32
+}
+
+var errPlanFlaky = errors.New("connection refused")
+
+func (s *planFlakySender) Probe(ctx context.Context, node string) (converge.SignalNode, error) {
+	if s.fails.Add(-1) >= 0 {
+		return converge.SignalNode{}, errPlanFlaky
+	}
+	return s.SignalSender.Probe(ctx, node)
+}
+
+// TestPlanRunnerTransientErrors checks that handler errors are reported and
+// retried after the poll interval, without changing the stored status.
+func TestPlanRunnerTransientErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := planAutoBus(time.Second, nil, planNodes()...)
+		flaky := &planFlakySender{SignalSender: bus}
+		flaky.fails.Store(2)
+		var errs []error
+		store := converge.NewMemStore()
+		r := planRunner(t, store, flaky, converge.PlanConfig{PollInterval: 5 * time.Second, OnError: func(id string, err error) {
+			assert.Equal(t, "p1", id)
+			errs = append(errs, err)
+		}})
+		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
+		start := time.Now()
+		st, err := r.Run(context.Background(), "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.GreaterOrEqual(t, time.Since(start), 10*time.Second)
+		require.Len(t, errs, 2)
+		for _, e := range errs {
+			require.ErrorIs(t, e, errPlanFlaky)
+			var ce *converge.PlanCommandError
+			require.ErrorAs(t, e, &ce)
+			assert.Equal(t, converge.PlanNewPlan, ce.State)
+		}
+		hist, err := store.History(context.Background(), converge.PlanKey("p1"))
+		require.NoError(t, err)
+		assert.Equal(t, "NewPlan", hist[1].From, "no write before NewPlan succeeded")
+		assert.Equal(t, start.Add(10*time.Second), hist[1].At)
+	})
+}

@@ -3,7 +3,6 @@ package converge_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -185,6 +184,23 @@ func TestPlanDiscovery(t *testing.T) {
 	require.ErrorIs(t, err, converge.ErrSignalNoSelector)
 }
 
+// TestPlanClone checks that clones share nothing mutable.
+func TestPlanClone(t *testing.T) {
+	doc := planDoc(t, "testdata/plan/k0s-shape.yaml")
+	p := doc.Spec.Clone()
+	require.Equal(t, doc.Spec, p)
+	p.Commands[0].Spec["version"][1] = 'X'
+	p.Commands[1].Targets[0].Discovery.Static[0] = "other"
+	p.Commands[1].Targets[1].Concurrent = 9
+	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Spec, doc.Spec)
+
+	st := doc.Status.Clone()
+	st.Commands[0].Targets["workers"][0].State = converge.SignalFailed
+	st.Commands[1].State = converge.PlanFailed
+	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Status, doc.Status)
+	assert.Nil(t, (*converge.PlanStatus)(nil).Clone())
+}
+
 // TestPlanSignalBus covers the node side of the in-process bus.
 func TestPlanSignalBus(t *testing.T) {
 	ctx := context.Background()
@@ -234,11 +250,21 @@ func ExamplePlanRunner_Run() {
 	if err != nil {
 		panic(err)
 	}
-	in, err := os.ReadFile("testdata/plan/autopilot-plan.yaml")
-	if err != nil {
-		panic(err)
-	}
-	doc, err := converge.PlanDecode(in)
+	doc, err := converge.PlanDecode([]byte(`
+spec:
+  id: id123
+  commands:
+  - airgapupdate:
+      version: v1.30.4+k0s.0
+      platforms: {linux-amd64: {url: "https://example.invalid/bundle"}}
+      workers: {discovery: {static: {nodes: [worker0]}}}
+  - k0supdate:
+      version: v1.30.4+k0s.0
+      platforms: {linux-amd64: {url: "https://example.invalid/k0s"}}
+      targets:
+        controllers: {discovery: {static: {nodes: [controller0]}}}
+        workers: {discovery: {static: {nodes: [worker0]}}, limits: {concurrent: 2}}
+`))
 	if err != nil {
 		panic(err)
 	}
