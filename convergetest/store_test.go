@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,4 +86,33 @@ func TestStoreLostReply(t *testing.T) {
 	h, err := s.History(ctx, "k")
 	require.NoError(t, err)
 	assert.Len(t, h, 1)
+}
+
+func TestStoreConformMemStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		require.NoError(t, convergetest.ConformStore(ctx, converge.NewMemStore(), convergetest.StoreConformOptions{Wait: time.Sleep}))
+		require.NoError(t, convergetest.ConformStore(ctx, &convergetest.Store{}, convergetest.StoreConformOptions{Prefix: "t1/"}))
+	})
+}
+
+// sloppyStore ignores versions on Put: last writer wins.
+type sloppyStore struct{ *converge.MemStore }
+
+func (s sloppyStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	cur, err := s.MemStore.Get(ctx, rec.Key)
+	if err == nil {
+		rec.Version = cur.Version
+	} else {
+		rec.Version = 0
+	}
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+func TestStoreConformCatchesBrokenStore(t *testing.T) {
+	err := convergetest.ConformStore(context.Background(), sloppyStore{converge.NewMemStore()}, convergetest.StoreConformOptions{})
+	require.ErrorIs(t, err, convergetest.ErrStoreNonConformant)
+	var ce *convergetest.StoreConformanceError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "stale put", ce.Rule)
 }
