@@ -257,8 +257,9 @@ func (c ControllerConfig) Validate() error {
 // runs per object at a time, Workers objects in parallel. Every transition
 // is stored with its time in the Store's history.
 //
-// Create it with NewController, add objects with Add (before or while it
-// runs) and call Run once.
+// Create it with NewController (the zero value is not usable), add objects
+// with Add (before or while it runs) and call Run once. Its methods are
+// safe for concurrent use.
 type Controller struct {
 	cfg     ControllerConfig
 	prefix  string
@@ -511,7 +512,9 @@ func (c *Controller) AboveSLA() []Object {
 }
 
 // Run loads every object of the kind from the store, handles each once,
-// and keeps handling them until ctx is cancelled. Then it stops taking
+// and keeps handling them until ctx is cancelled. Every Resync it lists
+// the store again, so objects that other controllers sharing the store
+// added, changed or removed are seen. Then it stops taking
 // work, lets running handlers finish within ShutdownTimeout (cancelling
 // their context after it), and returns once every goroutine it started
 // has ended: nil, or an error matching ErrControllerShutdownTimeout. A
@@ -536,12 +539,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
-	if c.load(ctx) != nil {
+	if c.load(ctx, q) != nil {
 		return nil // cancelled while loading: nothing runs yet, a clean stop
 	}
 	for _, k := range known {
 		q.Add(k)
 	}
+	rescanned := make(chan struct{})
+	go func() { defer close(rescanned); c.rescan(ctx, q) }()
+	defer func() { <-rescanned }()
 
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
@@ -573,20 +579,10 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // load reads every stored object of the kind, retrying with backoff.
-func (c *Controller) load(ctx context.Context) error {
+func (c *Controller) load(ctx context.Context, q *Queue) error {
 	for failures := 0; ; failures++ {
-		recs, err := c.cfg.Store.List(ctx, c.prefix)
+		err := c.scan(ctx, q)
 		if err == nil {
-			for _, rec := range recs {
-				obj, err := c.decode(rec)
-				if err != nil {
-					// A record we cannot read is not ours to fix: count it
-					// and leave it alone.
-					c.metrics.HandlerError(c.cfg.Kind, "")
-					continue
-				}
-				c.adopt(obj, true)
-			}
 			return nil
 		}
 		t := time.NewTimer(c.cfg.Backoff.Delay(failures+1, rand.Float64()))
@@ -597,6 +593,66 @@ func (c *Controller) load(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// rescan scans the store every Resync until ctx ends, so that objects
+// added, changed or removed by other controllers sharing the store are
+// seen.
+func (c *Controller) rescan(ctx context.Context, q *Queue) {
+	t := time.NewTimer(c.cfg.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_ = c.scan(ctx, q) // a failed scan is retried at the next one
+		t.Reset(c.cfg.Resync)
+	}
+}
+
+// scan lists the stored objects of the kind: it adopts new ones, and
+// queues for a fresh read those stored at another version and those no
+// longer stored.
+func (c *Controller) scan(ctx context.Context, q *Queue) error {
+	recs, err := c.cfg.Store.List(ctx, c.prefix)
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]struct{}, len(recs))
+	var changed []string
+	for _, rec := range recs {
+		key := strings.TrimPrefix(rec.Key, c.prefix)
+		seen[key] = struct{}{}
+		if e := c.entry(key); e != nil {
+			if e.obj.Load().Version != rec.Version {
+				e.flags.Or(entryReload)
+				changed = append(changed, key)
+			}
+			continue
+		}
+		obj, err := c.decode(rec)
+		if err != nil {
+			// A record we cannot read is not ours to fix: count it and
+			// leave it alone.
+			c.metrics.HandlerError(c.cfg.Kind, "")
+			continue
+		}
+		c.adopt(obj, true)
+	}
+	c.mu.RLock()
+	for k, e := range c.objs {
+		if _, ok := seen[k]; !ok {
+			e.flags.Or(entryReload)
+			changed = append(changed, k)
+		}
+	}
+	c.mu.RUnlock()
+	for _, k := range changed {
+		q.Add(k)
+	}
+	return nil
 }
 
 func (c *Controller) entry(key string) *ctrlEntry {

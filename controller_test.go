@@ -701,3 +701,37 @@ func TestControllerFaults(t *testing.T) {
 		}
 	})
 }
+
+func TestControllerRescanSeesOtherReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		newC := func() *converge.Controller {
+			c, err := converge.NewController(converge.ControllerConfig{
+				Kind: "vm", Store: store, Resync: time.Minute, Handler: converge.HandlerFunc(lifecycle)})
+			require.NoError(t, err)
+			return c
+		}
+		a, b := newC(), newC()
+		stopB := startController(t, b)
+		synctest.Wait()
+		require.NoError(t, a.Add(ctx, "x", "new", nil))
+		synctest.Wait()
+		_, ok := b.Get("x")
+		assert.False(t, ok, "not seen before the next scan")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		o, ok := b.Get("x")
+		require.True(t, ok, "adopted at the scan")
+		assert.Equal(t, converge.LifecycleState("ready"), o.State, "and handled")
+
+		rec, err := store.Get(ctx, "vm/x")
+		require.NoError(t, err)
+		require.NoError(t, store.Delete(ctx, "vm/x", rec.Version))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		_, ok = b.Get("x")
+		assert.False(t, ok, "removed by someone else: forgotten at the scan")
+		require.NoError(t, stopB())
+	})
+}

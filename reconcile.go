@@ -191,7 +191,8 @@ type TargetEvent struct {
 // pending one; failed passes back off; intermediate targets preempt the
 // regular loop and hand back to it; the last target is kept in the Store.
 //
-// Create it with NewTargetReconciler, set a target and call Run once.
+// Create it with NewTargetReconciler (the zero value is not usable), set a
+// target and call Run once. Its methods are safe for concurrent use.
 type TargetReconciler[T any] struct {
 	cfg    TargetConfig[T]
 	walker *Walker
