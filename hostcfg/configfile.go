@@ -156,7 +156,8 @@ type ConfigKeyState struct {
 	// RebootRequired is set on the state Apply or ApplyDry returns when
 	// they changed (or would change) boot configuration.
 	RebootRequired bool
-	// Diff is the unified diff of the change that reached this state.
+	// Diff is set on the state ApplyDry returns: the unified diff of the
+	// change it simulated.
 	Diff string
 }
 

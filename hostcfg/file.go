@@ -56,8 +56,8 @@ type FileState struct {
 	// crashed write. A current state with leftovers requires Apply, which
 	// removes them.
 	Leftovers int
-	// Diff is the unified diff of the change that reached this state; it
-	// is set on the states Apply and ApplyDry return.
+	// Diff is the unified diff of the change ApplyDry simulated; it is set
+	// only on the states ApplyDry returns.
 	Diff string
 }
 
@@ -172,7 +172,10 @@ func (f *File) converge(ctx context.Context, target FileState, write bool) (File
 		}
 	}
 	if !target.Exists {
-		out := FileState{Path: name, UID: -1, GID: -1, Diff: unifiedDiff(name, cur.content, nil, cur.exists, false)}
+		out := FileState{Path: name, UID: -1, GID: -1}
+		if !write {
+			out.Diff = unifiedDiff(name, cur.content, nil, cur.exists, false)
+		}
 		if write && cur.exists {
 			_, lrel, err := resolveItem(f.Root, f.Path, false)
 			if err != nil {
@@ -189,11 +192,11 @@ func (f *File) converge(ctx context.Context, target FileState, write bool) (File
 		return FileState{}, err
 	}
 	out := FileState{Path: name, Exists: true, Content: target.Content, Mode: meta.mode, UID: meta.uid, GID: meta.gid}
-	out.Diff = unifiedDiff(name, cur.content, target.Content, cur.exists, true)
-	if cur.exists {
-		out.Diff += metaDiff(name, cur.mode, meta.mode, cur.uid, cur.gid, meta.uid, meta.gid)
-	}
 	if !write {
+		out.Diff = unifiedDiff(name, cur.content, target.Content, cur.exists, true)
+		if cur.exists {
+			out.Diff += metaDiff(name, cur.mode, meta.mode, cur.uid, cur.gid, meta.uid, meta.gid)
+		}
 		return out, nil
 	}
 	if !cur.exists || !bytes.Equal(cur.content, target.Content) {
@@ -309,7 +312,8 @@ type DirState struct {
 	Exists   bool
 	Mode     fs.FileMode
 	UID, GID int
-	// Diff describes the change that reached this state ("mkdir ...").
+	// Diff is set on the state ApplyDry returns: the change it simulated
+	// ("mkdir ...").
 	Diff string
 }
 
@@ -482,7 +486,7 @@ type SymlinkState struct {
 	Exists bool
 	// Target is the link's content.
 	Target string
-	// Diff describes the change that reached this state.
+	// Diff is set on the state ApplyDry returns: the change it simulated.
 	Diff string
 }
 

@@ -39,7 +39,8 @@ type LineState struct {
 	Present bool
 	// Leftovers counts temporary files of ours next to the file.
 	Leftovers int
-	// Diff is the unified diff of the change that reached this state.
+	// Diff is set on the state ApplyDry returns: the unified diff of the
+	// change it simulated.
 	Diff string
 }
 

@@ -650,7 +650,8 @@ type editResult struct {
 	exists, existsAfter bool
 	// leftovers counts temporary files of ours next to the file (before).
 	leftovers int
-	// diff is the unified diff of the edit, "" when nothing changes.
+	// diff is the unified diff of the edit, "" when nothing changes; only
+	// computed for a dry run.
 	diff string
 }
 
@@ -699,8 +700,8 @@ func (r *Root) edit(ctx context.Context, p string, write bool, newMode fs.FileMo
 		res.after = cur.content
 	}
 	res.leftovers = len(r.leftovers(rel))
-	res.diff = unifiedDiff(name, res.before, res.after, res.exists, res.existsAfter)
 	if !write {
+		res.diff = unifiedDiff(name, res.before, res.after, res.exists, res.existsAfter)
 		return res, nil
 	}
 	if err := r.sweep(name, rel); err != nil {

@@ -46,7 +46,7 @@ type SysctlState struct {
 	PersistedValue string
 	// Leftovers counts temporary files of ours next to the Persist file.
 	Leftovers int
-	// Diff describes the change that reached this state.
+	// Diff is set on the state ApplyDry returns: the change it simulated.
 	Diff string
 }
 
@@ -287,7 +287,7 @@ type HostnameState struct {
 	HasRuntime bool
 	// Leftovers counts temporary files of ours next to /etc/hostname.
 	Leftovers int
-	// Diff describes the change that reached this state.
+	// Diff is set on the state ApplyDry returns: the change it simulated.
 	Diff string
 }
 
