@@ -75,9 +75,13 @@ var planInlineGroups = map[string]bool{"controllers": true, "workers": true}
 // (for bad syntax, types, unknown fields) or a *PlanSpecError (for a plan that
 // decodes but cannot run).
 func PlanDecode(data []byte) (*PlanDocument, error) {
-	j, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, &PlanDecodeError{Command: -1, Err: err}
+	j := data
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+		// YAML (JSON is YAML too, but a JSON object skips the conversion).
+		var err error
+		if j, err = yaml.YAMLToJSON(data); err != nil {
+			return nil, &PlanDecodeError{Command: -1, Err: err}
+		}
 	}
 	var doc PlanDocument
 	if err := json.Unmarshal(j, &doc); err != nil {
@@ -543,6 +547,10 @@ func (s *CommandStatus) decode(b []byte, idx int, path string) error {
 		cs.Targets = map[string][]PlanTargetStatus{}
 		return planDecodeObject(r, idx, kpath, nil, func(g string, gr json.RawMessage) error {
 			gpath := planJoin(kpath, g)
+			if ts, ok := planFastTargets(gr); ok {
+				cs.Targets[g] = ts
+				return nil
+			}
 			var raws []json.RawMessage
 			if err := planDecodeValue(gr, &raws, idx, gpath); err != nil {
 				return err
@@ -563,6 +571,31 @@ func (s *CommandStatus) decode(b []byte, idx int, path string) error {
 	cs.Started = cs.Started.UTC()
 	*s = cs
 	return nil
+}
+
+// planTargetWire has the fields of PlanTargetStatus without its strict
+// UnmarshalJSON.
+type planTargetWire PlanTargetStatus
+
+// planFastTargets decodes a list of targets in one pass when it is valid;
+// ok is false when anything is wrong, and the field-by-field path then finds
+// and names the culprit.
+func planFastTargets(raw json.RawMessage) ([]PlanTargetStatus, bool) {
+	var wire []planTargetWire
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wire); err != nil || dec.More() || wire == nil {
+		return nil, false
+	}
+	ts := make([]PlanTargetStatus, len(wire))
+	for i, w := range wire {
+		if w.Name == "" || w.Attempt < 0 {
+			return nil, false
+		}
+		w.LastUpdatedTimestamp = w.LastUpdatedTimestamp.UTC()
+		ts[i] = PlanTargetStatus(w)
+	}
+	return ts, true
 }
 
 // UnmarshalJSON decodes the status of one target; errors are

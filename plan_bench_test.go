@@ -1,0 +1,81 @@
+package converge_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/convergekit/converge"
+)
+
+// planBig returns a plan of one command over 3 controllers (one at a time)
+// and n workers (limit at a time).
+func planBig(n, limit int) *converge.PlanDocument {
+	workers := make([]string, n)
+	for i := range workers {
+		workers[i] = fmt.Sprintf("w%04d", i)
+	}
+	return planOf(planCmd("update", planGroup("controllers", 1, "c0", "c1", "c2"), planGroup("workers", limit, workers...)))
+}
+
+// BenchmarkPlanRollout steps a rollout over 3 controllers and 1000 workers
+// (50 at a time) to completion in memory, nodes answering at once: the cost
+// of the machine and the signal handler per plan.
+func BenchmarkPlanRollout(b *testing.B) {
+	nodes := []converge.SignalNode{planCtl("c0"), planCtl("c1"), planCtl("c2")}
+	for i := range 1000 {
+		nodes = append(nodes, planWrk(fmt.Sprintf("w%04d", i)))
+	}
+	for b.Loop() {
+		bus := converge.NewSignalBus(nodes...)
+		bus.OnSignal = func(node string, s converge.Signal) { _ = bus.Respond(node, converge.SignalCompleted, "") }
+		r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &converge.CommandSignalHandler{Sender: bus}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		doc := planBig(1000, 50)
+		for {
+			step, err := r.Step(context.Background(), doc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if step.Done {
+				break
+			}
+		}
+		if doc.Status.State != converge.PlanCompleted {
+			b.Fatal(doc.Status.State)
+		}
+	}
+}
+
+// BenchmarkPlanDecode decodes a stored plan of 1000 worker targets with
+// their status, as the runner does before every step.
+func BenchmarkPlanDecode(b *testing.B) {
+	doc := planBig(1000, 50)
+	bus := converge.NewSignalBus()
+	for i := range 1000 {
+		bus.AddNode(planWrk(fmt.Sprintf("w%04d", i)))
+	}
+	for _, c := range []string{"c0", "c1", "c2"} {
+		bus.AddNode(planCtl(c))
+	}
+	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &converge.CommandSignalHandler{Sender: bus}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := r.Step(context.Background(), doc); err != nil {
+		b.Fatal(err)
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := converge.PlanDecode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
