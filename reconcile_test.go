@@ -451,6 +451,12 @@ func TestReconcileIntermediatePreemptsRunningPass(t *testing.T) {
 		d := newDevice()
 		d.app.latency = time.Hour
 		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
+		var hostAfterIntermediate string
+		r.Subscribe(func(e converge.TargetEvent) {
+			if e.Intermediate && e.Kind == converge.TargetPassFinished {
+				hostAfterIntermediate = d.host.Current() // the loop goroutine: nothing else runs
+			}
+		})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
 		time.Sleep(time.Second)
@@ -458,7 +464,8 @@ func TestReconcileIntermediatePreemptsRunningPass(t *testing.T) {
 		err := r.ApplyIntermediate(ctx, spec{Host: "off"})
 		require.NoError(t, err)
 		assert.Equal(t, start, time.Now(), "the hour-long regular pass was cut short")
-		assert.Equal(t, "off", d.host.Current())
+		synctest.Wait()
+		assert.Equal(t, "off", hostAfterIntermediate)
 		synctest.Wait()
 		assert.Equal(t, "on", d.host.Current(), "the regular pass runs again after it")
 		require.NoError(t, stop())
