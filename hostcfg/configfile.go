@@ -310,11 +310,11 @@ func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write b
 	if res.changed() && k.file.Reboot {
 		out.RebootRequired = true
 		if write {
-			verb := "set"
+			verb := "set in"
 			if !target.Present {
-				verb = "removed"
+				verb = "removed from"
 			}
-			converge.RequireAction(ctx, converge.ActionReboot, fmt.Sprintf("boot configuration %s: %s %s", res.name, k.describe(), verb))
+			converge.RequireAction(ctx, converge.ActionReboot, fmt.Sprintf("%s %s %s", k.describe(), verb, res.name))
 		}
 	}
 	return out, nil
