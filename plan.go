@@ -131,7 +131,8 @@ type Plan struct {
 }
 
 // Command is one step of a plan: a kind (which CommandHandler runs it), the
-// kind's own spec, and the groups of targets it applies to.
+// kind's own spec, and the groups of targets it applies to. The zero value
+// has no kind and does not validate.
 type Command struct {
 	// Kind names the command, for example "k0supdate"; it selects the
 	// handler and is the key of the command in documents.
@@ -144,7 +145,8 @@ type Command struct {
 	// CommandTargets.Order for how the order is kept in documents.
 	Targets []CommandTargets
 	// InlineTargets writes the groups at the top of the command body (as k0s
-	// does for airgapupdate `workers:`) instead of under `targets:`.
+	// does for airgapupdate `workers:`) instead of under `targets:`. Only
+	// groups named "controllers" and "workers" can be written there.
 	InlineTargets bool
 	// Timeout bounds the whole command from the moment it becomes active;
 	// 0 means the runner's default (none unless configured).
@@ -155,7 +157,8 @@ type Command struct {
 }
 
 // CommandTargets is one group of targets of a command, for example the
-// controllers or the workers.
+// controllers or the workers. The zero value has no name and no discovery
+// and does not validate.
 type CommandTargets struct {
 	// Group names the group ("controllers", "workers", ...).
 	Group string
@@ -172,9 +175,11 @@ type CommandTargets struct {
 
 // CommandDiscovery says how the targets of a group are found: a static list
 // of nodes, a selector that the handler resolves, or (from Go only) a
-// function. Exactly one is set.
+// function. Exactly one is set; the zero value sets none and does not
+// validate.
 type CommandDiscovery struct {
-	// Static lists the node names.
+	// Static lists the node names; an empty list must be non-nil (nil
+	// means "not static").
 	Static []string
 	// Selector selects nodes by labels and fields; the handler resolves it.
 	Selector *CommandSelector
@@ -222,7 +227,8 @@ type PlanStatus struct {
 }
 
 // CommandStatus is the status of the command at the same index: its state
-// and, per group, the state of every target.
+// and, per group, the state of every target. The zero value is a command in
+// NewPlan with no targets yet.
 type CommandStatus struct {
 	// ID is the index of the command in the plan.
 	ID int
@@ -239,7 +245,8 @@ type CommandStatus struct {
 	Targets map[string][]PlanTargetStatus
 }
 
-// PlanTargetStatus is the status of one target of a command.
+// PlanTargetStatus is the status of one target of a command. The zero value
+// (with a name) is a pending target.
 type PlanTargetStatus struct {
 	Name  string          `json:"name"`
 	State PlanTargetState `json:"state"`
@@ -440,6 +447,9 @@ func (p Plan) Validate() error {
 				return &PlanSpecError{Command: i, Field: path, Reason: "group listed twice"}
 			}
 			seen[t.Group] = true
+			if c.InlineTargets && !planInlineGroups[t.Group] {
+				return &PlanSpecError{Command: i, Field: path, Reason: "only controllers and workers can be inline groups"}
+			}
 			if t.Concurrent < 0 {
 				return &PlanSpecError{Command: i, Field: path + ".limits.concurrent", Reason: "must not be negative"}
 			}

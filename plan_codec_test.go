@@ -237,6 +237,7 @@ func TestPlanValidate(t *testing.T) {
 		{name: "group twice", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "a"), planGroup("w", 1, "b")}}, field: "u.w"},
 		{name: "two discoveries", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Discovery: converge.CommandDiscovery{Static: []string{"a"}, Func: fn}}}}, field: "u.w.discovery"},
 		{name: "negative concurrency", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Concurrent: -2, Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "u.w.limits.concurrent"},
+		{name: "inline group of another name", cmd: converge.Command{Kind: "u", InlineTargets: true, Targets: []converge.CommandTargets{planGroup("edge", 1, "a")}}, field: "u.edge"},
 		{name: "empty node", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "")}}, field: "u.w.discovery.static.nodes"},
 	}
 	for _, tc := range tests {

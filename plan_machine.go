@@ -31,6 +31,8 @@ type CommandHandler interface {
 
 // CommandContext is what a CommandHandler gets: the command, its status to
 // update, and the clock. The handler owns Status for the duration of the call.
+// The machine builds it; the zero value has no Status and SetTarget panics
+// on it.
 type CommandContext struct {
 	PlanID string
 	// Index is the command's index in the plan.
@@ -100,7 +102,8 @@ func (f CommandHandlerFuncs) Schedulable(ctx context.Context, c *CommandContext)
 	return f.SchedulableFunc(ctx, c)
 }
 
-// PlanStep says what one step of the plan machine did.
+// PlanStep says what one step of the plan machine did. The zero value is a
+// step that changed nothing.
 type PlanStep struct {
 	// Changed reports that the status changed and must be stored.
 	Changed bool

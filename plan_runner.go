@@ -75,7 +75,8 @@ func (c PlanConfig) Validate() error {
 // plan so that one runner at a time works on it. A runner that dies mid-plan
 // loses nothing: another runner (after the claim expires) resumes from the
 // stored status, and signals are never sent twice to a target that answered.
-// It is safe for concurrent use.
+// It is safe for concurrent use. The zero value is not usable: create one
+// with NewPlanRunner.
 type PlanRunner struct {
 	cfg   PlanConfig
 	store Store

@@ -10,7 +10,8 @@ import (
 	"sync"
 )
 
-// Signal is what a target node receives for one command of a plan.
+// Signal is what a target node receives for one command of a plan. The
+// zero value carries nothing; CommandSignalHandler fills every field.
 type Signal struct {
 	// ID identifies the signal: the plan, the command index and the
 	// attempt. A node answers with the ID it answers, so a report about an
@@ -30,7 +31,8 @@ func SignalID(plan string, cmd, attempt int) string {
 	return plan + "/" + strconv.Itoa(cmd) + "/" + strconv.Itoa(attempt)
 }
 
-// SignalNode describes a target node as its probe sees it.
+// SignalNode describes a target node as its probe sees it. The zero value
+// is a node with no name, kind or platform.
 type SignalNode struct {
 	Name string `json:"name"`
 	// Kind is the node's kind, for example "controller" or "worker"; it is
@@ -42,6 +44,7 @@ type SignalNode struct {
 }
 
 // SignalReport is what a node last reported about the last signal it got.
+// The zero value means the node never got a signal.
 type SignalReport struct {
 	// SignalID is the signal the report answers ("" when the node never got
 	// one).
@@ -236,6 +239,8 @@ func (b *SignalBus) Sent() []SignalDelivery {
 // MissingSignalNode (a target vanished) and InconsistentTargets (its kind
 // changed) when signalling; Failed (a target reported failure) and TimedOut
 // (a target ran past the target timeout) when waiting.
+//
+// The zero value has no Sender and must not be used; set at least Sender.
 type CommandSignalHandler struct {
 	// Sender reaches the nodes; it is required.
 	Sender SignalSender
