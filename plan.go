@@ -174,17 +174,23 @@ type CommandTargets struct {
 }
 
 // CommandDiscovery says how the targets of a group are found: a static list
-// of nodes, a selector that the handler resolves, or (from Go only) a
-// function. Exactly one is set; the zero value sets none and does not
-// validate.
+// of nodes, a selector that the handler resolves, a discovery function
+// registered with the handler under a name, or (from Go only, for plans that
+// are stepped in memory and never stored) a function. Exactly one is set; the
+// zero value sets none and does not validate.
 type CommandDiscovery struct {
 	// Static lists the node names; an empty list must be non-nil (nil
 	// means "not static").
 	Static []string
 	// Selector selects nodes by labels and fields; the handler resolves it.
 	Selector *CommandSelector
-	// Func discovers the nodes; it is not written to documents, so a plan
-	// that uses it can only be decoded again with the function re-attached.
+	// Function names a discovery function the handler knows (see
+	// CommandSignalHandler.Discover); documents write it as
+	// `discovery: {function: <name>}`.
+	Function string
+	// Func discovers the nodes. It cannot be written to documents, so
+	// PlanRunner.Create and PlanObjectData reject a plan that uses it: use
+	// Function for plans that are stored.
 	Func CommandDiscoverFunc
 }
 
@@ -461,16 +467,33 @@ func (p Plan) Validate() error {
 			if d.Selector != nil {
 				n++
 			}
+			if d.Function != "" {
+				n++
+			}
 			if d.Func != nil {
 				n++
 			}
 			if n != 1 {
-				return &PlanSpecError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector or a function"}
+				return &PlanSpecError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector, function or Func"}
 			}
 			for _, node := range d.Static {
 				if node == "" {
 					return &PlanSpecError{Command: i, Field: path + ".discovery.static.nodes", Reason: "node name must not be empty"}
 				}
+			}
+		}
+	}
+	return nil
+}
+
+// planStorable reports a plan that cannot be written to a document: one
+// with a Go discovery function.
+func planStorable(p Plan) error {
+	for i, c := range p.Commands {
+		for _, t := range c.Targets {
+			if t.Discovery.Func != nil {
+				return &PlanSpecError{Command: i, Field: c.Kind + "." + t.Group + ".discovery",
+					Reason: "a Go discovery function cannot be stored; register it with the handler and name it in Function"}
 			}
 		}
 	}

@@ -249,7 +249,7 @@ func (p *Plan) decode(b []byte, path string) error {
 
 // MarshalJSON encodes the command as `{<kind>: {<spec>, targets, timeout,
 // targetTimeout}}`. A group discovered by a function only is written with an
-// empty discovery.
+// empty discovery (and does not decode again: see CommandDiscovery.Func).
 func (c Command) MarshalJSON() ([]byte, error) {
 	body := make(map[string]any, len(c.Spec)+3)
 	for k, v := range c.Spec {
@@ -282,6 +282,9 @@ func (t CommandTargets) encode() map[string]any {
 	}
 	if t.Discovery.Selector != nil {
 		disc["selector"] = t.Discovery.Selector
+	}
+	if t.Discovery.Function != "" {
+		disc["function"] = t.Discovery.Function
 	}
 	m := map[string]any{"discovery": disc}
 	if t.Concurrent != 0 {
@@ -423,6 +426,16 @@ func planDecodeTargets(raw json.RawMessage, group string, idx int, path string) 
 						},
 					}, nil)
 				},
+				"function": func(r json.RawMessage) error {
+					fpath := planJoin(dpath, "function")
+					if err := planDecodeValue(r, &t.Discovery.Function, idx, fpath); err != nil {
+						return err
+					}
+					if t.Discovery.Function == "" {
+						return &PlanDecodeError{Command: idx, Field: fpath, Err: fmt.Errorf("must not be empty")}
+					}
+					return nil
+				},
 				"selector": func(r json.RawMessage) error {
 					spath := planJoin(dpath, "selector")
 					t.Discovery.Selector = &CommandSelector{}
@@ -441,8 +454,14 @@ func planDecodeTargets(raw json.RawMessage, group string, idx int, path string) 
 	if err != nil {
 		return t, err
 	}
-	if !found || (t.Discovery.Static == nil) == (t.Discovery.Selector == nil) {
-		return t, &PlanDecodeError{Command: idx, Field: dpath, Err: fmt.Errorf("needs exactly one of static or selector")}
+	n := 0
+	for _, set := range []bool{t.Discovery.Static != nil, t.Discovery.Selector != nil, t.Discovery.Function != ""} {
+		if set {
+			n++
+		}
+	}
+	if !found || n != 1 {
+		return t, &PlanDecodeError{Command: idx, Field: dpath, Err: fmt.Errorf("needs exactly one of static, selector or function")}
 	}
 	return t, nil
 }

@@ -179,6 +179,10 @@ func TestPlanDecodeErrors(t *testing.T) {
 			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
 		{name: "static and selector", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [a]}, selector: {labels: x}}}}}\n",
 			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
+		{name: "empty discovery function", in: head + "  - k0supdate: {targets: {workers: {discovery: {function: ''}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery.function"},
+		{name: "function and static", in: head + "  - k0supdate: {targets: {workers: {discovery: {function: f, static: {nodes: [a]}}}}}\n",
+			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
 		{name: "empty node name", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [a, '']}}}}}\n",
 			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery.static.nodes[1]"},
 		{name: "inline group of the wrong type", in: head + "  - airgapupdate: {workers: [w0]}\n",
@@ -266,6 +270,7 @@ func FuzzPlanDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"spec":{"id":"p","commands":[{"u":{"workers":{"discovery":{"static":{"nodes":["a"]}}}}}]},"status":{"commands":[{"id":0,"u":{}}]}}`))
 	f.Add([]byte("spec: {id: p, commands: [{u: {x: 1e3, targets: {g: {order: 2, discovery: {selector: {}}}}}}]}"))
+	f.Add([]byte("spec: {id: p, commands: [{u: {timeout: 1m, targets: {g: {discovery: {function: edge}, limits: {concurrent: 3}}}}}]}"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		doc, err := converge.PlanDecode(in)
 		if err != nil {

@@ -20,6 +20,9 @@ func PlanObjectData(doc *PlanDocument) (LifecycleState, json.RawMessage, error) 
 	if err := doc.Spec.Validate(); err != nil {
 		return "", nil, err
 	}
+	if err := planStorable(doc.Spec); err != nil {
+		return "", nil, err
+	}
 	state := PlanNewPlan
 	if doc.Status != nil {
 		st := doc.Status.Clone()

@@ -111,10 +111,14 @@ func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Se
 func PlanKey(id string) string { return PlanKeyPrefix + id }
 
 // Create validates doc's spec and stores it as a new plan (with its status,
-// if any). It fails with a *StoreVersionError (ErrStoreStale) when a plan
+// if any). A plan with a Go discovery function (CommandDiscovery.Func) cannot
+// be stored and fails with ErrPlanInvalid. It fails with a *StoreVersionError (ErrStoreStale) when a plan
 // with that ID exists.
 func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
 	if err := doc.Spec.Validate(); err != nil {
+		return err
+	}
+	if err := planStorable(doc.Spec); err != nil {
 		return err
 	}
 	if doc.Status != nil {

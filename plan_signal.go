@@ -253,13 +253,23 @@ type CommandSignalHandler struct {
 	// Select resolves selector discovery; nil makes a command with a
 	// selector fail to start (a handler error).
 	Select func(ctx context.Context, sel CommandSelector) ([]string, error)
+	// Discover maps a name to the discovery function that
+	// CommandDiscovery.Function names; a name not in it makes the command
+	// fail to start (a handler error).
+	Discover map[string]CommandDiscoverFunc
 }
 
 var _ CommandHandler = (*CommandSignalHandler)(nil)
 
-// ErrSignalNoSelector means a command uses selector discovery and the handler
-// has no Select function.
-var ErrSignalNoSelector = errors.New("converge: no selector resolver")
+// Discovery errors of CommandSignalHandler.
+var (
+	// ErrSignalNoSelector means a command uses selector discovery and the
+	// handler has no Select function.
+	ErrSignalNoSelector = errors.New("converge: no selector resolver")
+	// ErrSignalNoDiscover means a command names a discovery function the
+	// handler does not know.
+	ErrSignalNoDiscover = errors.New("converge: unknown discovery function")
+)
 
 func (h *CommandSignalHandler) groupKind(group string) string {
 	if h.GroupKinds == nil {
@@ -278,6 +288,12 @@ func (h *CommandSignalHandler) discover(ctx context.Context, t CommandTargets) (
 	switch {
 	case t.Discovery.Func != nil:
 		return t.Discovery.Func(ctx)
+	case t.Discovery.Function != "":
+		f := h.Discover[t.Discovery.Function]
+		if f == nil {
+			return nil, fmt.Errorf("group %q: %q: %w", t.Group, t.Discovery.Function, ErrSignalNoDiscover)
+		}
+		return f(ctx)
 	case t.Discovery.Selector != nil:
 		if h.Select == nil {
 			return nil, fmt.Errorf("group %q: %w", t.Group, ErrSignalNoSelector)
@@ -327,6 +343,10 @@ func (h *CommandSignalHandler) NewPlan(ctx context.Context, c *CommandContext) (
 		}
 		c.Status.Targets[grp.Group] = []PlanTargetStatus{}
 		for _, name := range nodes {
+			if name == "" {
+				fail.set(PlanIncompleteTargets, fmt.Sprintf("discovery of group %q returned an empty node name", grp.Group))
+				continue
+			}
 			prev := planFindTarget(old[grp.Group], name)
 			if g, dup := seen[name]; dup {
 				reason := fmt.Sprintf("node %q is listed in groups %q and %q", name, g, grp.Group)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -177,11 +178,57 @@ func TestPlanDiscovery(t *testing.T) {
 	assert.Equal(t, converge.PlanNewPlan, ce.State)
 	assert.Nil(t, bad.Status, "a discovery error writes nothing")
 
+	empty := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
+		{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return []string{"w0", ""}, nil }}}}})
+	planSettle(t, r, empty)
+	assert.Equal(t, converge.PlanIncompleteTargets, empty.Status.State)
+	assert.Equal(t, `discovery of group "workers" returned an empty node name`, empty.Status.Commands[0].Reason)
+
 	noSel := &converge.CommandSignalHandler{Sender: bus}
 	r2, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": noSel}})
 	require.NoError(t, err)
 	_, err = r2.Step(context.Background(), bad)
 	require.ErrorIs(t, err, converge.ErrSignalNoSelector)
+	named := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
+		{Group: "workers", Discovery: converge.CommandDiscovery{Function: "edge"}}}})
+	_, err = r2.Step(context.Background(), named)
+	require.ErrorIs(t, err, converge.ErrSignalNoDiscover)
+}
+
+// TestPlanNamedDiscovery stores a plan whose targets come from a named
+// discovery function and runs it; a plan with a Go function cannot be
+// stored.
+func TestPlanNamedDiscovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := planAutoBus(time.Second, nil, planWrk("w0"), planWrk("w1"))
+		calls := 0
+		h := &converge.CommandSignalHandler{Sender: bus, Discover: map[string]converge.CommandDiscoverFunc{
+			"edge": func(context.Context) ([]string, error) { calls++; return []string{"w1", "w0"}, nil },
+		}}
+		store := converge.NewMemStore()
+		r, err := converge.NewPlanRunner(store, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
+		require.NoError(t, err)
+		doc, err := converge.PlanDecode([]byte("spec: {id: p1, commands: [{update: {targets: {workers: {discovery: {function: edge}}}}}]}"))
+		require.NoError(t, err)
+		assert.Equal(t, "edge", doc.Spec.Commands[0].Targets[0].Discovery.Function)
+		require.NoError(t, r.Create(context.Background(), doc))
+		st, err := r.Run(context.Background(), "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, 1, calls, "discovered once, in NewPlan")
+		var order []string
+		for _, d := range bus.Sent() {
+			order = append(order, d.Node)
+		}
+		assert.Equal(t, []string{"w1", "w0"}, order, "targets run in the order discovered")
+
+		withFunc := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
+			{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return nil, nil }}}}})
+		withFunc.Spec.ID = "p2"
+		require.ErrorIs(t, r.Create(context.Background(), withFunc), converge.ErrPlanInvalid)
+		_, _, err = converge.PlanObjectData(withFunc)
+		require.ErrorIs(t, err, converge.ErrPlanInvalid)
+	})
 }
 
 // TestPlanClone checks that clones share nothing mutable.
