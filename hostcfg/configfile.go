@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/convergekit/converge"
 )
@@ -32,6 +34,38 @@ type ConfigFile struct {
 	mu  sync.Mutex
 	raw []byte
 	doc *ConfigDoc
+	// snap identifies the file version raw was read from, so that items
+	// can skip reading it again (see current).
+	snap fileSnap
+}
+
+// fileSnap identifies the version of a file that was read.
+type fileSnap struct {
+	rel          string
+	dev, ino     uint64
+	size         int64
+	mtime, ctime time.Time
+	readAt       time.Time
+}
+
+// timeNow is time.Now, replaceable in tests.
+var timeNow = time.Now
+
+// racyWindow is how long after a file's last change its stat is not
+// trusted to reveal a further change: larger than the timestamp
+// granularity of the file systems that hold boot configuration (FAT keeps
+// modification times to 2 seconds).
+const racyWindow = 3 * time.Second
+
+// trusted reports whether a file whose lstat is fi is still the version
+// snap was read from. The stat must match exactly, and the version must
+// have been older than racyWindow when it was read, so that a change made
+// after the read cannot carry the same timestamps.
+func (s fileSnap) trusted(rel string, fi fs.FileInfo) bool {
+	dev, ino, ctime, ok := statID(fi)
+	return ok && s.rel == rel && s.dev == dev && s.ino == ino && s.size == fi.Size() &&
+		s.mtime.Equal(fi.ModTime()) && s.ctime.Equal(ctime) &&
+		s.readAt.Sub(fi.ModTime()) > racyWindow && s.readAt.Sub(ctime) > racyWindow
 }
 
 // NewConfigFile returns the configuration file at path inside root, marked
@@ -54,6 +88,52 @@ func (c *ConfigFile) parsed(content []byte) *ConfigDoc {
 	c.raw = append([]byte(nil), content...)
 	c.doc = ParseConfig(c.raw)
 	return c.doc
+}
+
+// current returns the parsed file for StateCurrent. When the file's lstat
+// shows the very version read last (see fileSnap.trusted), the shared
+// document is returned without reading the file again; so the items of one
+// file read it about once per walk, and not at all while it does not
+// change. The document must not be modified.
+func (c *ConfigFile) current() (name string, doc *ConfigDoc, leftovers int, err error) {
+	name, err = cleanPath(c.path)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if c.root == nil || c.root.r == nil {
+		return "", nil, 0, &ItemError{Item: name, Reason: "nil Root"}
+	}
+	rel, seen, err := c.root.resolveInfo(name, true)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if seen != nil && seen.Mode().IsRegular() {
+		c.mu.Lock()
+		if c.doc != nil && c.snap.trusted(rel, seen) {
+			doc = c.doc
+		}
+		c.mu.Unlock()
+		if doc != nil {
+			return name, doc, len(c.root.leftovers(rel)), nil
+		}
+	}
+	readAt := timeNow()
+	name, rel, fi, err := c.root.readResolved(c.path)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	doc = c.parsed(fi.content)
+	if fi.exists && fi.stat != nil {
+		dev, ino, ctime, ok := statID(fi.stat)
+		if ok {
+			c.mu.Lock()
+			if c.doc == doc {
+				c.snap = fileSnap{rel: rel, dev: dev, ino: ino, size: fi.stat.Size(), mtime: fi.stat.ModTime(), ctime: ctime, readAt: readAt}
+			}
+			c.mu.Unlock()
+		}
+	}
+	return name, doc, len(c.root.leftovers(rel)), nil
 }
 
 // Document reads and parses the file. A missing file is an empty document.
@@ -223,11 +303,11 @@ func (k *ConfigKey) StateCurrent(context.Context, converge.Deps) (ConfigKeyState
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
 	}
-	name, content, _, leftovers, err := k.file.root.peek(k.file.path)
+	name, doc, leftovers, err := k.file.current()
 	if err != nil {
 		return ConfigKeyState{}, err
 	}
-	present, value := k.observe(k.file.parsed(content))
+	present, value := k.observe(doc)
 	return ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers}, nil
 }
 
@@ -291,14 +371,7 @@ func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write b
 		default:
 			doc.Delete(k.Section, k.Key)
 		}
-		out := doc.Bytes()
-		if write {
-			// Share the new document with the file's other items.
-			k.file.mu.Lock()
-			k.file.raw, k.file.doc = out, doc
-			k.file.mu.Unlock()
-		}
-		return out, nil
+		return doc.Bytes(), nil
 	})
 	if err != nil {
 		return ConfigKeyState{}, err

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/convergekit/converge"
 	"github.com/stretchr/testify/assert"
@@ -437,4 +438,58 @@ func TestOpenRootErrors(t *testing.T) {
 	var pe *PathError
 	require.ErrorAs(t, err, &pe)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestConfigFileReadCache checks that the items of one file share one read
+// of it while it does not change, and that any change is seen: a rewrite,
+// and an in-place edit of the same size with the old modification time put
+// back.
+func TestConfigFileReadCache(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	p := filepath.Join(dir, "boot/config.txt")
+	writeFile(t, p, "a=1\nb=2\n")
+	// Pretend the reads happen long after the file last changed, as on a
+	// device whose config.txt is old.
+	saved := timeNow
+	timeNow = func() time.Time { return time.Now().Add(time.Hour) }
+	t.Cleanup(func() { timeNow = saved })
+
+	cf := NewConfigFile(r, "/boot/config.txt")
+	a, b := cf.Key("", "a", "1"), cf.Key("", "b", "2")
+	g := graph(a.Node(), b.Node())
+	rep := mustApply(t, g)
+	assert.Equal(t, 2, rep.Count(converge.OutcomeUnchanged))
+	reads := r.reads.Load()
+	for range 3 {
+		mustApply(t, g)
+	}
+	assert.Equal(t, reads, r.reads.Load(), "an unchanged file was read again")
+
+	// In place, same size, same modification time: the change time tells.
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("a=9"), 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+	st, err := a.StateCurrent(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "9", st.Value)
+	mustApply(t, g)
+	assert.Equal(t, "a=1\nb=2\n", readFile(t, p))
+}
+
+// TestConfigFileRacyRead does not trust the cache for a file that changed
+// just before it was read: timestamps that coarse could hide a change.
+func TestConfigFileRacyRead(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	writeFile(t, filepath.Join(dir, "c.txt"), "a=1\n")
+	k := NewConfigFile(r, "/c.txt").Key("", "a", "1")
+	for range 3 {
+		_, err := k.StateCurrent(context.Background(), nil)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(3), r.reads.Load())
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -130,6 +131,9 @@ type Root struct {
 	locks    map[string]*sync.Mutex
 	temps    map[string][]string // dir -> names of our temp files found there
 	inflight map[string]bool     // temp files of writes in flight
+
+	// reads counts the files read (for tests of the read cache).
+	reads atomic.Int64
 
 	// afterResolve, when set (tests only), runs after a path was resolved
 	// and before it is written.
@@ -373,6 +377,8 @@ type fileInfo struct {
 	mode    fs.FileMode
 	uid     int
 	gid     int
+	// stat is the fstat of the file read (nil when it does not exist).
+	stat fs.FileInfo
 }
 
 // permBits are the mode bits hostcfg manages.
@@ -403,6 +409,7 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 	if !seen.Mode().IsRegular() {
 		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(seen.Mode()))}
 	}
+	r.reads.Add(1)
 	f, err := os.OpenFile(r.host(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err == nil {
 		if st, serr := f.Stat(); serr != nil || !os.SameFile(st, seen) {
@@ -432,7 +439,7 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
 	}
 	uid, gid := owner(st)
-	return name, rel, fileInfo{exists: true, content: buf.Bytes(), mode: st.Mode() & permBits, uid: uid, gid: gid}, nil
+	return name, rel, fileInfo{exists: true, content: buf.Bytes(), mode: st.Mode() & permBits, uid: uid, gid: gid, stat: st}, nil
 }
 
 // owner returns the numeric owner of fi, or -1s when unknown.

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package hostcfg
+
+import (
+	"io/fs"
+	"time"
+)
+
+// statID reports no identity outside Linux, which turns the read cache of
+// ConfigFile off: every look reads the file.
+func statID(fs.FileInfo) (dev, ino uint64, ctime time.Time, ok bool) {
+	return 0, 0, time.Time{}, false
+}
