@@ -89,6 +89,7 @@ type Queue struct {
 
 	mu       sync.Mutex
 	cond     sync.Cond
+	waiting  int // goroutines in cond.Wait: Signal only when someone waits
 	items    map[string]*queueItem
 	ready    []*queueItem
 	delayed  queueHeap
@@ -100,6 +101,10 @@ type Queue struct {
 	stop     chan struct{}
 	loopDone chan struct{}
 	base     time.Time // origin of clock
+	// newItem, when set, supplies the item of a key that has none, so a
+	// Controller can keep it in the same allocation as its object. It is
+	// called with mu held and returns nil for keys it does not know.
+	newItem func(key string) *queueItem
 }
 
 // clock returns the monotonic nanoseconds since the queue was made: one
@@ -144,7 +149,12 @@ func NewQueue(b Backoff) *Queue {
 func (q *Queue) item(key string) *queueItem {
 	it := q.items[key]
 	if it == nil {
-		it = &queueItem{key: key, index: -1}
+		if q.newItem != nil {
+			it = q.newItem(key)
+		}
+		if it == nil {
+			it = &queueItem{key: key, index: -1}
+		}
 		q.items[key] = it
 	}
 	return it
@@ -176,7 +186,9 @@ func (q *Queue) addLocked(it *queueItem) {
 	default:
 		it.state |= qQueued
 		q.ready = append(q.ready, it)
-		q.cond.Signal()
+		if q.waiting > 0 {
+			q.cond.Signal()
+		}
 	}
 }
 
@@ -299,8 +311,14 @@ func (q *Queue) DoneAfter(key string, forget bool, d time.Duration) {
 func (q *Queue) get() (*queueItem, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.getLocked()
+}
+
+func (q *Queue) getLocked() (*queueItem, bool) {
 	for len(q.ready) == 0 && !q.shutdown {
+		q.waiting++
 		q.cond.Wait()
+		q.waiting--
 	}
 	if q.shutdown {
 		return nil, false
@@ -315,12 +333,31 @@ func (q *Queue) get() (*queueItem, bool) {
 
 // finish does the work of DoneAfter on an item handed out by get.
 func (q *Queue) finish(it *queueItem, forget bool, d time.Duration) {
-	var at int64
-	if d > 0 {
-		at = q.clock() + int64(d)
-	}
+	at := q.due(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.finishLocked(it, forget, d, at)
+}
+
+// finishGet is finish then get under one lock: a worker's step from one
+// key to the next.
+func (q *Queue) finishGet(it *queueItem, forget bool, d time.Duration) (*queueItem, bool) {
+	at := q.due(d)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.finishLocked(it, forget, d, at)
+	return q.getLocked()
+}
+
+// due returns the clock value d from now, for a positive d.
+func (q *Queue) due(d time.Duration) int64 {
+	if d > 0 {
+		return q.clock() + int64(d)
+	}
+	return 0
+}
+
+func (q *Queue) finishLocked(it *queueItem, forget bool, d time.Duration, at int64) {
 	if forget {
 		it.failures = 0
 	}
