@@ -228,3 +228,35 @@ func TestQueueConcurrentNoOverlap(t *testing.T) {
 	assert.Zero(t, overlaps)
 	assert.Positive(t, handled)
 }
+
+func TestQueueDoneAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := converge.NewQueue(converge.Backoff{Base: time.Second, Max: time.Minute})
+		defer q.ShutDown()
+		q.AddRateLimited("a")
+		q.AddRateLimited("a")
+		k, _ := q.Get()
+		require.Equal(t, 2, q.Failures(k))
+		start := time.Now()
+		q.DoneAfter(k, true, 10*time.Second)
+		assert.Equal(t, 0, q.Failures("a"), "forgotten")
+		at, ok := q.Pending("a")
+		require.True(t, ok)
+		assert.Equal(t, start.Add(10*time.Second), at)
+
+		k, _ = q.Get()
+		assert.Equal(t, start.Add(10*time.Second), time.Now())
+		q.Add(k) // added while handled: runs once more, whatever DoneAfter says
+		q.DoneAfter(k, false, -1)
+		assert.Equal(t, 1, q.Len())
+		k, _ = q.Get()
+		q.DoneAfter(k, false, 0)
+		assert.Equal(t, 1, q.Len(), "a zero delay queues it at once")
+		k, _ = q.Get()
+		q.DoneAfter(k, false, -1)
+		assert.Equal(t, 0, q.Len())
+		assert.Equal(t, 0, q.Delayed())
+		q.DoneAfter("unknown", true, time.Second) // harmless
+		assert.Equal(t, 0, q.Delayed())
+	})
+}
