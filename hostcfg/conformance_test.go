@@ -172,6 +172,13 @@ func TestWalkConformance(t *testing.T) {
 				require.ErrorIs(t, err, converge.ErrNoClean)
 				return
 			}
+			w, err := converge.NewWalker(converge.DefaultConfig())
+			require.NoError(t, err)
+			rep, err = w.CleanDry(ctx, g)
+			require.NoError(t, err)
+			assert.Equal(t, converge.OutcomeWouldChange, mustItem(t, rep, id).Outcome, "clean dry run")
+			assert.Equal(t, applied, snapshot(t, dir), "a clean dry run wrote something")
+			assert.Len(t, Diffs(rep), 1)
 			rep, err = converge.Clean(ctx, g)
 			require.NoError(t, err)
 			assert.Equal(t, converge.OutcomeChanged, mustItem(t, rep, id).Outcome, "clean")

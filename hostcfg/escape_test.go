@@ -207,3 +207,29 @@ func TestTooManyLinks(t *testing.T) {
 	_, err := converge.Apply(context.Background(), graph((&File{Root: r, Path: "/a/x"}).Node()))
 	require.ErrorIs(t, err, ErrTooManyLinks)
 }
+
+// TestFixedPathItemsEscape refuses Hostname and a Sysctl persist file when
+// /etc is a link pointing outside.
+func TestFixedPathItemsEscape(t *testing.T) {
+	r, dir, outside := newRoot(t)
+	require.NoError(t, os.Symlink("../outside", filepath.Join(dir, "etc")))
+	writeFile(t, filepath.Join(dir, "proc/sys/vm/swappiness"), "60\n")
+	outBefore := snapshot(t, outside)
+	for _, n := range []converge.Node{
+		(&Hostname{Root: r, Name: "edge"}).Node(),
+		(&Sysctl{Root: r, Key: "vm.swappiness", Value: "10", Persist: "/etc/sysctl.d/99.conf"}).Node(),
+	} {
+		_, err := converge.Apply(context.Background(), graph(n))
+		require.ErrorIs(t, err, ErrEscape, n.ID())
+	}
+	assert.Equal(t, outBefore, snapshot(t, outside))
+}
+
+// TestLinkTargetEndingInDotDot follows a link whose target ends with "..".
+func TestLinkTargetEndingInDotDot(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a/b"), 0o755))
+	require.NoError(t, os.Symlink("a/b/..", filepath.Join(dir, "up")))
+	_, err := converge.Apply(context.Background(), graph((&File{Root: r, Path: "/up"}).Node()))
+	require.ErrorIs(t, err, ErrWrongType, "/up leads to the directory a")
+}

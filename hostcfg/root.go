@@ -295,7 +295,19 @@ func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, e
 	if len(stack) == 0 {
 		return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
 	}
-	return strings.Join(stack, "/"), last, nil
+	rel := strings.Join(stack, "/")
+	if followLast && !missing && last == nil {
+		// The path ended with ".." (from a link target): look at where it
+		// leads.
+		fi, err := os.Lstat(r.host(rel))
+		switch {
+		case err == nil:
+			last = fi
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: err}
+		}
+	}
+	return rel, last, nil
 }
 
 // hasMore reports whether comps holds a component other than "" and ".".
