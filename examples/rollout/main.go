@@ -1,0 +1,145 @@
+// Command rollout is a rollout orchestrator in miniature: it updates a
+// simulated cluster of three controllers and six workers with a two-command
+// plan (download the bundle to the workers, then update k0s on the
+// controllers one at a time and on the workers two at a time), printing each
+// transition as it is stored. The nodes live in this process and answer
+// after a short delay; one worker fails its first attempt, and the program
+// retries the failed plan, which signals only that worker again.
+//
+//	go run ./examples/rollout
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/convergekit/converge"
+)
+
+const planYAML = `
+spec:
+  id: rollout-v1.30.4
+  commands:
+  - airgapupdate:
+      version: v1.30.4+k0s.0
+      platforms: {linux-amd64: {url: "https://example.invalid/bundle"}}
+      workers:
+        discovery: {static: {nodes: [worker0, worker1, worker2, worker3, worker4, worker5]}}
+        limits: {concurrent: 3}
+  - k0supdate:
+      version: v1.30.4+k0s.0
+      platforms: {linux-amd64: {url: "https://example.invalid/k0s"}}
+      targets:
+        controllers:
+          discovery: {static: {nodes: [controller0, controller1, controller2]}}
+        workers:
+          discovery: {static: {nodes: [worker0, worker1, worker2, worker3, worker4, worker5]}}
+          limits: {concurrent: 2}
+`
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := run(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "rollout:", err)
+		os.Exit(1)
+	}
+}
+
+// run rolls the plan out over the simulated cluster and writes what happens
+// to out.
+func run(ctx context.Context, out io.Writer) error {
+	cluster := newCluster("worker4")
+	store := converge.NewMemStore()
+	defer cluster.wait()
+	handler := &converge.CommandSignalHandler{Sender: cluster.bus}
+	var last string
+	runner, err := converge.NewPlanRunner(store, converge.PlanConfig{
+		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
+		PollInterval: 2 * time.Millisecond,
+		OnStep: func(id string, step converge.PlanStep, st *converge.PlanStatus) {
+			// Print a line when the progress of the active command moves.
+			if step.Command < 0 {
+				return
+			}
+			if line := progress(step.Command, st.Commands[step.Command]); line != last {
+				fmt.Fprintln(out, line)
+				last = line
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	doc, err := converge.PlanDecode([]byte(planYAML))
+	if err != nil {
+		return err
+	}
+	if err := runner.Create(ctx, doc); err != nil {
+		return err
+	}
+	status, err := runner.Run(ctx, doc.Spec.ID)
+	if errors.Is(err, converge.ErrPlanFailed) {
+		fmt.Fprintf(out, "plan stopped in %s:\n", status.State)
+		printFailures(out, status)
+		fmt.Fprintln(out, "retrying the failed plan: only what did not complete is signalled again")
+		if err := runner.Retry(ctx, doc.Spec.ID); err != nil {
+			return err
+		}
+		status, err = runner.Run(ctx, doc.Spec.ID)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "plan finished: %s\n", status.State)
+	fmt.Fprintln(out, "signals per node:")
+	for _, n := range cluster.names {
+		fmt.Fprintf(out, "  %-12s %d\n", n, cluster.bus.count(n))
+	}
+	if status.State != converge.PlanCompleted {
+		return fmt.Errorf("plan ended in %s", status.State)
+	}
+	return nil
+}
+
+// progress renders one command's status as a line: per group, how many
+// targets completed.
+func progress(i int, c converge.CommandStatus) string {
+	line := fmt.Sprintf("command %d %-12s %-16s", i, c.Kind, c.State)
+	for _, g := range sortedGroups(c) {
+		done := 0
+		for _, t := range c.Targets[g] {
+			if t.State == converge.SignalCompleted {
+				done++
+			}
+		}
+		line += fmt.Sprintf(" %s %d/%d", g, done, len(c.Targets[g]))
+	}
+	return line
+}
+
+func sortedGroups(c converge.CommandStatus) []string {
+	groups := make([]string, 0, len(c.Targets))
+	for g := range c.Targets {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	return groups
+}
+
+func printFailures(out io.Writer, st *converge.PlanStatus) {
+	for i, c := range st.Commands {
+		for _, g := range sortedGroups(c) {
+			for _, t := range c.Targets[g] {
+				if t.Reason != "" {
+					fmt.Fprintf(out, "  command %d %s %s: %s (%s)\n", i, g, t.Name, t.State, t.Reason)
+				}
+			}
+		}
+	}
+}
