@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/events"
@@ -12,15 +13,51 @@ import (
 // of the project stopped, died, was killed, removed, renamed or paused.
 var WatchedEvents = []string{"die", "stop", "kill", "oom", "destroy", "rename", "pause"}
 
+// EventSettle is how long WatchEvents waits after an event before calling
+// its trigger. The engine publishes "die" before the container list shows
+// the container stopped, so a pass triggered at once could still see it
+// running; events within the delay are coalesced into one call.
+const EventSettle = 200 * time.Millisecond
+
 // WatchEvents subscribes to the engine's events for the containers of
-// project and calls trigger for each event that can mean drift (see
-// WatchedEvents), for example a reconcile loop's Trigger, so a killed
+// project and calls trigger for events that can mean drift (see
+// WatchedEvents), EventSettle after the first of a burst, with the last
+// event of the burst. Feed it a reconcile loop's Trigger so a killed
 // container is brought back within a pass. Events carry names and labels,
 // never environment values. When the event stream fails, WatchEvents calls
 // trigger once (events may have been missed) and subscribes again after a
 // backoff that doubles from 100ms up to 10s. It returns ctx.Err() when ctx
 // is cancelled. trigger must not block for long.
 func WatchEvents(ctx context.Context, eng Engine, project string, trigger func(events.Message)) error {
+	var (
+		mu      sync.Mutex
+		last    events.Message
+		pending *time.Timer
+	)
+	defer func() {
+		mu.Lock()
+		if pending != nil {
+			pending.Stop()
+		}
+		mu.Unlock()
+	}()
+	settle := func(m events.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		last = m
+		if pending != nil {
+			return
+		}
+		pending = time.AfterFunc(EventSettle, func() {
+			mu.Lock()
+			m := last
+			pending = nil
+			mu.Unlock()
+			if ctx.Err() == nil {
+				trigger(m)
+			}
+		})
+	}
 	args := filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)),
 		filters.Arg("label", LabelProject+"="+project),
@@ -32,13 +69,13 @@ func WatchEvents(ctx context.Context, eng Engine, project string, trigger func(e
 	for {
 		sctx, cancel := context.WithCancel(ctx)
 		msgs, errs := eng.Events(sctx, events.ListOptions{Filters: args})
-		err := pump(sctx, msgs, errs, trigger, func() { backoff = 100 * time.Millisecond })
+		err := pump(sctx, msgs, errs, settle, func() { backoff = 100 * time.Millisecond })
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		_ = err // the stream broke: resubscribe
-		trigger(events.Message{Type: events.ContainerEventType, Action: "resync"})
+		settle(events.Message{Type: events.ContainerEventType, Action: "resync"})
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
