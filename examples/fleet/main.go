@@ -1,0 +1,197 @@
+// Command fleet is a fleet controller in miniature: 500 simulated hosts move
+// through their lifecycle (new -> provisioning -> installing -> ready) under
+// one converge.Controller. Provisioning fails transiently now and then (the
+// controller retries with per-host backoff); installing waits for the host
+// to report, as a real agent would. The program prints the number of hosts
+// per state as the fleet converges, then one host's history.
+//
+//	go run ./examples/fleet
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/convergekit/converge"
+)
+
+const hosts = 500
+
+// Lifecycle states of a host.
+const (
+	stateNew          converge.LifecycleState = "new"
+	stateProvisioning converge.LifecycleState = "provisioning"
+	stateInstalling   converge.LifecycleState = "installing"
+	stateReady        converge.LifecycleState = "ready"
+)
+
+var errProviderBusy = errors.New("provider: try again")
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := run(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+// run converges the simulated fleet and writes its progress to out.
+func run(ctx context.Context, out io.Writer) error {
+	prov := &provider{installed: map[string]bool{}, rand: rand.New(rand.NewPCG(1, 2))}
+	var ctrl *converge.Controller
+	handler := converge.HandlerFunc(func(ctx context.Context, h converge.Object) (converge.HandlerResult, error) {
+		switch h.State {
+		case stateNew:
+			return converge.Transition(stateProvisioning).Because("accepted into the fleet"), nil
+		case stateProvisioning:
+			if err := prov.provision(h.Key); err != nil {
+				return converge.HandlerResult{}, err // retried with backoff
+			}
+			// The host reports through Enqueue once the install is done.
+			prov.install(h.Key, func() { ctrl.Enqueue(h.Key) })
+			return converge.Transition(stateInstalling).Because("machine booted"), nil
+		case stateInstalling:
+			if !prov.isInstalled(h.Key) {
+				return converge.Wait("install running"), nil
+			}
+			return converge.Transition(stateReady).Because("agent reported"), nil
+		default:
+			return converge.NoChange(), nil
+		}
+	})
+	var err error
+	ctrl, err = converge.NewController(converge.ControllerConfig{
+		Kind:    "host",
+		Handler: handler,
+		Workers: 16,
+		Backoff: converge.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Jitter: 0.5},
+		SLA:     map[converge.LifecycleState]time.Duration{stateInstalling: time.Minute},
+	})
+	if err != nil {
+		return err
+	}
+	for i := range hosts {
+		if err := ctrl.Add(ctx, fmt.Sprintf("host-%03d", i), stateNew, nil); err != nil {
+			return err
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- ctrl.Run(runCtx) }()
+
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for {
+		counts := countStates(ctrl)
+		if line := render(counts); line != last {
+			fmt.Fprintln(out, line)
+			last = line
+		}
+		if counts[stateReady] == hosts {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			stop()
+			<-stopped
+			prov.wait()
+			return ctx.Err()
+		}
+	}
+	stop()
+	if err := <-stopped; err != nil {
+		return err
+	}
+	prov.wait()
+	fmt.Fprintf(out, "all %d hosts ready; provider refused %d requests, each retried\n", hosts, prov.refusals())
+
+	history, err := ctrl.History(ctx, "host-007")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "history of host-007:")
+	for _, h := range history {
+		fmt.Fprintf(out, "  %-14q -> %-14q %s\n", h.From, h.To, h.Reason)
+	}
+	return nil
+}
+
+func countStates(c *converge.Controller) map[converge.LifecycleState]int {
+	counts := map[converge.LifecycleState]int{}
+	for _, o := range c.Objects() {
+		counts[o.State]++
+	}
+	return counts
+}
+
+func render(counts map[converge.LifecycleState]int) string {
+	states := make([]string, 0, len(counts))
+	for s := range counts {
+		states = append(states, string(s))
+	}
+	sort.Strings(states)
+	parts := make([]string, len(states))
+	for i, s := range states {
+		parts[i] = fmt.Sprintf("%s=%d", s, counts[converge.LifecycleState(s)])
+	}
+	return strings.Join(parts, " ")
+}
+
+// provider simulates the machine provider and the hosts' install agents.
+type provider struct {
+	mu        sync.Mutex
+	rand      *rand.Rand
+	installed map[string]bool
+	refused   int
+	wg        sync.WaitGroup
+}
+
+// provision fails one request in five, as a busy provider does.
+func (p *provider) provision(host string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rand.IntN(5) == 0 {
+		p.refused++
+		return fmt.Errorf("provision %s: %w", host, errProviderBusy)
+	}
+	return nil
+}
+
+// install finishes after a few milliseconds and calls done, as a host
+// agent reporting back would.
+func (p *provider) install(host string, done func()) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		time.Sleep(time.Duration(2+len(host)%5) * time.Millisecond)
+		p.mu.Lock()
+		p.installed[host] = true
+		p.mu.Unlock()
+		done()
+	}()
+}
+
+func (p *provider) isInstalled(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.installed[host]
+}
+
+func (p *provider) refusals() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
+func (p *provider) wait() { p.wg.Wait() }
