@@ -35,6 +35,34 @@
 //	rep, err := converge.Apply(ctx, g)
 //	fmt.Print(rep.Summary())
 //
+// # Status
+//
+// An agent turns a walk's Report into an EdgeReport (EdgeReportFrom): per
+// item, what it detected and which error kind it hit, for the revision of
+// the configuration it answers. The central side derives the status of
+// every item from the DesiredConfig and that report (DeriveStatus), says
+// whether the configuration is ready and which items need a person.
+//
+// # Keeping it so
+//
+// TargetReconciler keeps one device at its target: it walks the target's
+// stages until a pass changes nothing, coalesces triggers, backs off after
+// failures, honours update locks (ErrLocked) unless forced, and persists
+// the last target in a Store so a restart resumes it. Controller moves
+// many objects through lifecycle states: a Handler returns Transition,
+// Wait, NoChange or Deleted; the queue never runs one object twice at once;
+// every transition is kept in the Store's history and per-state SLAs are
+// watched. MemStore is the in-memory Store.
+//
+// # Rollouts
+//
+// A Plan is an ordered list of Commands applied to target nodes, found by
+// discovery; PlanRunner (or a Controller with PlanRunner.Handler) moves it
+// through NewPlan, SchedulableWait, Schedulable and Completed, stores the
+// status after every transition and resumes after a crash without
+// signalling a completed target twice. Plans read and write YAML and JSON
+// in the shape of k0s autopilot plans (PlanDecode).
+//
 // Adapters live in subpackages named after what they wrap (hostcfg for host
 // configuration, docker for containers); convergetest has fakes and a
 // conformance check for users' own items.
