@@ -161,7 +161,9 @@ func (c *ConfigFile) Entries(ctx context.Context) ([]ConfigEntry, error) {
 // Import turns the settings the file has now into items whose goal is to
 // keep them, so that a first run keeps what the device had: one Key item
 // per single-valued key and section, with its winning (last) value, and one
-// Entry item per entry of a repeatable key (dtoverlay, dtparam, gpio).
+// Entry item per entry of a repeatable key (dtoverlay, dtparam, gpio). Add
+// them to a graph with AddConfigKeys, which keeps the order of repeated
+// entries.
 func (c *ConfigFile) Import(ctx context.Context) ([]*ConfigKey, error) {
 	entries, err := c.Entries(ctx)
 	if err != nil {
@@ -189,6 +191,30 @@ func (c *ConfigFile) Import(ctx context.Context) ([]*ConfigKey, error) {
 		out = append(out, c.Key(e.Section, e.Key, last[k]))
 	}
 	return out, nil
+}
+
+// AddConfigKeys adds items (for example from Import) to g as Present,
+// each depending on deps. Every entry of a repeatable key also depends on
+// the entry of the same file, section and key before it in items, so that
+// a file rebuilt from them (after it was lost) keeps their order, which
+// matters for dtoverlay and dtparam.
+func AddConfigKeys(g *converge.Graph, items []*ConfigKey, deps ...converge.ID) {
+	type fsk struct{ file, section, key string }
+	prev := map[fsk]converge.ID{}
+	for _, it := range items {
+		d := deps
+		if it.Repeated {
+			k := fsk{"", it.Section, it.Key}
+			if it.file != nil {
+				k.file = it.file.Path()
+			}
+			if p, ok := prev[k]; ok {
+				d = append(append([]converge.ID(nil), deps...), p)
+			}
+			prev[k] = it.ID()
+		}
+		g.Add(it.Node(), converge.Present, d...)
+	}
 }
 
 // Key returns an item for a single-valued key of section ("" or "all" for

@@ -327,11 +327,13 @@ func TestImport(t *testing.T) {
 	items, err := cf.Import(ctx)
 	require.NoError(t, err)
 	ids := map[converge.ID]bool{}
-	g := converge.NewGraph()
 	for _, it := range items {
 		ids[it.ID()] = true
-		g.Add(it.Node(), converge.Present)
 	}
+	g := converge.NewGraph()
+	AddConfigKeys(g, items)
+	assert.Equal(t, []converge.ID{"configkey:/boot/config.txt:[pi4]gpio=17=op,dh"}, g.Dependencies("configkey:/boot/config.txt:[pi4]gpio=18=op,dl"))
+	assert.Equal(t, []converge.ID{"configkey:/boot/config.txt:dtoverlay=vc4-kms-v3d"}, g.Dependencies("configkey:/boot/config.txt:dtoverlay=disable-bt"))
 	assert.True(t, ids["configkey:/boot/config.txt:arm_boost"])
 	assert.True(t, ids["configkey:/boot/config.txt:dtoverlay=vc4-kms-v3d"])
 	assert.True(t, ids["configkey:/boot/config.txt:[cm5]dtoverlay=dwc2,dr_mode=host"])

@@ -124,8 +124,9 @@ const tempMarker = ".hostcfg-tmp-"
 // per file, so items sharing a file never lose each other's changes. The
 // zero value is not usable; call OpenRoot.
 type Root struct {
-	dir string // absolute path with symlinks resolved
-	r   *os.Root
+	dir  string // absolute path with symlinks resolved
+	r    *os.Root
+	dirf *os.File // the root directory, for openBeneath
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
@@ -154,14 +155,22 @@ func OpenRoot(dir string) (*Root, error) {
 	if err != nil {
 		return nil, &PathError{Op: "open root", Path: dir, Err: err}
 	}
-	return &Root{dir: real, r: r, locks: map[string]*sync.Mutex{}, temps: map[string][]string{}, inflight: map[string]bool{}}, nil
+	// The directory handle serves the fast read path only; without it,
+	// reads resolve step by step.
+	dirf, _ := os.Open(real)
+	return &Root{dir: real, r: r, dirf: dirf, locks: map[string]*sync.Mutex{}, temps: map[string][]string{}, inflight: map[string]bool{}}, nil
 }
 
 // Dir returns the absolute directory of the root, with symlinks resolved.
 func (r *Root) Dir() string { return r.dir }
 
-// Close releases the root's directory handle. Items using it fail after.
-func (r *Root) Close() error { return r.r.Close() }
+// Close releases the root's directory handles. Items using it fail after.
+func (r *Root) Close() error {
+	if r.dirf != nil {
+		r.dirf.Close()
+	}
+	return r.r.Close()
+}
 
 // cleanPath turns an item path into its canonical form "/a/b" (for IDs and
 // messages), resolving "." and ".." lexically. Climbing above the root is
@@ -411,6 +420,16 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 	if r == nil || r.r == nil {
 		return "", "", fileInfo{}, &ItemError{Item: name, Reason: "nil Root"}
 	}
+	r.reads.Add(1)
+	// Fast path: no link on the way, one kernel call that cannot leave the
+	// root.
+	if f, missing, ok := r.openBeneath(name[1:]); ok {
+		if missing {
+			return name, name[1:], fileInfo{}, nil
+		}
+		fi, err = readOpen(name, f)
+		return name, name[1:], fi, err
+	}
 	rel, seen, err := r.resolveInfo(name, true)
 	if err != nil {
 		return "", "", fileInfo{}, err
@@ -421,7 +440,6 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 	if !seen.Mode().IsRegular() {
 		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(seen.Mode()))}
 	}
-	r.reads.Add(1)
 	f, err := os.OpenFile(r.host(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err == nil {
 		if st, serr := f.Stat(); serr != nil || !os.SameFile(st, seen) {
@@ -437,21 +455,28 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 			return "", "", fileInfo{}, r.fail("read", name, err)
 		}
 	}
+	fi, err = readOpen(name, f)
+	return name, rel, fi, err
+}
+
+// readOpen reads the open file f, which must be a regular file, and
+// closes it.
+func readOpen(name string, f *os.File) (fileInfo, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
+		return fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
 	}
 	if !st.Mode().IsRegular() {
-		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(st.Mode()))}
+		return fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(st.Mode()))}
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(st.Size()) + 512)
 	if _, err := buf.ReadFrom(f); err != nil {
-		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
+		return fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
 	}
 	uid, gid := owner(st)
-	return name, rel, fileInfo{exists: true, content: buf.Bytes(), mode: st.Mode() & permBits, uid: uid, gid: gid, stat: st}, nil
+	return fileInfo{exists: true, content: buf.Bytes(), mode: st.Mode() & permBits, uid: uid, gid: gid, stat: st}, nil
 }
 
 // owner returns the numeric owner of fi, or -1s when unknown.

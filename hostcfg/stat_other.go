@@ -4,6 +4,7 @@ package hostcfg
 
 import (
 	"io/fs"
+	"os"
 	"time"
 )
 
@@ -12,3 +13,6 @@ import (
 func statID(fs.FileInfo) (dev, ino uint64, ctime time.Time, ok bool) {
 	return 0, 0, time.Time{}, false
 }
+
+// openBeneath has no fast path outside Linux.
+func (r *Root) openBeneath(string) (f *os.File, missing, ok bool) { return nil, false, false }
