@@ -233,3 +233,27 @@ func TestLinkTargetEndingInDotDot(t *testing.T) {
 	_, err := converge.Apply(context.Background(), graph((&File{Root: r, Path: "/up"}).Node()))
 	require.ErrorIs(t, err, ErrWrongType, "/up leads to the directory a")
 }
+
+// TestFastAndSlowReadsAgree reads the same paths with the openat2 fast
+// path and with step-by-step resolution: both see the same thing.
+func TestFastAndSlowReadsAgree(t *testing.T) {
+	fast, dir, _ := newRoot(t)
+	writeFile(t, filepath.Join(dir, "etc/a.conf"), "a\n")
+	writeFile(t, filepath.Join(dir, "etc/empty"), "")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "etc/d"), 0o755))
+	require.NoError(t, os.Symlink("a.conf", filepath.Join(dir, "etc/link")))
+	slow, err := OpenRoot(dir)
+	require.NoError(t, err)
+	slow.dirf.Close()
+	slow.dirf = nil
+	t.Cleanup(func() { slow.Close() })
+	for _, p := range []string{"/etc/a.conf", "etc//./a.conf", "/etc/empty", "/etc/missing", "/nodir/x", "/etc/link", "/etc/d", "/etc/a.conf/x", "/etc/d/../a.conf"} {
+		n1, rel1, fi1, err1 := fast.readResolved(p)
+		n2, rel2, fi2, err2 := slow.readResolved(p)
+		assert.Equal(t, err1 == nil, err2 == nil, "%s: %v / %v", p, err1, err2)
+		assert.Equal(t, errors.Is(err1, ErrWrongType), errors.Is(err2, ErrWrongType), p)
+		if err1 == nil && err2 == nil {
+			assert.Equal(t, []any{n1, rel1, fi1.exists, string(fi1.content), fi1.mode}, []any{n2, rel2, fi2.exists, string(fi2.content), fi2.mode}, p)
+		}
+	}
+}
