@@ -5,9 +5,11 @@
 //
 // Every item reaches the file system through a Root, a directory opened
 // with os.Root: "/" on a device, a temporary directory in tests. Paths are
-// relative to it, and a path that would lead outside it through "..", or
-// through a symbolic link pointing outside, is refused with an
-// *EscapeError before anything is written.
+// relative to it ("/etc/hostname" names <root>/etc/hostname), and a path
+// that would lead outside it through "..", or through a symbolic link
+// pointing outside (a relative target climbing out, or an absolute target
+// not under the root's directory), is refused with an *EscapeError before
+// anything is written.
 //
 // Writes are atomic: the new content goes to a temporary file in the same
 // directory, which is synced, renamed over the old file, and the directory
