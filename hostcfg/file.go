@@ -39,6 +39,10 @@ type File struct {
 	// Owner, when set, is the desired owner and group; changing them needs
 	// root. nil keeps the owner of an existing file.
 	Owner *Ownership
+	// Sensitive keeps the content out of dry-run diffs: the diff says only
+	// that the content changes and its sizes. Use it for keys, tokens and
+	// passwords. The states in a Report still hold the content in memory.
+	Sensitive bool
 }
 
 // FileState is the state of a File.
@@ -152,6 +156,24 @@ func (f *File) ApplyDry(ctx context.Context, _, target FileState) (FileState, er
 	return f.converge(ctx, target, false)
 }
 
+// diff renders the content change for a dry run, hiding the content of a
+// Sensitive file.
+func (f *File) diff(name string, old, new []byte, oldExists, newExists bool) string {
+	if !f.Sensitive {
+		return unifiedDiff(name, old, new, oldExists, newExists)
+	}
+	if oldExists == newExists && bytes.Equal(old, new) {
+		return ""
+	}
+	size := func(b []byte, exists bool) string {
+		if !exists {
+			return "absent"
+		}
+		return fmt.Sprintf("%d bytes", len(b))
+	}
+	return fmt.Sprintf("content of %s changes (sensitive, not shown): %s -> %s\n", name, size(old, oldExists), size(new, newExists))
+}
+
 func (f *File) converge(ctx context.Context, target FileState, write bool) (FileState, error) {
 	name, rel, err := resolveItem(f.Root, f.Path, true)
 	if err != nil {
@@ -174,7 +196,7 @@ func (f *File) converge(ctx context.Context, target FileState, write bool) (File
 	if !target.Exists {
 		out := FileState{Path: name, UID: -1, GID: -1}
 		if !write {
-			out.Diff = unifiedDiff(name, cur.content, nil, cur.exists, false)
+			out.Diff = f.diff(name, cur.content, nil, cur.exists, false)
 		}
 		if write && cur.exists {
 			_, lrel, err := resolveItem(f.Root, f.Path, false)
@@ -193,7 +215,7 @@ func (f *File) converge(ctx context.Context, target FileState, write bool) (File
 	}
 	out := FileState{Path: name, Exists: true, Content: target.Content, Mode: meta.mode, UID: meta.uid, GID: meta.gid}
 	if !write {
-		out.Diff = unifiedDiff(name, cur.content, target.Content, cur.exists, true)
+		out.Diff = f.diff(name, cur.content, target.Content, cur.exists, true)
 		if cur.exists {
 			out.Diff += metaDiff(name, cur.mode, meta.mode, cur.uid, cur.gid, meta.uid, meta.gid)
 		}

@@ -112,7 +112,7 @@ func buildGraph(root *hostcfg.Root) *converge.Graph {
 	g := converge.NewGraph()
 	appDir := &hostcfg.Dir{Root: root, Path: "/etc/app", Mode: 0o755}
 	conf := &hostcfg.File{Root: root, Path: "/etc/app/app.conf", Content: []byte("listen = :8080\nlog_level = info\n")}
-	env := &hostcfg.File{Root: root, Path: "/etc/app/env", Content: []byte("TOKEN=s3cret\n"), Mode: 0o600}
+	env := &hostcfg.File{Root: root, Path: "/etc/app/env", Content: []byte("TOKEN=s3cret\n"), Mode: 0o600, Sensitive: true}
 	current := &hostcfg.Symlink{Root: root, Path: "/etc/app/current.conf", Target: "app.conf"}
 	g.Add(appDir.Node(), converge.Present)
 	g.Add(conf.Node(), converge.Present, appDir.ID())

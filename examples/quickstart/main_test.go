@@ -38,6 +38,8 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, dry, "+++ b/etc/app/app.conf\n    @@ -0,0 +1,2 @@\n    +listen = :8080\n")
 	assert.Contains(t, dry, "    -arm_boost=1\n    +arm_boost=0\n")
 	assert.Contains(t, dry, "mkdir /etc/app (0755)")
+	assert.Contains(t, dry, "content of /etc/app/env changes (sensitive, not shown): absent -> 13 bytes")
+	assert.NotContains(t, out.String(), "s3cret", "a sensitive file never shows its content")
 
 	assert.Contains(t, apply, "[8] changed")
 	assert.Contains(t, apply, "apply: 8 items: 8 changed")
