@@ -127,7 +127,7 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("docker: compose: %w", err)
+		return nil, fmt.Errorf("docker: compose: %w: %w", ErrInvalidCompose, err)
 	}
 	return fromCompose(cp, opts)
 }

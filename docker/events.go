@@ -14,9 +14,10 @@ import (
 var WatchedEvents = []string{"die", "stop", "kill", "oom", "destroy", "rename", "pause"}
 
 // EventSettle is how long WatchEvents waits after an event before calling
-// its trigger. The engine publishes "die" before the container list shows
-// the container stopped, so a pass triggered at once could still see it
-// running; events within the delay are coalesced into one call.
+// its trigger; events within the delay are coalesced into one call. The
+// engine publishes "die" before the container list shows the container
+// stopped, so WatchEvents also inspects the container (which waits until
+// the engine has recorded the exit) before it triggers.
 const EventSettle = 200 * time.Millisecond
 
 // WatchEvents subscribes to the engine's events for the containers of
@@ -53,9 +54,16 @@ func WatchEvents(ctx context.Context, eng Engine, project string, trigger func(e
 			m := last
 			pending = nil
 			mu.Unlock()
-			if ctx.Err() == nil {
-				trigger(m)
+			if ctx.Err() != nil {
+				return
 			}
+			if m.Actor.ID != "" {
+				// The engine holds the container's lock until the exit is
+				// fully recorded; an inspect waits for it, so the pass that
+				// follows lists the container as it now is.
+				_, _ = eng.ContainerInspect(ctx, m.Actor.ID)
+			}
+			trigger(m)
 		})
 	}
 	args := filters.NewArgs(

@@ -48,6 +48,9 @@ var (
 	// ErrNotOwned means an object with the wanted name exists but was not
 	// created by this package, so it is neither changed nor removed.
 	ErrNotOwned = errors.New("docker: object not owned by converge")
+	// ErrInvalidCompose means compose-go rejected a Compose file (syntax,
+	// schema or consistency); the loader's message follows.
+	ErrInvalidCompose = errors.New("docker: invalid compose file")
 	// ErrUnsupported is matched by *UnsupportedError from the Compose loader.
 	ErrUnsupported = errors.New("docker: unsupported compose fields")
 )
