@@ -65,9 +65,9 @@ volumes:
 	assert.Equal(t, docker.ContainerSpec{
 		Service: "db", Name: "the-db", Image: "postgres:16",
 		Command: []string{"run", "--fast"}, Entrypoint: []string{"/entry"},
-		Env:     map[string]string{"PASSWORD": "pw-from-env", "PLAIN": "1"},
-		Labels:  map[string]string{"team": "core"},
-		Ports:   []docker.Port{{HostIP: "127.0.0.1", HostPort: "5432", ContainerPort: 5432, Protocol: "tcp"}},
+		Env:    map[string]string{"PASSWORD": "pw-from-env", "PLAIN": "1"},
+		Labels: map[string]string{"team": "core"},
+		Ports:  []docker.Port{{HostIP: "127.0.0.1", HostPort: "5432", ContainerPort: 5432, Protocol: "tcp"}},
 		Mounts: []docker.Mount{
 			{Type: "volume", Source: "demo_data", Target: "/var/lib/data"},
 			{Type: "bind", Source: "/srv/demo/conf", Target: "/conf", ReadOnly: true},
