@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/docker"
+	"github.com/convergekit/converge/docker/dockertest"
+)
+
+// composeVersion is the Compose v2 release the Docker benchmarks compare with.
+const composeVersion = "v2.40.3"
+
+var (
+	dockerOnce  sync.Once
+	dockerCli   *client.Client
+	dockerImage string
+	dockerErr   error
+	dockerBuilt bool
+)
+
+// benchEngine connects to the local engine and builds the test image once
+// per run; without an engine the benchmark is skipped (or fails when
+// CONVERGE_REQUIRE_DOCKER=1). The image is removed when the benchmark ends.
+func benchEngine(b *testing.B) (*client.Client, string) {
+	b.Helper()
+	dockerOnce.Do(func() {
+		ctx := context.Background()
+		dockerCli, dockerErr = dockertest.Connect(ctx)
+		if dockerErr != nil {
+			return
+		}
+		dockerImage, dockerBuilt, dockerErr = dockertest.BuildAppImage(ctx, dockerCli)
+	})
+	if dockerErr != nil {
+		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
+			b.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", dockerErr)
+		}
+		b.Skipf("no usable Docker engine, skipping: %v", dockerErr)
+	}
+	b.Cleanup(func() {
+		// Benchmarks run their function several times; remove the image
+		// (when we built it) only after the last one, and build it again
+		// for the next benchmark.
+		if dockerBuilt && !b.Failed() && b.N > 0 {
+			_, _ = dockerCli.ImageRemove(context.Background(), dockerImage, image.RemoveOptions{PruneChildren: true})
+			_ = dockerCli.Close()
+			dockerOnce = sync.Once{}
+		}
+	})
+	return dockerCli, dockerImage
+}
+
+// composeBinary returns the path of a docker-compose binary of
+// composeVersion, built once from the module cache and kept under
+// $HOME/.cache/converge-bench (go install refuses the module because of
+// its exclude directives). It returns an error when it cannot be built.
+func composeBinary() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(home, ".cache", "converge-bench")
+	bin := filepath.Join(dir, "docker-compose-"+composeVersion)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	out, err := exec.Command("go", "mod", "download", "-json", "github.com/docker/compose/v2@"+composeVersion).Output()
+	if err != nil {
+		return "", fmt.Errorf("download compose: %w", err)
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("download compose: %v %s", err, mod.Error)
+	}
+	cmd := exec.Command("go", "build", "-o", bin+".tmp", "./cmd")
+	cmd.Dir = mod.Dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build compose: %w\n%s", err, out)
+	}
+	return bin, os.Rename(bin+".tmp", bin)
+}
+
+func randomName(prefix string) string {
+	buf := make([]byte, 4)
+	_, _ = rand.Read(buf)
+	return prefix + hex.EncodeToString(buf)
+}
+
+// composeFile20 is a project of n sleepers from one local image.
+func composeFile20(project, img string, n int) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "name: %s\nservices:\n", project)
+	for i := range n {
+		fmt.Fprintf(&s, "  s%02d:\n    image: %s\n    command: [\"/app\", \"sleep\"]\n    labels: {%s: \"1\"}\n", i, img, dockertest.TestLabel)
+	}
+	return s.String()
+}
+
+// removeAll removes every container of a project, ours (by our label) or
+// compose's (by its label), and their networks.
+func removeAll(cli *client.Client, project string) {
+	ctx := context.Background()
+	for _, label := range []string{docker.LabelProject + "=" + project, "com.docker.compose.project=" + project} {
+		f := filters.NewArgs(filters.Arg("label", label))
+		cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+			}()
+		}
+		wg.Wait()
+		ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		for _, n := range ns {
+			_ = cli.NetworkRemove(ctx, n.ID)
+		}
+	}
+}
+
+func composeUp(bin, dir, project string) error {
+	cmd := exec.Command(bin, "-p", project, "-f", filepath.Join(dir, "compose.yaml"), "up", "-d", "--quiet-pull")
+	cmd.Env = append(os.Environ(), "COMPOSE_PROGRESS=quiet")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("compose up: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func writeCompose(b *testing.B, project, img string) string {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(composeFile20(project, img, 20)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// BenchmarkDockerUp20 brings 20 containers from one local image from
+// nothing to running with converge, and, in the same loop, with compose v2
+// `up -d` on the same file. ns/op and s/op are converge's; compose-s/op and
+// ours/compose compare.
+func BenchmarkDockerUp20(b *testing.B) {
+	cli, img := benchEngine(b)
+	bin, cerr := composeBinary()
+	if cerr != nil {
+		b.Logf("compose unavailable, reporting converge alone: %v", cerr)
+	}
+	ctx := context.Background()
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		project := randomName("cvb")
+		p, err := docker.LoadCompose(ctx, []byte(composeFile20(project, img, 20)), docker.LoadOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := p.Graph(cli)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		if _, err := converge.Apply(ctx, g); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(start)
+		b.StopTimer()
+		removeAll(cli, project)
+		if cerr == nil {
+			cp := randomName("cmp")
+			dir := writeCompose(b, cp, img)
+			start := time.Now()
+			err := composeUp(bin, dir, cp)
+			theirs += time.Since(start)
+			removeAll(cli, cp)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(ours.Seconds()/float64(b.N), "s/op")
+	if cerr == nil {
+		b.ReportMetric(theirs.Seconds()/float64(b.N), "compose-s/op")
+		b.ReportMetric(ours.Seconds()/theirs.Seconds(), "ours/compose")
+	}
+}
+
+// BenchmarkDockerNoop20 runs a full Apply of a converged 20-container
+// project; it reports the engine calls per Apply and compares the time with
+// compose v2's no-op `up -d` on the same file (measured 5 times).
+func BenchmarkDockerNoop20(b *testing.B) {
+	cli, img := benchEngine(b)
+	ctx := context.Background()
+	project := randomName("cvn")
+	b.Cleanup(func() { removeAll(cli, project) })
+	p, err := docker.LoadCompose(ctx, []byte(composeFile20(project, img, 20)), docker.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng := dockertest.Count(cli)
+	g, err := p.Graph(eng)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := converge.Apply(ctx, g); err != nil {
+		b.Fatal(err)
+	}
+
+	var composeNoop time.Duration
+	bin, cerr := composeBinary()
+	if cerr != nil {
+		b.Logf("compose unavailable, reporting converge alone: %v", cerr)
+	} else {
+		cp := randomName("cmn")
+		b.Cleanup(func() { removeAll(cli, cp) })
+		dir := writeCompose(b, cp, img)
+		if err := composeUp(bin, dir, cp); err != nil {
+			b.Fatal(err)
+		}
+		const runs = 5
+		start := time.Now()
+		for range runs {
+			if err := composeUp(bin, dir, cp); err != nil {
+				b.Fatal(err)
+			}
+		}
+		composeNoop = time.Since(start) / runs
+	}
+
+	eng.Reset()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		g, err := p.Graph(eng)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := converge.Apply(ctx, g)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(rep.IDs(converge.OutcomeChanged)); n != 0 {
+			b.Fatalf("no-op apply changed %d items", n)
+		}
+	}
+	b.StopTimer()
+	if w := eng.Writes(); w != 0 {
+		b.Fatalf("no-op applies wrote %d times: %v", w, eng.Calls())
+	}
+	b.ReportMetric(float64(eng.Total())/float64(b.N), "engine-calls/op")
+	if composeNoop > 0 {
+		per := b.Elapsed() / time.Duration(b.N)
+		b.ReportMetric(composeNoop.Seconds(), "compose-s/op")
+		b.ReportMetric(per.Seconds()/composeNoop.Seconds(), "ours/compose")
+	}
+}
