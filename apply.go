@@ -403,16 +403,17 @@ func (ws *walkState) work() {
 		}
 		k := ws.ready.pop()
 		ws.mu.Unlock()
-		res := ws.runItem(k)
+		ws.runItem(k, &ws.results[k])
 		ws.mu.Lock()
-		ws.complete(k, res)
+		ws.complete(k)
 	}
 }
 
-// complete records the result of item k and releases or blocks the items
-// after it. Callers hold ws.mu.
-func (ws *walkState) complete(k int, res ItemResult) {
-	ws.results[k] = res
+// complete accounts for the result of item k, which the worker wrote into
+// ws.results[k], and releases or blocks the items after it. Callers hold
+// ws.mu.
+func (ws *walkState) complete(k int) {
+	res := &ws.results[k]
 	ws.resolved++
 	if res.Outcome == OutcomeFailed {
 		ws.failures++
@@ -423,13 +424,14 @@ func (ws *walkState) complete(k int, res ItemResult) {
 	} else {
 		ws.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
 	}
-	woken := ws.release(k, res.Outcome == OutcomeFailed)
-	switch {
-	case ws.stop || ws.resolved == len(ws.results):
+	queued := ws.release(k, res.Outcome == OutcomeFailed)
+	if ws.stop || ws.resolved == len(ws.results) {
 		ws.cond.Broadcast()
-	case woken > 1:
-		ws.cond.Broadcast()
-	case woken == 1:
+		return
+	}
+	// The calling worker takes one of the queued items itself; wake one
+	// idle worker for each of the others.
+	for range min(queued-1, ws.cfg.Parallelism) {
 		ws.cond.Signal()
 	}
 }
@@ -504,16 +506,16 @@ func (d *depView) State(id ID) (any, bool) {
 
 // runItem runs the discover, goal, check, apply and verify phases of item k.
 // A panic in any phase becomes the item's *PanicError in that phase.
-func (ws *walkState) runItem(k int) (res ItemResult) {
+func (ws *walkState) runItem(k int, res *ItemResult) {
 	it := &ws.c.items[k]
 	now := ws.cfg.Now
-	res = ItemResult{ID: it.id, Presence: ws.presence(k), Started: now()}
+	*res = ItemResult{ID: it.id, Presence: ws.presence(k), Started: now()}
 	ws.emit(Event{ID: it.id, Kind: EventChecking})
 	ctx := ws.ctx
 	deps := &ws.views[k]
 	var run *itemRun
 	phase := PhaseDiscover
-	fail := func(err error) ItemResult {
+	fail := func(err error) {
 		res.Outcome = OutcomeFailed
 		res.Phase = phase
 		res.Err = &ItemError{ID: it.id, Phase: phase, Err: err}
@@ -521,11 +523,10 @@ func (ws *walkState) runItem(k int) (res ItemResult) {
 		if run != nil {
 			res.Actions = run.takeActions()
 		}
-		return res
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			res = fail(newPanicError(v))
+			fail(newPanicError(v))
 		}
 	}()
 
@@ -535,7 +536,8 @@ func (ws *walkState) runItem(k int) (res ItemResult) {
 	case errors.Is(err, ErrStateUnknown):
 		res.Before, res.Unknown = nil, true
 	case err != nil:
-		return fail(err)
+		fail(err)
+		return
 	}
 	phase = PhaseGoal
 	if res.Presence == Absent {
@@ -544,20 +546,22 @@ func (ws *walkState) runItem(k int) (res ItemResult) {
 		res.Target, err = it.node.StateGoal(ctx, deps)
 	}
 	if err != nil {
-		return fail(err)
+		fail(err)
+		return
 	}
 	phase = PhaseCheck
 	if res.Unknown {
 		res.Decision = Required(UnitsUnknown)
 	} else if res.Decision, err = it.node.Check(ctx, res.Before, res.Target); err != nil {
-		return fail(err)
+		fail(err)
+		return
 	}
 	if !res.Decision.Required() {
 		res.After = res.Before
 		res.Outcome = OutcomeUnchanged
 		ws.publish(k, res.After)
 		res.Duration = now().Sub(res.Started)
-		return res
+		return
 	}
 
 	// Only items that change get a context of their own, to report
@@ -577,20 +581,24 @@ func (ws *walkState) runItem(k int) (res ItemResult) {
 		res.After, err = it.node.Apply(actx, res.Before, res.Target)
 	}
 	if err != nil {
-		return fail(err)
+		fail(err)
+		return
 	}
 	phase = PhaseVerify
 	if !ws.dry {
 		if res.After, err = it.node.StateCurrent(ctx, deps); err != nil {
-			return fail(err)
+			fail(err)
+			return
 		}
 	}
 	verdict, err := it.node.Check(ctx, res.After, res.Target)
 	if err != nil {
-		return fail(err)
+		fail(err)
+		return
 	}
 	if verdict.Required() {
-		return fail(ErrNotConverged)
+		fail(ErrNotConverged)
+		return
 	}
 	if ws.dry {
 		res.Outcome = OutcomeWouldChange
@@ -600,7 +608,6 @@ func (ws *walkState) runItem(k int) (res ItemResult) {
 	ws.publish(k, res.After)
 	res.Actions = run.takeActions()
 	res.Duration = now().Sub(res.Started)
-	return res
 }
 
 // publish makes the state item k reached visible to the items that read it.
