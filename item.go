@@ -442,7 +442,8 @@ func ReportUnits(ctx context.Context, done, total int) {
 // RequireAction records, from inside Apply, that the host needs an action
 // (a reboot after boot configuration changed) for the change to take effect.
 // The walk puts it in the item's result; reconcile loops tell subscribers.
-// Outside a walk it does nothing.
+// Called from ApplyDry, it says what the change would require, and the dry
+// run's report lists it. Outside a walk it does nothing.
 func RequireAction(ctx context.Context, a Action, reason string) {
 	if r, ok := ctx.Value(keyItemRun).(*itemRun); ok {
 		r.mu.Lock()

@@ -408,13 +408,12 @@ func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write b
 	}
 	if res.changed() && k.file.Reboot {
 		out.RebootRequired = true
-		if write {
-			verb := "set in"
-			if !target.Present {
-				verb = "removed from"
-			}
-			converge.RequireAction(ctx, converge.ActionReboot, fmt.Sprintf("%s %s %s", k.describe(), verb, res.name))
+		// A dry run reports the reboot the change would need, too.
+		verb := "set in"
+		if !target.Present {
+			verb = "removed from"
 		}
+		converge.RequireAction(ctx, converge.ActionReboot, fmt.Sprintf("%s %s %s", k.describe(), verb, res.name))
 	}
 	return out, nil
 }

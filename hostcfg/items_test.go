@@ -269,6 +269,8 @@ func TestConfigKeyRebootAndOneLine(t *testing.T) {
 	assert.True(t, res.After.(ConfigKeyState).RebootRequired)
 	assert.Equal(t, realConfig, readFile(t, p))
 	assert.Contains(t, Diffs(rep)[0].Diff, "-arm_boost=1\n+arm_boost=0\n")
+	require.Len(t, rep.Actions(), 1, "a dry run says the change would need a reboot")
+	assert.Equal(t, converge.ActionReboot, rep.Actions()[0].Action)
 
 	rep = mustApply(t, g)
 	require.Len(t, rep.Actions(), 1)
