@@ -1,0 +1,172 @@
+// Command deviceagent keeps a small Compose project converged on the local
+// Docker engine, as an edge device agent would: it applies the project,
+// then watches engine events and re-applies whenever a container of the
+// project dies, is stopped or removed.
+//
+// It REQUIRES a running Docker engine (DOCKER_HOST or the default socket)
+// and exits with status 1 when there is none. The images of the project
+// must be present locally or pullable; with -demo-image the agent builds a
+// tiny FROM scratch test image itself (needs the Go toolchain), so it runs
+// without any registry.
+//
+// Usage:
+//
+//	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down]
+//
+// Without -f it uses a built-in project of two services (db and web, web
+// waiting for db to be healthy). -dry prints the planned action per
+// container and writes nothing; -once applies once and exits; -down removes
+// everything the project owns. Otherwise it runs until interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/docker/docker/api/types/events"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/docker"
+	"github.com/convergekit/converge/docker/dockertest"
+)
+
+const builtin = `
+name: deviceagent
+services:
+  db:
+    image: IMAGE
+    command: ["/app", "sleep"]
+    environment:
+      DB_PASSWORD: not-printed-anywhere
+    volumes: [data:/data]
+    healthcheck:
+      test: ["CMD", "/app", "ok"]
+      interval: 1s
+  web:
+    image: IMAGE
+    command: ["/app", "serve"]
+    environment:
+      GREETING: hello
+    depends_on:
+      db: {condition: service_healthy, x-timeout: 60s}
+volumes:
+  data: {}
+`
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "deviceagent:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	file := flag.String("f", "", "Compose file (default: a built-in two-service project)")
+	image := flag.String("image", "alpine:3.20", "image of the built-in project")
+	demo := flag.Bool("demo-image", false, "build a tiny FROM scratch test image and use it for the built-in project")
+	dry := flag.Bool("dry", false, "print the planned action per container and write nothing")
+	once := flag.Bool("once", false, "apply once and exit")
+	down := flag.Bool("down", false, "remove everything the project owns")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cli, err := dockertest.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("this example needs a running Docker engine: %w", err)
+	}
+	defer cli.Close()
+
+	var p *docker.Project
+	if *file != "" {
+		p, err = docker.LoadComposeFile(ctx, *file, docker.LoadOptions{})
+	} else {
+		img := *image
+		if *demo {
+			var built bool
+			img, built, err = dockertest.BuildAppImage(ctx, cli)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("built demo image %s (new: %v)\n", img, built)
+		}
+		p, err = docker.LoadCompose(ctx, []byte(strings.ReplaceAll(builtin, "IMAGE", img)), docker.LoadOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	g, err := p.Graph(cli)
+	if err != nil {
+		return err
+	}
+	w, err := converge.NewWalker(converge.Config{Observer: converge.ObserverFunc(printEvent)})
+	if err != nil {
+		return err
+	}
+
+	switch {
+	case *down:
+		_, err := w.Clean(ctx, g)
+		return err
+	case *dry:
+		rep, err := w.ApplyDry(ctx, g)
+		for _, pl := range docker.Plans(rep) {
+			fmt.Println("plan:", pl)
+		}
+		return err
+	case *once:
+		rep, err := w.Apply(ctx, g)
+		if rep != nil {
+			fmt.Println(rep.Summary())
+		}
+		return err
+	}
+
+	r, err := converge.NewTargetReconciler(converge.TargetConfig[docker.Project]{
+		Build: docker.TargetBuild(cli),
+		Walk:  converge.Config{Observer: converge.ObserverFunc(printEvent)},
+	})
+	if err != nil {
+		return err
+	}
+	r.Subscribe(func(e converge.TargetEvent) {
+		switch e.Kind {
+		case converge.TargetPassFinished:
+			fmt.Printf("pass %d: converged in %s\n", e.Pass, e.Duration.Round(1e6))
+		case converge.TargetPassFailed:
+			fmt.Printf("pass %d failed (retry in %s): %v\n", e.Pass, e.Retry.Round(1e6), e.Err)
+		}
+	})
+	if err := r.SetTarget(ctx, *p); err != nil {
+		return err
+	}
+	go func() {
+		err := docker.WatchEvents(ctx, cli, p.Name, func(m events.Message) {
+			fmt.Printf("engine event %s on %s: reconciling\n", m.Action, m.Actor.Attributes["name"])
+			r.Trigger()
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "events:", err)
+		}
+	}()
+	fmt.Printf("keeping project %s converged; Ctrl-C to stop (containers keep running; use -down to remove them)\n", p.Name)
+	return r.Run(ctx)
+}
+
+func printEvent(e converge.Event) {
+	switch e.Kind {
+	case converge.EventDone:
+		if e.Outcome != converge.OutcomeUnchanged {
+			fmt.Printf("  %s: %s\n", e.ID, e.Outcome)
+		}
+	case converge.EventFailed:
+		fmt.Printf("  %s: failed in %s: %v\n", e.ID, e.Phase, e.Err)
+	}
+}
