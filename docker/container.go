@@ -292,6 +292,11 @@ func (c *Container) create(ctx context.Context, name string) error {
 		}}
 	}
 	if _, err := c.eng.ContainerCreate(ctx, cfg, host, netcfg, nil, name); err != nil {
+		if errdefs.IsConflict(err) && name == c.name {
+			// Our own container with this name would have been in the
+			// project's list: the name belongs to someone else.
+			return fmt.Errorf("create: name %s: %w: %w", name, ErrNotOwned, err)
+		}
 		return fmt.Errorf("create: %w", err)
 	}
 	// API 1.41 attaches one network at create; connect the others.

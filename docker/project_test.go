@@ -193,6 +193,19 @@ func TestProjectLifecycle(t *testing.T) {
 	assert.Equal(t, []string{"foreign"}, f.VolumeNames())
 }
 
+func TestNameTakenByForeignContainer(t *testing.T) {
+	f := newFake()
+	_, err := f.ContainerCreate(context.Background(), &container.Config{Image: "app:1"}, nil, nil, nil, "x-a")
+	require.NoError(t, err)
+	g, err := (&docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1"}}}).Graph(f)
+	require.NoError(t, err)
+	_, err = converge.Apply(context.Background(), g)
+	require.ErrorIs(t, err, docker.ErrNotOwned)
+	c, ok := f.Container("x-a")
+	require.True(t, ok)
+	assert.Empty(t, c.Config.Labels, "the foreign container is untouched")
+}
+
 func idsByName(f *dockertest.Engine) map[string]string {
 	m := map[string]string{}
 	for _, c := range f.Containers() {
