@@ -81,6 +81,32 @@ func unsupportedFields(prefix string, v reflect.Value) []string {
 	return out
 }
 
+// setFields lists the fields of struct v (or *v) that are set but not in
+// allowed, as prefix+yaml name; Extensions are never listed.
+func setFields(prefix string, v any, allowed ...string) []string {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return nil
+		}
+		rv = rv.Elem()
+	}
+	var out []string
+	t := rv.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() || f.Name == "Extensions" || slices.Contains(allowed, f.Name) || rv.Field(i).IsZero() {
+			continue
+		}
+		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, prefix+name)
+	}
+	return out
+}
+
 // LoadComposeFile reads a Compose file and calls LoadCompose. A relative
 // WorkingDir defaults to the file's directory.
 func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Project, error) {
@@ -204,6 +230,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			spec.Labels[k] = v
 		}
 		for _, port := range s.Ports {
+			unsupported = append(unsupported, setFields(prefix+"ports.", port, "HostIP", "Target", "Published", "Protocol", "Mode")...)
 			if port.Target > 65535 {
 				return nil, &SpecError{Object: "service " + name, Field: "ports", Reason: "port out of range"}
 			}
@@ -211,6 +238,9 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 				ContainerPort: uint16(port.Target), Protocol: port.Protocol})
 		}
 		for _, v := range s.Volumes {
+			unsupported = append(unsupported, setFields(prefix+"volumes.", v, "Type", "Source", "Target", "ReadOnly", "Bind", "Volume")...)
+			unsupported = append(unsupported, setFields(prefix+"volumes.bind.", v.Bind, "CreateHostPath")...)
+			unsupported = append(unsupported, setFields(prefix+"volumes.volume.", v.Volume)...)
 			switch v.Type {
 			case types.VolumeTypeVolume:
 				src := v.Source
@@ -231,10 +261,12 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 			if cfg := s.Networks[key]; cfg != nil {
 				att.Aliases = slices.Clone(cfg.Aliases)
+				unsupported = append(unsupported, setFields(prefix+"networks."+key+".", cfg, "Aliases")...)
 			}
 			spec.Networks = append(spec.Networks, att)
 		}
 		if h := s.HealthCheck; h != nil {
+			unsupported = append(unsupported, setFields(prefix+"healthcheck.", h, "Test", "Timeout", "Interval", "Retries", "StartPeriod", "Disable")...)
 			hc := &Healthcheck{Test: []string(h.Test)}
 			if h.Disable {
 				hc.Test = []string{"NONE"}
@@ -278,6 +310,12 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		}
 		for _, dep := range slices.Sorted(mapKeys(s.DependsOn)) {
 			d := s.DependsOn[dep]
+			if d.Restart {
+				unsupported = append(unsupported, prefix+"depends_on."+dep+".restart")
+			}
+			if !d.Required {
+				unsupported = append(unsupported, prefix+"depends_on."+dep+".required")
+			}
 			cond, err := ParseCondition(d.Condition)
 			if err != nil {
 				return nil, &SpecError{Object: "service " + name, Field: "depends_on." + dep, Reason: err.Error()}
@@ -295,6 +333,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		p.Containers = append(p.Containers, spec)
 	}
 	sort.Strings(unsupported)
+	unsupported = slices.Compact(unsupported)
 	if len(unsupported) > 0 {
 		if !opts.IgnoreUnsupported {
 			return nil, &UnsupportedError{Fields: unsupported}

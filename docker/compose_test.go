@@ -97,12 +97,34 @@ services:
     cap_add: [NET_ADMIN]
     privileged: true
     build: .
+    ports:
+      - {target: 80, published: "8080", app_protocol: http}
+    volumes:
+      - {type: bind, source: /srv, target: /srv, bind: {propagation: rshared}}
+      - {type: volume, source: data, target: /data, volume: {nocopy: true}}
+    networks:
+      default: {ipv4_address: 10.0.0.5}
+    healthcheck:
+      test: ["CMD", "true"]
+      start_interval: 1s
+    depends_on:
+      db: {condition: service_started, restart: true, required: false}
+  db:
+    image: db
+volumes:
+  data: {}
 `)
 	_, err := docker.LoadCompose(context.Background(), yaml, docker.LoadOptions{})
 	require.ErrorIs(t, err, docker.ErrUnsupported)
 	var ue *docker.UnsupportedError
 	require.ErrorAs(t, err, &ue)
-	assert.Equal(t, []string{"services.web.build", "services.web.cap_add", "services.web.privileged"}, ue.Fields)
+	assert.Equal(t, []string{
+		"services.web.build", "services.web.cap_add",
+		"services.web.depends_on.db.required", "services.web.depends_on.db.restart",
+		"services.web.healthcheck.start_interval", "services.web.networks.default.ipv4_address",
+		"services.web.ports.app_protocol", "services.web.privileged",
+		"services.web.volumes.bind.propagation", "services.web.volumes.volume.nocopy",
+	}, ue.Fields)
 
 	p, err := docker.LoadCompose(context.Background(), yaml, docker.LoadOptions{IgnoreUnsupported: true})
 	require.NoError(t, err)
