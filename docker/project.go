@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -213,6 +214,18 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 func (p *Project) clone() *Project {
 	cp := *p
 	cp.Containers = slices.Clone(p.Containers)
+	for i := range cp.Containers {
+		c := &cp.Containers[i]
+		c.Env = maps.Clone(c.Env)
+		c.Labels = maps.Clone(c.Labels)
+		c.Command = slices.Clone(c.Command)
+		c.Entrypoint = slices.Clone(c.Entrypoint)
+		c.Ports = slices.Clone(c.Ports)
+		c.Mounts = slices.Clone(c.Mounts)
+		c.Networks = slices.Clone(c.Networks)
+		c.DependsOn = slices.Clone(c.DependsOn)
+		c.SecretEnv = slices.Clone(c.SecretEnv)
+	}
 	cp.Networks = slices.Clone(p.Networks)
 	cp.Volumes = slices.Clone(p.Volumes)
 	return &cp

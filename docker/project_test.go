@@ -193,6 +193,18 @@ func TestProjectLifecycle(t *testing.T) {
 	assert.Equal(t, []string{"foreign"}, f.VolumeNames())
 }
 
+func TestGraphCopiesTheProject(t *testing.T) {
+	f := newFake()
+	p := &docker.Project{Name: "cp", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1", Env: map[string]string{"K": "1"}}}}
+	g, err := p.Graph(f)
+	require.NoError(t, err)
+	p.Containers[0].Env["K"] = "2"
+	_, err = converge.Apply(context.Background(), g)
+	require.NoError(t, err)
+	c, _ := f.Container("cp-a")
+	assert.Equal(t, []string{"K=1"}, c.Config.Env)
+}
+
 func TestNameTakenByForeignContainer(t *testing.T) {
 	f := newFake()
 	_, err := f.ContainerCreate(context.Background(), &container.Config{Image: "app:1"}, nil, nil, nil, "x-a")
