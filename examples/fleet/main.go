@@ -84,13 +84,14 @@ func run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 	}
+	last := render(countStates(ctrl))
+	fmt.Fprintln(out, last)
 	runCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- ctrl.Run(runCtx) }()
 
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	last := ""
 	for {
 		counts := countStates(ctrl)
 		if line := render(counts); line != last {
