@@ -184,36 +184,7 @@ func BenchmarkPeerNoop10k(b *testing.B) {
 // handRolled is the executor most teams write: a goroutine per node that
 // waits on its dependencies' done channels, bounded by a semaphore.
 func handRolled(ctx context.Context, items []*noopItem, deps [][]int, par int) error {
-	done := make([]chan struct{}, len(items))
-	for k := range done {
-		done[k] = make(chan struct{})
-	}
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for k := range items {
-		wg.Add(1)
-		go func(k int) {
-			defer wg.Done()
-			defer close(done[k])
-			for _, d := range deps[k] {
-				<-done[d]
-			}
-			sem <- struct{}{}
-			err := items[k].work(ctx)
-			<-sem
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}(k)
-	}
-	wg.Wait()
-	return first
+	return handRolledFunc(len(items), deps, par, func(k int) error { return items[k].work(ctx) })
 }
 
 // sleepItem's Apply takes about a millisecond; it records how long its
@@ -243,6 +214,24 @@ func (s *sleepItem) Apply(_ context.Context, _, t bool) (bool, error) {
 	return t, nil
 }
 func (s *sleepItem) ApplyDry(_ context.Context, _, t bool) (bool, error) { return t, nil }
+
+// idealTime is the larger of the critical path and the total work divided
+// by the parallelism, from the durations the items really slept; finish is
+// scratch space of len(items).
+func idealTime(items []*sleepItem, deps [][]int, par int, finish []time.Duration) time.Duration {
+	var total, critical time.Duration
+	for k, it := range items {
+		took := time.Duration(it.took.Load())
+		total += took
+		var ready time.Duration
+		for _, d := range deps[k] {
+			ready = max(ready, finish[d])
+		}
+		finish[k] = ready + took
+		critical = max(critical, finish[k])
+	}
+	return max(critical, total/time.Duration(par))
+}
 
 // BenchmarkWalkCriticalPath: 2,000 items whose Apply takes 1 ms, at
 // parallelism 64. efficiency = ideal / measured, where ideal is the larger
@@ -281,19 +270,7 @@ func BenchmarkWalkCriticalPath(b *testing.B) {
 		if err != nil || rep.Count(converge.OutcomeChanged) != n {
 			b.Fatalf("walk: %v", err)
 		}
-		var total, critical time.Duration
-		for k, it := range items {
-			took := time.Duration(it.took.Load())
-			total += took
-			var ready time.Duration
-			for _, d := range deps[k] {
-				ready = max(ready, finish[d])
-			}
-			finish[k] = ready + took
-			critical = max(critical, finish[k])
-		}
-		ideal := max(critical, total/par)
-		sumEff += float64(ideal) / float64(measured)
+		sumEff += float64(idealTime(items, deps, par, finish)) / float64(measured)
 	}
 	b.ReportMetric(sumEff/float64(b.N), "efficiency")
 }
@@ -321,18 +298,7 @@ func BenchmarkPeerCriticalPath(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var total, critical time.Duration
-		for k, it := range items {
-			took := time.Duration(it.took.Load())
-			total += took
-			var ready time.Duration
-			for _, d := range deps[k] {
-				ready = max(ready, finish[d])
-			}
-			finish[k] = ready + took
-			critical = max(critical, finish[k])
-		}
-		sumEff += float64(max(critical, total/par)) / float64(measured)
+		sumEff += float64(idealTime(items, deps, par, finish)) / float64(measured)
 	}
 	b.ReportMetric(sumEff/float64(b.N), "efficiency")
 }
