@@ -22,6 +22,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("converge: config %s: %s", e.Field, e.Reason)
 }

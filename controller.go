@@ -172,6 +172,7 @@ type ObjectError struct {
 	Err  error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *ObjectError) Error() string {
 	return fmt.Sprintf("converge: %s %q: %v", e.Kind, e.Key, e.Err)
 }

@@ -119,6 +119,7 @@ type GraphError struct {
 	Path []ID
 }
 
+// Error describes the problem, naming its culprit.
 func (e *GraphError) Error() string {
 	switch e.Err {
 	case ErrNilItem:

@@ -243,6 +243,7 @@ type StateTypeError struct {
 	Got  string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *StateTypeError) Error() string {
 	return fmt.Sprintf("converge: item %q: state has type %s, want %s", e.ID, e.Got, e.Want)
 }
@@ -352,6 +353,7 @@ type ItemError struct {
 	Err   error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *ItemError) Error() string {
 	return fmt.Sprintf("item %q: %s: %v", e.ID, e.Phase, e.Err)
 }
@@ -366,6 +368,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PanicError) Error() string { return fmt.Sprintf("converge: panic: %v", e.Value) }
 
 // Is makes PanicError match ErrPanic.

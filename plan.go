@@ -367,6 +367,7 @@ type PlanSpecError struct {
 	Reason string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PlanSpecError) Error() string {
 	if e.Command < 0 {
 		return fmt.Sprintf("converge: plan %s: %s", e.Field, e.Reason)
@@ -384,6 +385,7 @@ type PlanStatusError struct {
 	Reason  string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PlanStatusError) Error() string {
 	return fmt.Sprintf("converge: plan status commands[%d]: %s", e.Command, e.Reason)
 }
@@ -400,6 +402,7 @@ type PlanError struct {
 	Reason  string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PlanError) Error() string {
 	return fmt.Sprintf("converge: plan %q: command %d: %s: %s", e.PlanID, e.Command, e.State, e.Reason)
 }
@@ -416,6 +419,7 @@ type PlanCommandError struct {
 	Err     error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PlanCommandError) Error() string {
 	return fmt.Sprintf("converge: plan command %d (%s) in %s: %v", e.Command, e.Kind, e.State, e.Err)
 }

@@ -46,6 +46,7 @@ type PlanDecodeError struct {
 	Err   error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PlanDecodeError) Error() string {
 	if e.Field == "" {
 		return fmt.Sprintf("converge: plan document: %v", e.Err)

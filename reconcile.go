@@ -65,6 +65,7 @@ type TargetSettleError struct {
 	Rounds int
 }
 
+// Error describes the problem, naming its culprit.
 func (e *TargetSettleError) Error() string {
 	return fmt.Sprintf("converge: stage %q still changed after %d walks", e.Stage, e.Rounds)
 }
@@ -81,6 +82,7 @@ type TargetStageError struct {
 	Err   error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *TargetStageError) Error() string {
 	return fmt.Sprintf("converge: stage %q (walk %d): %v", e.Stage, e.Round, e.Err)
 }

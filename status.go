@@ -328,6 +328,7 @@ type StatusFieldError struct {
 	Err error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *StatusFieldError) Error() string {
 	var b strings.Builder
 	b.WriteString("converge: ")
@@ -361,6 +362,7 @@ type EdgeWalkError struct {
 	Err error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *EdgeWalkError) Error() string {
 	if e.ID == "" {
 		return e.Err.Error()

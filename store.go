@@ -41,6 +41,7 @@ type StoreVersionError struct {
 	Have uint64
 }
 
+// Error describes the problem, naming its culprit.
 func (e *StoreVersionError) Error() string {
 	return fmt.Sprintf("converge: store key %q: stale version %d, stored version is %d", e.Key, e.Want, e.Have)
 }
@@ -57,6 +58,7 @@ type ClaimError struct {
 	Expires time.Time
 }
 
+// Error describes the problem, naming its culprit.
 func (e *ClaimError) Error() string {
 	return fmt.Sprintf("converge: claim on %q by %q: held by %q until %s", e.Key, e.Owner, e.Holder, e.Expires.Format(time.RFC3339Nano))
 }
@@ -72,6 +74,7 @@ type StoreRequestError struct {
 	Reason string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *StoreRequestError) Error() string {
 	return fmt.Sprintf("converge: store key %q: %s: %s", e.Key, e.Field, e.Reason)
 }

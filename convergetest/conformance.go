@@ -20,6 +20,7 @@ type ConformanceError struct {
 	Err  error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *ConformanceError) Error() string {
 	return fmt.Sprintf("convergetest: item %q: %s: %v", e.ID, e.Step, e.Err)
 }

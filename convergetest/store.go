@@ -162,6 +162,7 @@ type StoreError struct {
 	Written bool
 }
 
+// Error describes the problem, naming its culprit.
 func (e *StoreError) Error() string {
 	if e.Written {
 		return "convergetest: store " + string(e.Op) + " (written, reply lost): " + e.Err.Error()
@@ -264,6 +265,7 @@ type StoreConformanceError struct {
 	Err  error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *StoreConformanceError) Error() string {
 	return fmt.Sprintf("convergetest: store: %s: %v", e.Rule, e.Err)
 }

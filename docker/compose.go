@@ -39,6 +39,7 @@ type UnsupportedError struct {
 	Fields []string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *UnsupportedError) Error() string {
 	return "docker: compose: unsupported fields: " + strings.Join(e.Fields, ", ")
 }

@@ -47,6 +47,7 @@ type DependencyError struct {
 	Err        error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *DependencyError) Error() string {
 	return fmt.Sprintf("docker: container %s: dependency %s (%s): %v", e.Container, e.Dependency, e.Condition, e.Err)
 }

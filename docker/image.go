@@ -137,6 +137,7 @@ type PullError struct {
 	Err error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PullError) Error() string { return fmt.Sprintf("docker: pull %s: %v", e.Ref, e.Err) }
 
 // Unwrap returns the cause.

@@ -62,6 +62,7 @@ type SpecError struct {
 	Reason string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *SpecError) Error() string {
 	return fmt.Sprintf("docker: %s: %s: %s", e.Object, e.Field, e.Reason)
 }

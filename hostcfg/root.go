@@ -57,6 +57,7 @@ type EscapeError struct {
 	Err error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *EscapeError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "hostcfg: path %q escapes the root", e.Path)
@@ -82,6 +83,7 @@ type PathError struct {
 	Err  error
 }
 
+// Error describes the problem, naming its culprit.
 func (e *PathError) Error() string { return fmt.Sprintf("hostcfg: %s %s: %v", e.Op, e.Path, e.Err) }
 
 // Unwrap returns the underlying error.
@@ -94,6 +96,7 @@ type ItemError struct {
 	Reason string
 }
 
+// Error describes the problem, naming its culprit.
 func (e *ItemError) Error() string {
 	return fmt.Sprintf("hostcfg: invalid item %s: %s", e.Item, e.Reason)
 }
