@@ -228,17 +228,11 @@ func (p *Plan) decode(b []byte, path string) error {
 			return planDecodeValue(r, &plan.Timestamp, -1, planJoin(path, "timestamp"))
 		},
 		"commands": func(r json.RawMessage) error {
-			var raws []json.RawMessage
-			if err := planDecodeValue(r, &raws, -1, planJoin(path, "commands")); err != nil {
-				return err
-			}
-			plan.Commands = make([]Command, len(raws))
-			for i, raw := range raws {
-				if err := plan.Commands[i].decode(raw, i, fmt.Sprintf("%s[%d]", planJoin(path, "commands"), i)); err != nil {
-					return err
-				}
-			}
-			return nil
+			var err error
+			plan.Commands, err = planDecodeList(r, -1, planJoin(path, "commands"), func(c *Command, raw json.RawMessage, i int, p string) error {
+				return c.decode(raw, i, p)
+			})
+			return err
 		},
 	}, nil)
 	if err != nil {
@@ -499,17 +493,11 @@ func (s *PlanStatus) decode(b []byte, path string) error {
 		"state":  func(r json.RawMessage) error { return planDecodeValue(r, &st.State, -1, planJoin(path, "state")) },
 		"reason": func(r json.RawMessage) error { return planDecodeValue(r, &st.Reason, -1, planJoin(path, "reason")) },
 		"commands": func(r json.RawMessage) error {
-			var raws []json.RawMessage
-			if err := planDecodeValue(r, &raws, -1, planJoin(path, "commands")); err != nil {
-				return err
-			}
-			st.Commands = make([]CommandStatus, len(raws))
-			for i, raw := range raws {
-				if err := st.Commands[i].decode(raw, i, fmt.Sprintf("%s[%d]", planJoin(path, "commands"), i)); err != nil {
-					return err
-				}
-			}
-			return nil
+			var err error
+			st.Commands, err = planDecodeList(r, -1, planJoin(path, "commands"), func(c *CommandStatus, raw json.RawMessage, i int, p string) error {
+				return c.decode(raw, i, p)
+			})
+			return err
 		},
 	}, nil)
 	if err != nil {
@@ -571,18 +559,11 @@ func (s *CommandStatus) decode(b []byte, idx int, path string) error {
 				cs.Targets[g] = ts
 				return nil
 			}
-			var raws []json.RawMessage
-			if err := planDecodeValue(gr, &raws, idx, gpath); err != nil {
-				return err
-			}
-			ts := make([]PlanTargetStatus, len(raws))
-			for i, tr := range raws {
-				if err := ts[i].decode(tr, idx, fmt.Sprintf("%s[%d]", gpath, i)); err != nil {
-					return err
-				}
-			}
+			ts, err := planDecodeList(gr, idx, gpath, func(t *PlanTargetStatus, raw json.RawMessage, _ int, p string) error {
+				return t.decode(raw, idx, p)
+			})
 			cs.Targets[g] = ts
-			return nil
+			return err
 		})
 	})
 	if err != nil {
@@ -645,4 +626,21 @@ func (t *PlanTargetStatus) decode(b []byte, idx int, path string) error {
 	}
 	*t = ts
 	return nil
+}
+
+// planDecodeList decodes the JSON array r at path into a slice, each element
+// with decode, which gets the element's index and path ("path[i]"). cmd is
+// the command index errors name (-1 for none).
+func planDecodeList[T any](r json.RawMessage, cmd int, path string, decode func(t *T, raw json.RawMessage, i int, path string) error) ([]T, error) {
+	var raws []json.RawMessage
+	if err := planDecodeValue(r, &raws, cmd, path); err != nil {
+		return nil, err
+	}
+	out := make([]T, len(raws))
+	for i, raw := range raws {
+		if err := decode(&out[i], raw, i, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
