@@ -110,33 +110,52 @@ func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Se
 // PlanKey returns the Store key of the plan with id.
 func PlanKey(id string) string { return PlanKeyPrefix + id }
 
-// Create validates doc's spec and stores it as a new plan (with its status,
-// if any). A plan with a Go discovery function (CommandDiscovery.Func) cannot
-// be stored and fails with ErrPlanInvalid. It fails with a *StoreVersionError (ErrStoreStale) when a plan
-// with that ID exists.
-func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
-	if err := doc.Spec.Validate(); err != nil {
+// Validate reports whether doc can be stored and run: its spec is valid
+// (ErrPlanInvalid), every target group is discovered by something that can
+// be stored (a Go discovery function, CommandDiscovery.Func, cannot; it
+// fails with ErrPlanInvalid), and its status, if any, answers the spec
+// (ErrPlanStatusMismatch).
+func (d *PlanDocument) Validate() error {
+	if err := d.Spec.Validate(); err != nil {
 		return err
 	}
-	if err := planStorable(doc.Spec); err != nil {
+	if err := planStorable(d.Spec); err != nil {
 		return err
 	}
-	if doc.Status != nil {
-		st := doc.Status.Clone()
-		if _, err := planReconcileStatus(doc.Spec, st); err != nil {
+	if d.Status != nil {
+		st := d.Status.Clone()
+		if _, err := planReconcileStatus(d.Spec, st); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// State returns the plan's state: its status's, or PlanNewPlan when it has
+// no status yet.
+func (d *PlanDocument) State() PlanState {
+	if d.Status == nil {
+		return PlanNewPlan
+	}
+	return d.Status.State.normal()
+}
+
+// Config returns the runner's configuration with its defaults filled in.
+func (r *PlanRunner) Config() PlanConfig { return r.cfg }
+
+// Create validates doc (see PlanDocument.Validate) and stores it as a new
+// plan (with its status, if any). It fails with a *StoreVersionError
+// (ErrStoreStale) when a plan with that ID exists.
+func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
+	if err := doc.Validate(); err != nil {
+		return err
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}
-	state := PlanNewPlan
-	if doc.Status != nil {
-		state = doc.Status.State.normal()
-	}
 	_, err = r.store.Put(ctx, StoreRecord{Key: PlanKey(doc.Spec.ID), Value: b},
-		HistoryEntry{At: r.cfg.Now(), To: string(state), Reason: "plan created"})
+		HistoryEntry{At: r.cfg.Now(), To: string(doc.State()), Reason: "plan created"})
 	return err
 }
 

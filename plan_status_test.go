@@ -226,7 +226,7 @@ func TestPlanNamedDiscovery(t *testing.T) {
 			{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return nil, nil }}}}})
 		withFunc.Spec.ID = "p2"
 		require.ErrorIs(t, r.Create(context.Background(), withFunc), converge.ErrPlanInvalid)
-		_, _, err = converge.PlanObjectData(withFunc)
+		err = withFunc.Validate()
 		require.ErrorIs(t, err, converge.ErrPlanInvalid)
 	})
 }

@@ -1,4 +1,4 @@
-package converge_test
+package workqueue_test
 
 import (
 	"sync"
@@ -10,52 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/internal/workqueue"
 )
 
-func TestQueueBackoffDelay(t *testing.T) {
-	b := converge.Backoff{Base: time.Second, Max: 10 * time.Second}
-	tests := []struct {
-		failures int
-		want     time.Duration
-	}{
-		{0, 0}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second},
-		{4, 8 * time.Second}, {5, 10 * time.Second}, {60, 10 * time.Second},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, b.Delay(tt.failures, 0.99), "failures=%d", tt.failures)
-	}
-	j := converge.Backoff{Base: time.Second, Max: 10 * time.Second, Jitter: 0.5}
-	assert.Equal(t, 10*time.Second, j.Delay(9, 0), "r=0 gives the full delay")
-	assert.Equal(t, 5*time.Second, j.Delay(9, 1), "jitter never goes above the cap, and takes at most half")
-	assert.Equal(t, converge.DefaultBackoff.Base, converge.Backoff{}.Delay(1, 0))
-}
-
-func TestQueueBackoffValidate(t *testing.T) {
-	tests := []struct {
-		name  string
-		b     converge.Backoff
-		field string
-	}{
-		{"negative base", converge.Backoff{Base: -1}, "Backoff.Base"},
-		{"negative max", converge.Backoff{Max: -1}, "Backoff.Max"},
-		{"base above max", converge.Backoff{Base: 2 * time.Second, Max: time.Second}, "Backoff.Base"},
-		{"jitter above 1", converge.Backoff{Jitter: 1.5}, "Backoff.Jitter"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.b.Validate()
-			require.ErrorIs(t, err, converge.ErrInvalidConfig)
-			var ce *converge.ConfigError
-			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, tt.field, ce.Field)
-		})
-	}
-	require.NoError(t, converge.Backoff{}.Validate())
-	assert.Panics(t, func() { converge.NewQueue(converge.Backoff{Jitter: 2}) })
-}
-
 func TestQueueMergesRepeatedAdds(t *testing.T) {
-	q := converge.NewQueue(converge.Backoff{})
+	q := workqueue.New[struct{}](converge.Backoff{}, nil)
 	defer q.ShutDown()
 	q.Add("a")
 	q.Add("b")
@@ -72,7 +31,7 @@ func TestQueueMergesRepeatedAdds(t *testing.T) {
 }
 
 func TestQueueAddDuringHandlingRunsOnceMore(t *testing.T) {
-	q := converge.NewQueue(converge.Backoff{})
+	q := workqueue.New[struct{}](converge.Backoff{}, nil)
 	defer q.ShutDown()
 	q.Add("a")
 	k, _ := q.Get()
@@ -92,7 +51,7 @@ func TestQueueAddDuringHandlingRunsOnceMore(t *testing.T) {
 
 func TestQueueAddAfterKeepsEarliest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := converge.NewQueue(converge.Backoff{})
+		q := workqueue.New[struct{}](converge.Backoff{}, nil)
 		defer q.ShutDown()
 		start := time.Now()
 		q.AddAfter("a", 10*time.Second)
@@ -120,7 +79,7 @@ func TestQueueAddAfterKeepsEarliest(t *testing.T) {
 
 func TestQueueDelayedAddWhileHandling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := converge.NewQueue(converge.Backoff{})
+		q := workqueue.New[struct{}](converge.Backoff{}, nil)
 		defer q.ShutDown()
 		q.Add("a")
 		k, _ := q.Get()
@@ -135,7 +94,7 @@ func TestQueueDelayedAddWhileHandling(t *testing.T) {
 
 func TestQueueRateLimitedBackoffGrowsAndResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := converge.NewQueue(converge.Backoff{Base: time.Second, Max: 4 * time.Second})
+		q := workqueue.New[struct{}](converge.Backoff{Base: time.Second, Max: 4 * time.Second}, nil)
 		defer q.ShutDown()
 		var delays []time.Duration
 		for range 5 {
@@ -157,9 +116,13 @@ func TestQueueRateLimitedBackoffGrowsAndResets(t *testing.T) {
 	})
 }
 
+func TestQueueNewPanicsOnInvalidBackoff(t *testing.T) {
+	assert.Panics(t, func() { workqueue.New[struct{}](converge.Backoff{Jitter: 2}, nil) })
+}
+
 func TestQueueShutDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := converge.NewQueue(converge.Backoff{})
+		q := workqueue.New[struct{}](converge.Backoff{}, nil)
 		var wg sync.WaitGroup
 		got := make(chan bool, 3)
 		for range 3 {
@@ -187,7 +150,7 @@ func TestQueueShutDown(t *testing.T) {
 }
 
 func TestQueueConcurrentNoOverlap(t *testing.T) {
-	q := converge.NewQueue(converge.Backoff{Base: time.Millisecond, Max: time.Millisecond})
+	q := workqueue.New[struct{}](converge.Backoff{Base: time.Millisecond, Max: time.Millisecond}, nil)
 	var mu sync.Mutex
 	busy := map[string]bool{}
 	overlaps := 0
@@ -231,7 +194,7 @@ func TestQueueConcurrentNoOverlap(t *testing.T) {
 
 func TestQueueDoneAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := converge.NewQueue(converge.Backoff{Base: time.Second, Max: time.Minute})
+		q := workqueue.New[struct{}](converge.Backoff{Base: time.Second, Max: time.Minute}, nil)
 		defer q.ShutDown()
 		q.AddRateLimited("a")
 		q.AddRateLimited("a")

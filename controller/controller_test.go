@@ -1,4 +1,4 @@
-package converge_test
+package controller_test
 
 import (
 	"context"
@@ -16,56 +16,57 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/convergetest"
 )
 
 // ctrlMetrics records what a Controller reports.
 type ctrlMetrics struct {
 	mu        sync.Mutex
-	inState   map[converge.LifecycleState]int
-	aboveSLA  map[converge.LifecycleState]int
-	errors    map[converge.LifecycleState]int
-	entered   map[converge.LifecycleState]int
-	exited    map[converge.LifecycleState]int
-	timeIn    map[converge.LifecycleState]time.Duration
+	inState   map[controller.State]int
+	aboveSLA  map[controller.State]int
+	errors    map[controller.State]int
+	entered   map[controller.State]int
+	exited    map[controller.State]int
+	timeIn    map[controller.State]time.Duration
 	latencies int
 }
 
 func newCtrlMetrics() *ctrlMetrics {
 	return &ctrlMetrics{
-		inState: map[converge.LifecycleState]int{}, aboveSLA: map[converge.LifecycleState]int{},
-		errors: map[converge.LifecycleState]int{}, entered: map[converge.LifecycleState]int{},
-		exited: map[converge.LifecycleState]int{}, timeIn: map[converge.LifecycleState]time.Duration{},
+		inState: map[controller.State]int{}, aboveSLA: map[controller.State]int{},
+		errors: map[controller.State]int{}, entered: map[controller.State]int{},
+		exited: map[controller.State]int{}, timeIn: map[controller.State]time.Duration{},
 	}
 }
 
-func (m *ctrlMetrics) ObjectsInState(_ string, s converge.LifecycleState, d int) {
+func (m *ctrlMetrics) ObjectsInState(_ string, s controller.State, d int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.inState[s] += d
 }
-func (m *ctrlMetrics) AboveSLA(_ string, s converge.LifecycleState, d int) {
+func (m *ctrlMetrics) AboveSLA(_ string, s controller.State, d int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.aboveSLA[s] += d
 }
-func (m *ctrlMetrics) HandlerError(_ string, s converge.LifecycleState) {
+func (m *ctrlMetrics) HandlerError(_ string, s controller.State) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.errors[s]++
 }
-func (m *ctrlMetrics) StateEntered(_ string, s converge.LifecycleState) {
+func (m *ctrlMetrics) StateEntered(_ string, s controller.State) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.entered[s]++
 }
-func (m *ctrlMetrics) StateExited(_ string, s converge.LifecycleState, d time.Duration) {
+func (m *ctrlMetrics) StateExited(_ string, s controller.State, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.exited[s]++
 	m.timeIn[s] += d
 }
-func (m *ctrlMetrics) HandlerLatency(string, converge.LifecycleState, time.Duration) {
+func (m *ctrlMetrics) HandlerLatency(string, controller.State, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.latencies++
@@ -79,7 +80,7 @@ func (m *ctrlMetrics) get(f func(m *ctrlMetrics) int) int {
 
 // startController runs c until the returned stop function is called, which
 // returns Run's error.
-func startController(t *testing.T, c *converge.Controller) (stop func() error) {
+func startController(t *testing.T, c *controller.Controller) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -98,81 +99,81 @@ func startController(t *testing.T, c *converge.Controller) (stop func() error) {
 }
 
 func TestControllerConfigValidate(t *testing.T) {
-	h := converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
-		return converge.NoChange(), nil
+	h := controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+		return controller.NoChange(), nil
 	})
 	tests := []struct {
 		name  string
-		cfg   converge.ControllerConfig
+		cfg   controller.Config
 		field string
 	}{
-		{"no kind", converge.ControllerConfig{Handler: h}, "Kind"},
-		{"slash in kind", converge.ControllerConfig{Kind: "a/b", Handler: h}, "Kind"},
-		{"no handler", converge.ControllerConfig{Kind: "k"}, "Handler"},
-		{"negative workers", converge.ControllerConfig{Kind: "k", Handler: h, Workers: -1}, "Workers"},
-		{"negative resync", converge.ControllerConfig{Kind: "k", Handler: h, Resync: -1}, "Resync"},
-		{"jitter above 1", converge.ControllerConfig{Kind: "k", Handler: h, ResyncJitter: 2}, "ResyncJitter"},
-		{"negative shutdown", converge.ControllerConfig{Kind: "k", Handler: h, ShutdownTimeout: -1}, "ShutdownTimeout"},
-		{"negative lease", converge.ControllerConfig{Kind: "k", Handler: h, LeaseTTL: -1}, "LeaseTTL"},
-		{"zero sla", converge.ControllerConfig{Kind: "k", Handler: h, SLA: map[converge.LifecycleState]time.Duration{"x": 0}}, "SLA"},
-		{"bad backoff", converge.ControllerConfig{Kind: "k", Handler: h, Backoff: converge.Backoff{Jitter: 3}}, "Backoff.Jitter"},
+		{"no kind", controller.Config{Handler: h}, "Kind"},
+		{"slash in kind", controller.Config{Kind: "a/b", Handler: h}, "Kind"},
+		{"no handler", controller.Config{Kind: "k"}, "Handler"},
+		{"negative workers", controller.Config{Kind: "k", Handler: h, Workers: -1}, "Workers"},
+		{"negative resync", controller.Config{Kind: "k", Handler: h, Resync: -1}, "Resync"},
+		{"jitter above 1", controller.Config{Kind: "k", Handler: h, ResyncJitter: 2}, "ResyncJitter"},
+		{"negative shutdown", controller.Config{Kind: "k", Handler: h, ShutdownTimeout: -1}, "ShutdownTimeout"},
+		{"negative lease", controller.Config{Kind: "k", Handler: h, LeaseTTL: -1}, "LeaseTTL"},
+		{"zero sla", controller.Config{Kind: "k", Handler: h, SLA: map[controller.State]time.Duration{"x": 0}}, "SLA"},
+		{"bad backoff", controller.Config{Kind: "k", Handler: h, Backoff: converge.Backoff{Jitter: 3}}, "Backoff.Jitter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := converge.NewController(tt.cfg)
+			_, err := controller.New(tt.cfg)
 			require.ErrorIs(t, err, converge.ErrInvalidConfig)
 			var ce *converge.ConfigError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tt.field, ce.Field)
 		})
 	}
-	c, err := converge.NewController(converge.ControllerConfig{Kind: "k", Handler: h})
+	c, err := controller.New(controller.Config{Kind: "k", Handler: h})
 	require.NoError(t, err)
 	assert.Equal(t, "k", c.Kind())
 }
 
 func TestControllerAddRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
-	c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(
-		func(context.Context, converge.Object) (converge.HandlerResult, error) {
-			return converge.NoChange(), nil
+	c, err := controller.New(controller.Config{Kind: "vm", Handler: controller.HandlerFunc(
+		func(context.Context, controller.Object) (controller.Result, error) {
+			return controller.NoChange(), nil
 		})})
 	require.NoError(t, err)
 	tests := []struct {
 		name  string
 		key   string
-		state converge.LifecycleState
+		state controller.State
 		data  json.RawMessage
 		want  error
 	}{
-		{"empty key", "", "new", nil, converge.ErrObjectInvalid},
-		{"empty state", "a", "", nil, converge.ErrObjectInvalid},
-		{"bad data", "a", "new", json.RawMessage(`{`), converge.ErrObjectInvalid},
+		{"empty key", "", "new", nil, controller.ErrObjectInvalid},
+		{"empty state", "a", "", nil, controller.ErrObjectInvalid},
+		{"bad data", "a", "new", json.RawMessage(`{`), controller.ErrObjectInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := c.Add(ctx, tt.key, tt.state, tt.data)
 			require.ErrorIs(t, err, tt.want)
-			var oe *converge.ObjectError
+			var oe *controller.ObjectError
 			require.ErrorAs(t, err, &oe)
 			assert.Equal(t, "vm", oe.Kind)
 		})
 	}
 	require.NoError(t, c.Add(ctx, "a", "new", nil))
-	require.ErrorIs(t, c.Add(ctx, "a", "new", nil), converge.ErrObjectExists)
-	require.ErrorIs(t, c.Request(ctx, "zz", "delete"), converge.ErrObjectNotFound)
+	require.ErrorIs(t, c.Add(ctx, "a", "new", nil), controller.ErrObjectExists)
+	require.ErrorIs(t, c.Request(ctx, "zz", "delete"), controller.ErrObjectNotFound)
 	assert.Equal(t, 1, c.Len())
 }
 
 // lifecycle is a handler that moves objects new -> provisioning -> ready.
-func lifecycle(ctx context.Context, o converge.Object) (converge.HandlerResult, error) {
+func lifecycle(ctx context.Context, o controller.Object) (controller.Result, error) {
 	switch o.State {
 	case "new":
-		return converge.Transition("provisioning").Because("accepted"), nil
+		return controller.Transition("provisioning").Because("accepted"), nil
 	case "provisioning":
-		return converge.Transition("ready").WithData(json.RawMessage(`{"ip":"10.0.0.7"}`)), nil
+		return controller.Transition("ready").WithData(json.RawMessage(`{"ip":"10.0.0.7"}`)), nil
 	default:
-		return converge.NoChange(), nil
+		return controller.NoChange(), nil
 	}
 }
 
@@ -181,8 +182,8 @@ func TestControllerTransitionsRunAtOnceAndAreStored(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
 		m := newCtrlMetrics()
-		c, err := converge.NewController(converge.ControllerConfig{
-			Kind: "vm", Handler: converge.HandlerFunc(lifecycle), Store: store, Metrics: m,
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Handler: controller.HandlerFunc(lifecycle), Store: store, Metrics: m,
 		})
 		require.NoError(t, err)
 		start := time.Now()
@@ -192,7 +193,7 @@ func TestControllerTransitionsRunAtOnceAndAreStored(t *testing.T) {
 
 		o, ok := c.Get("a")
 		require.True(t, ok)
-		assert.Equal(t, converge.LifecycleState("ready"), o.State)
+		assert.Equal(t, controller.State("ready"), o.State)
 		assert.Equal(t, start, o.Since, "transitions ran at once, without waiting for a periodic pass")
 		assert.JSONEq(t, `{"ip":"10.0.0.7"}`, string(o.Data))
 
@@ -207,9 +208,9 @@ func TestControllerTransitionsRunAtOnceAndAreStored(t *testing.T) {
 		rec, err := store.Get(ctx, "vm/a")
 		require.NoError(t, err)
 		assert.Equal(t, o.Version, rec.Version)
-		var stored converge.Object
+		var stored controller.Object
 		require.NoError(t, json.Unmarshal(rec.Value, &stored))
-		assert.Equal(t, converge.LifecycleState("ready"), stored.State)
+		assert.Equal(t, controller.State("ready"), stored.State)
 		assert.True(t, stored.Since.Equal(start))
 		assert.JSONEq(t, fmt.Sprintf(`{"state":"ready","since":%q,"data":{"ip":"10.0.0.7"}}`, start.Format(time.RFC3339Nano)), string(rec.Value))
 
@@ -226,13 +227,13 @@ func TestControllerResumesFromStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
-		stuck := converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+		stuck := controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
 			if o.State == "new" {
-				return converge.Transition("provisioning"), nil
+				return controller.Transition("provisioning"), nil
 			}
-			return converge.Wait("no capacity"), nil
+			return controller.Wait("no capacity"), nil
 		})
-		c1, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: stuck, Store: store})
+		c1, err := controller.New(controller.Config{Kind: "vm", Handler: stuck, Store: store})
 		require.NoError(t, err)
 		require.NoError(t, c1.Add(ctx, "a", "new", nil))
 		stop := startController(t, c1)
@@ -242,17 +243,17 @@ func TestControllerResumesFromStore(t *testing.T) {
 		assert.Equal(t, "no capacity", o.Reason)
 
 		// A new process over the same store picks up where the last stopped.
-		c2, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(lifecycle), Store: store})
+		c2, err := controller.New(controller.Config{Kind: "vm", Handler: controller.HandlerFunc(lifecycle), Store: store})
 		require.NoError(t, err)
 		stop = startController(t, c2)
 		synctest.Wait()
 		require.NoError(t, stop())
 		o, ok := c2.Get("a")
 		require.True(t, ok)
-		assert.Equal(t, converge.LifecycleState("ready"), o.State)
+		assert.Equal(t, controller.State("ready"), o.State)
 		assert.Empty(t, o.Reason)
 		assert.Len(t, c2.Objects(), 1)
-		require.ErrorIs(t, c2.Run(ctx), converge.ErrControllerRunning)
+		require.ErrorIs(t, c2.Run(ctx), controller.ErrRunning)
 	})
 }
 
@@ -260,12 +261,12 @@ func TestControllerPeriodicPass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var runs []time.Time
-		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(
-			func(context.Context, converge.Object) (converge.HandlerResult, error) {
+		c, err := controller.New(controller.Config{Kind: "vm", Handler: controller.HandlerFunc(
+			func(context.Context, controller.Object) (controller.Result, error) {
 				mu.Lock()
 				runs = append(runs, time.Now())
 				mu.Unlock()
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			})})
 		require.NoError(t, err)
 		require.NoError(t, c.Add(context.Background(), "a", "ready", nil))
@@ -292,10 +293,10 @@ func TestControllerPeriodicPass(t *testing.T) {
 func TestControllerRequeueAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var runs atomic.Int32
-		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Handler: converge.HandlerFunc(
-			func(context.Context, converge.Object) (converge.HandlerResult, error) {
+		c, err := controller.New(controller.Config{Kind: "vm", Handler: controller.HandlerFunc(
+			func(context.Context, controller.Object) (controller.Result, error) {
 				runs.Add(1)
-				return converge.Wait("polling").After(time.Second), nil
+				return controller.Wait("polling").After(time.Second), nil
 			})})
 		require.NoError(t, err)
 		require.NoError(t, c.Add(context.Background(), "a", "ready", nil))
@@ -312,17 +313,17 @@ func TestControllerBackoffGrowsCapsAndResets(t *testing.T) {
 		var runs []time.Time
 		failing := true
 		m := newCtrlMetrics()
-		c, err := converge.NewController(converge.ControllerConfig{
+		c, err := controller.New(controller.Config{
 			Kind: "vm", Metrics: m,
 			Backoff: converge.Backoff{Base: time.Second, Max: 8 * time.Second},
-			Handler: converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				runs = append(runs, time.Now())
 				if failing {
-					return converge.HandlerResult{}, errors.New("cloud API down")
+					return controller.Result{}, errors.New("cloud API down")
 				}
-				return converge.NoChange().After(time.Hour), nil
+				return controller.NoChange().After(time.Hour), nil
 			})})
 		require.NoError(t, err)
 		require.NoError(t, c.Add(context.Background(), "a", "provisioning", nil))
@@ -366,17 +367,17 @@ func TestControllerSLA(t *testing.T) {
 		ctx := context.Background()
 		m := newCtrlMetrics()
 		var ready atomic.Bool
-		c, err := converge.NewController(converge.ControllerConfig{
+		c, err := controller.New(controller.Config{
 			Kind: "vm", Metrics: m,
-			SLA: map[converge.LifecycleState]time.Duration{"provisioning": 90 * time.Second},
-			Handler: converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+			SLA: map[controller.State]time.Duration{"provisioning": 90 * time.Second},
+			Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
 				if o.State == "provisioning" {
 					if ready.Load() {
-						return converge.Transition("ready"), nil
+						return controller.Transition("ready"), nil
 					}
-					return converge.Wait("no capacity"), nil
+					return controller.Wait("no capacity"), nil
 				}
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			})})
 		require.NoError(t, err)
 		require.NoError(t, c.Add(ctx, "a", "provisioning", nil))
@@ -411,8 +412,8 @@ func TestControllerRequestAndDelete(t *testing.T) {
 		var seen []string
 		var mu sync.Mutex
 		m := newCtrlMetrics()
-		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Metrics: m, Handler: converge.HandlerFunc(
-			func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+		c, err := controller.New(controller.Config{Kind: "vm", Metrics: m, Handler: controller.HandlerFunc(
+			func(_ context.Context, o controller.Object) (controller.Result, error) {
 				mu.Lock()
 				seen = append(seen, o.Intents...)
 				mu.Unlock()
@@ -420,17 +421,17 @@ func TestControllerRequestAndDelete(t *testing.T) {
 					switch in {
 					case "delete":
 						if o.State == "stopped" {
-							return converge.Deleted(), nil
+							return controller.Deleted(), nil
 						}
-						return converge.Transition("stopped"), nil
+						return controller.Transition("stopped"), nil
 					case "note":
-						return converge.Wait("noted"), nil
+						return controller.Wait("noted"), nil
 					}
 				}
 				if o.State == "stopped" {
-					return converge.Deleted(), nil
+					return controller.Deleted(), nil
 				}
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			})})
 		require.NoError(t, err)
 		require.NoError(t, c.Add(ctx, "a", "running", nil))
@@ -464,15 +465,15 @@ func TestControllerHandlerPanicIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n atomic.Int32
 		m := newCtrlMetrics()
-		c, err := converge.NewController(converge.ControllerConfig{Kind: "vm", Metrics: m, Handler: converge.HandlerFunc(
-			func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+		c, err := controller.New(controller.Config{Kind: "vm", Metrics: m, Handler: controller.HandlerFunc(
+			func(_ context.Context, o controller.Object) (controller.Result, error) {
 				if n.Add(1) == 1 {
 					panic("bug")
 				}
 				if o.State == "new" {
-					return converge.Transition("done"), nil
+					return controller.Transition("done"), nil
 				}
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			})})
 		require.NoError(t, err)
 		require.NoError(t, c.Add(context.Background(), "a", "new", nil))
@@ -480,7 +481,7 @@ func TestControllerHandlerPanicIsRetried(t *testing.T) {
 		time.Sleep(time.Second)
 		require.NoError(t, stop())
 		o, _ := c.Get("a")
-		assert.Equal(t, converge.LifecycleState("done"), o.State)
+		assert.Equal(t, controller.State("done"), o.State)
 		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.errors["new"] }))
 	})
 }
@@ -493,23 +494,23 @@ func TestControllerShutdown(t *testing.T) {
 		wantTaken time.Duration
 	}{
 		{"handlers finish within the deadline", 2 * time.Second, nil, 2 * time.Second},
-		{"handlers cancelled at the deadline", time.Hour, converge.ErrControllerShutdownTimeout, 5 * time.Second},
+		{"handlers cancelled at the deadline", time.Hour, controller.ErrShutdownTimeout, 5 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var finished atomic.Int32
 				started := make(chan struct{}, 10)
-				c, err := converge.NewController(converge.ControllerConfig{
+				c, err := controller.New(controller.Config{
 					Kind: "vm", Workers: 2, ShutdownTimeout: 5 * time.Second,
-					Handler: converge.HandlerFunc(func(ctx context.Context, o converge.Object) (converge.HandlerResult, error) {
+					Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
 						started <- struct{}{}
 						select {
 						case <-time.After(tt.work):
 							finished.Add(1)
-							return converge.Transition("done"), nil
+							return controller.Transition("done"), nil
 						case <-ctx.Done():
-							return converge.HandlerResult{}, ctx.Err()
+							return controller.Result{}, ctx.Err()
 						}
 					})})
 				require.NoError(t, err)
@@ -548,11 +549,11 @@ func TestControllerClaims(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
 		var handled atomic.Int32
-		c, err := converge.NewController(converge.ControllerConfig{
+		c, err := controller.New(controller.Config{
 			Kind: "vm", Store: store, Owner: "replica-a", LeaseTTL: time.Minute,
-			Handler: converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
 				handled.Add(1)
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			})})
 		require.NoError(t, err)
 		require.NoError(t, c.Add(ctx, "a", "ready", nil))
@@ -583,9 +584,9 @@ func TestControllerConcurrentEnqueue(t *testing.T) {
 		lastEnqueue := make([]atomic.Int64, keys)
 		var overlaps, runs atomic.Int64
 		name := func(i int) string { return fmt.Sprintf("k%05d", i) }
-		c, err := converge.NewController(converge.ControllerConfig{
+		c, err := controller.New(controller.Config{
 			Kind: "obj", Workers: 8, Resync: time.Hour,
-			Handler: converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+			Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
 				var i int
 				_, _ = fmt.Sscanf(o.Key, "k%05d", &i)
 				if busy[i].Add(1) != 1 {
@@ -594,7 +595,7 @@ func TestControllerConcurrentEnqueue(t *testing.T) {
 				lastStart[i].Store(seq.Add(1))
 				runs.Add(1)
 				busy[i].Add(-1)
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			})})
 		require.NoError(t, err)
 		for i := range keys {
@@ -628,37 +629,37 @@ func TestControllerFaults(t *testing.T) {
 	// writes that succeed report an error anyway); every object still
 	// reaches its final state, and its history has every transition once.
 	const objects = 300
-	states := []converge.LifecycleState{"new", "scheduled", "provisioning", "ready"}
+	states := []controller.State{"new", "scheduled", "provisioning", "ready"}
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := &convergetest.Store{FailRate: 0.3, LostReplyRate: 0.1, Seed: 3}
 		var mu sync.Mutex
 		rng := rand.New(rand.NewPCG(1, 2))
 		var handlerFailures atomic.Int32
-		c, err := converge.NewController(converge.ControllerConfig{
+		c, err := controller.New(controller.Config{
 			Kind: "vm", Store: store, Workers: 8,
 			Backoff: converge.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.5},
-			Handler: converge.HandlerFunc(func(_ context.Context, o converge.Object) (converge.HandlerResult, error) {
+			Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
 				mu.Lock()
 				fail := rng.Float64() < 0.3
 				mu.Unlock()
 				if fail {
 					handlerFailures.Add(1)
-					return converge.HandlerResult{}, errors.New("transient")
+					return controller.Result{}, errors.New("transient")
 				}
 				for i, s := range states[:len(states)-1] {
 					if o.State == s {
-						return converge.Transition(states[i+1]), nil
+						return controller.Transition(states[i+1]), nil
 					}
 				}
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			})})
 		require.NoError(t, err)
 		for i := range objects {
 			key := fmt.Sprintf("vm-%03d", i)
 			for {
 				err := c.Add(ctx, key, "new", nil)
-				if err == nil || errors.Is(err, converge.ErrObjectExists) {
+				if err == nil || errors.Is(err, controller.ErrObjectExists) {
 					break
 				}
 				require.ErrorIs(t, err, convergetest.ErrInjected)
@@ -685,9 +686,9 @@ func TestControllerFaults(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, recs, objects)
 		for _, rec := range recs {
-			var o converge.Object
+			var o controller.Object
 			require.NoError(t, json.Unmarshal(rec.Value, &o))
-			require.Equal(t, converge.LifecycleState("ready"), o.State, rec.Key)
+			require.Equal(t, controller.State("ready"), o.State, rec.Key)
 			h, err := store.History(ctx, rec.Key)
 			require.NoError(t, err)
 			require.Len(t, h, len(states), rec.Key)
@@ -706,9 +707,9 @@ func TestControllerRescanSeesOtherReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
-		newC := func() *converge.Controller {
-			c, err := converge.NewController(converge.ControllerConfig{
-				Kind: "vm", Store: store, Resync: time.Minute, Handler: converge.HandlerFunc(lifecycle)})
+		newC := func() *controller.Controller {
+			c, err := controller.New(controller.Config{
+				Kind: "vm", Store: store, Resync: time.Minute, Handler: controller.HandlerFunc(lifecycle)})
 			require.NoError(t, err)
 			return c
 		}
@@ -723,7 +724,7 @@ func TestControllerRescanSeesOtherReplicas(t *testing.T) {
 		synctest.Wait()
 		o, ok := b.Get("x")
 		require.True(t, ok, "adopted at the scan")
-		assert.Equal(t, converge.LifecycleState("ready"), o.State, "and handled")
+		assert.Equal(t, controller.State("ready"), o.State, "and handled")
 
 		rec, err := store.Get(ctx, "vm/x")
 		require.NoError(t, err)

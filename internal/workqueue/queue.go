@@ -1,76 +1,16 @@
-package converge
+// Package workqueue is the work queue of the fleet controller: string keys,
+// merged adds, one handler per key at a time, delayed adds that keep the
+// earliest time, and per-key exponential backoff.
+package workqueue
 
 import (
 	"container/heap"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/convergekit/converge"
 )
-
-// Backoff computes exponential retry delays with a cap and jitter. The zero
-// value means DefaultBackoff.
-type Backoff struct {
-	// Base is the delay after the first failure; each further failure
-	// doubles it. 0 means DefaultBackoff.Base.
-	Base time.Duration
-	// Max caps the delay. 0 means DefaultBackoff.Max.
-	Max time.Duration
-	// Jitter is the fraction (0..1) of the delay that is randomised: the
-	// delay is drawn from [d*(1-Jitter), d], so it never exceeds Max and
-	// retries of many keys spread out. 0 means no jitter.
-	Jitter float64
-}
-
-// DefaultBackoff is the Backoff used when none is configured: 100 ms
-// doubling up to 5 minutes, with 20% jitter.
-var DefaultBackoff = Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Minute, Jitter: 0.2}
-
-// Validate reports a field out of range as a *ConfigError.
-func (b Backoff) Validate() error {
-	switch {
-	case b.Base < 0:
-		return &ConfigError{Field: "Backoff.Base", Reason: fmt.Sprintf("must not be negative, got %s", b.Base)}
-	case b.Max < 0:
-		return &ConfigError{Field: "Backoff.Max", Reason: fmt.Sprintf("must not be negative, got %s", b.Max)}
-	case b.Max > 0 && b.Base > b.Max:
-		return &ConfigError{Field: "Backoff.Base", Reason: fmt.Sprintf("%s is above Max %s", b.Base, b.Max)}
-	case b.Jitter < 0 || b.Jitter > 1:
-		return &ConfigError{Field: "Backoff.Jitter", Reason: fmt.Sprintf("must be within [0, 1], got %g", b.Jitter)}
-	}
-	return nil
-}
-
-func (b Backoff) withDefaults() Backoff {
-	if b.Base == 0 && b.Max == 0 && b.Jitter == 0 {
-		return DefaultBackoff
-	}
-	if b.Base == 0 {
-		b.Base = DefaultBackoff.Base
-	}
-	if b.Max == 0 {
-		b.Max = max(DefaultBackoff.Max, b.Base)
-	}
-	return b
-}
-
-// Delay returns the delay before retry number failures (1 for the first
-// failure), using r in [0, 1) for the jitter. failures < 1 gives 0.
-func (b Backoff) Delay(failures int, r float64) time.Duration {
-	if failures < 1 {
-		return 0
-	}
-	b = b.withDefaults()
-	d := b.Base
-	for i := 1; i < failures && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if b.Jitter > 0 {
-		d -= time.Duration(float64(d) * b.Jitter * r)
-	}
-	return d
-}
 
 // Queue is a work queue of string keys with the semantics reconcile loops
 // need:
@@ -84,15 +24,15 @@ func (b Backoff) Delay(failures int, r float64) time.Duration {
 // Keys are handed out in the order they became ready. The zero value is not
 // usable; call NewQueue. A Queue must be shut down to release its timer
 // goroutine.
-type Queue struct {
-	backoff Backoff
+type Queue[E any] struct {
+	backoff converge.Backoff
 
 	mu       sync.Mutex
 	cond     sync.Cond
 	waiting  int // goroutines in cond.Wait: Signal only when someone waits
-	items    map[string]*queueItem
-	ready    []*queueItem
-	delayed  queueHeap
+	items    map[string]*Item[E]
+	ready    []*Item[E]
+	delayed  itemHeap[E]
 	shutdown bool
 	active   int // keys handed out and not Done
 	rng      *rand.Rand
@@ -101,15 +41,15 @@ type Queue struct {
 	stop     chan struct{}
 	loopDone chan struct{}
 	base     time.Time // origin of clock
-	// newItem, when set, supplies the item of a key that has none, so a
-	// Controller can keep it in the same allocation as its object. It is
+	// newItem, when set, supplies the item of a key that has none, so the
+	// caller can keep it in the same allocation as its own entry. It is
 	// called with mu held and returns nil for keys it does not know.
-	newItem func(key string) *queueItem
+	newItem func(key string) *Item[E]
 }
 
 // clock returns the monotonic nanoseconds since the queue was made: one
 // clock read, cheaper than time.Now.
-func (q *Queue) clock() int64 { return int64(time.Since(q.base)) }
+func (q *Queue[E]) clock() int64 { return int64(time.Since(q.base)) }
 
 const (
 	qQueued     uint8 = 1 << iota // in ready
@@ -117,24 +57,41 @@ const (
 	qDirty                        // added while processing: queue again on Done
 )
 
-type queueItem struct {
-	key      string
-	entry    *ctrlEntry // the Controller's object, to skip a map lookup
+// Item is the queue's record of one key. Entry is the caller's own data
+// about the key (see New); only the goroutine that holds the key (between
+// Get and Done) may change it. Make one with NewItem.
+type Item[E any] struct {
+	// Key is the key the item stands for.
+	Key string
+	// Entry is the caller's data, nil when the queue made the item itself.
+	Entry *E
+
 	at       int64      // due time of the pending delayed add (see clock)
 	index    int32      // position in delayed, -1 when none
 	failures int32
 	state    uint8
 }
 
-// NewQueue returns a running Queue whose AddRateLimited uses b (the zero
-// Backoff means DefaultBackoff). It panics if b is invalid.
-func NewQueue(b Backoff) *Queue {
+// NewItem returns the item of key carrying entry, for a newItem function of
+// New to hand out.
+func NewItem[E any](key string, entry *E) Item[E] {
+	return Item[E]{Key: key, Entry: entry, index: -1}
+}
+
+// New returns a running Queue whose AddRateLimited uses b (the zero Backoff
+// means converge.DefaultBackoff). newItem, when not nil, supplies the item
+// of a key the queue has no item for (nil for keys the caller does not
+// know), so that the caller keeps it in the same allocation as its own data
+// and reaches that data from the item without a lookup. New panics if b is
+// invalid.
+func New[E any](b converge.Backoff, newItem func(key string) *Item[E]) *Queue[E] {
 	if err := b.Validate(); err != nil {
-		panic("converge: NewQueue: " + err.Error())
+		panic("converge: workqueue.New: " + err.Error())
 	}
-	q := &Queue{
-		backoff:  b.withDefaults(),
-		items:    map[string]*queueItem{},
+	q := &Queue[E]{
+		backoff:  b,
+		newItem:  newItem,
+		items:    map[string]*Item[E]{},
 		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -146,14 +103,14 @@ func NewQueue(b Backoff) *Queue {
 	return q
 }
 
-func (q *Queue) item(key string) *queueItem {
+func (q *Queue[E]) item(key string) *Item[E] {
 	it := q.items[key]
 	if it == nil {
 		if q.newItem != nil {
 			it = q.newItem(key)
 		}
 		if it == nil {
-			it = &queueItem{key: key, index: -1}
+			it = &Item[E]{Key: key, index: -1}
 		}
 		q.items[key] = it
 	}
@@ -161,15 +118,15 @@ func (q *Queue) item(key string) *queueItem {
 }
 
 // release forgets an item that holds no information any more.
-func (q *Queue) release(it *queueItem) {
+func (q *Queue[E]) release(it *Item[E]) {
 	if it.state == 0 && it.index < 0 && it.failures == 0 {
-		delete(q.items, it.key)
+		delete(q.items, it.Key)
 	}
 }
 
 // Add asks for key to be handled as soon as possible. It does nothing after
 // ShutDown.
-func (q *Queue) Add(key string) {
+func (q *Queue[E]) Add(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.shutdown {
@@ -178,7 +135,7 @@ func (q *Queue) Add(key string) {
 	q.addLocked(q.item(key))
 }
 
-func (q *Queue) addLocked(it *queueItem) {
+func (q *Queue[E]) addLocked(it *Item[E]) {
 	switch {
 	case it.state&qProcessing != 0:
 		it.state |= qDirty
@@ -195,7 +152,7 @@ func (q *Queue) addLocked(it *queueItem) {
 // AddAfter asks for key to be handled after d (at once when d <= 0). When
 // the key already has a later pending time, the earlier one replaces it;
 // an earlier pending time is kept.
-func (q *Queue) AddAfter(key string, d time.Duration) {
+func (q *Queue[E]) AddAfter(key string, d time.Duration) {
 	if d <= 0 {
 		q.Add(key)
 		return
@@ -209,7 +166,7 @@ func (q *Queue) AddAfter(key string, d time.Duration) {
 	q.addAfterLocked(q.item(key), at)
 }
 
-func (q *Queue) addAfterLocked(it *queueItem, at int64) {
+func (q *Queue[E]) addAfterLocked(it *Item[E], at int64) {
 	switch {
 	case it.index < 0:
 		it.at = at
@@ -230,7 +187,7 @@ func (q *Queue) addAfterLocked(it *queueItem, at int64) {
 
 // AddRateLimited counts a failure of key and adds it after its backoff
 // delay, and returns that delay.
-func (q *Queue) AddRateLimited(key string) time.Duration {
+func (q *Queue[E]) AddRateLimited(key string) time.Duration {
 	q.mu.Lock()
 	if q.shutdown {
 		q.mu.Unlock()
@@ -246,7 +203,7 @@ func (q *Queue) AddRateLimited(key string) time.Duration {
 
 // Failures returns how many failures of key were counted since the last
 // Forget.
-func (q *Queue) Failures(key string) int {
+func (q *Queue[E]) Failures(key string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if it := q.items[key]; it != nil {
@@ -256,7 +213,7 @@ func (q *Queue) Failures(key string) int {
 }
 
 // Forget resets the backoff of key. A pending delayed add is kept.
-func (q *Queue) Forget(key string) {
+func (q *Queue[E]) Forget(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if it := q.items[key]; it != nil {
@@ -268,17 +225,17 @@ func (q *Queue) Forget(key string) {
 // Get blocks until a key is ready and hands it out; the caller must call
 // Done with it. It returns ok false once the queue is shut down, even if
 // keys are still waiting.
-func (q *Queue) Get() (key string, ok bool) {
-	it, ok := q.get()
+func (q *Queue[E]) Get() (key string, ok bool) {
+	it, ok := q.GetItem()
 	if !ok {
 		return "", false
 	}
-	return it.key, true
+	return it.Key, true
 }
 
 // Done marks key as handled. If it was added while being handled, it is
 // queued again.
-func (q *Queue) Done(key string) {
+func (q *Queue[E]) Done(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	it := q.items[key]
@@ -297,7 +254,7 @@ func (q *Queue) Done(key string) {
 // DoneAfter is Done, then AddAfter(key, d) (skipped when d < 0), with
 // Forget first when forget is true, all under one lock: what a worker
 // does after handling a key.
-func (q *Queue) DoneAfter(key string, forget bool, d time.Duration) {
+func (q *Queue[E]) DoneAfter(key string, forget bool, d time.Duration) {
 	q.mu.Lock()
 	it := q.items[key]
 	q.mu.Unlock()
@@ -306,15 +263,15 @@ func (q *Queue) DoneAfter(key string, forget bool, d time.Duration) {
 	}
 }
 
-// get is Get for the package's own workers: it hands out the item itself,
-// which stays in items while it is processed.
-func (q *Queue) get() (*queueItem, bool) {
+// GetItem is Get handing out the item itself (with its Entry), which stays
+// the queue's while it is processed; finish it with FinishGet or DoneAfter.
+func (q *Queue[E]) GetItem() (*Item[E], bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.getLocked()
 }
 
-func (q *Queue) getLocked() (*queueItem, bool) {
+func (q *Queue[E]) getLocked() (*Item[E], bool) {
 	for len(q.ready) == 0 && !q.shutdown {
 		q.waiting++
 		q.cond.Wait()
@@ -331,17 +288,17 @@ func (q *Queue) getLocked() (*queueItem, bool) {
 	return it, true
 }
 
-// finish does the work of DoneAfter on an item handed out by get.
-func (q *Queue) finish(it *queueItem, forget bool, d time.Duration) {
+// finish does the work of DoneAfter on an item handed out by GetItem.
+func (q *Queue[E]) finish(it *Item[E], forget bool, d time.Duration) {
 	at := q.due(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.finishLocked(it, forget, d, at)
 }
 
-// finishGet is finish then get under one lock: a worker's step from one
-// key to the next.
-func (q *Queue) finishGet(it *queueItem, forget bool, d time.Duration) (*queueItem, bool) {
+// FinishGet is DoneAfter on an item handed out by GetItem, then GetItem,
+// under one lock: a worker's step from one key to the next.
+func (q *Queue[E]) FinishGet(it *Item[E], forget bool, d time.Duration) (*Item[E], bool) {
 	at := q.due(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -350,14 +307,14 @@ func (q *Queue) finishGet(it *queueItem, forget bool, d time.Duration) (*queueIt
 }
 
 // due returns the clock value d from now, for a positive d.
-func (q *Queue) due(d time.Duration) int64 {
+func (q *Queue[E]) due(d time.Duration) int64 {
 	if d > 0 {
 		return q.clock() + int64(d)
 	}
 	return 0
 }
 
-func (q *Queue) finishLocked(it *queueItem, forget bool, d time.Duration, at int64) {
+func (q *Queue[E]) finishLocked(it *Item[E], forget bool, d time.Duration, at int64) {
 	if forget {
 		it.failures = 0
 	}
@@ -380,14 +337,14 @@ func (q *Queue) finishLocked(it *queueItem, forget bool, d time.Duration, at int
 }
 
 // Len returns the number of keys ready to be handed out.
-func (q *Queue) Len() int {
+func (q *Queue[E]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.ready)
 }
 
 // Delayed returns the number of keys waiting for a delayed add.
-func (q *Queue) Delayed() int {
+func (q *Queue[E]) Delayed() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.delayed)
@@ -395,7 +352,7 @@ func (q *Queue) Delayed() int {
 
 // Pending returns when key's delayed add is due, and false when it has
 // none.
-func (q *Queue) Pending(key string) (time.Time, bool) {
+func (q *Queue[E]) Pending(key string) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if it := q.items[key]; it != nil && it.index >= 0 {
@@ -407,7 +364,7 @@ func (q *Queue) Pending(key string) (time.Time, bool) {
 // ShutDown stops the queue: adds are ignored, Get returns ok false, and the
 // timer goroutine ends before ShutDown returns. Keys being handled may
 // still call Done. ShutDown is idempotent.
-func (q *Queue) ShutDown() {
+func (q *Queue[E]) ShutDown() {
 	q.mu.Lock()
 	if q.shutdown {
 		q.mu.Unlock()
@@ -422,14 +379,14 @@ func (q *Queue) ShutDown() {
 }
 
 // ShuttingDown reports whether ShutDown was called.
-func (q *Queue) ShuttingDown() bool {
+func (q *Queue[E]) ShuttingDown() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.shutdown
 }
 
 // delayLoop moves delayed keys to the ready queue when they are due.
-func (q *Queue) delayLoop() {
+func (q *Queue[E]) delayLoop() {
 	defer close(q.loopDone)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -437,7 +394,7 @@ func (q *Queue) delayLoop() {
 		q.mu.Lock()
 		now := q.clock()
 		for len(q.delayed) > 0 && q.delayed[0].at <= now {
-			it := heap.Pop(&q.delayed).(*queueItem)
+			it := heap.Pop(&q.delayed).(*Item[E])
 			if !q.shutdown {
 				q.addLocked(it)
 			}
@@ -467,22 +424,22 @@ func (q *Queue) delayLoop() {
 	}
 }
 
-// queueHeap orders delayed items by due time.
-type queueHeap []*queueItem
+// itemHeap orders delayed items by due time.
+type itemHeap[E any] []*Item[E]
 
-func (h queueHeap) Len() int           { return len(h) }
-func (h queueHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h queueHeap) Swap(i, j int) {
+func (h itemHeap[E]) Len() int           { return len(h) }
+func (h itemHeap[E]) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h itemHeap[E]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index = int32(i)
 	h[j].index = int32(j)
 }
-func (h *queueHeap) Push(x any) {
-	it := x.(*queueItem)
+func (h *itemHeap[E]) Push(x any) {
+	it := x.(*Item[E])
 	it.index = int32(len(*h))
 	*h = append(*h, it)
 }
-func (h *queueHeap) Pop() any {
+func (h *itemHeap[E]) Pop() any {
 	old := *h
 	n := len(old)
 	it := old[n-1]

@@ -1,11 +1,11 @@
-package converge_test
+package controller_test
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
-	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
 )
 
 // A fleet controller moves machines through their lifecycle. The handler is
@@ -14,18 +14,18 @@ import (
 func ExampleController() {
 	ready := make(chan struct{})
 	var once sync.Once
-	c, err := converge.NewController(converge.ControllerConfig{
+	c, err := controller.New(controller.Config{
 		Kind: "machine",
-		Handler: converge.HandlerFunc(func(ctx context.Context, m converge.Object) (converge.HandlerResult, error) {
+		Handler: controller.HandlerFunc(func(ctx context.Context, m controller.Object) (controller.Result, error) {
 			switch m.State {
 			case "new":
-				return converge.Transition("provisioning").Because("accepted"), nil
+				return controller.Transition("provisioning").Because("accepted"), nil
 			case "provisioning":
 				// Start the machine here; return an error to retry with backoff.
-				return converge.Transition("ready"), nil
+				return controller.Transition("ready"), nil
 			default:
 				once.Do(func() { close(ready) })
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			}
 		}),
 	})

@@ -1,4 +1,4 @@
-package converge
+package controller
 
 import "time"
 
@@ -9,19 +9,19 @@ import "time"
 // parallel, and must not block.
 type Metrics interface {
 	// ObjectsInState adds delta to the number of objects in state (a gauge).
-	ObjectsInState(kind string, state LifecycleState, delta int)
+	ObjectsInState(kind string, state State, delta int)
 	// AboveSLA adds delta to the number of objects that have been in state
 	// longer than its SLA (a gauge).
-	AboveSLA(kind string, state LifecycleState, delta int)
+	AboveSLA(kind string, state State, delta int)
 	// HandlerError counts a handler or store error of an object in state.
-	HandlerError(kind string, state LifecycleState)
+	HandlerError(kind string, state State)
 	// StateEntered counts an object entering state.
-	StateEntered(kind string, state LifecycleState)
+	StateEntered(kind string, state State)
 	// StateExited counts an object leaving state after timeInState.
-	StateExited(kind string, state LifecycleState, timeInState time.Duration)
+	StateExited(kind string, state State, timeInState time.Duration)
 	// HandlerLatency observes how long one handler run took for an object
 	// in state.
-	HandlerLatency(kind string, state LifecycleState, d time.Duration)
+	HandlerLatency(kind string, state State, d time.Duration)
 }
 
 // MetricsNop is the Metrics that records nothing; a Controller without
@@ -31,19 +31,19 @@ type MetricsNop struct{}
 var _ Metrics = MetricsNop{}
 
 // ObjectsInState implements Metrics and does nothing.
-func (MetricsNop) ObjectsInState(string, LifecycleState, int) {}
+func (MetricsNop) ObjectsInState(string, State, int) {}
 
 // AboveSLA implements Metrics and does nothing.
-func (MetricsNop) AboveSLA(string, LifecycleState, int) {}
+func (MetricsNop) AboveSLA(string, State, int) {}
 
 // HandlerError implements Metrics and does nothing.
-func (MetricsNop) HandlerError(string, LifecycleState) {}
+func (MetricsNop) HandlerError(string, State) {}
 
 // StateEntered implements Metrics and does nothing.
-func (MetricsNop) StateEntered(string, LifecycleState) {}
+func (MetricsNop) StateEntered(string, State) {}
 
 // StateExited implements Metrics and does nothing.
-func (MetricsNop) StateExited(string, LifecycleState, time.Duration) {}
+func (MetricsNop) StateExited(string, State, time.Duration) {}
 
 // HandlerLatency implements Metrics and does nothing.
-func (MetricsNop) HandlerLatency(string, LifecycleState, time.Duration) {}
+func (MetricsNop) HandlerLatency(string, State, time.Duration) {}

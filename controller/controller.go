@@ -1,4 +1,4 @@
-package converge
+package controller
 
 import (
 	"context"
@@ -7,17 +7,21 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/internal/workqueue"
 )
 
-// LifecycleState names the lifecycle state of an object ("provisioning",
+// State names the lifecycle state of an object ("provisioning",
 // "ready", ...). The empty state is not a valid state of a stored object.
-type LifecycleState string
+type State string
 
 // Object is one object of a Controller: its key, lifecycle state and data.
 // It serializes to JSON as it is stored: {"state", "since", "reason",
@@ -26,7 +30,7 @@ type Object struct {
 	// Key names the object within its controller's kind.
 	Key string `json:"-"`
 	// State is the lifecycle state. Only the handler changes it.
-	State LifecycleState `json:"state"`
+	State State `json:"state"`
 	// Since is when the object entered State.
 	Since time.Time `json:"since"`
 	// Reason is the reason of the last Wait, or of the last transition.
@@ -41,74 +45,74 @@ type Object struct {
 	Version uint64 `json:"-"`
 }
 
-// HandlerVerdict is what a handler decided about an object.
-type HandlerVerdict uint8
+// Verdict is what a handler decided about an object.
+type Verdict uint8
 
 const (
-	// HandlerNoChange leaves the object as it is until the next periodic
+	// VerdictNoChange leaves the object as it is until the next periodic
 	// pass. It is the zero verdict.
-	HandlerNoChange HandlerVerdict = iota
-	// HandlerTransition moves the object to HandlerResult.Next and runs the
+	VerdictNoChange Verdict = iota
+	// VerdictTransition moves the object to Result.Next and runs the
 	// handler again at once.
-	HandlerTransition
-	// HandlerWait leaves the state unchanged and records a reason.
-	HandlerWait
-	// HandlerDeleted removes the object; its history is kept.
-	HandlerDeleted
+	VerdictTransition
+	// VerdictWait leaves the state unchanged and records a reason.
+	VerdictWait
+	// VerdictDeleted removes the object; its history is kept.
+	VerdictDeleted
 )
 
 var verdictNames = [...]string{"no-change", "transition", "wait", "deleted"}
 
 // String returns the lower-case name of the verdict.
-func (v HandlerVerdict) String() string {
+func (v Verdict) String() string {
 	if int(v) < len(verdictNames) {
 		return verdictNames[v]
 	}
 	return fmt.Sprintf("verdict(%d)", uint8(v))
 }
 
-// HandlerResult is a handler's answer for one object. Build it with
+// Result is a handler's answer for one object. Build it with
 // Transition, Wait, NoChange or Deleted. The zero value means NoChange.
-type HandlerResult struct {
-	Verdict HandlerVerdict
-	// Next is the state to move to (HandlerTransition only).
-	Next LifecycleState
+type Result struct {
+	Verdict Verdict
+	// Next is the state to move to (VerdictTransition only).
+	Next State
 	// Reason explains a wait or a transition; it is stored with the object
 	// and, for a transition, in the history.
 	Reason string
 	// Data, when not nil, replaces the object's data.
 	Data json.RawMessage
 	// RequeueAfter, when positive, replaces the periodic pass for this
-	// object's next run (not used by HandlerTransition and HandlerDeleted).
+	// object's next run (not used by VerdictTransition and VerdictDeleted).
 	RequeueAfter time.Duration
 }
 
 // Transition returns the result that moves an object to next; the handler
 // runs again at once in the new state.
-func Transition(next LifecycleState) HandlerResult {
-	return HandlerResult{Verdict: HandlerTransition, Next: next}
+func Transition(next State) Result {
+	return Result{Verdict: VerdictTransition, Next: next}
 }
 
 // Wait returns the result that keeps the state and records why the object
 // waits; the handler runs again at the next periodic pass.
-func Wait(reason string) HandlerResult { return HandlerResult{Verdict: HandlerWait, Reason: reason} }
+func Wait(reason string) Result { return Result{Verdict: VerdictWait, Reason: reason} }
 
 // NoChange returns the result that changes nothing; the handler runs again
 // at the next periodic pass.
-func NoChange() HandlerResult { return HandlerResult{} }
+func NoChange() Result { return Result{} }
 
 // Deleted returns the result that removes the object from the store.
-func Deleted() HandlerResult { return HandlerResult{Verdict: HandlerDeleted} }
+func Deleted() Result { return Result{Verdict: VerdictDeleted} }
 
 // Because returns r with its reason set.
-func (r HandlerResult) Because(reason string) HandlerResult { r.Reason = reason; return r }
+func (r Result) Because(reason string) Result { r.Reason = reason; return r }
 
 // WithData returns r with the data that replaces the object's data.
-func (r HandlerResult) WithData(data json.RawMessage) HandlerResult { r.Data = data; return r }
+func (r Result) WithData(data json.RawMessage) Result { r.Data = data; return r }
 
 // After returns r with the delay before the next run, instead of the
 // periodic pass.
-func (r HandlerResult) After(d time.Duration) HandlerResult { r.RequeueAfter = d; return r }
+func (r Result) After(d time.Duration) Result { r.RequeueAfter = d; return r }
 
 // Handler drives objects of one kind through their lifecycle. Handle is
 // called with a copy of the object; it does the work the state calls for
@@ -116,51 +120,51 @@ func (r HandlerResult) After(d time.Duration) HandlerResult { r.RequeueAfter = d
 // never called for one object twice at once, but is called for different
 // objects in parallel. It must honour ctx.
 type Handler interface {
-	Handle(ctx context.Context, obj Object) (HandlerResult, error)
+	Handle(ctx context.Context, obj Object) (Result, error)
 }
 
 // HandlerFunc adapts a function to a Handler.
-type HandlerFunc func(ctx context.Context, obj Object) (HandlerResult, error)
+type HandlerFunc func(ctx context.Context, obj Object) (Result, error)
 
 // Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, obj Object) (HandlerResult, error) {
+func (f HandlerFunc) Handle(ctx context.Context, obj Object) (Result, error) {
 	return f(ctx, obj)
 }
 
 // Controller defaults.
 const (
-	// ControllerDefaultWorkers is the number of handlers run at once when
-	// ControllerConfig.Workers is zero.
-	ControllerDefaultWorkers = 4
-	// ControllerDefaultResync is the periodic pass interval when
-	// ControllerConfig.Resync is zero.
-	ControllerDefaultResync = 30 * time.Second
-	// ControllerDefaultJitter is the periodic pass jitter when
-	// ControllerConfig.ResyncJitter is zero.
-	ControllerDefaultJitter = 0.1
-	// ControllerDefaultShutdownTimeout is how long Run lets running
-	// handlers finish when ControllerConfig.ShutdownTimeout is zero.
-	ControllerDefaultShutdownTimeout = 10 * time.Second
-	// ControllerDefaultLeaseTTL is the lease duration when
-	// ControllerConfig.Owner is set and LeaseTTL is zero.
-	ControllerDefaultLeaseTTL = time.Minute
+	// DefaultWorkers is the number of handlers run at once when
+	// Config.Workers is zero.
+	DefaultWorkers = 4
+	// DefaultResync is the periodic pass interval when
+	// Config.Resync is zero.
+	DefaultResync = 30 * time.Second
+	// DefaultJitter is the periodic pass jitter when
+	// Config.ResyncJitter is zero.
+	DefaultJitter = 0.1
+	// DefaultShutdownTimeout is how long Run lets running
+	// handlers finish when Config.ShutdownTimeout is zero.
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultLeaseTTL is the lease duration when
+	// Config.Owner is set and LeaseTTL is zero.
+	DefaultLeaseTTL = time.Minute
 )
 
 // Controller errors.
 var (
-	// ErrControllerRunning means Run was called on a controller that is
+	// ErrRunning means Run was called on a controller that is
 	// running or has run.
-	ErrControllerRunning = errors.New("converge: controller already ran")
-	// ErrControllerShutdownTimeout means running handlers did not finish
+	ErrRunning = errors.New("controller: controller already ran")
+	// ErrShutdownTimeout means running handlers did not finish
 	// within ShutdownTimeout and their context was cancelled.
-	ErrControllerShutdownTimeout = errors.New("converge: controller handlers did not finish in time")
+	ErrShutdownTimeout = errors.New("controller: controller handlers did not finish in time")
 	// ErrObjectExists means Add was called with a key already stored.
-	ErrObjectExists = errors.New("converge: object exists")
+	ErrObjectExists = errors.New("controller: object exists")
 	// ErrObjectNotFound means no object has the key.
-	ErrObjectNotFound = errors.New("converge: object not found")
+	ErrObjectNotFound = errors.New("controller: object not found")
 	// ErrObjectInvalid means an object cannot be added as given (empty key
 	// or state, data that is not JSON).
-	ErrObjectInvalid = errors.New("converge: invalid object")
+	ErrObjectInvalid = errors.New("controller: invalid object")
 )
 
 // ObjectError is the error of a Controller call about one object. It
@@ -174,78 +178,78 @@ type ObjectError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *ObjectError) Error() string {
-	return fmt.Sprintf("converge: %s %q: %v", e.Kind, e.Key, e.Err)
+	return fmt.Sprintf("controller: %s %q: %v", e.Kind, e.Key, e.Err)
 }
 
 // Unwrap returns the cause.
 func (e *ObjectError) Unwrap() error { return e.Err }
 
-// ControllerConfig configures a Controller. Kind and Handler are required;
+// Config configures a Controller. Kind and Handler are required;
 // every other zero field takes its default.
-type ControllerConfig struct {
+type Config struct {
 	// Kind names the object type. Objects are stored under "Kind/key".
 	Kind string
 	// Handler decides what happens to each object.
 	Handler Handler
-	// Store keeps the objects and their history; nil means a new MemStore.
-	Store Store
+	// Store keeps the objects and their history; nil means a new converge.MemStore.
+	Store converge.Store
 	// Workers is the most handlers run at once; 0 means
-	// ControllerDefaultWorkers.
+	// DefaultWorkers.
 	Workers int
 	// Resync is the interval of the periodic pass; 0 means
-	// ControllerDefaultResync.
+	// DefaultResync.
 	Resync time.Duration
 	// ResyncJitter is the fraction (0..1) of Resync added at random to each
 	// object's periodic pass, so objects spread out; 0 means
-	// ControllerDefaultJitter. Negative disables jitter.
+	// DefaultJitter. Negative disables jitter.
 	ResyncJitter float64
 	// Backoff is the per-object backoff after errors; the zero value means
-	// DefaultBackoff.
-	Backoff Backoff
+	// converge.DefaultBackoff.
+	Backoff converge.Backoff
 	// SLA is the longest an object should stay in a state; states without
 	// an entry have none. Objects over it are reported by AboveSLA and
 	// Metrics.AboveSLA.
-	SLA map[LifecycleState]time.Duration
+	SLA map[State]time.Duration
 	// Metrics receives measurements; nil means MetricsNop.
 	Metrics Metrics
 	// ShutdownTimeout is how long Run lets running handlers finish after
 	// its context is cancelled, before cancelling theirs; 0 means
-	// ControllerDefaultShutdownTimeout.
+	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
-	// Owner, when set, makes the controller claim each object in the Store
-	// before handling it, so that controllers sharing a durable Store never
+	// Owner, when set, makes the controller claim each object in the converge.Store
+	// before handling it, so that controllers sharing a durable converge.Store never
 	// handle one object at once; objects claimed by others are skipped
 	// until the next periodic pass.
 	Owner string
-	// LeaseTTL is how long a claim lasts; 0 means ControllerDefaultLeaseTTL.
+	// LeaseTTL is how long a claim lasts; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
 
-// Validate reports the first field out of range as a *ConfigError.
-func (c ControllerConfig) Validate() error {
+// Validate reports the first field out of range as a *converge.ConfigError.
+func (c Config) Validate() error {
 	switch {
 	case c.Kind == "":
-		return &ConfigError{Field: "Kind", Reason: "must not be empty"}
+		return &converge.ConfigError{Field: "Kind", Reason: "must not be empty"}
 	case strings.Contains(c.Kind, "/"):
-		return &ConfigError{Field: "Kind", Reason: fmt.Sprintf("must not contain '/', got %q", c.Kind)}
+		return &converge.ConfigError{Field: "Kind", Reason: fmt.Sprintf("must not contain '/', got %q", c.Kind)}
 	case c.Handler == nil:
-		return &ConfigError{Field: "Handler", Reason: "must not be nil"}
+		return &converge.ConfigError{Field: "Handler", Reason: "must not be nil"}
 	case c.Workers < 0:
-		return &ConfigError{Field: "Workers", Reason: fmt.Sprintf("must not be negative, got %d", c.Workers)}
+		return &converge.ConfigError{Field: "Workers", Reason: fmt.Sprintf("must not be negative, got %d", c.Workers)}
 	case c.Resync < 0:
-		return &ConfigError{Field: "Resync", Reason: fmt.Sprintf("must not be negative, got %s", c.Resync)}
+		return &converge.ConfigError{Field: "Resync", Reason: fmt.Sprintf("must not be negative, got %s", c.Resync)}
 	case c.ResyncJitter > 1:
-		return &ConfigError{Field: "ResyncJitter", Reason: fmt.Sprintf("must be at most 1, got %g", c.ResyncJitter)}
+		return &converge.ConfigError{Field: "ResyncJitter", Reason: fmt.Sprintf("must be at most 1, got %g", c.ResyncJitter)}
 	case c.ShutdownTimeout < 0:
-		return &ConfigError{Field: "ShutdownTimeout", Reason: fmt.Sprintf("must not be negative, got %s", c.ShutdownTimeout)}
+		return &converge.ConfigError{Field: "ShutdownTimeout", Reason: fmt.Sprintf("must not be negative, got %s", c.ShutdownTimeout)}
 	case c.LeaseTTL < 0:
-		return &ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.LeaseTTL)}
+		return &converge.ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.LeaseTTL)}
 	}
 	for s, d := range c.SLA {
 		if d <= 0 {
-			return &ConfigError{Field: "SLA", Reason: fmt.Sprintf("state %q: must be positive, got %s", s, d)}
+			return &converge.ConfigError{Field: "SLA", Reason: fmt.Sprintf("state %q: must be positive, got %s", s, d)}
 		}
 	}
 	return c.Backoff.Validate()
@@ -256,13 +260,13 @@ func (c ControllerConfig) Validate() error {
 // at once, everything else waits for the periodic pass, errors back off
 // per object, and Enqueue asks for a run as soon as possible. One handler
 // runs per object at a time, Workers objects in parallel. Every transition
-// is stored with its time in the Store's history.
+// is stored with its time in the converge.Store's history.
 //
-// Create it with NewController (the zero value is not usable), add objects
+// Create it with New (the zero value is not usable), add objects
 // with Add (before or while it runs) and call Run once. Its methods are
 // safe for concurrent use.
 type Controller struct {
-	cfg     ControllerConfig
+	cfg     Config
 	prefix  string
 	metrics Metrics
 	now     func() time.Time
@@ -271,16 +275,16 @@ type Controller struct {
 
 	mu      sync.RWMutex
 	objs    map[string]*ctrlEntry
-	q       atomic.Pointer[Queue]
+	q       atomic.Pointer[workqueue.Queue[ctrlEntry]]
 	started bool
 }
 
 // ctrlEntry is the controller's view of one object. The object is kept in
 // the entry, and so is its queue item, so that a worker reaches everything
 // about an object in one allocation, without a lookup; the queue owns qi
-// (see Queue.newItem). mu guards obj.
+// (see workqueue.New). mu guards obj.
 type ctrlEntry struct {
-	qi    queueItem
+	qi    workqueue.Item[ctrlEntry]
 	mu    sync.Mutex
 	obj   Object
 	flags atomic.Uint32
@@ -288,7 +292,7 @@ type ctrlEntry struct {
 
 func newCtrlEntry(obj *Object) *ctrlEntry {
 	e := &ctrlEntry{obj: *obj}
-	e.qi = queueItem{key: obj.Key, index: -1, entry: e}
+	e.qi = workqueue.NewItem(obj.Key, e)
 	return e
 }
 
@@ -319,32 +323,32 @@ const (
 	entryGone                        // deleted: look the key up again
 )
 
-// NewController validates cfg and returns a Controller that is not running
+// New validates cfg and returns a Controller that is not running
 // yet.
-func NewController(cfg ControllerConfig) (*Controller, error) {
+func New(cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Store == nil {
-		cfg.Store = NewMemStore()
+		cfg.Store = converge.NewMemStore()
 	}
 	if cfg.Workers == 0 {
-		cfg.Workers = ControllerDefaultWorkers
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.Resync == 0 {
-		cfg.Resync = ControllerDefaultResync
+		cfg.Resync = DefaultResync
 	}
 	switch {
 	case cfg.ResyncJitter == 0:
-		cfg.ResyncJitter = ControllerDefaultJitter
+		cfg.ResyncJitter = DefaultJitter
 	case cfg.ResyncJitter < 0:
 		cfg.ResyncJitter = 0
 	}
 	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = ControllerDefaultShutdownTimeout
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = ControllerDefaultLeaseTTL
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	cfg.SLA = maps.Clone(cfg.SLA)
 	c := &Controller{
@@ -375,7 +379,7 @@ func (c *Controller) objErr(key string, err error) error {
 // Add stores a new object in state with data (nil for none) and, when the
 // controller runs, queues it. Its history starts with an entry into state.
 // A key already stored fails with ErrObjectExists.
-func (c *Controller) Add(ctx context.Context, key string, state LifecycleState, data json.RawMessage) error {
+func (c *Controller) Add(ctx context.Context, key string, state State, data json.RawMessage) error {
 	switch {
 	case key == "":
 		return c.objErr(key, fmt.Errorf("%w: empty key", ErrObjectInvalid))
@@ -386,8 +390,8 @@ func (c *Controller) Add(ctx context.Context, key string, state LifecycleState, 
 	}
 	now := c.now()
 	obj := &Object{Key: key, State: state, Since: now, Data: slices.Clone(data)}
-	v, err := c.put(ctx, obj, 0, HistoryEntry{At: now, To: string(state), Reason: "added"})
-	if errors.Is(err, ErrStoreStale) {
+	v, err := c.put(ctx, obj, 0, converge.HistoryEntry{At: now, To: string(state), Reason: "added"})
+	if errors.Is(err, converge.ErrStoreStale) {
 		return c.objErr(key, ErrObjectExists)
 	}
 	if err != nil {
@@ -422,18 +426,18 @@ func (c *Controller) adopt(obj *Object, queue bool) {
 }
 
 // put writes obj at version with history and returns the new version.
-func (c *Controller) put(ctx context.Context, obj *Object, version uint64, history ...HistoryEntry) (uint64, error) {
+func (c *Controller) put(ctx context.Context, obj *Object, version uint64, history ...converge.HistoryEntry) (uint64, error) {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return 0, err
 	}
-	return c.cfg.Store.Put(ctx, StoreRecord{Key: c.prefix + obj.Key, Version: version, Value: b}, history...)
+	return c.cfg.Store.Put(ctx, converge.StoreRecord{Key: c.prefix + obj.Key, Version: version, Value: b}, history...)
 }
 
-func (c *Controller) decode(rec StoreRecord) (*Object, error) {
+func (c *Controller) decode(rec converge.StoreRecord) (*Object, error) {
 	obj := &Object{}
 	if err := json.Unmarshal(rec.Value, obj); err != nil {
-		return nil, fmt.Errorf("converge: decode %s: %w", rec.Key, err)
+		return nil, fmt.Errorf("controller: decode %s: %w", rec.Key, err)
 	}
 	obj.Key = strings.TrimPrefix(rec.Key, c.prefix)
 	obj.Version = rec.Version
@@ -456,7 +460,7 @@ func (c *Controller) Enqueue(key string) {
 func (c *Controller) Request(ctx context.Context, key, intent string) error {
 	for {
 		rec, err := c.cfg.Store.Get(ctx, c.prefix+key)
-		if errors.Is(err, ErrStoreNotFound) {
+		if errors.Is(err, converge.ErrStoreNotFound) {
 			return c.objErr(key, ErrObjectNotFound)
 		}
 		if err != nil {
@@ -468,7 +472,7 @@ func (c *Controller) Request(ctx context.Context, key, intent string) error {
 		}
 		obj.Intents = append(obj.Intents, intent)
 		_, err = c.put(ctx, obj, rec.Version)
-		if errors.Is(err, ErrStoreStale) {
+		if errors.Is(err, converge.ErrStoreStale) {
 			continue // someone wrote in between: read again
 		}
 		if err != nil {
@@ -517,7 +521,7 @@ func (c *Controller) Objects() []Object {
 }
 
 // History returns the stored transitions of key, oldest first.
-func (c *Controller) History(ctx context.Context, key string) ([]HistoryEntry, error) {
+func (c *Controller) History(ctx context.Context, key string) ([]converge.HistoryEntry, error) {
 	h, err := c.cfg.Store.History(ctx, c.prefix+key)
 	if err != nil {
 		return nil, c.objErr(key, err)
@@ -548,23 +552,22 @@ func (c *Controller) AboveSLA() []Object {
 // added, changed or removed are seen. Then it stops taking
 // work, lets running handlers finish within ShutdownTimeout (cancelling
 // their context after it), and returns once every goroutine it started
-// has ended: nil, or an error matching ErrControllerShutdownTimeout. A
+// has ended: nil, or an error matching ErrShutdownTimeout. A
 // failing store is retried with backoff while loading. Run may be called
 // only once.
 func (c *Controller) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.started {
 		c.mu.Unlock()
-		return ErrControllerRunning
+		return ErrRunning
 	}
 	c.started = true
-	q := NewQueue(c.cfg.Backoff)
-	q.newItem = func(key string) *queueItem {
+	q := workqueue.New(c.cfg.Backoff, func(key string) *workqueue.Item[ctrlEntry] {
 		if e := c.entry(key); e != nil {
 			return &e.qi
 		}
 		return nil
-	}
+	})
 	c.q.Store(q)
 	known := make([]string, 0, len(c.objs))
 	for k := range c.objs {
@@ -589,10 +592,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
 		wg.Go(func() {
-			it, ok := q.get()
+			it, ok := q.GetItem()
 			for ok {
 				forget, next := c.process(hctx, q, it)
-				it, ok = q.finishGet(it, forget, next)
+				it, ok = q.FinishGet(it, forget, next)
 			}
 		})
 	}
@@ -608,12 +611,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	case <-t.C:
 		cancelHandlers()
 		<-finished
-		return fmt.Errorf("converge: controller %s: %w after %s", c.cfg.Kind, ErrControllerShutdownTimeout, c.cfg.ShutdownTimeout)
+		return fmt.Errorf("controller: controller %s: %w after %s", c.cfg.Kind, ErrShutdownTimeout, c.cfg.ShutdownTimeout)
 	}
 }
 
 // load reads every stored object of the kind, retrying with backoff.
-func (c *Controller) load(ctx context.Context, q *Queue) error {
+func (c *Controller) load(ctx context.Context, q *workqueue.Queue[ctrlEntry]) error {
 	for failures := 0; ; failures++ {
 		err := c.scan(ctx, q)
 		if err == nil {
@@ -632,7 +635,7 @@ func (c *Controller) load(ctx context.Context, q *Queue) error {
 // rescan scans the store every Resync until ctx ends, so that objects
 // added, changed or removed by other controllers sharing the store are
 // seen.
-func (c *Controller) rescan(ctx context.Context, q *Queue) {
+func (c *Controller) rescan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) {
 	t := time.NewTimer(c.cfg.Resync)
 	defer t.Stop()
 	for {
@@ -649,7 +652,7 @@ func (c *Controller) rescan(ctx context.Context, q *Queue) {
 // scan lists the stored objects of the kind: it adopts new ones, and
 // queues for a fresh read those stored at another version and those no
 // longer stored.
-func (c *Controller) scan(ctx context.Context, q *Queue) error {
+func (c *Controller) scan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) error {
 	recs, err := c.cfg.Store.List(ctx, c.prefix)
 	if err != nil {
 		return err
@@ -700,14 +703,14 @@ func (c *Controller) entry(key string) *ctrlEntry {
 // verdict. It returns what the worker tells the queue: whether to reset
 // the key's backoff, and when to run it next (negative: not at all, the
 // error paths having queued it with backoff already).
-func (c *Controller) process(ctx context.Context, q *Queue, it *queueItem) (forget bool, next time.Duration) {
-	key := it.key
-	e := it.entry
+func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry], it *workqueue.Item[ctrlEntry]) (forget bool, next time.Duration) {
+	key := it.Key
+	e := it.Entry
 	if e == nil || e.flags.Load()&entryGone != 0 {
 		if e = c.entry(key); e == nil {
 			return true, -1
 		}
-		it.entry = e // only the worker holding it touches it.entry
+		it.Entry = e // only the worker holding it touches it.Entry
 	}
 	cur := e.load()
 	obj := &cur
@@ -715,7 +718,7 @@ func (c *Controller) process(ctx context.Context, q *Queue, it *queueItem) (forg
 		e.flags.And(^entryReload)
 		rec, err := c.cfg.Store.Get(ctx, c.prefix+key)
 		switch {
-		case errors.Is(err, ErrStoreNotFound):
+		case errors.Is(err, converge.ErrStoreNotFound):
 			c.forget(key, e, obj)
 			return true, -1
 		case err != nil:
@@ -733,7 +736,7 @@ func (c *Controller) process(ctx context.Context, q *Queue, it *queueItem) (forg
 	}
 	if c.cfg.Owner != "" {
 		if _, err := c.cfg.Store.Claim(ctx, c.prefix+key, c.cfg.Owner, c.cfg.LeaseTTL); err != nil {
-			if errors.Is(err, ErrClaimHeld) {
+			if errors.Is(err, converge.ErrClaimHeld) {
 				// Another replica handles it; look again later.
 				e.flags.Or(entryReload)
 				return false, c.resync()
@@ -758,7 +761,7 @@ func (c *Controller) process(ctx context.Context, q *Queue, it *queueItem) (forg
 		return false, -1
 	}
 	switch res.Verdict {
-	case HandlerTransition:
+	case VerdictTransition:
 		if res.Next == "" {
 			c.fail(q, key, obj)
 			return false, -1
@@ -768,26 +771,26 @@ func (c *Controller) process(ctx context.Context, q *Queue, it *queueItem) (forg
 		if res.Data != nil {
 			next.Data = slices.Clone(res.Data)
 		}
-		v, err := c.put(ctx, next, obj.Version, HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason})
+		v, err := c.put(ctx, next, obj.Version, converge.HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason})
 		if err != nil {
 			return false, c.storeFailed(q, key, e, obj, err)
 		}
 		next.Version = v
 		c.replace(e, obj, next)
 		return true, 0
-	case HandlerDeleted:
-		err := c.cfg.Store.Delete(ctx, c.prefix+key, obj.Version, HistoryEntry{At: c.now(), From: string(obj.State), Reason: "deleted"})
-		if err != nil && !errors.Is(err, ErrStoreNotFound) {
+	case VerdictDeleted:
+		err := c.cfg.Store.Delete(ctx, c.prefix+key, obj.Version, converge.HistoryEntry{At: c.now(), From: string(obj.State), Reason: "deleted"})
+		if err != nil && !errors.Is(err, converge.ErrStoreNotFound) {
 			return false, c.storeFailed(q, key, e, obj, err)
 		}
 		c.forget(key, e, obj)
 		return true, -1
 	}
-	// HandlerNoChange, HandlerWait: store what changed besides the state.
-	if res.Verdict == HandlerWait || res.Data != nil || len(obj.Intents) > 0 {
+	// VerdictNoChange, VerdictWait: store what changed besides the state.
+	if res.Verdict == VerdictWait || res.Data != nil || len(obj.Intents) > 0 {
 		upd := *obj
 		upd.Intents = nil
-		if res.Verdict == HandlerWait {
+		if res.Verdict == VerdictWait {
 			upd.Reason = res.Reason
 		}
 		if res.Data != nil {
@@ -814,10 +817,10 @@ func (c *Controller) process(ctx context.Context, q *Queue, it *queueItem) (forg
 }
 
 // handle runs the handler, turning a panic into an error.
-func (c *Controller) handle(ctx context.Context, obj Object) (res HandlerResult, err error) {
+func (c *Controller) handle(ctx context.Context, obj Object) (res Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = newPanicError(v)
+			err = &converge.PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return c.cfg.Handler.Handle(ctx, obj)
@@ -832,7 +835,7 @@ func (c *Controller) resync() time.Duration {
 }
 
 // fail counts an error of obj and retries it with backoff.
-func (c *Controller) fail(q *Queue, key string, obj *Object) {
+func (c *Controller) fail(q *workqueue.Queue[ctrlEntry], key string, obj *Object) {
 	c.metrics.HandlerError(c.cfg.Kind, obj.State)
 	q.AddRateLimited(key)
 }
@@ -841,9 +844,9 @@ func (c *Controller) fail(q *Queue, key string, obj *Object) {
 // wrote, so read again and run at once (it returns 0); any other error may
 // or may not have been written, so read again after a backoff (it returns
 // -1, having queued the key with backoff).
-func (c *Controller) storeFailed(q *Queue, key string, e *ctrlEntry, obj *Object, err error) time.Duration {
+func (c *Controller) storeFailed(q *workqueue.Queue[ctrlEntry], key string, e *ctrlEntry, obj *Object, err error) time.Duration {
 	e.flags.Or(entryReload)
-	if errors.Is(err, ErrStoreStale) {
+	if errors.Is(err, converge.ErrStoreStale) {
 		return 0
 	}
 	c.fail(q, key, obj)
