@@ -214,8 +214,9 @@ func planSortTargets(ts []CommandTargets) {
 	})
 }
 
-// concurrent returns the group's effective concurrency limit.
-func (t CommandTargets) concurrent() int {
+// Limit returns the group's effective concurrency limit: Concurrent, or 1
+// when it is not positive.
+func (t CommandTargets) Limit() int {
 	if t.Concurrent <= 0 {
 		return 1
 	}
@@ -353,9 +354,6 @@ var (
 	// ErrPlanNotFailed means Retry was asked of a plan that is not in an
 	// error state.
 	ErrPlanNotFailed = errors.New("converge: plan is not in an error state")
-	// ErrSignalNodeNotFound is returned (wrapped) by SignalSender.Probe when
-	// the node does not exist.
-	ErrSignalNodeNotFound = errors.New("converge: signal node not found")
 )
 
 // PlanSpecError names the part of a plan that makes it unrunnable.

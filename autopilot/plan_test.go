@@ -1,4 +1,4 @@
-package converge_test
+package autopilot_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 // planClock is a manual clock for step-by-step tests.
@@ -19,14 +20,14 @@ type planClock struct{ t time.Time }
 func (c *planClock) Now() time.Time          { return c.t }
 func (c *planClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 func newPlanClock() *planClock               { return &planClock{t: time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC)} }
-func planNodes() []converge.SignalNode {
-	return []converge.SignalNode{planCtl("controller0"), planWrk("worker0")}
+func planNodes() []autopilot.Host {
+	return []autopilot.Host{planCtl("controller0"), planWrk("worker0")}
 }
-func planCtl(name string) converge.SignalNode {
-	return converge.SignalNode{Name: name, Kind: "controller", Platform: "linux-amd64"}
+func planCtl(name string) autopilot.Host {
+	return autopilot.Host{Name: name, Kind: "controller", Platform: "linux-amd64"}
 }
-func planWrk(name string) converge.SignalNode {
-	return converge.SignalNode{Name: name, Kind: "worker", Platform: "linux-amd64"}
+func planWrk(name string) autopilot.Host {
+	return autopilot.Host{Name: name, Kind: "worker", Platform: "linux-amd64"}
 }
 func planLoad(t *testing.T, path string) []byte {
 	t.Helper()
@@ -43,9 +44,9 @@ func planDoc(t *testing.T, path string) *converge.PlanDocument {
 
 // planRunner returns a runner whose handlers signal through bus for the two
 // k0s kinds.
-func planRunner(t *testing.T, store converge.Store, bus converge.SignalSender, cfg converge.PlanConfig) *converge.PlanRunner {
+func planRunner(t *testing.T, store converge.Store, bus autopilot.Sender, cfg converge.PlanConfig) *converge.PlanRunner {
 	t.Helper()
-	h := &converge.CommandSignalHandler{Sender: bus}
+	h := &autopilot.CommandHandler{Sender: bus}
 	if cfg.Handlers == nil {
 		cfg.Handlers = map[string]converge.CommandHandler{"airgapupdate": h, "k0supdate": h, "update": h}
 	}
@@ -102,7 +103,7 @@ func TestPlanAutopilotSequence(t *testing.T) {
 		compl = converge.SignalCompleted
 	)
 	clock := newPlanClock()
-	bus := converge.NewSignalBus(planNodes()...)
+	bus := autopilot.NewBus(planNodes()...)
 	r := planRunner(t, nil, bus, converge.PlanConfig{Now: clock.Now})
 	doc := planDoc(t, "testdata/plan/autopilot-plan.yaml")
 
@@ -178,7 +179,7 @@ func TestPlanAutopilotSequence(t *testing.T) {
 	assert.Len(t, bus.Sent(), 3, "each target signalled once per command")
 	sig, ok := bus.Last("controller0")
 	require.True(t, ok)
-	assert.Equal(t, converge.Signal{ID: "id123/1/0", PlanID: "id123", Command: 1, Kind: "k0supdate", Group: "controllers",
+	assert.Equal(t, autopilot.Signal{ID: "id123/1/0", PlanID: "id123", Command: 1, Kind: "k0supdate", Group: "controllers",
 		Spec: doc.Spec.Commands[1].Spec}, sig)
 	assert.JSONEq(t, `"v1.30.4+k0s.0"`, string(sig.Spec["version"]))
 }

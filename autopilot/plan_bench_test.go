@@ -1,4 +1,4 @@
-package converge_test
+package autopilot_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 // planBig returns a plan of one command over 3 controllers (one at a time)
@@ -23,14 +24,14 @@ func planBig(n, limit int) *converge.PlanDocument {
 // (50 at a time) to completion in memory, nodes answering at once: the cost
 // of the machine and the signal handler per plan.
 func BenchmarkPlanRollout(b *testing.B) {
-	nodes := []converge.SignalNode{planCtl("c0"), planCtl("c1"), planCtl("c2")}
+	nodes := []autopilot.Host{planCtl("c0"), planCtl("c1"), planCtl("c2")}
 	for i := range 1000 {
 		nodes = append(nodes, planWrk(fmt.Sprintf("w%04d", i)))
 	}
 	for b.Loop() {
-		bus := converge.NewSignalBus(nodes...)
-		bus.OnSignal = func(node string, s converge.Signal) { _ = bus.Respond(node, converge.SignalCompleted, "") }
-		r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &converge.CommandSignalHandler{Sender: bus}}})
+		bus := autopilot.NewBus(nodes...)
+		bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.SignalCompleted, "") }
+		r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -54,14 +55,14 @@ func BenchmarkPlanRollout(b *testing.B) {
 // their status, as the runner does before every step.
 func BenchmarkPlanDecode(b *testing.B) {
 	doc := planBig(1000, 50)
-	bus := converge.NewSignalBus()
+	bus := autopilot.NewBus()
 	for i := range 1000 {
 		bus.AddNode(planWrk(fmt.Sprintf("w%04d", i)))
 	}
 	for _, c := range []string{"c0", "c1", "c2"} {
 		bus.AddNode(planCtl(c))
 	}
-	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &converge.CommandSignalHandler{Sender: bus}}})
+	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package converge_test
+package autopilot_test
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 // TestPlanStatusSymmetry checks that NewPlan fills a status entry per
 // command, that a status that lost entries or IDs is repaired, and that a
 // status that answers other commands is rejected without being touched.
 func TestPlanStatusSymmetry(t *testing.T) {
-	bus := converge.NewSignalBus(planNodes()...)
+	bus := autopilot.NewBus(planNodes()...)
 	r := planRunner(t, nil, bus, converge.PlanConfig{Now: newPlanClock().Now})
 	ctx := context.Background()
 	two := func() *converge.PlanDocument {
@@ -152,8 +153,8 @@ func TestPlanStates(t *testing.T) {
 
 // TestPlanDiscovery checks discovery by function and by selector.
 func TestPlanDiscovery(t *testing.T) {
-	bus := converge.NewSignalBus(planWrk("w0"), planWrk("w1"), planWrk("w2"))
-	h := &converge.CommandSignalHandler{Sender: bus, Select: func(ctx context.Context, sel converge.CommandSelector) ([]string, error) {
+	bus := autopilot.NewBus(planWrk("w0"), planWrk("w1"), planWrk("w2"))
+	h := &autopilot.CommandHandler{Sender: bus, Select: func(ctx context.Context, sel converge.CommandSelector) ([]string, error) {
 		if sel.Labels == "zone=b" {
 			return []string{"w2"}, nil
 		}
@@ -184,15 +185,15 @@ func TestPlanDiscovery(t *testing.T) {
 	assert.Equal(t, converge.PlanIncompleteTargets, empty.Status.State)
 	assert.Equal(t, `discovery of group "workers" returned an empty node name`, empty.Status.Commands[0].Reason)
 
-	noSel := &converge.CommandSignalHandler{Sender: bus}
+	noSel := &autopilot.CommandHandler{Sender: bus}
 	r2, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": noSel}})
 	require.NoError(t, err)
 	_, err = r2.Step(context.Background(), bad)
-	require.ErrorIs(t, err, converge.ErrSignalNoSelector)
+	require.ErrorIs(t, err, autopilot.ErrNoSelector)
 	named := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
 		{Group: "workers", Discovery: converge.CommandDiscovery{Function: "edge"}}}})
 	_, err = r2.Step(context.Background(), named)
-	require.ErrorIs(t, err, converge.ErrSignalNoDiscover)
+	require.ErrorIs(t, err, autopilot.ErrNoDiscover)
 }
 
 // TestPlanNamedDiscovery stores a plan whose targets come from a named
@@ -202,7 +203,7 @@ func TestPlanNamedDiscovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planWrk("w0"), planWrk("w1"))
 		calls := 0
-		h := &converge.CommandSignalHandler{Sender: bus, Discover: map[string]converge.CommandDiscoverFunc{
+		h := &autopilot.CommandHandler{Sender: bus, Discover: map[string]converge.CommandDiscoverFunc{
 			"edge": func(context.Context) ([]string, error) { calls++; return []string{"w1", "w0"}, nil },
 		}}
 		store := converge.NewMemStore()
@@ -251,23 +252,23 @@ func TestPlanClone(t *testing.T) {
 // TestPlanSignalBus covers the node side of the in-process bus.
 func TestPlanSignalBus(t *testing.T) {
 	ctx := context.Background()
-	bus := converge.NewSignalBus(planWrk("w0"))
+	bus := autopilot.NewBus(planWrk("w0"))
 	_, err := bus.Probe(ctx, "nope")
-	require.ErrorIs(t, err, converge.ErrSignalNodeNotFound)
-	require.ErrorIs(t, bus.Send(ctx, "nope", converge.Signal{}), converge.ErrSignalNodeNotFound)
-	require.ErrorIs(t, bus.Respond("w0", converge.SignalCompleted, ""), converge.ErrSignalNone)
+	require.ErrorIs(t, err, autopilot.ErrHostNotFound)
+	require.ErrorIs(t, bus.Send(ctx, "nope", autopilot.Signal{}), autopilot.ErrHostNotFound)
+	require.ErrorIs(t, bus.Respond("w0", converge.SignalCompleted, ""), autopilot.ErrNoSignal)
 	rep, err := bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, converge.SignalReport{}, rep)
+	assert.Equal(t, autopilot.Report{}, rep)
 
-	require.NoError(t, bus.Send(ctx, "w0", converge.Signal{ID: converge.SignalID("p", 1, 2)}))
+	require.NoError(t, bus.Send(ctx, "w0", autopilot.Signal{ID: autopilot.SignalID("p", 1, 2)}))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, converge.SignalReport{SignalID: "p/1/2", State: converge.SignalSent}, rep)
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.SignalSent}, rep)
 	require.NoError(t, bus.Respond("w0", converge.SignalFailed, "no space"))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, converge.SignalReport{SignalID: "p/1/2", State: converge.SignalFailed, Reason: "no space"}, rep)
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.SignalFailed, Reason: "no space"}, rep)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -281,14 +282,14 @@ func TestPlanSignalBus(t *testing.T) {
 // ExamplePlanRunner_Run runs a two-command plan over an in-process signal
 // bus whose nodes answer at once, and prints the final status as YAML.
 func ExamplePlanRunner_Run() {
-	bus := converge.NewSignalBus(
-		converge.SignalNode{Name: "controller0", Kind: "controller", Platform: "linux-amd64"},
-		converge.SignalNode{Name: "worker0", Kind: "worker", Platform: "linux-amd64"},
+	bus := autopilot.NewBus(
+		autopilot.Host{Name: "controller0", Kind: "controller", Platform: "linux-amd64"},
+		autopilot.Host{Name: "worker0", Kind: "worker", Platform: "linux-amd64"},
 	)
-	bus.OnSignal = func(node string, s converge.Signal) {
+	bus.OnSignal = func(node string, s autopilot.Signal) {
 		_ = bus.Respond(node, converge.SignalCompleted, "")
 	}
-	handler := &converge.CommandSignalHandler{Sender: bus}
+	handler := &autopilot.CommandHandler{Sender: bus}
 	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
 		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
 		PollInterval: time.Millisecond,

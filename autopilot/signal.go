@@ -1,4 +1,4 @@
-package converge
+package autopilot
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/convergekit/converge"
 )
 
 // Signal is what a target node receives for one command of a plan. The
-// zero value carries nothing; CommandSignalHandler fills every field.
+// zero value carries nothing; CommandHandler fills every field.
 type Signal struct {
 	// ID identifies the signal: the plan, the command index and the
 	// attempt. A node answers with the ID it answers, so a report about an
@@ -31,9 +33,9 @@ func SignalID(plan string, cmd, attempt int) string {
 	return plan + "/" + strconv.Itoa(cmd) + "/" + strconv.Itoa(attempt)
 }
 
-// SignalNode describes a target node as its probe sees it. The zero value
+// Host describes a target node as its probe sees it. The zero value
 // is a node with no name, kind or platform.
-type SignalNode struct {
+type Host struct {
 	Name string `json:"name"`
 	// Kind is the node's kind, for example "controller" or "worker"; it is
 	// matched against restrictions and group kinds.
@@ -43,65 +45,65 @@ type SignalNode struct {
 	Platform string `json:"platform,omitempty"`
 }
 
-// SignalReport is what a node last reported about the last signal it got.
+// Report is what a node last reported about the last signal it got.
 // The zero value means the node never got a signal.
-type SignalReport struct {
+type Report struct {
 	// SignalID is the signal the report answers ("" when the node never got
 	// one).
 	SignalID string `json:"signalID,omitempty"`
-	// State is SignalSent while the node works on the signal, then
-	// SignalCompleted or SignalFailed.
-	State  PlanTargetState `json:"state,omitempty"`
-	Reason string          `json:"reason,omitempty"`
+	// State is converge.SignalSent while the node works on the signal, then
+	// converge.SignalCompleted or converge.SignalFailed.
+	State  converge.PlanTargetState `json:"state,omitempty"`
+	Reason string                   `json:"reason,omitempty"`
 }
 
-// SignalSender reaches target nodes: it probes them, delivers signals and
+// Sender reaches target nodes: it probes them, delivers signals and
 // reads back what they reported. Implementations must be safe for concurrent
-// use. SignalBus is the in-process implementation.
-type SignalSender interface {
+// use. Bus is the in-process implementation.
+type Sender interface {
 	// Probe describes the node, or fails with an error matching
-	// ErrSignalNodeNotFound when it does not exist.
-	Probe(ctx context.Context, node string) (SignalNode, error)
+	// ErrHostNotFound when it does not exist.
+	Probe(ctx context.Context, node string) (Host, error)
 	// Send delivers s to the node. Delivering the same signal twice must
-	// be harmless, but CommandSignalHandler avoids it.
+	// be harmless, but CommandHandler avoids it.
 	Send(ctx context.Context, node string, s Signal) error
 	// Read returns the node's report about the last signal it got (the
-	// zero report when none), or an error matching ErrSignalNodeNotFound.
-	Read(ctx context.Context, node string) (SignalReport, error)
+	// zero report when none), or an error matching ErrHostNotFound.
+	Read(ctx context.Context, node string) (Report, error)
 }
 
-// SignalDelivery records one signal delivered by a SignalBus.
-type SignalDelivery struct {
+// Delivery records one signal delivered by a Bus.
+type Delivery struct {
 	Node   string
 	Signal Signal
 }
 
-// SignalBus is an in-process SignalSender for tests, examples and programs
+// Bus is an in-process Sender for tests, examples and programs
 // whose targets live in the same process. Nodes are added with AddNode; the
 // node side answers with Respond (or automatically through OnSignal). It
 // records every delivery. The zero value is an empty bus, safe for
 // concurrent use.
-type SignalBus struct {
+type Bus struct {
 	// OnSignal, when set, is called after every delivery, outside the
 	// bus's lock, from the goroutine that sent it: it may call Respond.
 	OnSignal func(node string, s Signal)
 
 	mu    sync.Mutex
-	nodes map[string]*signalBusNode
-	sent  []SignalDelivery
+	nodes map[string]*busHost
+	sent  []Delivery
 }
 
-type signalBusNode struct {
-	info   SignalNode
+type busHost struct {
+	info   Host
 	last   *Signal
-	report SignalReport
+	report Report
 }
 
-var _ SignalSender = (*SignalBus)(nil)
+var _ Sender = (*Bus)(nil)
 
-// NewSignalBus returns a bus with the given nodes.
-func NewSignalBus(nodes ...SignalNode) *SignalBus {
-	b := &SignalBus{}
+// NewBus returns a bus with the given nodes.
+func NewBus(nodes ...Host) *Bus {
+	b := &Bus{}
 	for _, n := range nodes {
 		b.AddNode(n)
 	}
@@ -109,52 +111,52 @@ func NewSignalBus(nodes ...SignalNode) *SignalBus {
 }
 
 // AddNode adds the node, or replaces its description (keeping its signals).
-func (b *SignalBus) AddNode(n SignalNode) {
+func (b *Bus) AddNode(n Host) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.nodes == nil {
-		b.nodes = map[string]*signalBusNode{}
+		b.nodes = map[string]*busHost{}
 	}
 	if cur, ok := b.nodes[n.Name]; ok {
 		cur.info = n
 		return
 	}
-	b.nodes[n.Name] = &signalBusNode{info: n}
+	b.nodes[n.Name] = &busHost{info: n}
 }
 
 // RemoveNode removes the node: probes and reads then fail with
-// ErrSignalNodeNotFound.
-func (b *SignalBus) RemoveNode(name string) {
+// ErrHostNotFound.
+func (b *Bus) RemoveNode(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.nodes, name)
 }
 
-func (b *SignalBus) node(name string) (*signalBusNode, error) {
+func (b *Bus) node(name string) (*busHost, error) {
 	n, ok := b.nodes[name]
 	if !ok {
-		return nil, fmt.Errorf("converge: signal node %q: %w", name, ErrSignalNodeNotFound)
+		return nil, fmt.Errorf("autopilot: signal node %q: %w", name, ErrHostNotFound)
 	}
 	return n, nil
 }
 
-// Probe implements SignalSender.
-func (b *SignalBus) Probe(ctx context.Context, name string) (SignalNode, error) {
+// Probe implements Sender.
+func (b *Bus) Probe(ctx context.Context, name string) (Host, error) {
 	if err := ctx.Err(); err != nil {
-		return SignalNode{}, err
+		return Host{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, err := b.node(name)
 	if err != nil {
-		return SignalNode{}, err
+		return Host{}, err
 	}
 	return n.info, nil
 }
 
-// Send implements SignalSender: the node's last signal becomes s and its
-// report becomes "working on s" (SignalSent).
-func (b *SignalBus) Send(ctx context.Context, name string, s Signal) error {
+// Send implements Sender: the node's last signal becomes s and its
+// report becomes "working on s" (converge.SignalSent).
+func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -166,8 +168,8 @@ func (b *SignalBus) Send(ctx context.Context, name string, s Signal) error {
 	}
 	sig := s
 	n.last = &sig
-	n.report = SignalReport{SignalID: s.ID, State: SignalSent}
-	b.sent = append(b.sent, SignalDelivery{Node: name, Signal: s})
+	n.report = Report{SignalID: s.ID, State: converge.SignalSent}
+	b.sent = append(b.sent, Delivery{Node: name, Signal: s})
 	on := b.OnSignal
 	b.mu.Unlock()
 	if on != nil {
@@ -176,26 +178,26 @@ func (b *SignalBus) Send(ctx context.Context, name string, s Signal) error {
 	return nil
 }
 
-// Read implements SignalSender.
-func (b *SignalBus) Read(ctx context.Context, name string) (SignalReport, error) {
+// Read implements Sender.
+func (b *Bus) Read(ctx context.Context, name string) (Report, error) {
 	if err := ctx.Err(); err != nil {
-		return SignalReport{}, err
+		return Report{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, err := b.node(name)
 	if err != nil {
-		return SignalReport{}, err
+		return Report{}, err
 	}
 	return n.report, nil
 }
 
-// ErrSignalNone means a node was asked to answer a signal it never got.
-var ErrSignalNone = errors.New("converge: node has no signal to answer")
+// ErrNoSignal means a node was asked to answer a signal it never got.
+var ErrNoSignal = errors.New("autopilot: node has no signal to answer")
 
-// Respond makes the node report state (SignalCompleted, SignalFailed, or
-// SignalSent for "still working") with reason about its last signal.
-func (b *SignalBus) Respond(name string, state PlanTargetState, reason string) error {
+// Respond makes the node report state (converge.SignalCompleted, converge.SignalFailed, or
+// converge.SignalSent for "still working") with reason about its last signal.
+func (b *Bus) Respond(name string, state converge.PlanTargetState, reason string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, err := b.node(name)
@@ -203,14 +205,14 @@ func (b *SignalBus) Respond(name string, state PlanTargetState, reason string) e
 		return err
 	}
 	if n.last == nil {
-		return fmt.Errorf("converge: signal node %q: %w", name, ErrSignalNone)
+		return fmt.Errorf("autopilot: signal node %q: %w", name, ErrNoSignal)
 	}
-	n.report = SignalReport{SignalID: n.last.ID, State: state, Reason: reason}
+	n.report = Report{SignalID: n.last.ID, State: state, Reason: reason}
 	return nil
 }
 
 // Last returns the last signal the node got.
-func (b *SignalBus) Last(name string) (Signal, bool) {
+func (b *Bus) Last(name string) (Signal, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, ok := b.nodes[name]
@@ -221,14 +223,14 @@ func (b *SignalBus) Last(name string) (Signal, bool) {
 }
 
 // Sent returns a copy of every delivery so far, in order.
-func (b *SignalBus) Sent() []SignalDelivery {
+func (b *Bus) Sent() []Delivery {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.sent)
 }
 
-// CommandSignalHandler is a CommandHandler that runs a command by signalling
-// its targets through a SignalSender, for any kind (k0s airgapupdate and
+// CommandHandler is a converge.CommandHandler that runs a command by signalling
+// its targets through a Sender, for any kind (k0s airgapupdate and
 // k0supdate are two of them). Groups run in order; in a group, at most the
 // group's concurrency limit of targets are signalled and unfinished at once.
 //
@@ -241,9 +243,9 @@ func (b *SignalBus) Sent() []SignalDelivery {
 // (a target ran past the target timeout) when waiting.
 //
 // The zero value has no Sender and must not be used; set at least Sender.
-type CommandSignalHandler struct {
+type CommandHandler struct {
 	// Sender reaches the nodes; it is required.
-	Sender SignalSender
+	Sender Sender
 	// Restrict lists node kinds excluded from plans.
 	Restrict []string
 	// GroupKinds maps a group name to the node kind its targets must have;
@@ -252,26 +254,29 @@ type CommandSignalHandler struct {
 	GroupKinds map[string]string
 	// Select resolves selector discovery; nil makes a command with a
 	// selector fail to start (a handler error).
-	Select func(ctx context.Context, sel CommandSelector) ([]string, error)
+	Select func(ctx context.Context, sel converge.CommandSelector) ([]string, error)
 	// Discover maps a name to the discovery function that
-	// CommandDiscovery.Function names; a name not in it makes the command
+	// converge.CommandDiscovery.Function names; a name not in it makes the command
 	// fail to start (a handler error).
-	Discover map[string]CommandDiscoverFunc
+	Discover map[string]converge.CommandDiscoverFunc
 }
 
-var _ CommandHandler = (*CommandSignalHandler)(nil)
+var _ converge.CommandHandler = (*CommandHandler)(nil)
 
-// Discovery errors of CommandSignalHandler.
+// Discovery errors of CommandHandler.
 var (
-	// ErrSignalNoSelector means a command uses selector discovery and the
+	// ErrHostNotFound is returned (wrapped) by Sender.Probe and Sender.Read
+	// when the host does not exist.
+	ErrHostNotFound = errors.New("autopilot: host not found")
+	// ErrNoSelector means a command uses selector discovery and the
 	// handler has no Select function.
-	ErrSignalNoSelector = errors.New("converge: no selector resolver")
-	// ErrSignalNoDiscover means a command names a discovery function the
+	ErrNoSelector = errors.New("autopilot: no selector resolver")
+	// ErrNoDiscover means a command names a discovery function the
 	// handler does not know.
-	ErrSignalNoDiscover = errors.New("converge: unknown discovery function")
+	ErrNoDiscover = errors.New("autopilot: unknown discovery function")
 )
 
-func (h *CommandSignalHandler) groupKind(group string) string {
+func (h *CommandHandler) groupKind(group string) string {
 	if h.GroupKinds == nil {
 		switch group {
 		case "controllers":
@@ -284,19 +289,19 @@ func (h *CommandSignalHandler) groupKind(group string) string {
 	return h.GroupKinds[group]
 }
 
-func (h *CommandSignalHandler) discover(ctx context.Context, t CommandTargets) ([]string, error) {
+func (h *CommandHandler) discover(ctx context.Context, t converge.CommandTargets) ([]string, error) {
 	switch {
 	case t.Discovery.Func != nil:
 		return t.Discovery.Func(ctx)
 	case t.Discovery.Function != "":
 		f := h.Discover[t.Discovery.Function]
 		if f == nil {
-			return nil, fmt.Errorf("group %q: %q: %w", t.Group, t.Discovery.Function, ErrSignalNoDiscover)
+			return nil, fmt.Errorf("group %q: %q: %w", t.Group, t.Discovery.Function, ErrNoDiscover)
 		}
 		return f(ctx)
 	case t.Discovery.Selector != nil:
 		if h.Select == nil {
-			return nil, fmt.Errorf("group %q: %w", t.Group, ErrSignalNoSelector)
+			return nil, fmt.Errorf("group %q: %w", t.Group, ErrNoSelector)
 		}
 		return h.Select(ctx, *t.Discovery.Selector)
 	}
@@ -305,17 +310,17 @@ func (h *CommandSignalHandler) discover(ctx context.Context, t CommandTargets) (
 
 // planFail keeps the first error state a command meets, with its reason.
 type planFail struct {
-	state  PlanState
+	state  converge.PlanState
 	reason string
 }
 
-func (f *planFail) set(state PlanState, reason string) {
+func (f *planFail) set(state converge.PlanState, reason string) {
 	if f.state == "" {
 		f.state, f.reason = state, reason
 	}
 }
 
-func (f *planFail) result(c *CommandContext, ok PlanState) (PlanState, error) {
+func (f *planFail) result(c *converge.CommandContext, ok converge.PlanState) (converge.PlanState, error) {
 	if f.state != "" {
 		c.Status.Reason = f.reason
 		return f.state, nil
@@ -325,26 +330,26 @@ func (f *planFail) result(c *CommandContext, ok PlanState) (PlanState, error) {
 
 // NewPlan implements CommandHandler: it discovers and checks every target.
 // Targets already completed (a retried plan) stay completed.
-func (h *CommandSignalHandler) NewPlan(ctx context.Context, c *CommandContext) (PlanState, error) {
+func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 	var platforms map[string]json.RawMessage
 	var fail planFail
 	if raw, ok := c.Command.Spec["platforms"]; ok {
 		if err := json.Unmarshal(raw, &platforms); err != nil {
-			fail.set(PlanMissingPlatform, fmt.Sprintf("platforms is not an object: %v", err))
+			fail.set(converge.PlanMissingPlatform, fmt.Sprintf("platforms is not an object: %v", err))
 		}
 	}
 	old := c.Status.Targets
-	c.Status.Targets = map[string][]PlanTargetStatus{}
+	c.Status.Targets = map[string][]converge.PlanTargetStatus{}
 	seen := map[string]string{}
 	for _, grp := range c.Command.Targets {
 		nodes, err := h.discover(ctx, grp)
 		if err != nil {
 			return "", err
 		}
-		c.Status.Targets[grp.Group] = []PlanTargetStatus{}
+		c.Status.Targets[grp.Group] = []converge.PlanTargetStatus{}
 		for _, name := range nodes {
 			if name == "" {
-				fail.set(PlanIncompleteTargets, fmt.Sprintf("discovery of group %q returned an empty node name", grp.Group))
+				fail.set(converge.PlanIncompleteTargets, fmt.Sprintf("discovery of group %q returned an empty node name", grp.Group))
 				continue
 			}
 			prev := planFindTarget(old[grp.Group], name)
@@ -353,16 +358,16 @@ func (h *CommandSignalHandler) NewPlan(ctx context.Context, c *CommandContext) (
 				if g == grp.Group {
 					reason = fmt.Sprintf("node %q is listed twice in group %q", name, g)
 				}
-				c.SetTarget(grp.Group, name, SignalInconsistent, reason)
-				fail.set(PlanInconsistentTargets, reason)
+				c.SetTarget(grp.Group, name, converge.SignalInconsistent, reason)
+				fail.set(converge.PlanInconsistentTargets, reason)
 				continue
 			}
 			seen[name] = grp.Group
-			if prev != nil && prev.State == SignalCompleted {
+			if prev != nil && prev.State == converge.SignalCompleted {
 				c.Status.Targets[grp.Group] = append(c.Status.Targets[grp.Group], *prev)
 				continue
 			}
-			t := c.SetTarget(grp.Group, name, SignalPending, "")
+			t := c.SetTarget(grp.Group, name, converge.SignalPending, "")
 			if prev != nil {
 				t.Attempt = prev.Attempt
 			}
@@ -376,18 +381,18 @@ func (h *CommandSignalHandler) NewPlan(ctx context.Context, c *CommandContext) (
 			}
 		}
 	}
-	return fail.result(c, PlanSchedulableWait)
+	return fail.result(c, converge.PlanSchedulableWait)
 }
 
-var planTargetFailure = map[PlanState]PlanTargetState{
-	PlanIncompleteTargets:   SignalMissingNode,
-	PlanMissingSignalNode:   SignalMissingNode,
-	PlanRestricted:          SignalRestricted,
-	PlanInconsistentTargets: SignalInconsistent,
-	PlanMissingPlatform:     SignalMissingPlatform,
+var planTargetFailure = map[converge.PlanState]converge.PlanTargetState{
+	converge.PlanIncompleteTargets:   converge.SignalMissingNode,
+	converge.PlanMissingSignalNode:   converge.SignalMissingNode,
+	converge.PlanRestricted:          converge.SignalRestricted,
+	converge.PlanInconsistentTargets: converge.SignalInconsistent,
+	converge.PlanMissingPlatform:     converge.SignalMissingPlatform,
 }
 
-func planFindTarget(ts []PlanTargetStatus, name string) *PlanTargetStatus {
+func planFindTarget(ts []converge.PlanTargetStatus, name string) *converge.PlanTargetStatus {
 	for i := range ts {
 		if ts[i].Name == name {
 			return &ts[i]
@@ -398,33 +403,33 @@ func planFindTarget(ts []PlanTargetStatus, name string) *PlanTargetStatus {
 
 // check probes a target at NewPlan; it returns the error state it causes
 // (or "") with a reason, or an error to try again.
-func (h *CommandSignalHandler) check(ctx context.Context, group, name string, platforms map[string]json.RawMessage) (PlanState, string, error) {
+func (h *CommandHandler) check(ctx context.Context, group, name string, platforms map[string]json.RawMessage) (converge.PlanState, string, error) {
 	node, err := h.Sender.Probe(ctx, name)
-	if errors.Is(err, ErrSignalNodeNotFound) {
-		return PlanIncompleteTargets, fmt.Sprintf("node %q does not exist", name), nil
+	if errors.Is(err, ErrHostNotFound) {
+		return converge.PlanIncompleteTargets, fmt.Sprintf("node %q does not exist", name), nil
 	}
 	if err != nil {
 		return "", "", err
 	}
 	if slices.Contains(h.Restrict, node.Kind) {
-		return PlanRestricted, fmt.Sprintf("node %q is a %s, and %s nodes are excluded from plans", name, node.Kind, node.Kind), nil
+		return converge.PlanRestricted, fmt.Sprintf("node %q is a %s, and %s nodes are excluded from plans", name, node.Kind, node.Kind), nil
 	}
 	if want := h.groupKind(group); want != "" && node.Kind != want {
-		return PlanInconsistentTargets, fmt.Sprintf("node %q is a %q, group %q takes %q nodes", name, node.Kind, group, want), nil
+		return converge.PlanInconsistentTargets, fmt.Sprintf("node %q is a %q, group %q takes %q nodes", name, node.Kind, group, want), nil
 	}
 	if platforms != nil && node.Platform != "" {
 		if _, ok := platforms[node.Platform]; !ok {
-			return PlanMissingPlatform, fmt.Sprintf("no payload for platform %q of node %q", node.Platform, name), nil
+			return converge.PlanMissingPlatform, fmt.Sprintf("no payload for platform %q of node %q", node.Platform, name), nil
 		}
 	}
 	return "", "", nil
 }
 
 // activeGroup returns the first group with a target not completed, or -1.
-func planActiveGroup(c *CommandContext) int {
+func planActiveGroup(c *converge.CommandContext) int {
 	for i, g := range c.Command.Targets {
 		for _, t := range c.Status.Targets[g.Group] {
-			if t.State != SignalCompleted {
+			if t.State != converge.SignalCompleted {
 				return i
 			}
 		}
@@ -435,19 +440,19 @@ func planActiveGroup(c *CommandContext) int {
 // SchedulableWait implements CommandHandler: it reads back the signalled
 // targets, applies the target timeout, and says whether there is more to
 // signal now.
-func (h *CommandSignalHandler) SchedulableWait(ctx context.Context, c *CommandContext) (PlanState, error) {
+func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 	var fail planFail
 	for _, grp := range c.Command.Targets {
 		for i := range c.Status.Targets[grp.Group] {
 			t := &c.Status.Targets[grp.Group][i]
-			if t.State != SignalSent {
+			if t.State != converge.SignalSent {
 				continue
 			}
 			rep, err := h.Sender.Read(ctx, t.Name)
-			if errors.Is(err, ErrSignalNodeNotFound) {
+			if errors.Is(err, ErrHostNotFound) {
 				reason := fmt.Sprintf("node %q disappeared while working on the command", t.Name)
-				c.SetTarget(grp.Group, t.Name, SignalMissingNode, reason)
-				fail.set(PlanMissingSignalNode, reason)
+				c.SetTarget(grp.Group, t.Name, converge.SignalMissingNode, reason)
+				fail.set(converge.PlanMissingSignalNode, reason)
 				continue
 			}
 			if err != nil {
@@ -455,20 +460,20 @@ func (h *CommandSignalHandler) SchedulableWait(ctx context.Context, c *CommandCo
 			}
 			if rep.SignalID == SignalID(c.PlanID, c.Index, t.Attempt) {
 				switch rep.State {
-				case SignalCompleted:
-					c.SetTarget(grp.Group, t.Name, SignalCompleted, "")
+				case converge.SignalCompleted:
+					c.SetTarget(grp.Group, t.Name, converge.SignalCompleted, "")
 					continue
-				case SignalFailed:
+				case converge.SignalFailed:
 					reason := fmt.Sprintf("node %q failed: %s", t.Name, rep.Reason)
-					c.SetTarget(grp.Group, t.Name, SignalFailed, rep.Reason)
-					fail.set(PlanFailed, reason)
+					c.SetTarget(grp.Group, t.Name, converge.SignalFailed, rep.Reason)
+					fail.set(converge.PlanFailed, reason)
 					continue
 				}
 			}
 			if c.TargetTimeout > 0 && c.Now.Sub(t.LastUpdatedTimestamp) >= c.TargetTimeout {
 				reason := fmt.Sprintf("node %q did not complete within %s", t.Name, c.TargetTimeout)
-				c.SetTarget(grp.Group, t.Name, SignalTimedOut, reason)
-				fail.set(PlanTimedOut, reason)
+				c.SetTarget(grp.Group, t.Name, converge.SignalTimedOut, reason)
+				fail.set(converge.PlanTimedOut, reason)
 			}
 		}
 	}
@@ -477,54 +482,54 @@ func (h *CommandSignalHandler) SchedulableWait(ctx context.Context, c *CommandCo
 	}
 	gi := planActiveGroup(c)
 	if gi < 0 {
-		return PlanCompleted, nil
+		return converge.PlanCompleted, nil
 	}
 	grp := c.Command.Targets[gi]
 	pending, inflight := 0, 0
 	for _, t := range c.Status.Targets[grp.Group] {
-		switch t.State.normal() {
-		case SignalPending:
+		switch t.State {
+		case "", converge.SignalPending:
 			pending++
-		case SignalSent:
+		case converge.SignalSent:
 			inflight++
 		}
 	}
-	if pending > 0 && inflight < grp.concurrent() {
-		return PlanSchedulable, nil
+	if pending > 0 && inflight < grp.Limit() {
+		return converge.PlanSchedulable, nil
 	}
-	return PlanSchedulableWait, nil
+	return converge.PlanSchedulableWait, nil
 }
 
 // Schedulable implements CommandHandler: it signals the next pending
 // targets of the active group, up to its concurrency limit. A target that
 // already got this very signal (the runner stopped between sending and
 // storing) is not signalled again.
-func (h *CommandSignalHandler) Schedulable(ctx context.Context, c *CommandContext) (PlanState, error) {
+func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 	gi := planActiveGroup(c)
 	if gi < 0 {
-		return PlanSchedulableWait, nil
+		return converge.PlanSchedulableWait, nil
 	}
 	grp := c.Command.Targets[gi]
 	var fail planFail
 	inflight := 0
 	for _, t := range c.Status.Targets[grp.Group] {
-		if t.State == SignalSent {
+		if t.State == converge.SignalSent {
 			inflight++
 		}
 	}
 	for i := range c.Status.Targets[grp.Group] {
-		if inflight >= grp.concurrent() {
+		if inflight >= grp.Limit() {
 			break
 		}
 		t := &c.Status.Targets[grp.Group][i]
-		if t.State.normal() != SignalPending {
+		if t.State != "" && t.State != converge.SignalPending {
 			continue
 		}
 		node, err := h.Sender.Probe(ctx, t.Name)
-		if errors.Is(err, ErrSignalNodeNotFound) {
+		if errors.Is(err, ErrHostNotFound) {
 			reason := fmt.Sprintf("node %q no longer exists", t.Name)
-			c.SetTarget(grp.Group, t.Name, SignalMissingNode, reason)
-			fail.set(PlanMissingSignalNode, reason)
+			c.SetTarget(grp.Group, t.Name, converge.SignalMissingNode, reason)
+			fail.set(converge.PlanMissingSignalNode, reason)
 			break
 		}
 		if err != nil {
@@ -532,13 +537,13 @@ func (h *CommandSignalHandler) Schedulable(ctx context.Context, c *CommandContex
 		}
 		if want := h.groupKind(grp.Group); want != "" && node.Kind != want {
 			reason := fmt.Sprintf("node %q is now a %q, group %q takes %q nodes", t.Name, node.Kind, grp.Group, want)
-			c.SetTarget(grp.Group, t.Name, SignalInconsistent, reason)
-			fail.set(PlanInconsistentTargets, reason)
+			c.SetTarget(grp.Group, t.Name, converge.SignalInconsistent, reason)
+			fail.set(converge.PlanInconsistentTargets, reason)
 			break
 		}
 		id := SignalID(c.PlanID, c.Index, t.Attempt)
 		rep, err := h.Sender.Read(ctx, t.Name)
-		if err != nil && !errors.Is(err, ErrSignalNodeNotFound) {
+		if err != nil && !errors.Is(err, ErrHostNotFound) {
 			return "", err
 		}
 		if rep.SignalID != id {
@@ -547,8 +552,8 @@ func (h *CommandSignalHandler) Schedulable(ctx context.Context, c *CommandContex
 				return "", err
 			}
 		}
-		c.SetTarget(grp.Group, t.Name, SignalSent, "")
+		c.SetTarget(grp.Group, t.Name, converge.SignalSent, "")
 		inflight++
 	}
-	return fail.result(c, PlanSchedulableWait)
+	return fail.result(c, converge.PlanSchedulableWait)
 }

@@ -1,4 +1,4 @@
-package converge_test
+package autopilot_test
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 // planAutoBus returns a bus whose nodes answer every signal after delay (in
 // the bubble's fake time), with the state answer returns for it.
-func planAutoBus(delay time.Duration, answer func(node string, s converge.Signal) (converge.PlanTargetState, string), nodes ...converge.SignalNode) *converge.SignalBus {
-	bus := converge.NewSignalBus(nodes...)
-	bus.OnSignal = func(node string, s converge.Signal) {
+func planAutoBus(delay time.Duration, answer func(node string, s autopilot.Signal) (converge.PlanTargetState, string), nodes ...autopilot.Host) *autopilot.Bus {
+	bus := autopilot.NewBus(nodes...)
+	bus.OnSignal = func(node string, s autopilot.Signal) {
 		state, reason := converge.SignalCompleted, ""
 		if answer != nil {
 			state, reason = answer(node, s)
@@ -31,7 +32,7 @@ func planAutoBus(delay time.Duration, answer func(node string, s converge.Signal
 }
 
 // planDeliveries counts deliveries per "node signalID".
-func planDeliveries(bus *converge.SignalBus) map[string]int {
+func planDeliveries(bus *autopilot.Bus) map[string]int {
 	out := map[string]int{}
 	for _, d := range bus.Sent() {
 		out[d.Node+" "+d.Signal.ID]++
@@ -110,8 +111,8 @@ func TestPlanRunnerTimeouts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				// worker0 answers in a minute; worker1 never does.
-				bus := converge.NewSignalBus(planWrk("worker0"), planWrk("worker1"))
-				bus.OnSignal = func(node string, s converge.Signal) {
+				bus := autopilot.NewBus(planWrk("worker0"), planWrk("worker1"))
+				bus.OnSignal = func(node string, s autopilot.Signal) {
 					if node == "worker0" {
 						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, converge.SignalCompleted, "") })
 					}
@@ -149,12 +150,12 @@ func TestPlanRunnerConcurrencyLimits(t *testing.T) {
 		maxIn := map[string]int{}
 		ctlDone := 0
 		var order []string
-		nodes := []converge.SignalNode{planCtl("c0"), planCtl("c1"), planCtl("c2")}
+		nodes := []autopilot.Host{planCtl("c0"), planCtl("c1"), planCtl("c2")}
 		for i := range 5 {
 			nodes = append(nodes, planWrk(fmt.Sprintf("w%d", i)))
 		}
-		bus := converge.NewSignalBus(nodes...)
-		bus.OnSignal = func(node string, s converge.Signal) {
+		bus := autopilot.NewBus(nodes...)
+		bus.OnSignal = func(node string, s autopilot.Signal) {
 			mu.Lock()
 			inflight[s.Group]++
 			maxIn[s.Group] = max(maxIn[s.Group], inflight[s.Group])
@@ -193,7 +194,7 @@ func TestPlanRunnerConcurrencyLimits(t *testing.T) {
 // that only that worker is signalled again.
 func TestPlanRunnerRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := planAutoBus(time.Second, func(node string, s converge.Signal) (converge.PlanTargetState, string) {
+		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
 				return converge.SignalFailed, "disk full"
 			}
@@ -255,7 +256,7 @@ func TestPlanRunnerRetryAfterNewPlan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
 		store := converge.NewMemStore()
-		restricted := &converge.CommandSignalHandler{Sender: bus, Restrict: []string{"controller"}}
+		restricted := &autopilot.CommandHandler{Sender: bus, Restrict: []string{"controller"}}
 		r1 := planRunner(t, store, bus, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": restricted}})
 		planCreate(t, r1, planOf(
 			planCmd("update", planGroup("workers", 1, "worker0")),
@@ -431,7 +432,7 @@ func TestPlanRunnerStaleWrite(t *testing.T) {
 // the checks of Create and NewPlanRunner.
 func TestPlanRunnerFatalErrors(t *testing.T) {
 	ctx := context.Background()
-	bus := converge.NewSignalBus(planNodes()...)
+	bus := autopilot.NewBus(planNodes()...)
 	store := converge.NewMemStore()
 	r := planRunner(t, store, bus, converge.PlanConfig{})
 
@@ -464,7 +465,7 @@ func TestPlanRunnerFatalErrors(t *testing.T) {
 // waiting for targets.
 func TestPlanRunnerCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := converge.NewSignalBus(planNodes()...) // nodes never answer
+		bus := autopilot.NewBus(planNodes()...) // nodes never answer
 		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -479,17 +480,17 @@ func TestPlanRunnerCancel(t *testing.T) {
 
 // planFlakySender fails its first probes.
 type planFlakySender struct {
-	converge.SignalSender
+	autopilot.Sender
 	fails atomic.Int32
 }
 
 var errPlanFlaky = errors.New("connection refused")
 
-func (s *planFlakySender) Probe(ctx context.Context, node string) (converge.SignalNode, error) {
+func (s *planFlakySender) Probe(ctx context.Context, node string) (autopilot.Host, error) {
 	if s.fails.Add(-1) >= 0 {
-		return converge.SignalNode{}, errPlanFlaky
+		return autopilot.Host{}, errPlanFlaky
 	}
-	return s.SignalSender.Probe(ctx, node)
+	return s.Sender.Probe(ctx, node)
 }
 
 // TestPlanRunnerTransientErrors checks that handler errors are reported and
@@ -497,7 +498,7 @@ func (s *planFlakySender) Probe(ctx context.Context, node string) (converge.Sign
 func TestPlanRunnerTransientErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
-		flaky := &planFlakySender{SignalSender: bus}
+		flaky := &planFlakySender{Sender: bus}
 		flaky.fails.Store(2)
 		var errs []error
 		store := converge.NewMemStore()

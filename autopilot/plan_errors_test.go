@@ -1,4 +1,4 @@
-package converge_test
+package autopilot_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 func planGroup(name string, concurrent int, nodes ...string) converge.CommandTargets {
@@ -44,9 +45,9 @@ func TestPlanErrorStates(t *testing.T) {
 		name     string
 		doc      *converge.PlanDocument
 		restrict []string
-		nodes    []converge.SignalNode
+		nodes    []autopilot.Host
 		// act runs after the plan settled once, before it settles again.
-		act         func(bus *converge.SignalBus)
+		act         func(bus *autopilot.Bus)
 		state       converge.PlanState
 		command     int
 		group, node string
@@ -72,20 +73,20 @@ func TestPlanErrorStates(t *testing.T) {
 			reason: `node "controller0" is listed in groups "controllers" and "extra"`},
 		{name: "InconsistentTargets: a node changed kind before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
-			act: func(bus *converge.SignalBus) {
-				bus.AddNode(converge.SignalNode{Name: "worker1", Kind: "controller", Platform: "linux-amd64"})
+			act: func(bus *autopilot.Bus) {
+				bus.AddNode(autopilot.Host{Name: "worker1", Kind: "controller", Platform: "linux-amd64"})
 				_ = bus.Respond("worker0", converge.SignalCompleted, "")
 			},
 			state: converge.PlanInconsistentTargets, group: "workers", node: "worker1", target: converge.SignalInconsistent,
 			reason: `node "worker1" is now a "controller", group "workers" takes "worker" nodes`},
 		{name: "MissingPlatform: no payload for arm64",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "arm0"))),
-			nodes: []converge.SignalNode{{Name: "arm0", Kind: "worker", Platform: "linux-arm64"}},
+			nodes: []autopilot.Host{{Name: "arm0", Kind: "worker", Platform: "linux-arm64"}},
 			state: converge.PlanMissingPlatform, group: "workers", node: "arm0", target: converge.SignalMissingPlatform,
 			reason: `no payload for platform "linux-arm64" of node "arm0"`},
 		{name: "MissingSignalNode: a node vanished before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
-			act: func(bus *converge.SignalBus) {
+			act: func(bus *autopilot.Bus) {
 				bus.RemoveNode("worker1")
 				_ = bus.Respond("worker0", converge.SignalCompleted, "")
 			},
@@ -93,19 +94,19 @@ func TestPlanErrorStates(t *testing.T) {
 			reason: `node "worker1" no longer exists`},
 		{name: "MissingSignalNode: a node vanished while working",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
-			act:   func(bus *converge.SignalBus) { bus.RemoveNode("worker0") },
+			act:   func(bus *autopilot.Bus) { bus.RemoveNode("worker0") },
 			state: converge.PlanMissingSignalNode, group: "workers", node: "worker0", target: converge.SignalMissingNode,
 			reason: `node "worker0" disappeared while working on the command`},
 		{name: "Failed: a node reports failure",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
-			act:   func(bus *converge.SignalBus) { _ = bus.Respond("worker0", converge.SignalFailed, "disk full") },
+			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", converge.SignalFailed, "disk full") },
 			state: converge.PlanFailed, group: "workers", node: "worker0", target: converge.SignalFailed,
 			reason: `node "worker0" failed: disk full`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			bus := converge.NewSignalBus(append(planNodes(), append(tc.nodes, planWrk("worker1"))...)...)
-			h := &converge.CommandSignalHandler{Sender: bus, Restrict: tc.restrict}
+			bus := autopilot.NewBus(append(planNodes(), append(tc.nodes, planWrk("worker1"))...)...)
+			h := &autopilot.CommandHandler{Sender: bus, Restrict: tc.restrict}
 			r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}, Now: newPlanClock().Now})
 			require.NoError(t, err)
 			step := planSettle(t, r, tc.doc)
@@ -239,7 +240,7 @@ func TestPlanTimeouts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newPlanClock()
-			bus := converge.NewSignalBus(planNodes()...)
+			bus := autopilot.NewBus(planNodes()...)
 			tc.cfg.Now = clock.Now
 			r := planRunner(t, nil, bus, tc.cfg)
 			cmd := planCmd("update", planGroup("workers", 1, "worker0"))
