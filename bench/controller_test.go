@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/util/workqueue"
+	k8sworkqueue "k8s.io/client-go/util/workqueue"
 
-	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
 )
 
 const fleetSize = 100_000
@@ -52,11 +52,11 @@ func BenchmarkControllerThroughput(b *testing.B) {
 	keys := fleetKeys()
 	cnt := newBatchCounter()
 	cnt.expect(fleetSize) // the first pass of Run
-	c, err := converge.NewController(converge.ControllerConfig{
+	c, err := controller.New(controller.Config{
 		Kind: "obj", Workers: 8, Resync: time.Hour,
-		Handler: converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
+		Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
 			cnt.reconcile()
-			return converge.NoChange(), nil
+			return controller.NoChange(), nil
 		}),
 	})
 	if err != nil {
@@ -102,7 +102,7 @@ func measureBatches(b *testing.B, cnt *batchCounter, keys []string, add func(str
 func BenchmarkWorkqueueBaseline(b *testing.B) {
 	keys := fleetKeys()
 	cnt := newBatchCounter()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	q := k8sworkqueue.NewTypedRateLimitingQueue(k8sworkqueue.DefaultTypedControllerRateLimiter[string]())
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -137,11 +137,11 @@ func BenchmarkControllerIdleMemory(b *testing.B) {
 
 		cnt := newBatchCounter()
 		cnt.expect(fleetSize)
-		c, err := converge.NewController(converge.ControllerConfig{
+		c, err := controller.New(controller.Config{
 			Kind: "obj", Workers: 8,
-			Handler: converge.HandlerFunc(func(context.Context, converge.Object) (converge.HandlerResult, error) {
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
 				cnt.reconcile()
-				return converge.NoChange(), nil
+				return controller.NoChange(), nil
 			}),
 		})
 		if err != nil {

@@ -1,6 +1,6 @@
 // Command fleet is a fleet controller in miniature: 500 simulated hosts move
 // through their lifecycle (new -> provisioning -> installing -> ready) under
-// one converge.Controller. Provisioning fails transiently now and then (the
+// one controller.Controller. Provisioning fails transiently now and then (the
 // controller retries with per-host backoff); installing waits for the host
 // to report, as a real agent would. The program prints the number of hosts
 // per state as the fleet converges, then one host's history.
@@ -21,16 +21,17 @@ import (
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
 )
 
 const hosts = 500
 
 // Lifecycle states of a host.
 const (
-	stateNew          converge.LifecycleState = "new"
-	stateProvisioning converge.LifecycleState = "provisioning"
-	stateInstalling   converge.LifecycleState = "installing"
-	stateReady        converge.LifecycleState = "ready"
+	stateNew          controller.State = "new"
+	stateProvisioning controller.State = "provisioning"
+	stateInstalling   controller.State = "installing"
+	stateReady        controller.State = "ready"
 )
 
 var errProviderBusy = errors.New("provider: try again")
@@ -47,34 +48,34 @@ func main() {
 // run converges the simulated fleet and writes its progress to out.
 func run(ctx context.Context, out io.Writer) error {
 	prov := &provider{installed: map[string]bool{}, rand: rand.New(rand.NewPCG(1, 2))}
-	var ctrl *converge.Controller
-	handler := converge.HandlerFunc(func(ctx context.Context, h converge.Object) (converge.HandlerResult, error) {
+	var ctrl *controller.Controller
+	handler := controller.HandlerFunc(func(ctx context.Context, h controller.Object) (controller.Result, error) {
 		switch h.State {
 		case stateNew:
-			return converge.Transition(stateProvisioning).Because("accepted into the fleet"), nil
+			return controller.Transition(stateProvisioning).Because("accepted into the fleet"), nil
 		case stateProvisioning:
 			if err := prov.provision(h.Key); err != nil {
-				return converge.HandlerResult{}, err // retried with backoff
+				return controller.Result{}, err // retried with backoff
 			}
 			// The host reports through Enqueue once the install is done.
 			prov.install(h.Key, func() { ctrl.Enqueue(h.Key) })
-			return converge.Transition(stateInstalling).Because("machine booted"), nil
+			return controller.Transition(stateInstalling).Because("machine booted"), nil
 		case stateInstalling:
 			if !prov.isInstalled(h.Key) {
-				return converge.Wait("install running"), nil
+				return controller.Wait("install running"), nil
 			}
-			return converge.Transition(stateReady).Because("agent reported"), nil
+			return controller.Transition(stateReady).Because("agent reported"), nil
 		default:
-			return converge.NoChange(), nil
+			return controller.NoChange(), nil
 		}
 	})
 	var err error
-	ctrl, err = converge.NewController(converge.ControllerConfig{
+	ctrl, err = controller.New(controller.Config{
 		Kind:    "host",
 		Handler: handler,
 		Workers: 16,
 		Backoff: converge.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Jitter: 0.5},
-		SLA:     map[converge.LifecycleState]time.Duration{stateInstalling: time.Minute},
+		SLA:     map[controller.State]time.Duration{stateInstalling: time.Minute},
 	})
 	if err != nil {
 		return err
@@ -128,15 +129,15 @@ func run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-func countStates(c *converge.Controller) map[converge.LifecycleState]int {
-	counts := map[converge.LifecycleState]int{}
+func countStates(c *controller.Controller) map[controller.State]int {
+	counts := map[controller.State]int{}
 	for _, o := range c.Objects() {
 		counts[o.State]++
 	}
 	return counts
 }
 
-func render(counts map[converge.LifecycleState]int) string {
+func render(counts map[controller.State]int) string {
 	states := make([]string, 0, len(counts))
 	for s := range counts {
 		states = append(states, string(s))
@@ -144,7 +145,7 @@ func render(counts map[converge.LifecycleState]int) string {
 	sort.Strings(states)
 	parts := make([]string, len(states))
 	for i, s := range states {
-		parts[i] = fmt.Sprintf("%s=%d", s, counts[converge.LifecycleState(s)])
+		parts[i] = fmt.Sprintf("%s=%d", s, counts[controller.State(s)])
 	}
 	return strings.Join(parts, " ")
 }

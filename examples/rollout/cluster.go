@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 // cluster simulates the nodes of a cluster on an in-process signal bus:
@@ -19,9 +20,9 @@ type cluster struct {
 	wg     sync.WaitGroup
 }
 
-// countingBus is the SignalBus with a count of deliveries per node.
+// countingBus is the autopilot.Bus with a count of deliveries per node.
 type countingBus struct {
-	*converge.SignalBus
+	*autopilot.Bus
 	mu     sync.Mutex
 	counts map[string]int
 }
@@ -33,14 +34,14 @@ func (b *countingBus) count(node string) int {
 }
 
 func newCluster(flaky string) *cluster {
-	c := &cluster{bus: &countingBus{SignalBus: converge.NewSignalBus(), counts: map[string]int{}}}
+	c := &cluster{bus: &countingBus{Bus: autopilot.NewBus(), counts: map[string]int{}}}
 	for i := range 3 {
 		c.add(nodeName("controller", i), "controller")
 	}
 	for i := range 6 {
 		c.add(nodeName("worker", i), "worker")
 	}
-	c.bus.OnSignal = func(node string, s converge.Signal) {
+	c.bus.OnSignal = func(node string, s autopilot.Signal) {
 		c.bus.mu.Lock()
 		c.bus.counts[node]++
 		c.bus.mu.Unlock()
@@ -67,7 +68,7 @@ func newCluster(flaky string) *cluster {
 
 func (c *cluster) add(name, kind string) {
 	c.names = append(c.names, name)
-	c.bus.AddNode(converge.SignalNode{Name: name, Kind: kind, Platform: "linux-amd64"})
+	c.bus.AddNode(autopilot.Host{Name: name, Kind: kind, Platform: "linux-amd64"})
 }
 
 // wait lets every node finish its report.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 const planYAML = `
@@ -57,7 +58,7 @@ func run(ctx context.Context, out io.Writer) error {
 	cluster := newCluster("worker4")
 	store := converge.NewMemStore()
 	defer cluster.wait()
-	handler := &converge.CommandSignalHandler{Sender: cluster.bus}
+	handler := &autopilot.CommandHandler{Sender: cluster.bus}
 	var last string
 	runner, err := converge.NewPlanRunner(store, converge.PlanConfig{
 		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
