@@ -66,8 +66,8 @@ type Item[E any] struct {
 	// Entry is the caller's data, nil when the queue made the item itself.
 	Entry *E
 
-	at       int64      // due time of the pending delayed add (see clock)
-	index    int32      // position in delayed, -1 when none
+	at       int64 // due time of the pending delayed add (see clock)
+	index    int32 // position in delayed, -1 when none
 	failures int32
 	state    uint8
 }
