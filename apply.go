@@ -13,9 +13,6 @@ import (
 // Config.Parallelism is zero.
 const DefaultParallelism = 8
 
-// ErrInvalidConfig is matched by every *ConfigError.
-var ErrInvalidConfig = errors.New("converge: invalid config")
-
 // ConfigError names a configuration field that is out of range.
 type ConfigError struct {
 	Field  string

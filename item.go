@@ -2,7 +2,6 @@ package converge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -306,44 +305,6 @@ func (p Phase) String() string {
 	}
 	return fmt.Sprintf("phase(%d)", uint8(p))
 }
-
-// Sentinel errors. Branch on them with errors.Is; the typed errors below
-// carry the details.
-var (
-	// ErrStateUnknown is returned (wrapped) by StateCurrent when the state
-	// cannot be known yet. It is not a failure.
-	ErrStateUnknown = errors.New("converge: state cannot be known yet")
-	// ErrNotConverged means the item still required work after Apply.
-	ErrNotConverged = errors.New("converge: item did not converge")
-	// ErrPanic means an item method panicked; see *PanicError.
-	ErrPanic = errors.New("converge: item panicked")
-	// ErrNotRun means items were not run because the walk was cancelled or
-	// stopped by fail-fast.
-	ErrNotRun = errors.New("converge: item not run")
-	// ErrStateType means a state of the wrong Go type reached an item.
-	ErrStateType = errors.New("converge: wrong state type")
-	// ErrLocked is returned (wrapped) by Apply when an update lock held by
-	// someone else forbids the change. Reconcile loops wait and retry unless
-	// the pass is forced (see WithForce).
-	ErrLocked = errors.New("converge: update lock held")
-
-	// ErrInvalidGraph is matched by every graph validation error.
-	ErrInvalidGraph = errors.New("converge: invalid graph")
-	// ErrNilItem means a nil Node was added to a graph.
-	ErrNilItem = errors.New("converge: nil item")
-	// ErrEmptyID means an item has the empty ID.
-	ErrEmptyID = errors.New("converge: empty item ID")
-	// ErrDuplicateID means two items share an ID.
-	ErrDuplicateID = errors.New("converge: duplicate item ID")
-	// ErrUnknownDependency means an item depends on an ID not in the graph.
-	ErrUnknownDependency = errors.New("converge: unknown dependency")
-	// ErrCycle means the dependencies form a cycle.
-	ErrCycle = errors.New("converge: dependency cycle")
-	// ErrPresentDependsOnAbsent means a Present item depends on an Absent one.
-	ErrPresentDependsOnAbsent = errors.New("converge: present item depends on absent item")
-	// ErrNoClean means an item marked Absent (or cleaned) has no StateClean.
-	ErrNoClean = errors.New("converge: item cannot be removed (no StateClean)")
-)
 
 // ItemError is the error of one item in a walk: which item, in which phase.
 // It wraps the item's own error, so errors.Is and errors.As see through it.

@@ -3,7 +3,6 @@ package converge
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -330,31 +329,6 @@ func (p Plan) Clone() Plan {
 	}
 	return c
 }
-
-// Errors of plans. Branch on them with errors.Is; the typed errors carry the
-// details.
-var (
-	// ErrPlanDecode is matched by every *PlanDecodeError.
-	ErrPlanDecode = errors.New("converge: invalid plan document")
-	// ErrPlanInvalid is matched by every *PlanSpecError: the plan itself is
-	// not runnable (no ID, no commands, bad targets).
-	ErrPlanInvalid = errors.New("converge: invalid plan")
-	// ErrPlanStatusMismatch is matched by a *PlanStatusError: the status
-	// does not answer the plan's commands and cannot be repaired.
-	ErrPlanStatusMismatch = errors.New("converge: plan status does not match its commands")
-	// ErrPlanUnknownCommand means no handler is registered for a command's
-	// kind.
-	ErrPlanUnknownCommand = errors.New("converge: no handler for command kind")
-	// ErrPlanTransition means a handler returned a state that cannot follow
-	// the one it was called in (for example NewPlan from Schedulable).
-	ErrPlanTransition = errors.New("converge: invalid plan state transition")
-	// ErrPlanFailed is matched by a *PlanError: the plan stopped in an error
-	// state.
-	ErrPlanFailed = errors.New("converge: plan failed")
-	// ErrPlanNotFailed means Retry was asked of a plan that is not in an
-	// error state.
-	ErrPlanNotFailed = errors.New("converge: plan is not in an error state")
-)
 
 // PlanSpecError names the part of a plan that makes it unrunnable.
 type PlanSpecError struct {

@@ -43,21 +43,6 @@ const (
 	TargetDefaultName = "target"
 )
 
-// Target reconciler errors.
-var (
-	// ErrTargetNotSettled means a stage still changed something after
-	// MaxRounds walks in one pass. See *TargetSettleError.
-	ErrTargetNotSettled = errors.New("converge: target did not settle")
-	// ErrTargetNone means there is no target to reconcile yet.
-	ErrTargetNone = errors.New("converge: no target set")
-	// ErrTargetRunning means Run was called on a reconciler that is running
-	// or has run.
-	ErrTargetRunning = errors.New("converge: target reconciler already ran")
-	// ErrTargetStopped means the reconciler stopped before it could run an
-	// intermediate target.
-	ErrTargetStopped = errors.New("converge: target reconciler stopped")
-)
-
 // TargetSettleError is the error of a stage whose walks kept changing
 // things. It matches ErrTargetNotSettled.
 type TargetSettleError struct {

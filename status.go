@@ -271,47 +271,6 @@ func parseEnum(names []string, s string) (int, error) {
 	return 0, ErrStatusUnknownValue
 }
 
-// Errors of the status documents and of building an edge report. Every
-// *StatusFieldError matches ErrStatusInvalid and one of the more specific
-// sentinels below; every *EdgeWalkError matches one of the ErrEdge sentinels.
-var (
-	// ErrStatusInvalid is matched by every *StatusFieldError: a desired
-	// configuration, edge report or status report that is malformed or
-	// inconsistent.
-	ErrStatusInvalid = errors.New("converge: invalid status document")
-	// ErrStatusUnknownValue means an enum field holds a value that is not
-	// one of its declared names.
-	ErrStatusUnknownValue = errors.New("unknown value")
-	// ErrStatusUnknownField means a JSON object has a field the format does
-	// not define.
-	ErrStatusUnknownField = errors.New("unknown field")
-	// ErrStatusDuplicateField means a JSON object repeats a field.
-	ErrStatusDuplicateField = errors.New("duplicate field")
-	// ErrStatusMissingField means a required field is absent.
-	ErrStatusMissingField = errors.New("missing field")
-	// ErrStatusMalformed means a value has the wrong JSON type or syntax.
-	ErrStatusMalformed = errors.New("malformed value")
-	// ErrStatusEmptyID means an item has the empty ID.
-	ErrStatusEmptyID = errors.New("empty item ID")
-	// ErrStatusDuplicateID means two entries of one document share an ID.
-	ErrStatusDuplicateID = errors.New("duplicate item ID")
-	// ErrStatusNoRevision means a revision is zero; revisions start at 1.
-	ErrStatusNoRevision = errors.New("revision must be at least 1")
-	// ErrStatusInconsistent means fields of one entry contradict each
-	// other (for example WaitingFor on an item that does not wait).
-	ErrStatusInconsistent = errors.New("inconsistent fields")
-
-	// ErrEdgeDryRun means an edge report was asked for from a dry-run
-	// walk: a dry run changed nothing, so it cannot answer a configuration.
-	ErrEdgeDryRun = errors.New("converge: edge report from a dry run")
-	// ErrEdgeNoReport means an edge report was asked for from a nil Report.
-	ErrEdgeNoReport = errors.New("converge: edge report from a nil walk report")
-	// ErrEdgeBadOutcome means a walk report holds an item with an outcome
-	// an edge report cannot express (such as OutcomeWouldChange outside a
-	// dry run, or an undeclared value).
-	ErrEdgeBadOutcome = errors.New("converge: walk outcome has no edge state")
-)
-
 // StatusFieldError names the document and field that made a status
 // document invalid, with the offending value. It matches ErrStatusInvalid
 // and, through Unwrap, the specific sentinel in Err.

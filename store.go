@@ -3,32 +3,11 @@ package converge
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-)
-
-// Store errors. Branch on them with errors.Is; the typed errors below carry
-// the details.
-var (
-	// ErrStoreNotFound means no record (or no target) is stored under a key.
-	ErrStoreNotFound = errors.New("converge: not found in store")
-	// ErrStoreStale means a write carried a version that is not the stored
-	// one: someone else wrote in between. See *StoreVersionError.
-	ErrStoreStale = errors.New("converge: stale version")
-	// ErrClaimHeld means another owner holds an unexpired lease on the key.
-	// See *ClaimError.
-	ErrClaimHeld = errors.New("converge: claim held by another owner")
-	// ErrLeaseLost means a lease was released or renewed after it expired
-	// and was taken by someone else (or was never held).
-	ErrLeaseLost = errors.New("converge: lease lost")
-	// ErrStoreInvalid means a store call had invalid arguments (an empty
-	// key or owner, a non-positive lease duration, a value that is not
-	// valid JSON).
-	ErrStoreInvalid = errors.New("converge: invalid store request")
 )
 
 // StoreVersionError is the error of a write whose expected version does not

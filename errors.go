@@ -1,0 +1,140 @@
+package converge
+
+import "errors"
+
+// The sentinel errors of the package. Branch on them with errors.Is; the
+// typed errors (*ItemError, *GraphError, *ConfigError, *StoreVersionError,
+// *StatusFieldError, *PlanSpecError, ...) carry the details and match
+// their sentinel.
+var (
+	// Items and walks.
+	// ErrStateUnknown is returned (wrapped) by StateCurrent when the state
+	// cannot be known yet. It is not a failure.
+	ErrStateUnknown = errors.New("converge: state cannot be known yet")
+	// ErrNotConverged means the item still required work after Apply.
+	ErrNotConverged = errors.New("converge: item did not converge")
+	// ErrPanic means an item method panicked; see *PanicError.
+	ErrPanic = errors.New("converge: item panicked")
+	// ErrNotRun means items were not run because the walk was cancelled or
+	// stopped by fail-fast.
+	ErrNotRun = errors.New("converge: item not run")
+	// ErrStateType means a state of the wrong Go type reached an item.
+	ErrStateType = errors.New("converge: wrong state type")
+	// ErrLocked is returned (wrapped) by Apply when an update lock held by
+	// someone else forbids the change. Reconcile loops wait and retry unless
+	// the pass is forced (see WithForce).
+	ErrLocked = errors.New("converge: update lock held")
+
+	// Graphs.
+	// ErrInvalidGraph is matched by every graph validation error.
+	ErrInvalidGraph = errors.New("converge: invalid graph")
+	// ErrNilItem means a nil Node was added to a graph.
+	ErrNilItem = errors.New("converge: nil item")
+	// ErrEmptyID means an item has the empty ID.
+	ErrEmptyID = errors.New("converge: empty item ID")
+	// ErrDuplicateID means two items share an ID.
+	ErrDuplicateID = errors.New("converge: duplicate item ID")
+	// ErrUnknownDependency means an item depends on an ID not in the graph.
+	ErrUnknownDependency = errors.New("converge: unknown dependency")
+	// ErrCycle means the dependencies form a cycle.
+	ErrCycle = errors.New("converge: dependency cycle")
+	// ErrPresentDependsOnAbsent means a Present item depends on an Absent one.
+	ErrPresentDependsOnAbsent = errors.New("converge: present item depends on absent item")
+	// ErrNoClean means an item marked Absent (or cleaned) has no StateClean.
+	ErrNoClean = errors.New("converge: item cannot be removed (no StateClean)")
+
+	// Configuration.
+	// ErrInvalidConfig is matched by every *ConfigError.
+	ErrInvalidConfig = errors.New("converge: invalid config")
+
+	// The target reconciler.
+	// ErrTargetNotSettled means a stage still changed something after
+	// MaxRounds walks in one pass. See *TargetSettleError.
+	ErrTargetNotSettled = errors.New("converge: target did not settle")
+	// ErrTargetNone means there is no target to reconcile yet.
+	ErrTargetNone = errors.New("converge: no target set")
+	// ErrTargetRunning means Run was called on a reconciler that is running
+	// or has run.
+	ErrTargetRunning = errors.New("converge: target reconciler already ran")
+	// ErrTargetStopped means the reconciler stopped before it could run an
+	// intermediate target.
+	ErrTargetStopped = errors.New("converge: target reconciler stopped")
+
+	// Plans.
+	// ErrPlanDecode is matched by every *PlanDecodeError.
+	ErrPlanDecode = errors.New("converge: invalid plan document")
+	// ErrPlanInvalid is matched by every *PlanSpecError: the plan itself is
+	// not runnable (no ID, no commands, bad targets).
+	ErrPlanInvalid = errors.New("converge: invalid plan")
+	// ErrPlanStatusMismatch is matched by a *PlanStatusError: the status
+	// does not answer the plan's commands and cannot be repaired.
+	ErrPlanStatusMismatch = errors.New("converge: plan status does not match its commands")
+	// ErrPlanUnknownCommand means no handler is registered for a command's
+	// kind.
+	ErrPlanUnknownCommand = errors.New("converge: no handler for command kind")
+	// ErrPlanTransition means a handler returned a state that cannot follow
+	// the one it was called in (for example NewPlan from Schedulable).
+	ErrPlanTransition = errors.New("converge: invalid plan state transition")
+	// ErrPlanFailed is matched by a *PlanError: the plan stopped in an error
+	// state.
+	ErrPlanFailed = errors.New("converge: plan failed")
+	// ErrPlanNotFailed means Retry was asked of a plan that is not in an
+	// error state.
+	ErrPlanNotFailed = errors.New("converge: plan is not in an error state")
+
+	// Status documents and edge reports. Every *StatusFieldError matches
+	// ErrStatusInvalid and one of the more specific sentinels; every
+	// *EdgeWalkError matches one of the ErrEdge sentinels.
+	// ErrStatusInvalid is matched by every *StatusFieldError: a desired
+	// configuration, edge report or status report that is malformed or
+	// inconsistent.
+	ErrStatusInvalid = errors.New("converge: invalid status document")
+	// ErrStatusUnknownValue means an enum field holds a value that is not
+	// one of its declared names.
+	ErrStatusUnknownValue = errors.New("unknown value")
+	// ErrStatusUnknownField means a JSON object has a field the format does
+	// not define.
+	ErrStatusUnknownField = errors.New("unknown field")
+	// ErrStatusDuplicateField means a JSON object repeats a field.
+	ErrStatusDuplicateField = errors.New("duplicate field")
+	// ErrStatusMissingField means a required field is absent.
+	ErrStatusMissingField = errors.New("missing field")
+	// ErrStatusMalformed means a value has the wrong JSON type or syntax.
+	ErrStatusMalformed = errors.New("malformed value")
+	// ErrStatusEmptyID means an item has the empty ID.
+	ErrStatusEmptyID = errors.New("empty item ID")
+	// ErrStatusDuplicateID means two entries of one document share an ID.
+	ErrStatusDuplicateID = errors.New("duplicate item ID")
+	// ErrStatusNoRevision means a revision is zero; revisions start at 1.
+	ErrStatusNoRevision = errors.New("revision must be at least 1")
+	// ErrStatusInconsistent means fields of one entry contradict each
+	// other (for example WaitingFor on an item that does not wait).
+	ErrStatusInconsistent = errors.New("inconsistent fields")
+
+	// ErrEdgeDryRun means an edge report was asked for from a dry-run
+	// walk: a dry run changed nothing, so it cannot answer a configuration.
+	ErrEdgeDryRun = errors.New("converge: edge report from a dry run")
+	// ErrEdgeNoReport means an edge report was asked for from a nil Report.
+	ErrEdgeNoReport = errors.New("converge: edge report from a nil walk report")
+	// ErrEdgeBadOutcome means a walk report holds an item with an outcome
+	// an edge report cannot express (such as OutcomeWouldChange outside a
+	// dry run, or an undeclared value).
+	ErrEdgeBadOutcome = errors.New("converge: walk outcome has no edge state")
+
+	// Stores.
+	// ErrStoreNotFound means no record (or no target) is stored under a key.
+	ErrStoreNotFound = errors.New("converge: not found in store")
+	// ErrStoreStale means a write carried a version that is not the stored
+	// one: someone else wrote in between. See *StoreVersionError.
+	ErrStoreStale = errors.New("converge: stale version")
+	// ErrClaimHeld means another owner holds an unexpired lease on the key.
+	// See *ClaimError.
+	ErrClaimHeld = errors.New("converge: claim held by another owner")
+	// ErrLeaseLost means a lease was released or renewed after it expired
+	// and was taken by someone else (or was never held).
+	ErrLeaseLost = errors.New("converge: lease lost")
+	// ErrStoreInvalid means a store call had invalid arguments (an empty
+	// key or owner, a non-positive lease duration, a value that is not
+	// valid JSON).
+	ErrStoreInvalid = errors.New("converge: invalid store request")
+)
