@@ -569,7 +569,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	// Only items that change get a context of their own, to report
 	// progress and required host actions.
 	phase = PhaseApply
-	run = &itemRun{}
+	run = &itemRun{id: it.id}
 	if ws.em != nil {
 		run.units = func(done, total int) {
 			ws.emit(Event{ID: it.id, Kind: EventApplying, Done: done, Total: total})

@@ -534,7 +534,7 @@ func TestApplyCollectsRequiredActions(t *testing.T) {
 	g.Add(converge.Wrap[string](&rebootItem{convergetest.Item{Key: "boot", Goal: "x"}}), converge.Present)
 	rep, err := converge.Apply(t.Context(), g)
 	require.NoError(t, err)
-	require.Equal(t, []converge.ItemAction{{ID: "boot", RequiredAction: converge.RequiredAction{Action: converge.ActionReboot, Reason: "boot config changed"}}}, rep.Actions())
+	require.Equal(t, []converge.RequiredAction{{ID: "boot", Action: converge.ActionReboot, Reason: "boot config changed"}}, rep.Actions())
 	assert.Contains(t, rep.Summary(), "reboot")
 	// Outside a walk the helpers do nothing.
 	converge.RequireAction(context.Background(), converge.ActionShutdown, "x")

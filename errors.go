@@ -49,7 +49,7 @@ var (
 
 	// The target reconciler.
 	// ErrTargetNotSettled means a stage still changed something after
-	// MaxRounds walks in one pass. See *TargetSettleError.
+	// MaxRounds walks in one pass; a *TargetStageError names the stage.
 	ErrTargetNotSettled = errors.New("converge: target did not settle")
 	// ErrTargetNone means there is no target to reconcile yet.
 	ErrTargetNone = errors.New("converge: no target set")

@@ -378,6 +378,7 @@ const (
 // itemRun is what the walk hands an item through its context: a sink for
 // progress and required host actions.
 type itemRun struct {
+	id      ID
 	mu      sync.Mutex
 	actions []RequiredAction
 	units   func(done, total int)
@@ -389,8 +390,10 @@ func (r *itemRun) takeActions() []RequiredAction {
 	return r.actions
 }
 
-// RequiredAction is a host action an item asked for, with its reason.
+// RequiredAction is a host action an item asked for (see RequireAction),
+// with the item that asked and its reason.
 type RequiredAction struct {
+	ID     ID
 	Action Action
 	Reason string
 }
@@ -411,7 +414,7 @@ func ReportUnits(ctx context.Context, done, total int) {
 func RequireAction(ctx context.Context, a Action, reason string) {
 	if r, ok := ctx.Value(keyItemRun).(*itemRun); ok {
 		r.mu.Lock()
-		r.actions = append(r.actions, RequiredAction{Action: a, Reason: reason})
+		r.actions = append(r.actions, RequiredAction{ID: r.id, Action: a, Reason: reason})
 		r.mu.Unlock()
 	}
 }

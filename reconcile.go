@@ -43,24 +43,10 @@ const (
 	TargetDefaultName = "target"
 )
 
-// TargetSettleError is the error of a stage whose walks kept changing
-// things. It matches ErrTargetNotSettled.
-type TargetSettleError struct {
-	Stage  string
-	Rounds int
-}
-
-// Error describes the problem, naming its culprit.
-func (e *TargetSettleError) Error() string {
-	return fmt.Sprintf("converge: stage %q still changed after %d walks", e.Stage, e.Rounds)
-}
-
-// Is makes TargetSettleError match ErrTargetNotSettled.
-func (e *TargetSettleError) Is(target error) bool { return target == ErrTargetNotSettled }
-
 // TargetStageError is the error of a pass that failed in one stage: the
 // stages after it did not run. It wraps the stage's error (the walk's
-// aggregated item errors, a build error, or a *TargetSettleError).
+// aggregated item errors, a build error, or ErrTargetNotSettled when its
+// walks kept changing things for MaxRounds walks).
 type TargetStageError struct {
 	Stage string
 	Round int
@@ -165,7 +151,7 @@ type TargetEvent struct {
 	// Retry is the delay before the next attempt (TargetPassFailed).
 	Retry time.Duration
 	// Action is the host action an item asked for (TargetActionRequired).
-	Action ItemAction
+	Action RequiredAction
 	// Duration is how long the pass took (pass events).
 	Duration time.Duration
 }
@@ -522,7 +508,7 @@ func (r *TargetReconciler[T]) pass(ctx context.Context, pass int, inter bool, ta
 	if err != nil {
 		return &TargetStageError{Stage: "build", Err: err}
 	}
-	seen := map[ItemAction]bool{}
+	seen := map[RequiredAction]bool{}
 	for _, st := range stages {
 		for round := 1; ; round++ {
 			walk := r.walker.Apply
@@ -547,7 +533,7 @@ func (r *TargetReconciler[T]) pass(ctx context.Context, pass int, inter bool, ta
 				break
 			}
 			if round == r.cfg.MaxRounds {
-				return &TargetStageError{Stage: st.Name, Round: round, Err: &TargetSettleError{Stage: st.Name, Rounds: round}}
+				return &TargetStageError{Stage: st.Name, Round: round, Err: fmt.Errorf("%w: still changing after %d walks", ErrTargetNotSettled, round)}
 			}
 		}
 	}

@@ -165,24 +165,16 @@ func (r *Report) Changed() bool {
 	return r.Count(OutcomeChanged)+r.Count(OutcomeWouldChange) > 0
 }
 
-// Actions returns every host action items asked for, with the asking item.
-func (r *Report) Actions() []ItemAction {
+// Actions returns every host action items asked for, in item order.
+func (r *Report) Actions() []RequiredAction {
 	if r == nil {
 		return nil
 	}
-	var out []ItemAction
+	var out []RequiredAction
 	for _, it := range r.Items {
-		for _, a := range it.Actions {
-			out = append(out, ItemAction{ID: it.ID, RequiredAction: a})
-		}
+		out = append(out, it.Actions...)
 	}
 	return out
-}
-
-// ItemAction is a RequiredAction with the item that asked for it.
-type ItemAction struct {
-	ID ID
-	RequiredAction
 }
 
 // Err aggregates the errors of the walk: one *ItemError per failed item,
