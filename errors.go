@@ -4,7 +4,7 @@ import "errors"
 
 // The sentinel errors of the package. Branch on them with errors.Is; the
 // typed errors (*ItemError, *GraphError, *ConfigError, *StoreVersionError,
-// *StatusFieldError, *PlanSpecError, ...) carry the details and match
+// *StatusFieldError, *PlanFieldError, ...) carry the details and match
 // their sentinel.
 var (
 	// Items and walks.
@@ -63,10 +63,10 @@ var (
 	// Plans.
 	// ErrPlanDecode is matched by every *PlanDecodeError.
 	ErrPlanDecode = errors.New("converge: invalid plan document")
-	// ErrPlanInvalid is matched by every *PlanSpecError: the plan itself is
+	// ErrPlanInvalid is matched by every *PlanFieldError: the plan itself is
 	// not runnable (no ID, no commands, bad targets).
 	ErrPlanInvalid = errors.New("converge: invalid plan")
-	// ErrPlanStatusMismatch is matched by a *PlanStatusError: the status
+	// ErrPlanStatusMismatch is matched by a *PlanFieldError: the status
 	// does not answer the plan's commands and cannot be repaired.
 	ErrPlanStatusMismatch = errors.New("converge: plan status does not match its commands")
 	// ErrPlanUnknownCommand means no handler is registered for a command's

@@ -330,40 +330,38 @@ func (p Plan) Clone() Plan {
 	return c
 }
 
-// PlanSpecError names the part of a plan that makes it unrunnable.
-type PlanSpecError struct {
-	// Command is the index of the culprit command, or -1 for the plan.
+// PlanFieldError names the part of a plan document that makes it
+// unrunnable: a field of the spec (it matches ErrPlanInvalid) or an entry of
+// the status that does not answer the spec (it matches
+// ErrPlanStatusMismatch).
+type PlanFieldError struct {
+	// Command is the index of the culprit command (or status entry), or -1
+	// for the plan.
 	Command int
-	// Field is the path of the culprit, as in documents.
+	// Field is the path of the culprit, as in documents; for a status
+	// entry, "status.commands[i]".
 	Field  string
 	Reason string
+	// Err is the sentinel the error matches: ErrPlanInvalid or
+	// ErrPlanStatusMismatch; nil means ErrPlanInvalid.
+	Err error
 }
 
 // Error describes the problem, naming its culprit.
-func (e *PlanSpecError) Error() string {
-	if e.Command < 0 {
+func (e *PlanFieldError) Error() string {
+	if e.Command < 0 || e.Err == ErrPlanStatusMismatch {
 		return fmt.Sprintf("converge: plan %s: %s", e.Field, e.Reason)
 	}
 	return fmt.Sprintf("converge: plan command %d: %s: %s", e.Command, e.Field, e.Reason)
 }
 
-// Is makes PlanSpecError match ErrPlanInvalid.
-func (e *PlanSpecError) Is(target error) bool { return target == ErrPlanInvalid }
-
-// PlanStatusError says why a status cannot answer a plan.
-type PlanStatusError struct {
-	// Command is the index of the status entry at fault.
-	Command int
-	Reason  string
+// Is makes PlanFieldError match its sentinel (see Err).
+func (e *PlanFieldError) Is(target error) bool {
+	if e.Err == nil {
+		return target == ErrPlanInvalid
+	}
+	return target == e.Err
 }
-
-// Error describes the problem, naming its culprit.
-func (e *PlanStatusError) Error() string {
-	return fmt.Sprintf("converge: plan status commands[%d]: %s", e.Command, e.Reason)
-}
-
-// Is makes PlanStatusError match ErrPlanStatusMismatch.
-func (e *PlanStatusError) Is(target error) bool { return target == ErrPlanStatusMismatch }
 
 // PlanError reports a plan that stopped in an error state.
 type PlanError struct {
@@ -399,41 +397,41 @@ func (e *PlanCommandError) Error() string {
 // Unwrap returns the handler's error.
 func (e *PlanCommandError) Unwrap() error { return e.Err }
 
-// Validate reports the first reason p cannot run as a *PlanSpecError.
+// Validate reports the first reason p cannot run as a *PlanFieldError.
 func (p Plan) Validate() error {
 	if p.ID == "" {
-		return &PlanSpecError{Command: -1, Field: "spec.id", Reason: "must not be empty"}
+		return &PlanFieldError{Command: -1, Field: "spec.id", Reason: "must not be empty"}
 	}
 	if len(p.Commands) == 0 {
-		return &PlanSpecError{Command: -1, Field: "spec.commands", Reason: "must list at least one command"}
+		return &PlanFieldError{Command: -1, Field: "spec.commands", Reason: "must list at least one command"}
 	}
 	for i, c := range p.Commands {
 		if c.Kind == "" {
-			return &PlanSpecError{Command: i, Field: "kind", Reason: "must not be empty"}
+			return &PlanFieldError{Command: i, Field: "kind", Reason: "must not be empty"}
 		}
 		if c.Timeout < 0 || c.TargetTimeout < 0 {
-			return &PlanSpecError{Command: i, Field: c.Kind + ".timeout", Reason: "must not be negative"}
+			return &PlanFieldError{Command: i, Field: c.Kind + ".timeout", Reason: "must not be negative"}
 		}
 		for k := range c.Spec {
 			if k == planKeyTargets || k == planKeyTimeout || k == planKeyTargetTimeout || planInlineGroups[k] {
-				return &PlanSpecError{Command: i, Field: c.Kind + "." + k, Reason: "reserved key in Spec; use the Command field"}
+				return &PlanFieldError{Command: i, Field: c.Kind + "." + k, Reason: "reserved key in Spec; use the Command field"}
 			}
 		}
 		seen := map[string]bool{}
 		for _, t := range c.Targets {
 			path := c.Kind + "." + t.Group
 			if t.Group == "" {
-				return &PlanSpecError{Command: i, Field: c.Kind + ".targets", Reason: "group name must not be empty"}
+				return &PlanFieldError{Command: i, Field: c.Kind + ".targets", Reason: "group name must not be empty"}
 			}
 			if seen[t.Group] {
-				return &PlanSpecError{Command: i, Field: path, Reason: "group listed twice"}
+				return &PlanFieldError{Command: i, Field: path, Reason: "group listed twice"}
 			}
 			seen[t.Group] = true
 			if c.InlineTargets && !planInlineGroups[t.Group] {
-				return &PlanSpecError{Command: i, Field: path, Reason: "only controllers and workers can be inline groups"}
+				return &PlanFieldError{Command: i, Field: path, Reason: "only controllers and workers can be inline groups"}
 			}
 			if t.Concurrent < 0 {
-				return &PlanSpecError{Command: i, Field: path + ".limits.concurrent", Reason: "must not be negative"}
+				return &PlanFieldError{Command: i, Field: path + ".limits.concurrent", Reason: "must not be negative"}
 			}
 			d := t.Discovery
 			n := 0
@@ -450,11 +448,11 @@ func (p Plan) Validate() error {
 				n++
 			}
 			if n != 1 {
-				return &PlanSpecError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector, function or Func"}
+				return &PlanFieldError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector, function or Func"}
 			}
 			for _, node := range d.Static {
 				if node == "" {
-					return &PlanSpecError{Command: i, Field: path + ".discovery.static.nodes", Reason: "node name must not be empty"}
+					return &PlanFieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "node name must not be empty"}
 				}
 			}
 		}
@@ -468,7 +466,7 @@ func planStorable(p Plan) error {
 	for i, c := range p.Commands {
 		for _, t := range c.Targets {
 			if t.Discovery.Func != nil {
-				return &PlanSpecError{Command: i, Field: c.Kind + "." + t.Group + ".discovery",
+				return &PlanFieldError{Command: i, Field: c.Kind + "." + t.Group + ".discovery",
 					Reason: "a Go discovery function cannot be stored; register it with the handler and name it in Function"}
 			}
 		}
@@ -483,13 +481,13 @@ func planStorable(p Plan) error {
 // changed under its status. It reports whether it changed st.
 func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
 	if len(st.Commands) > len(p.Commands) {
-		return false, &PlanStatusError{Command: len(p.Commands), Reason: fmt.Sprintf("%d status entries for %d commands", len(st.Commands), len(p.Commands))}
+		return false, &PlanFieldError{Err: ErrPlanStatusMismatch, Command: len(p.Commands), Field: fmt.Sprintf("status.commands[%d]", len(p.Commands)), Reason: fmt.Sprintf("%d status entries for %d commands", len(st.Commands), len(p.Commands))}
 	}
 	changed := false
 	for i := range st.Commands {
 		cs := &st.Commands[i]
 		if cs.Kind != "" && cs.Kind != p.Commands[i].Kind {
-			return false, &PlanStatusError{Command: i, Reason: fmt.Sprintf("answers %q but command %d is %q", cs.Kind, i, p.Commands[i].Kind)}
+			return false, &PlanFieldError{Err: ErrPlanStatusMismatch, Command: i, Field: fmt.Sprintf("status.commands[%d]", i), Reason: fmt.Sprintf("answers %q but command %d is %q", cs.Kind, i, p.Commands[i].Kind)}
 		}
 		if cs.ID != i {
 			cs.ID = i

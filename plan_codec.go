@@ -73,7 +73,7 @@ var planInlineGroups = map[string]bool{"controllers": true, "workers": true}
 
 // PlanDecode decodes a plan document from YAML or JSON and validates its
 // spec. Timestamps are read in UTC. Errors are a *PlanDecodeError naming the command index and the field
-// (for bad syntax, types, unknown fields) or a *PlanSpecError (for a plan that
+// (for bad syntax, types, unknown fields) or a *PlanFieldError (for a plan that
 // decodes but cannot run).
 func PlanDecode(data []byte) (*PlanDocument, error) {
 	j := data

@@ -107,8 +107,14 @@ func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
 
 func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Second) }
 
-// PlanKey returns the Store key of the plan with id.
-func PlanKey(id string) string { return PlanKeyPrefix + id }
+// planKey returns the Store key of the plan with id.
+func planKey(id string) string { return PlanKeyPrefix + id }
+
+// History returns the stored transitions of the plan with id, oldest
+// first.
+func (r *PlanRunner) History(ctx context.Context, id string) ([]HistoryEntry, error) {
+	return r.store.History(ctx, planKey(id))
+}
 
 // Validate reports whether doc can be stored and run: its spec is valid
 // (ErrPlanInvalid), every target group is discovered by something that can
@@ -154,14 +160,14 @@ func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.store.Put(ctx, StoreRecord{Key: PlanKey(doc.Spec.ID), Value: b},
+	_, err = r.store.Put(ctx, StoreRecord{Key: planKey(doc.Spec.ID), Value: b},
 		HistoryEntry{At: r.cfg.Now(), To: string(doc.State()), Reason: "plan created"})
 	return err
 }
 
 // Get returns the stored plan with id and its store version.
 func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64, error) {
-	rec, err := r.store.Get(ctx, PlanKey(id))
+	rec, err := r.store.Get(ctx, planKey(id))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -196,7 +202,7 @@ func (r *PlanRunner) put(ctx context.Context, doc *PlanDocument, version uint64,
 	if err != nil {
 		return err
 	}
-	_, err = r.store.Put(ctx, StoreRecord{Key: PlanKey(doc.Spec.ID), Version: version, Value: b}, h...)
+	_, err = r.store.Put(ctx, StoreRecord{Key: planKey(doc.Spec.ID), Version: version, Value: b}, h...)
 	return err
 }
 
@@ -217,7 +223,7 @@ func planFatal(err error) bool {
 // is cancelled, leaving the stored status as it was after the last stored
 // step.
 func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
-	key := PlanKey(id)
+	key := planKey(id)
 	var lease *Lease
 	defer func() {
 		if lease != nil {

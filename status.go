@@ -646,13 +646,13 @@ func DeriveItemStatus(p Presence, e EdgeState) (Status, Review) {
 	return 0, ReviewYes
 }
 
-// DeriveDroppedReview is the table of DESIGN §2 for an item the edge reports
+// DroppedReview is the table of DESIGN §2 for an item the edge reports
 // that is not in the desired configuration: whether a person should look.
 // EdgeAbsent needs none; EdgePresent maybe (the edge still holds something
 // nobody asked for); every failure yes. Beyond the table,
 // EdgeWaitingForDependencies and EdgeNotRun need none: the edge did nothing
 // with the item. An undeclared state needs review.
-func DeriveDroppedReview(e EdgeState) Review {
+func (e EdgeState) DroppedReview() Review {
 	switch e {
 	case EdgeAbsent, EdgeWaitingForDependencies, EdgeNotRun, EdgeNotReported:
 		return ReviewNo
@@ -667,7 +667,7 @@ func DeriveDroppedReview(e EdgeState) Review {
 // desired.Revision (older or newer), counts as no report: every item is
 // Creating or Removing. Items the edge reports that are not in desired are
 // dropped: left out of the items, logged, and listed in Dropped with their
-// review flag (DeriveDroppedReview).
+// review flag (EdgeState.DroppedReview).
 //
 // logger receives one record per dropped entry (Warn when it needs review,
 // Info otherwise) and one Info record when a report is ignored for its
@@ -721,7 +721,7 @@ func DeriveStatus(desired DesiredConfig, edge *EdgeReport, logger *slog.Logger) 
 			if _, ok := wanted[e.ID]; ok {
 				continue
 			}
-			dr := StatusDropped{ID: e.ID, Edge: e.State, Review: DeriveDroppedReview(e.State), Message: e.Message, Time: e.Time}
+			dr := StatusDropped{ID: e.ID, Edge: e.State, Review: e.State.DroppedReview(), Message: e.Message, Time: e.Time}
 			out.Dropped = append(out.Dropped, dr)
 			level := slog.LevelInfo
 			if dr.Review.Needed() {

@@ -189,9 +189,9 @@ func TestStatusDeriveUnlisted(t *testing.T) {
 	})
 
 	t.Run("dropped entries the table does not list", func(t *testing.T) {
-		assert.Equal(t, converge.ReviewNo, converge.DeriveDroppedReview(converge.EdgeWaitingForDependencies))
-		assert.Equal(t, converge.ReviewNo, converge.DeriveDroppedReview(converge.EdgeNotRun))
-		assert.Equal(t, converge.ReviewYes, converge.DeriveDroppedReview(converge.EdgeState(99)))
+		assert.Equal(t, converge.ReviewNo, converge.EdgeWaitingForDependencies.DroppedReview())
+		assert.Equal(t, converge.ReviewNo, converge.EdgeNotRun.DroppedReview())
+		assert.Equal(t, converge.ReviewYes, converge.EdgeState(99).DroppedReview())
 	})
 }
 

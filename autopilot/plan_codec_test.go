@@ -208,7 +208,7 @@ func TestPlanDecodeErrors(t *testing.T) {
 			assert.Nil(t, doc)
 			require.ErrorIs(t, err, tc.is)
 			var de *converge.PlanDecodeError
-			var se *converge.PlanSpecError
+			var se *converge.PlanFieldError
 			switch {
 			case errors.As(err, &de):
 				assert.Equal(t, tc.command, de.Command, "command of %v", err)
@@ -247,7 +247,7 @@ func TestPlanValidate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := converge.Plan{ID: "p", Commands: []converge.Command{planCmd("ok"), tc.cmd}}.Validate()
-			var se *converge.PlanSpecError
+			var se *converge.PlanFieldError
 			require.ErrorAs(t, err, &se)
 			require.ErrorIs(t, err, converge.ErrPlanInvalid)
 			assert.Equal(t, 1, se.Command)
@@ -275,7 +275,7 @@ func FuzzPlanDecode(f *testing.F) {
 		doc, err := converge.PlanDecode(in)
 		if err != nil {
 			var de *converge.PlanDecodeError
-			var se *converge.PlanSpecError
+			var se *converge.PlanFieldError
 			if !errors.As(err, &de) && !errors.As(err, &se) {
 				t.Fatalf("untyped error %T: %v", err, err)
 			}

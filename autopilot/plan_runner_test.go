@@ -69,7 +69,11 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 		doc, _, err := r.Get(context.Background(), "id123")
 		require.NoError(t, err)
 		assert.Equal(t, st, doc.Status)
-		hist, err := store.History(context.Background(), converge.PlanKey("id123"))
+		hist, err := r.History(context.Background(), "id123")
+		require.NoError(t, err)
+		stored, err := store.History(context.Background(), converge.PlanKeyPrefix+"id123")
+		require.NoError(t, err)
+		assert.Equal(t, stored, hist, "a plan is stored under PlanKeyPrefix and its ID")
 		require.NoError(t, err)
 		var plan []string
 		for _, h := range hist {
@@ -240,7 +244,7 @@ func TestPlanRunnerRetry(t *testing.T) {
 		assert.Equal(t, map[string]int{"controller0 p1/0/0": 1, "w0 p1/1/0": 1, "w1 p1/1/0": 1, "w1 p1/1/1": 1, "w2 p1/1/0": 1}, planDeliveries(bus))
 		require.ErrorIs(t, r.Retry(ctx, "p1"), converge.ErrPlanNotFailed, "completed")
 
-		hist, err := store.History(ctx, converge.PlanKey("p1"))
+		hist, err := r.History(ctx, "p1")
 		require.NoError(t, err)
 		retried := false
 		for _, h := range hist {
@@ -519,7 +523,7 @@ func TestPlanRunnerTransientErrors(t *testing.T) {
 			require.ErrorAs(t, e, &ce)
 			assert.Equal(t, converge.PlanNewPlan, ce.State)
 		}
-		hist, err := store.History(context.Background(), converge.PlanKey("p1"))
+		hist, err := r.History(context.Background(), "p1")
 		require.NoError(t, err)
 		assert.Equal(t, "NewPlan", hist[1].From, "no write before NewPlan succeeded")
 		assert.Equal(t, start.Add(10*time.Second), hist[1].At)

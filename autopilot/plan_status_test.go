@@ -87,10 +87,12 @@ func TestPlanStatusSymmetry(t *testing.T) {
 			tc.mangle(doc.Status)
 			before := doc.Status.Clone()
 			_, err = r.Step(ctx, doc)
-			var se *converge.PlanStatusError
+			var se *converge.PlanFieldError
 			require.ErrorAs(t, err, &se)
 			require.ErrorIs(t, err, converge.ErrPlanStatusMismatch)
+			assert.NotErrorIs(t, err, converge.ErrPlanInvalid, "a status mismatch is not an invalid spec")
 			assert.Equal(t, tc.command, se.Command)
+			assert.Equal(t, fmt.Sprintf("status.commands[%d]", tc.command), se.Field)
 			assert.Equal(t, before, doc.Status, "nothing written")
 		})
 	}
