@@ -72,37 +72,37 @@ func (s PlanState) IsError() bool {
 func (s PlanState) IsFinal() bool { return s == PlanCompleted || s.IsError() }
 
 // PlanTargetState is the state of one target (signal node) of a command. The
-// zero value "" is read as SignalPending.
+// zero value "" is read as HostPending.
 type PlanTargetState string
 
-// Target states. SignalPending, SignalSent and SignalCompleted are the normal
+// Target states. HostPending, HostSent and HostCompleted (wire values SignalPending, SignalSent and SignalCompleted, as k0s writes them) are the normal
 // path; the others are failures and come with a reason.
 const (
-	// SignalPending: the target has not been signalled yet.
-	SignalPending PlanTargetState = "SignalPending"
-	// SignalSent: the target was signalled and has not finished.
-	SignalSent PlanTargetState = "SignalSent"
-	// SignalCompleted: the target reported that it did the command.
-	SignalCompleted PlanTargetState = "SignalCompleted"
-	// SignalFailed: the target reported a failure (see the reason).
-	SignalFailed PlanTargetState = "SignalFailed"
-	// SignalTimedOut: the target did not finish within the target timeout,
+	// HostPending: the target has not been signalled yet.
+	HostPending PlanTargetState = "SignalPending"
+	// HostSent: the target was signalled and has not finished.
+	HostSent PlanTargetState = "SignalSent"
+	// HostCompleted: the target reported that it did the command.
+	HostCompleted PlanTargetState = "SignalCompleted"
+	// HostFailed: the target reported a failure (see the reason).
+	HostFailed PlanTargetState = "SignalFailed"
+	// HostTimedOut: the target did not finish within the target timeout,
 	// or was still unfinished when the command timed out.
-	SignalTimedOut PlanTargetState = "SignalTimedOut"
-	// SignalMissingNode: the target node does not exist (any more).
-	SignalMissingNode PlanTargetState = "SignalMissingNode"
-	// SignalRestricted: the target's node kind is excluded from plans.
-	SignalRestricted PlanTargetState = "SignalRestricted"
-	// SignalMissingPlatform: the command has no payload for the target's
+	HostTimedOut PlanTargetState = "SignalTimedOut"
+	// HostMissing: the target node does not exist (any more).
+	HostMissing PlanTargetState = "SignalMissingNode"
+	// HostRestricted: the target's node kind is excluded from plans.
+	HostRestricted PlanTargetState = "SignalRestricted"
+	// HostMissingPlatform: the command has no payload for the target's
 	// platform.
-	SignalMissingPlatform PlanTargetState = "SignalMissingPlatform"
-	// SignalInconsistent: the target does not match its group.
-	SignalInconsistent PlanTargetState = "SignalInconsistent"
+	HostMissingPlatform PlanTargetState = "SignalMissingPlatform"
+	// HostInconsistent: the target does not match its group.
+	HostInconsistent PlanTargetState = "SignalInconsistent"
 )
 
 func (s PlanTargetState) normal() PlanTargetState {
 	if s == "" {
-		return SignalPending
+		return HostPending
 	}
 	return s
 }
@@ -111,7 +111,7 @@ func (s PlanTargetState) normal() PlanTargetState {
 // sent and completed).
 func (s PlanTargetState) IsFailure() bool {
 	switch s.normal() {
-	case SignalPending, SignalSent, SignalCompleted:
+	case HostPending, HostSent, HostCompleted:
 		return false
 	}
 	return true
@@ -263,7 +263,7 @@ type PlanTargetStatus struct {
 	// not count.
 	Attempt int `json:"attempt,omitempty"`
 	// LastUpdatedTimestamp is when State last changed; the target timeout
-	// counts from it while the target is SignalSent.
+	// counts from it while the target is HostSent.
 	LastUpdatedTimestamp time.Time `json:"lastUpdatedTimestamp"`
 }
 
@@ -511,8 +511,8 @@ func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
 
 // Retry makes a plan stopped in an error state runnable again. A command
 // that failed while it was active goes back to SchedulableWait: its targets in
-// a failure state go back to SignalPending with Attempt raised (so a node's
-// report of the failed attempt does not count), targets still SignalSent stay
+// a failure state go back to HostPending with Attempt raised (so a node's
+// report of the failed attempt does not count), targets still HostSent stay
 // signalled with a fresh timestamp, and completed targets stay completed, so
 // the next run signals again only what did not complete. A command that failed
 // in NewPlan (before it was active) goes back to NewPlan, which discovers its
@@ -535,11 +535,11 @@ func (s *PlanStatus) Retry(now time.Time) error {
 				t := &cs.Targets[g][j]
 				switch {
 				case t.State.IsFailure():
-					t.State = SignalPending
+					t.State = HostPending
 					t.Attempt++
 					t.Reason = ""
 					t.LastUpdatedTimestamp = now
-				case t.State == SignalSent:
+				case t.State == HostSent:
 					t.LastUpdatedTimestamp = now
 				}
 			}

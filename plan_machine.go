@@ -302,8 +302,8 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 		for g := range cs.Targets {
 			for j := range cs.Targets[g] {
 				t := &cs.Targets[g][j]
-				if t.State == SignalSent {
-					t.State, t.Reason, t.LastUpdatedTimestamp = SignalTimedOut, reason, now
+				if t.State == HostSent {
+					t.State, t.Reason, t.LastUpdatedTimestamp = HostTimedOut, reason, now
 				}
 			}
 		}

@@ -99,9 +99,9 @@ func TestPlanControllerRetry(t *testing.T) {
 		store := converge.NewMemStore()
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.SignalFailed, "checksum mismatch"
+				return converge.HostFailed, "checksum mismatch"
 			}
-			return converge.SignalCompleted, ""
+			return converge.HostCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
 		p := planController(t, store, bus)
 		defer p.stop()

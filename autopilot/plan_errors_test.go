@@ -56,51 +56,51 @@ func TestPlanErrorStates(t *testing.T) {
 	}{
 		{name: "IncompleteTargets: a discovered node does not exist",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "ghost"))),
-			state: converge.PlanIncompleteTargets, group: "workers", node: "ghost", target: converge.SignalMissingNode,
+			state: converge.PlanIncompleteTargets, group: "workers", node: "ghost", target: converge.HostMissing,
 			reason: `node "ghost" does not exist`},
 		{name: "Restricted: controllers excluded from plans",
 			doc:      planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("update", planGroup("controllers", 1, "controller0"))),
 			restrict: []string{"controller"}, command: 1,
-			state: converge.PlanRestricted, group: "controllers", node: "controller0", target: converge.SignalRestricted,
+			state: converge.PlanRestricted, group: "controllers", node: "controller0", target: converge.HostRestricted,
 			reason: `node "controller0" is a controller, and controller nodes are excluded from plans`},
 		{name: "InconsistentTargets: a worker in the controllers group",
 			doc:   planOf(planCmd("update", planGroup("controllers", 1, "worker0"))),
-			state: converge.PlanInconsistentTargets, group: "controllers", node: "worker0", target: converge.SignalInconsistent,
+			state: converge.PlanInconsistentTargets, group: "controllers", node: "worker0", target: converge.HostInconsistent,
 			reason: `node "worker0" is a "worker", group "controllers" takes "controller" nodes`},
 		{name: "InconsistentTargets: a node listed in two groups",
 			doc:   planOf(planCmd("update", planGroup("controllers", 1, "controller0"), converge.CommandTargets{Group: "extra", Discovery: converge.CommandDiscovery{Static: []string{"controller0"}}})),
-			state: converge.PlanInconsistentTargets, group: "extra", node: "controller0", target: converge.SignalInconsistent,
+			state: converge.PlanInconsistentTargets, group: "extra", node: "controller0", target: converge.HostInconsistent,
 			reason: `node "controller0" is listed in groups "controllers" and "extra"`},
 		{name: "InconsistentTargets: a node changed kind before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.AddNode(autopilot.Host{Name: "worker1", Kind: "controller", Platform: "linux-amd64"})
-				_ = bus.Respond("worker0", converge.SignalCompleted, "")
+				_ = bus.Respond("worker0", converge.HostCompleted, "")
 			},
-			state: converge.PlanInconsistentTargets, group: "workers", node: "worker1", target: converge.SignalInconsistent,
+			state: converge.PlanInconsistentTargets, group: "workers", node: "worker1", target: converge.HostInconsistent,
 			reason: `node "worker1" is now a "controller", group "workers" takes "worker" nodes`},
 		{name: "MissingPlatform: no payload for arm64",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "arm0"))),
 			nodes: []autopilot.Host{{Name: "arm0", Kind: "worker", Platform: "linux-arm64"}},
-			state: converge.PlanMissingPlatform, group: "workers", node: "arm0", target: converge.SignalMissingPlatform,
+			state: converge.PlanMissingPlatform, group: "workers", node: "arm0", target: converge.HostMissingPlatform,
 			reason: `no payload for platform "linux-arm64" of node "arm0"`},
 		{name: "MissingSignalNode: a node vanished before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.RemoveNode("worker1")
-				_ = bus.Respond("worker0", converge.SignalCompleted, "")
+				_ = bus.Respond("worker0", converge.HostCompleted, "")
 			},
-			state: converge.PlanMissingSignalNode, group: "workers", node: "worker1", target: converge.SignalMissingNode,
+			state: converge.PlanMissingSignalNode, group: "workers", node: "worker1", target: converge.HostMissing,
 			reason: `node "worker1" no longer exists`},
 		{name: "MissingSignalNode: a node vanished while working",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
 			act:   func(bus *autopilot.Bus) { bus.RemoveNode("worker0") },
-			state: converge.PlanMissingSignalNode, group: "workers", node: "worker0", target: converge.SignalMissingNode,
+			state: converge.PlanMissingSignalNode, group: "workers", node: "worker0", target: converge.HostMissing,
 			reason: `node "worker0" disappeared while working on the command`},
 		{name: "Failed: a node reports failure",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
-			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", converge.SignalFailed, "disk full") },
-			state: converge.PlanFailed, group: "workers", node: "worker0", target: converge.SignalFailed,
+			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", converge.HostFailed, "disk full") },
+			state: converge.PlanFailed, group: "workers", node: "worker0", target: converge.HostFailed,
 			reason: `node "worker0" failed: disk full`},
 	}
 	for _, tc := range tests {
@@ -249,14 +249,14 @@ func TestPlanTimeouts(t *testing.T) {
 			}
 			doc := planOf(cmd)
 			planSettle(t, r, doc)
-			require.Equal(t, converge.SignalSent, planTarget(t, doc, 0, "workers", "worker0").State)
+			require.Equal(t, converge.HostSent, planTarget(t, doc, 0, "workers", "worker0").State)
 			clock.Advance(tc.elapsed)
 			planSettle(t, r, doc)
 			assert.Equal(t, tc.state, doc.Status.State)
 			if tc.reason != "" {
 				assert.Equal(t, tc.reason, doc.Status.Commands[0].Reason)
 				tg := planTarget(t, doc, 0, "workers", "worker0")
-				assert.Equal(t, converge.SignalTimedOut, tg.State)
+				assert.Equal(t, converge.HostTimedOut, tg.State)
 				assert.Equal(t, tc.reason, tg.Reason)
 			}
 		})

@@ -22,7 +22,7 @@ import (
 func planAutoBus(delay time.Duration, answer func(node string, s autopilot.Signal) (converge.PlanTargetState, string), nodes ...autopilot.Host) *autopilot.Bus {
 	bus := autopilot.NewBus(nodes...)
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		state, reason := converge.SignalCompleted, ""
+		state, reason := converge.HostCompleted, ""
 		if answer != nil {
 			state, reason = answer(node, s)
 		}
@@ -118,7 +118,7 @@ func TestPlanRunnerTimeouts(t *testing.T) {
 				bus := autopilot.NewBus(planWrk("worker0"), planWrk("worker1"))
 				bus.OnSignal = func(node string, s autopilot.Signal) {
 					if node == "worker0" {
-						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, converge.SignalCompleted, "") })
+						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, converge.HostCompleted, "") })
 					}
 				}
 				r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{PollInterval: 10 * time.Second})
@@ -136,9 +136,9 @@ func TestPlanRunnerTimeouts(t *testing.T) {
 				assert.GreaterOrEqual(t, elapsed, tc.want)
 				assert.Less(t, elapsed, tc.want+11*time.Second, "noticed within a poll interval")
 				assert.Equal(t, tc.reason, st.Commands[0].Reason)
-				assert.Equal(t, converge.SignalCompleted, st.Commands[0].Target("workers", "worker0").State)
+				assert.Equal(t, converge.HostCompleted, st.Commands[0].Target("workers", "worker0").State)
 				tg := st.Commands[0].Target("workers", "worker1")
-				assert.Equal(t, converge.SignalTimedOut, tg.State)
+				assert.Equal(t, converge.HostTimedOut, tg.State)
 				assert.Equal(t, tc.reason, tg.Reason)
 			})
 		})
@@ -177,7 +177,7 @@ func TestPlanRunnerConcurrencyLimits(t *testing.T) {
 					ctlDone++
 				}
 				mu.Unlock()
-				_ = bus.Respond(node, converge.SignalCompleted, "")
+				_ = bus.Respond(node, converge.HostCompleted, "")
 			})
 		}
 		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
@@ -200,9 +200,9 @@ func TestPlanRunnerRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.SignalFailed, "disk full"
+				return converge.HostFailed, "disk full"
 			}
-			return converge.SignalCompleted, ""
+			return converge.HostCompleted, ""
 		}, planWrk("w0"), planWrk("w1"), planWrk("w2"), planCtl("controller0"))
 		store := converge.NewMemStore()
 		r := planRunner(t, store, bus, converge.PlanConfig{})
@@ -217,7 +217,7 @@ func TestPlanRunnerRetry(t *testing.T) {
 		require.ErrorAs(t, err, &pe)
 		assert.Equal(t, converge.PlanFailed, pe.State)
 		assert.Equal(t, 1, pe.Command)
-		assert.Equal(t, converge.SignalFailed, st.Commands[1].Target("workers", "w1").State)
+		assert.Equal(t, converge.HostFailed, st.Commands[1].Target("workers", "w1").State)
 		assert.Equal(t, "disk full", st.Commands[1].Target("workers", "w1").Reason)
 
 		// Running a failed plan again does nothing.
@@ -230,7 +230,7 @@ func TestPlanRunnerRetry(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
 		w1 := doc.Status.Commands[1].Target("workers", "w1")
-		assert.Equal(t, converge.SignalPending, w1.State)
+		assert.Equal(t, converge.HostPending, w1.State)
 		assert.Equal(t, 1, w1.Attempt)
 		assert.Empty(t, w1.Reason)
 
@@ -478,7 +478,7 @@ func TestPlanRunnerCancel(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		doc, _, err := r.Get(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.SignalSent, doc.Status.Commands[0].Target("workers", "worker0").State)
+		assert.Equal(t, converge.HostSent, doc.Status.Commands[0].Target("workers", "worker0").State)
 	})
 }
 

@@ -41,7 +41,7 @@ func TestPlanStatusSymmetry(t *testing.T) {
 	t.Run("missing trailing entries are filled, progress kept", func(t *testing.T) {
 		doc := two()
 		planSettle(t, r, doc)
-		require.Equal(t, converge.SignalSent, planTarget(t, doc, 0, "workers", "worker0").State)
+		require.Equal(t, converge.HostSent, planTarget(t, doc, 0, "workers", "worker0").State)
 		progress := doc.Status.Commands[0]
 		doc.Status.Commands = doc.Status.Commands[:1]
 		step, err := r.Step(ctx, doc)
@@ -50,7 +50,7 @@ func TestPlanStatusSymmetry(t *testing.T) {
 		require.Len(t, doc.Status.Commands, 2)
 		assert.Equal(t, progress, doc.Status.Commands[0], "the first command keeps its progress")
 		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.Commands[1].State)
-		assert.Equal(t, converge.SignalPending, planTarget(t, doc, 1, "controllers", "controller0").State)
+		assert.Equal(t, converge.HostPending, planTarget(t, doc, 1, "controllers", "controller0").State)
 		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
 		assert.Len(t, bus.Sent(), 1, "worker0 is not signalled again")
 	})
@@ -103,13 +103,13 @@ func TestPlanStatusRetry(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := &converge.PlanStatus{State: converge.PlanTimedOut, Reason: "r", Commands: []converge.CommandStatus{
 		{ID: 0, Kind: "a", State: converge.PlanCompleted, Started: at, Targets: map[string][]converge.PlanTargetStatus{
-			"workers": {{Name: "w0", State: converge.SignalCompleted, LastUpdatedTimestamp: at}}}},
+			"workers": {{Name: "w0", State: converge.HostCompleted, LastUpdatedTimestamp: at}}}},
 		{ID: 1, Kind: "b", State: converge.PlanTimedOut, Reason: "r", Started: at, Targets: map[string][]converge.PlanTargetStatus{
 			"workers": {
-				{Name: "w0", State: converge.SignalCompleted, LastUpdatedTimestamp: at},
-				{Name: "w1", State: converge.SignalTimedOut, Reason: "slow", Attempt: 1, LastUpdatedTimestamp: at},
-				{Name: "w2", State: converge.SignalSent, LastUpdatedTimestamp: at},
-				{Name: "w3", State: converge.SignalPending, LastUpdatedTimestamp: at},
+				{Name: "w0", State: converge.HostCompleted, LastUpdatedTimestamp: at},
+				{Name: "w1", State: converge.HostTimedOut, Reason: "slow", Attempt: 1, LastUpdatedTimestamp: at},
+				{Name: "w2", State: converge.HostSent, LastUpdatedTimestamp: at},
+				{Name: "w3", State: converge.HostPending, LastUpdatedTimestamp: at},
 			}}},
 	}}
 	later := at.Add(time.Hour + 300*time.Millisecond)
@@ -124,10 +124,10 @@ func TestPlanStatusRetry(t *testing.T) {
 	assert.Empty(t, cs.Reason)
 	assert.True(t, cs.Started.IsZero(), "the command timeout counts again")
 	assert.Equal(t, []converge.PlanTargetStatus{
-		{Name: "w0", State: converge.SignalCompleted, LastUpdatedTimestamp: at},
-		{Name: "w1", State: converge.SignalPending, Attempt: 2, LastUpdatedTimestamp: now},
-		{Name: "w2", State: converge.SignalSent, LastUpdatedTimestamp: now},
-		{Name: "w3", State: converge.SignalPending, LastUpdatedTimestamp: at},
+		{Name: "w0", State: converge.HostCompleted, LastUpdatedTimestamp: at},
+		{Name: "w1", State: converge.HostPending, Attempt: 2, LastUpdatedTimestamp: now},
+		{Name: "w2", State: converge.HostSent, LastUpdatedTimestamp: now},
+		{Name: "w3", State: converge.HostPending, LastUpdatedTimestamp: at},
 	}, cs.Targets["workers"])
 	require.ErrorIs(t, st.Retry(later), converge.ErrPlanNotFailed)
 }
@@ -144,11 +144,11 @@ func TestPlanStates(t *testing.T) {
 	}
 	assert.True(t, converge.PlanCompleted.IsFinal())
 	assert.False(t, converge.PlanSchedulable.IsFinal())
-	for _, s := range []converge.PlanTargetState{"", converge.SignalPending, converge.SignalSent, converge.SignalCompleted} {
+	for _, s := range []converge.PlanTargetState{"", converge.HostPending, converge.HostSent, converge.HostCompleted} {
 		assert.False(t, s.IsFailure(), s)
 	}
-	for _, s := range []converge.PlanTargetState{converge.SignalFailed, converge.SignalTimedOut, converge.SignalMissingNode,
-		converge.SignalRestricted, converge.SignalMissingPlatform, converge.SignalInconsistent} {
+	for _, s := range []converge.PlanTargetState{converge.HostFailed, converge.HostTimedOut, converge.HostMissing,
+		converge.HostRestricted, converge.HostMissingPlatform, converge.HostInconsistent} {
 		assert.True(t, s.IsFailure(), s)
 	}
 }
@@ -170,8 +170,8 @@ func TestPlanDiscovery(t *testing.T) {
 	}})
 	_, err = r.Step(context.Background(), doc)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]converge.PlanTargetState{"update/workers/w0": converge.SignalPending, "update/workers/w1": converge.SignalPending,
-		"update/zoneb/w2": converge.SignalPending}, planTargets(doc.Status))
+	assert.Equal(t, map[string]converge.PlanTargetState{"update/workers/w0": converge.HostPending, "update/workers/w1": converge.HostPending,
+		"update/zoneb/w2": converge.HostPending}, planTargets(doc.Status))
 
 	bad := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
 		{Group: "workers", Discovery: converge.CommandDiscovery{Selector: &converge.CommandSelector{Labels: "zone=z"}}}}})
@@ -245,7 +245,7 @@ func TestPlanClone(t *testing.T) {
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Spec, doc.Spec)
 
 	st := doc.Status.Clone()
-	st.Commands[0].Targets["workers"][0].State = converge.SignalFailed
+	st.Commands[0].Targets["workers"][0].State = converge.HostFailed
 	st.Commands[1].State = converge.PlanFailed
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Status, doc.Status)
 	assert.Nil(t, (*converge.PlanStatus)(nil).Clone())
@@ -258,7 +258,7 @@ func TestPlanSignalBus(t *testing.T) {
 	_, err := bus.Probe(ctx, "nope")
 	require.ErrorIs(t, err, autopilot.ErrHostNotFound)
 	require.ErrorIs(t, bus.Send(ctx, "nope", autopilot.Signal{}), autopilot.ErrHostNotFound)
-	require.ErrorIs(t, bus.Respond("w0", converge.SignalCompleted, ""), autopilot.ErrNoSignal)
+	require.ErrorIs(t, bus.Respond("w0", converge.HostCompleted, ""), autopilot.ErrNoSignal)
 	rep, err := bus.Read(ctx, "w0")
 	require.NoError(t, err)
 	assert.Equal(t, autopilot.Report{}, rep)
@@ -266,11 +266,11 @@ func TestPlanSignalBus(t *testing.T) {
 	require.NoError(t, bus.Send(ctx, "w0", autopilot.Signal{ID: autopilot.SignalID("p", 1, 2)}))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.SignalSent}, rep)
-	require.NoError(t, bus.Respond("w0", converge.SignalFailed, "no space"))
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.HostSent}, rep)
+	require.NoError(t, bus.Respond("w0", converge.HostFailed, "no space"))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.SignalFailed, Reason: "no space"}, rep)
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.HostFailed, Reason: "no space"}, rep)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -289,7 +289,7 @@ func ExamplePlanRunner_Run() {
 		autopilot.Host{Name: "worker0", Kind: "worker", Platform: "linux-amd64"},
 	)
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		_ = bus.Respond(node, converge.SignalCompleted, "")
+		_ = bus.Respond(node, converge.HostCompleted, "")
 	}
 	handler := &autopilot.CommandHandler{Sender: bus}
 	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{

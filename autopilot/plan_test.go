@@ -98,9 +98,9 @@ func TestPlanAutopilotSequence(t *testing.T) {
 		sw    = converge.PlanSchedulableWait
 		sched = converge.PlanSchedulable
 		done  = converge.PlanCompleted
-		pend  = converge.SignalPending
-		sent  = converge.SignalSent
-		compl = converge.SignalCompleted
+		pend  = converge.HostPending
+		sent  = converge.HostSent
+		compl = converge.HostCompleted
 	)
 	clock := newPlanClock()
 	bus := autopilot.NewBus(planNodes()...)
@@ -150,7 +150,7 @@ func TestPlanAutopilotSequence(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.respond != "" {
-			require.NoError(t, bus.Respond(s.respond, converge.SignalCompleted, ""), s.name)
+			require.NoError(t, bus.Respond(s.respond, converge.HostCompleted, ""), s.name)
 		}
 		step, err := r.Step(context.Background(), doc)
 		require.NoError(t, err, s.name)

@@ -51,8 +51,8 @@ type Report struct {
 	// SignalID is the signal the report answers ("" when the node never got
 	// one).
 	SignalID string `json:"signalID,omitempty"`
-	// State is converge.SignalSent while the node works on the signal, then
-	// converge.SignalCompleted or converge.SignalFailed.
+	// State is converge.HostSent while the node works on the signal, then
+	// converge.HostCompleted or converge.HostFailed.
 	State  converge.PlanTargetState `json:"state,omitempty"`
 	Reason string                   `json:"reason,omitempty"`
 }
@@ -155,7 +155,7 @@ func (b *Bus) Probe(ctx context.Context, name string) (Host, error) {
 }
 
 // Send implements Sender: the node's last signal becomes s and its
-// report becomes "working on s" (converge.SignalSent).
+// report becomes "working on s" (converge.HostSent).
 func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -168,7 +168,7 @@ func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
 	}
 	sig := s
 	n.last = &sig
-	n.report = Report{SignalID: s.ID, State: converge.SignalSent}
+	n.report = Report{SignalID: s.ID, State: converge.HostSent}
 	b.sent = append(b.sent, Delivery{Node: name, Signal: s})
 	on := b.OnSignal
 	b.mu.Unlock()
@@ -195,8 +195,8 @@ func (b *Bus) Read(ctx context.Context, name string) (Report, error) {
 // ErrNoSignal means a node was asked to answer a signal it never got.
 var ErrNoSignal = errors.New("autopilot: node has no signal to answer")
 
-// Respond makes the node report state (converge.SignalCompleted, converge.SignalFailed, or
-// converge.SignalSent for "still working") with reason about its last signal.
+// Respond makes the node report state (converge.HostCompleted, converge.HostFailed, or
+// converge.HostSent for "still working") with reason about its last signal.
 func (b *Bus) Respond(name string, state converge.PlanTargetState, reason string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -358,16 +358,16 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 				if g == grp.Group {
 					reason = fmt.Sprintf("node %q is listed twice in group %q", name, g)
 				}
-				c.SetTarget(grp.Group, name, converge.SignalInconsistent, reason)
+				c.SetTarget(grp.Group, name, converge.HostInconsistent, reason)
 				fail.set(converge.PlanInconsistentTargets, reason)
 				continue
 			}
 			seen[name] = grp.Group
-			if prev != nil && prev.State == converge.SignalCompleted {
+			if prev != nil && prev.State == converge.HostCompleted {
 				c.Status.Targets[grp.Group] = append(c.Status.Targets[grp.Group], *prev)
 				continue
 			}
-			t := c.SetTarget(grp.Group, name, converge.SignalPending, "")
+			t := c.SetTarget(grp.Group, name, converge.HostPending, "")
 			if prev != nil {
 				t.Attempt = prev.Attempt
 			}
@@ -385,11 +385,11 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 }
 
 var planTargetFailure = map[converge.PlanState]converge.PlanTargetState{
-	converge.PlanIncompleteTargets:   converge.SignalMissingNode,
-	converge.PlanMissingSignalNode:   converge.SignalMissingNode,
-	converge.PlanRestricted:          converge.SignalRestricted,
-	converge.PlanInconsistentTargets: converge.SignalInconsistent,
-	converge.PlanMissingPlatform:     converge.SignalMissingPlatform,
+	converge.PlanIncompleteTargets:   converge.HostMissing,
+	converge.PlanMissingSignalNode:   converge.HostMissing,
+	converge.PlanRestricted:          converge.HostRestricted,
+	converge.PlanInconsistentTargets: converge.HostInconsistent,
+	converge.PlanMissingPlatform:     converge.HostMissingPlatform,
 }
 
 func planFindTarget(ts []converge.PlanTargetStatus, name string) *converge.PlanTargetStatus {
@@ -429,7 +429,7 @@ func (h *CommandHandler) check(ctx context.Context, group, name string, platform
 func planActiveGroup(c *converge.CommandContext) int {
 	for i, g := range c.Command.Targets {
 		for _, t := range c.Status.Targets[g.Group] {
-			if t.State != converge.SignalCompleted {
+			if t.State != converge.HostCompleted {
 				return i
 			}
 		}
@@ -445,13 +445,13 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 	for _, grp := range c.Command.Targets {
 		for i := range c.Status.Targets[grp.Group] {
 			t := &c.Status.Targets[grp.Group][i]
-			if t.State != converge.SignalSent {
+			if t.State != converge.HostSent {
 				continue
 			}
 			rep, err := h.Sender.Read(ctx, t.Name)
 			if errors.Is(err, ErrHostNotFound) {
 				reason := fmt.Sprintf("node %q disappeared while working on the command", t.Name)
-				c.SetTarget(grp.Group, t.Name, converge.SignalMissingNode, reason)
+				c.SetTarget(grp.Group, t.Name, converge.HostMissing, reason)
 				fail.set(converge.PlanMissingSignalNode, reason)
 				continue
 			}
@@ -460,19 +460,19 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 			}
 			if rep.SignalID == SignalID(c.PlanID, c.Index, t.Attempt) {
 				switch rep.State {
-				case converge.SignalCompleted:
-					c.SetTarget(grp.Group, t.Name, converge.SignalCompleted, "")
+				case converge.HostCompleted:
+					c.SetTarget(grp.Group, t.Name, converge.HostCompleted, "")
 					continue
-				case converge.SignalFailed:
+				case converge.HostFailed:
 					reason := fmt.Sprintf("node %q failed: %s", t.Name, rep.Reason)
-					c.SetTarget(grp.Group, t.Name, converge.SignalFailed, rep.Reason)
+					c.SetTarget(grp.Group, t.Name, converge.HostFailed, rep.Reason)
 					fail.set(converge.PlanFailed, reason)
 					continue
 				}
 			}
 			if c.TargetTimeout > 0 && c.Now.Sub(t.LastUpdatedTimestamp) >= c.TargetTimeout {
 				reason := fmt.Sprintf("node %q did not complete within %s", t.Name, c.TargetTimeout)
-				c.SetTarget(grp.Group, t.Name, converge.SignalTimedOut, reason)
+				c.SetTarget(grp.Group, t.Name, converge.HostTimedOut, reason)
 				fail.set(converge.PlanTimedOut, reason)
 			}
 		}
@@ -488,9 +488,9 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 	pending, inflight := 0, 0
 	for _, t := range c.Status.Targets[grp.Group] {
 		switch t.State {
-		case "", converge.SignalPending:
+		case "", converge.HostPending:
 			pending++
-		case converge.SignalSent:
+		case converge.HostSent:
 			inflight++
 		}
 	}
@@ -513,7 +513,7 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 	var fail planFail
 	inflight := 0
 	for _, t := range c.Status.Targets[grp.Group] {
-		if t.State == converge.SignalSent {
+		if t.State == converge.HostSent {
 			inflight++
 		}
 	}
@@ -522,13 +522,13 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 			break
 		}
 		t := &c.Status.Targets[grp.Group][i]
-		if t.State != "" && t.State != converge.SignalPending {
+		if t.State != "" && t.State != converge.HostPending {
 			continue
 		}
 		node, err := h.Sender.Probe(ctx, t.Name)
 		if errors.Is(err, ErrHostNotFound) {
 			reason := fmt.Sprintf("node %q no longer exists", t.Name)
-			c.SetTarget(grp.Group, t.Name, converge.SignalMissingNode, reason)
+			c.SetTarget(grp.Group, t.Name, converge.HostMissing, reason)
 			fail.set(converge.PlanMissingSignalNode, reason)
 			break
 		}
@@ -537,7 +537,7 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 		}
 		if want := h.groupKind(grp.Group); want != "" && node.Kind != want {
 			reason := fmt.Sprintf("node %q is now a %q, group %q takes %q nodes", t.Name, node.Kind, grp.Group, want)
-			c.SetTarget(grp.Group, t.Name, converge.SignalInconsistent, reason)
+			c.SetTarget(grp.Group, t.Name, converge.HostInconsistent, reason)
 			fail.set(converge.PlanInconsistentTargets, reason)
 			break
 		}
@@ -552,7 +552,7 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 				return "", err
 			}
 		}
-		c.SetTarget(grp.Group, t.Name, converge.SignalSent, "")
+		c.SetTarget(grp.Group, t.Name, converge.HostSent, "")
 		inflight++
 	}
 	return fail.result(c, converge.PlanSchedulableWait)

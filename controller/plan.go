@@ -109,7 +109,7 @@ func planWaitReason(st *converge.PlanStatus) string {
 		var names []string
 		for _, g := range slices.Sorted(maps.Keys(cs.Targets)) {
 			for _, t := range cs.Targets[g] {
-				if t.State == converge.SignalSent {
+				if t.State == converge.HostSent {
 					names = append(names, t.Name)
 				}
 			}

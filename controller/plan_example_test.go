@@ -19,7 +19,7 @@ func ExamplePlans() {
 		autopilot.Host{Name: "worker0", Kind: "worker"},
 		autopilot.Host{Name: "worker1", Kind: "worker"},
 	)
-	bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.SignalCompleted, "") }
+	bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.HostCompleted, "") }
 	finished := make(chan converge.PlanState, 1)
 	runner, err := converge.NewPlanRunner(nil, converge.PlanConfig{
 		Handlers:     map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},

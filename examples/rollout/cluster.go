@@ -57,10 +57,10 @@ func newCluster(flaky string) *cluster {
 			defer c.wg.Done()
 			time.Sleep(3 * time.Millisecond)
 			if fail {
-				_ = c.bus.Respond(node, converge.SignalFailed, "disk full")
+				_ = c.bus.Respond(node, converge.HostFailed, "disk full")
 				return
 			}
-			_ = c.bus.Respond(node, converge.SignalCompleted, "")
+			_ = c.bus.Respond(node, converge.HostCompleted, "")
 		}()
 	}
 	return c

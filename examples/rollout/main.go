@@ -115,7 +115,7 @@ func progress(i int, c converge.CommandStatus) string {
 	for _, g := range sortedGroups(c) {
 		done := 0
 		for _, t := range c.Targets[g] {
-			if t.State == converge.SignalCompleted {
+			if t.State == converge.HostCompleted {
 				done++
 			}
 		}
