@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/convergekit/converge v0.0.0
+	github.com/convergekit/converge/docker v0.0.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -60,3 +61,5 @@ require (
 )
 
 replace github.com/convergekit/converge => ../
+
+replace github.com/convergekit/converge/docker => ../docker
