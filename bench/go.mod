@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/convergekit/converge v0.0.0
+	github.com/convergekit/converge/docker v0.0.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/heimdalr/dag v1.5.0
 	k8s.io/client-go v0.34.2
@@ -64,3 +65,5 @@ require (
 )
 
 replace github.com/convergekit/converge => ../
+
+replace github.com/convergekit/converge/docker => ../docker
