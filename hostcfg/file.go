@@ -232,19 +232,6 @@ func (f *File) converge(ctx context.Context, target FileState, write bool) (File
 	return out, nil
 }
 
-// resolveItem checks an item path and resolves it in root.
-func resolveItem(root *Root, p string, followLast bool) (name, rel string, err error) {
-	name, err = cleanPath(p)
-	if err != nil {
-		return "", "", err
-	}
-	if root == nil || root.r == nil {
-		return "", "", &ItemError{Item: name, Reason: "nil Root"}
-	}
-	rel, err = root.resolve(name, followLast)
-	return name, rel, err
-}
-
 // meta is the mode and owner a write gives a file.
 type meta struct {
 	mode     fs.FileMode
@@ -570,23 +557,6 @@ func (l *Symlink) StateGoal(context.Context, converge.Deps) (SymlinkState, error
 		return SymlinkState{}, &EscapeError{Path: name, Link: rel, Target: l.Target}
 	}
 	return SymlinkState{Path: name, Exists: true, Target: l.Target}, nil
-}
-
-// splitDir returns the directory components of a root-relative path.
-func splitDir(rel string) []string {
-	dir := path.Dir(rel)
-	if dir == "." {
-		return nil
-	}
-	return splitRel(dir)
-}
-
-func splitRel(rel string) []string {
-	var out []string
-	for _, c := range bytes.Split([]byte(rel), []byte("/")) {
-		out = append(out, string(c))
-	}
-	return out
 }
 
 // StateClean is the link absent.
