@@ -1,12 +1,10 @@
 package hostcfg
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 )
 
 // Root is a directory through which every hostcfg item reaches the file
@@ -85,17 +83,3 @@ func (r *Root) lock(rel string) func() {
 	m.Lock()
 	return m.Unlock
 }
-
-// permBits are the mode bits hostcfg manages.
-const permBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
-
-// owner returns the numeric owner of fi, or -1s when unknown.
-func owner(fi fs.FileInfo) (int, int) {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid), int(st.Gid)
-	}
-	return -1, -1
-}
-
-// geteuid is os.Geteuid, replaceable in tests.
-var geteuid = os.Geteuid
