@@ -1,0 +1,219 @@
+package hostcfg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/convergekit/converge"
+)
+
+// Key returns an item for a single-valued key of section ("" or "all" for
+// unconditional lines): Present gives the key value (rewriting the value of
+// its last entry in the section, or adding a line), Absent removes every
+// entry of the key in the section.
+func (c *ConfigFile) Key(section, key, value string) *ConfigKey {
+	return &ConfigKey{file: c, Section: normSection(section), Key: key, Value: value}
+}
+
+// Entry returns an item for one entry key=value of a key that may repeat
+// (dtoverlay, dtparam, gpio): Present adds the line unless the section has
+// it, Absent removes that exact entry, and other entries of the key are
+// left alone.
+func (c *ConfigFile) Entry(section, key, value string) *ConfigKey {
+	return &ConfigKey{file: c, Section: normSection(section), Key: key, Value: value, Repeated: true}
+}
+
+// ConfigKey is an Item for one key (or, when Repeated, one entry) of a
+// ConfigFile. Get one from ConfigFile.Key, Entry or Import; the zero value
+// has no file and fails.
+type ConfigKey struct {
+	file *ConfigFile
+	// Section is the filter the key is under, "" for unconditional.
+	Section string
+	Key     string
+	Value   string
+	// Repeated makes the item manage the one entry Key=Value instead of
+	// the value of Key.
+	Repeated bool
+}
+
+// ConfigKeyState is the state of a ConfigKey.
+type ConfigKeyState struct {
+	Path    string
+	Section string
+	Key     string
+	// Present is true when the section has the key (for a repeated entry:
+	// the entry Key=Value).
+	Present bool
+	// Value is the key's winning value (the entry's value when Repeated).
+	Value string
+	// Leftovers counts temporary files of ours next to the file.
+	Leftovers int
+	// RebootRequired is set on the state Apply or ApplyDry returns when
+	// they changed (or would change) boot configuration.
+	RebootRequired bool
+	// Diff is set on the state ApplyDry returns: the unified diff of the
+	// change it simulated.
+	Diff string
+}
+
+func (s ConfigKeyState) diffText() string { return s.Diff }
+
+var (
+	_ converge.Item[ConfigKeyState]    = (*ConfigKey)(nil)
+	_ converge.Cleaner[ConfigKeyState] = (*ConfigKey)(nil)
+)
+
+// ID returns "configkey:<path>:<key>", with "[section]" before the key when
+// the section is not "" and "=<value>" after it for a repeated entry; for
+// example "configkey:/boot/config.txt:[pi4]arm_boost" or
+// "configkey:/boot/config.txt:dtoverlay=vc4-kms-v3d".
+func (k *ConfigKey) ID() converge.ID {
+	var b strings.Builder
+	b.WriteString("configkey:")
+	if k.file != nil {
+		b.WriteString(k.file.Path())
+	}
+	b.WriteByte(':')
+	if k.Section != "" {
+		b.WriteString("[" + k.Section + "]")
+	}
+	b.WriteString(k.Key)
+	if k.Repeated {
+		b.WriteString("=" + k.Value)
+	}
+	return converge.ID(b.String())
+}
+
+// Node returns the item wrapped for a graph.
+func (k *ConfigKey) Node() converge.Node { return converge.Wrap[ConfigKeyState](k) }
+
+func (k *ConfigKey) validate() error {
+	switch {
+	case k.file == nil || k.file.root == nil:
+		return &ItemError{Item: string(k.ID()), Reason: "no ConfigFile (use ConfigFile.Key or Entry)"}
+	case k.Key == "" || strings.ContainsAny(k.Key, "=\r\n#;[") || strings.TrimSpace(k.Key) != k.Key:
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid key %q", k.Key)}
+	case strings.ContainsAny(k.Value, "\r\n") || strings.TrimSpace(k.Value) != k.Value:
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid value %q", k.Value)}
+	case strings.ContainsAny(k.Section, "[]\r\n"):
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid section %q", k.Section)}
+	}
+	return nil
+}
+
+// observe reads the key from a document.
+func (k *ConfigKey) observe(doc *ConfigDoc) (present bool, value string) {
+	if k.Repeated {
+		if doc.Has(k.Section, k.Key, k.Value) {
+			return true, k.Value
+		}
+		return false, ""
+	}
+	value, present = doc.Get(k.Section, k.Key)
+	return present, value
+}
+
+// StateCurrent reads the key from the file.
+func (k *ConfigKey) StateCurrent(context.Context, converge.Deps) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	name, doc, leftovers, err := k.file.current()
+	if err != nil {
+		return ConfigKeyState{}, err
+	}
+	present, value := k.observe(doc)
+	return ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers}, nil
+}
+
+// StateGoal is the key with Value.
+func (k *ConfigKey) StateGoal(context.Context, converge.Deps) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key, Present: true, Value: k.Value}, nil
+}
+
+// StateClean is the key (or entry) absent.
+func (k *ConfigKey) StateClean(context.Context, converge.Deps) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key}, nil
+}
+
+// Check compares presence and value; leftover temporary files also
+// require Apply.
+func (k *ConfigKey) Check(_ context.Context, current, target ConfigKeyState) (converge.Decision, error) {
+	if current.Present != target.Present || (target.Present && current.Value != target.Value) || current.Leftovers > 0 {
+		return converge.Required(1), nil
+	}
+	return converge.NotRequired(), nil
+}
+
+// Apply edits the one line of the key (or adds or removes it) and asks
+// for a reboot when the file is boot configuration and changed.
+func (k *ConfigKey) Apply(ctx context.Context, _, target ConfigKeyState) (ConfigKeyState, error) {
+	return k.converge(ctx, target, true)
+}
+
+// ApplyDry returns the state Apply would reach, with its diff, writing
+// nothing.
+func (k *ConfigKey) ApplyDry(ctx context.Context, _, target ConfigKeyState) (ConfigKeyState, error) {
+	return k.converge(ctx, target, false)
+}
+
+func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write bool) (ConfigKeyState, error) {
+	if err := k.validate(); err != nil {
+		return ConfigKeyState{}, err
+	}
+	res, err := k.file.root.edit(ctx, k.file.path, write, 0o644, func(cur []byte) ([]byte, error) {
+		doc := k.file.parsed(cur)
+		if present, value := k.observe(doc); present == target.Present && (!present || value == target.Value) {
+			return cur, nil
+		}
+		if cur == nil && !target.Present {
+			return nil, nil
+		}
+		doc = doc.Clone()
+		switch {
+		case target.Present && k.Repeated:
+			doc.Add(k.Section, k.Key, k.Value)
+		case target.Present:
+			doc.Set(k.Section, k.Key, target.Value)
+		case k.Repeated:
+			doc.DeleteEntry(k.Section, k.Key, k.Value)
+		default:
+			doc.Delete(k.Section, k.Key)
+		}
+		return doc.Bytes(), nil
+	})
+	if err != nil {
+		return ConfigKeyState{}, err
+	}
+	out := ConfigKeyState{Path: res.name, Section: k.Section, Key: k.Key, Present: target.Present, Diff: res.diff}
+	if target.Present {
+		out.Value = target.Value
+	}
+	if res.changed() && k.file.Reboot {
+		out.RebootRequired = true
+		// A dry run reports the reboot the change would need, too.
+		verb := "set in"
+		if !target.Present {
+			verb = "removed from"
+		}
+		converge.RequireAction(ctx, converge.ActionReboot, fmt.Sprintf("%s %s %s", k.describe(), verb, res.name))
+	}
+	return out, nil
+}
+
+// describe names the key for messages: "[pi4] arm_boost=1".
+func (k *ConfigKey) describe() string {
+	s := k.Key + "=" + k.Value
+	if k.Section != "" {
+		s = "[" + k.Section + "] " + s
+	}
+	return s
+}

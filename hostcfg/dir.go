@@ -1,0 +1,188 @@
+package hostcfg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/convergekit/converge"
+)
+
+// Dir is an Item for a directory (with its missing parents), its mode and,
+// when Owner is set, its owner. Absent removes it when it is empty; a
+// directory that still holds files fails to be removed.
+//
+// The zero value has no Root and fails; set Root and Path at least.
+type Dir struct {
+	Root *Root
+	// Path is the directory's path inside the root.
+	Path string
+	// Mode is the desired permission bits; 0 keeps an existing directory's
+	// mode and creates new ones with 0755.
+	Mode fs.FileMode
+	// Owner, when set, is the desired owner and group.
+	Owner *Ownership
+}
+
+// DirState is the state of a Dir. In a goal, Mode 0 and UID/GID -1 mean
+// "any".
+type DirState struct {
+	Path     string
+	Exists   bool
+	Mode     fs.FileMode
+	UID, GID int
+	// Diff is set on the state ApplyDry returns: the change it simulated
+	// ("mkdir ...").
+	Diff string
+}
+
+func (s DirState) diffText() string { return s.Diff }
+
+var (
+	_ converge.Item[DirState]    = (*Dir)(nil)
+	_ converge.Cleaner[DirState] = (*Dir)(nil)
+)
+
+// ID returns "dir:" and the canonical path.
+func (d *Dir) ID() converge.ID { return converge.ID("dir:" + canonical(d.Path)) }
+
+// Node returns the item wrapped for a graph.
+func (d *Dir) Node() converge.Node { return converge.Wrap[DirState](d) }
+
+func (d *Dir) read(name, rel string) (DirState, error) {
+	fi, err := d.Root.r.Lstat(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return DirState{Path: name, UID: -1, GID: -1}, nil
+		}
+		return DirState{}, d.Root.fail("stat", name, err)
+	}
+	if !fi.IsDir() {
+		return DirState{}, &PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(fi.Mode()))}
+	}
+	uid, gid := owner(fi)
+	return DirState{Path: name, Exists: true, Mode: fi.Mode() & permBits, UID: uid, GID: gid}, nil
+}
+
+// StateCurrent reads the directory.
+func (d *Dir) StateCurrent(ctx context.Context, _ converge.Deps) (DirState, error) {
+	name, rel, err := resolveItem(d.Root, d.Path, true)
+	if err != nil {
+		return DirState{}, err
+	}
+	return d.read(name, rel)
+}
+
+// StateGoal is the directory with Mode and Owner.
+func (d *Dir) StateGoal(context.Context, converge.Deps) (DirState, error) {
+	name, err := cleanPath(d.Path)
+	if err != nil {
+		return DirState{}, err
+	}
+	if d.Mode&^permBits != 0 {
+		return DirState{}, &ItemError{Item: string(d.ID()), Reason: fmt.Sprintf("mode %v has bits other than permissions", d.Mode)}
+	}
+	s := DirState{Path: name, Exists: true, Mode: d.Mode, UID: -1, GID: -1}
+	if d.Owner != nil {
+		s.UID, s.GID = d.Owner.UID, d.Owner.GID
+	}
+	return s, nil
+}
+
+// StateClean is the directory absent.
+func (d *Dir) StateClean(context.Context, converge.Deps) (DirState, error) {
+	name, err := cleanPath(d.Path)
+	if err != nil {
+		return DirState{}, err
+	}
+	return DirState{Path: name, UID: -1, GID: -1}, nil
+}
+
+// Check compares existence and, when the target names them, mode and owner.
+func (d *Dir) Check(_ context.Context, current, target DirState) (converge.Decision, error) {
+	switch {
+	case current.Exists != target.Exists:
+		return converge.Required(1), nil
+	case !target.Exists:
+		return converge.NotRequired(), nil
+	case target.Mode != 0 && current.Mode != target.Mode,
+		target.UID >= 0 && current.UID != target.UID,
+		target.GID >= 0 && current.GID != target.GID:
+		return converge.Required(1), nil
+	}
+	return converge.NotRequired(), nil
+}
+
+// Apply creates (or removes) the directory and sets its mode and owner.
+func (d *Dir) Apply(ctx context.Context, _, target DirState) (DirState, error) {
+	return d.converge(ctx, target, true)
+}
+
+// ApplyDry returns the state Apply would reach, writing nothing.
+func (d *Dir) ApplyDry(ctx context.Context, _, target DirState) (DirState, error) {
+	return d.converge(ctx, target, false)
+}
+
+func (d *Dir) converge(ctx context.Context, target DirState, write bool) (DirState, error) {
+	if err := ctx.Err(); err != nil {
+		return DirState{}, err
+	}
+	name, rel, err := resolveItem(d.Root, d.Path, true)
+	if err != nil {
+		return DirState{}, err
+	}
+	unlock := d.Root.lock(rel)
+	defer unlock()
+	cur, err := d.read(name, rel)
+	if err != nil {
+		return DirState{}, err
+	}
+	if !target.Exists {
+		out := DirState{Path: name, UID: -1, GID: -1}
+		if cur.Exists {
+			out.Diff = fmt.Sprintf("rmdir %s\n", name)
+			if write {
+				_, lrel, err := resolveItem(d.Root, d.Path, false)
+				if err != nil {
+					return DirState{}, err
+				}
+				if err := d.Root.remove(name, lrel); err != nil {
+					return DirState{}, err
+				}
+			}
+		}
+		return out, nil
+	}
+	m, err := planMeta(name, cur.Exists, cur.Mode, cur.UID, cur.GID, target.Mode, target.UID, target.GID, 0o755)
+	if err != nil {
+		return DirState{}, err
+	}
+	out := DirState{Path: name, Exists: true, Mode: m.mode, UID: m.uid, GID: m.gid}
+	if !cur.Exists {
+		out.Diff = fmt.Sprintf("mkdir %s (%04o)\n", name, uint32(m.mode.Perm()))
+	} else {
+		out.Diff = metaDiff(name, cur.Mode, m.mode, cur.UID, cur.GID, m.uid, m.gid)
+	}
+	if !write {
+		return out, nil
+	}
+	if d.Root.afterResolve != nil {
+		d.Root.afterResolve(rel)
+	}
+	if !cur.Exists {
+		if err := d.Root.r.MkdirAll(rel, m.mode&fs.ModePerm); err != nil {
+			return DirState{}, d.Root.fail("mkdir", name, err)
+		}
+		cur.Mode, cur.UID, cur.GID = 0, geteuid(), os.Getegid()
+		if err := d.Root.syncDir(name, path.Dir(rel)); err != nil {
+			return DirState{}, err
+		}
+	}
+	if err := d.Root.setMeta(name, rel, cur.Mode, cur.UID, cur.GID, m); err != nil {
+		return DirState{}, err
+	}
+	return out, nil
+}

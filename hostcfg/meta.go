@@ -1,0 +1,92 @@
+package hostcfg
+
+import (
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// permBits are the mode bits hostcfg manages.
+const permBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// owner returns the numeric owner of fi, or -1s when unknown.
+func owner(fi fs.FileInfo) (int, int) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid), int(st.Gid)
+	}
+	return -1, -1
+}
+
+// geteuid is os.Geteuid, replaceable in tests.
+var geteuid = os.Geteuid
+
+// Ownership is a numeric owner and group of a file.
+type Ownership struct {
+	UID, GID int
+}
+
+// meta is the mode and owner a write gives a file.
+type meta struct {
+	mode     fs.FileMode
+	uid, gid int
+	chown    bool // the owner must be set explicitly
+}
+
+func (m meta) spec() writeSpec {
+	if !m.chown {
+		return writeSpec{mode: m.mode, uid: -1, gid: -1}
+	}
+	return writeSpec{mode: m.mode, uid: m.uid, gid: m.gid}
+}
+
+// planMeta decides the mode and owner of a file from what exists and what
+// the target asks (0 mode and -1 ids mean "keep"); it refuses an owner
+// change without root.
+func planMeta(name string, exists bool, curMode fs.FileMode, curUID, curGID int, mode fs.FileMode, uid, gid int, defMode fs.FileMode) (meta, error) {
+	m := meta{mode: mode, uid: uid, gid: gid}
+	euid, egid := geteuid(), os.Getegid()
+	baseUID, baseGID := euid, egid // what a new file gets
+	if exists {
+		baseUID, baseGID = curUID, curGID
+	}
+	if m.mode == 0 {
+		m.mode = defMode
+		if exists {
+			m.mode = curMode
+		}
+	}
+	if m.uid < 0 {
+		m.uid = baseUID
+	}
+	if m.gid < 0 {
+		m.gid = baseGID
+	}
+	// Keeping the owner of an existing file through a rewrite needs an
+	// explicit chown too, which only root may do for another owner.
+	m.chown = m.uid != euid || m.gid != egid
+	if (m.uid != baseUID || m.gid != baseGID) && euid != 0 {
+		return meta{}, &PathError{Op: "chown", Path: name, Err: ErrNeedRoot}
+	}
+	if m.chown && euid != 0 && m.uid != euid {
+		// Not root and the file belongs to someone else: a rewrite makes it
+		// ours; the owner cannot be kept.
+		m.chown = false
+		m.uid, m.gid = euid, egid
+	}
+	return m, nil
+}
+
+// setMeta changes the mode and owner of rel in place.
+func (r *Root) setMeta(name, rel string, curMode fs.FileMode, curUID, curGID int, m meta) error {
+	if curMode != m.mode {
+		if err := r.r.Chmod(rel, m.mode); err != nil {
+			return r.fail("chmod", name, err)
+		}
+	}
+	if curUID != m.uid || curGID != m.gid {
+		if err := r.r.Chown(rel, m.uid, m.gid); err != nil {
+			return r.fail("chown", name, err)
+		}
+	}
+	return nil
+}

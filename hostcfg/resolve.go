@@ -1,0 +1,249 @@
+package hostcfg
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// maxLinks bounds the symbolic links followed while resolving one path.
+const maxLinks = 40
+
+// cleanPath turns an item path into its canonical form "/a/b" (for IDs and
+// messages), resolving "." and ".." lexically. Climbing above the root is
+// an escape.
+func cleanPath(p string) (string, error) {
+	if p == "" || strings.IndexByte(p, 0) >= 0 {
+		return "", &PathError{Op: "resolve", Path: p, Err: ErrInvalidPath}
+	}
+	var stack []string
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if len(stack) == 0 {
+				return "", &EscapeError{Path: p}
+			}
+			stack = stack[:len(stack)-1]
+		default:
+			stack = append(stack, c)
+		}
+	}
+	if len(stack) == 0 {
+		return "", &PathError{Op: "resolve", Path: p, Err: ErrInvalidPath}
+	}
+	return "/" + strings.Join(stack, "/"), nil
+}
+
+// canonical returns the canonical form of p for IDs, or p itself when it is
+// invalid (the error surfaces when the item runs).
+func canonical(p string) string {
+	c, err := cleanPath(p)
+	if err != nil {
+		return p
+	}
+	return c
+}
+
+// resolve returns the root-relative path ("a/b") of name with every
+// symbolic link resolved, the last component too when followLast. Missing
+// components are kept as they are. It refuses escapes with *EscapeError.
+func (r *Root) resolve(name string, followLast bool) (string, error) {
+	rel, _, err := r.resolveInfo(name, followLast)
+	return rel, err
+}
+
+// host returns the host path of a resolved root-relative path.
+func (r *Root) host(rel string) string {
+	if r.dir == "/" {
+		return "/" + rel
+	}
+	return r.dir + "/" + rel
+}
+
+// resolveInfo is resolve that also returns the Lstat of the last component
+// when followLast and it exists (nil otherwise).
+//
+// Resolution looks at the host paths of components already known to be
+// plain directories, one lstat each. It is a check, not the guard: every
+// write then goes through os.Root, which refuses a link swapped in since,
+// and readResolved verifies that it opened the file resolution saw.
+func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, error) {
+	if r == nil || r.r == nil {
+		return "", nil, &ItemError{Item: name, Reason: "nil Root"}
+	}
+	if name == "" || strings.IndexByte(name, 0) >= 0 {
+		return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
+	}
+	comps := strings.Split(name, "/")
+	var stack []string
+	var last fs.FileInfo
+	links := 0
+	missing := false // a component does not exist: the rest cannot be links
+	for len(comps) > 0 {
+		c := comps[0]
+		comps = comps[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) == 0 {
+				return "", nil, &EscapeError{Path: name}
+			}
+			stack = stack[:len(stack)-1]
+			last = nil
+			continue
+		}
+		last = nil
+		if missing || (!followLast && !hasMore(comps)) {
+			stack = append(stack, c)
+			continue
+		}
+		cand := strings.Join(append(stack, c), "/")
+		fi, err := os.Lstat(r.host(cand))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				missing = true
+				stack = append(stack, c)
+				continue
+			}
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: err}
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			stack = append(stack, c)
+			last = fi
+			continue
+		}
+		links++
+		if links > maxLinks {
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrTooManyLinks}
+		}
+		target, err := os.Readlink(r.host(cand))
+		if err != nil {
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: err}
+		}
+		if path.IsAbs(target) {
+			rel, ok := r.inside(target)
+			if !ok {
+				return "", nil, &EscapeError{Path: name, Link: cand, Target: target}
+			}
+			stack = stack[:0]
+			comps = append(strings.Split(rel, "/"), comps...)
+			continue
+		}
+		// A relative target is resolved from the link's directory; check
+		// that it does not climb out before following it.
+		if escapes(stack, target) {
+			return "", nil, &EscapeError{Path: name, Link: cand, Target: target}
+		}
+		comps = append(strings.Split(target, "/"), comps...)
+	}
+	if len(stack) == 0 {
+		return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
+	}
+	rel := strings.Join(stack, "/")
+	if followLast && !missing && last == nil {
+		// The path ended with ".." (from a link target): look at where it
+		// leads.
+		fi, err := os.Lstat(r.host(rel))
+		switch {
+		case err == nil:
+			last = fi
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", nil, &PathError{Op: "resolve", Path: name, Err: err}
+		}
+	}
+	return rel, last, nil
+}
+
+// hasMore reports whether comps holds a component other than "" and ".".
+func hasMore(comps []string) bool {
+	for _, c := range comps {
+		if c != "" && c != "." {
+			return true
+		}
+	}
+	return false
+}
+
+// escapes reports whether the relative link target, read from the
+// directory stack, climbs above the root lexically.
+func escapes(stack []string, target string) bool {
+	depth := len(stack)
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			depth--
+			if depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+// inside maps an absolute host path to a root-relative one when it lies
+// inside the root's directory.
+func (r *Root) inside(abs string) (string, bool) {
+	abs = path.Clean(abs)
+	if r.dir == "/" {
+		return strings.TrimPrefix(abs, "/"), true
+	}
+	if abs == r.dir {
+		return ".", true
+	}
+	if rest, ok := strings.CutPrefix(abs, r.dir+"/"); ok {
+		return rest, true
+	}
+	return "", false
+}
+
+// fail wraps the error of an os.Root operation on rel (resolved from name).
+// When resolving name again shows an escape (a link swapped in after the
+// first resolution), the escape is reported instead.
+func (r *Root) fail(op, name string, err error) error {
+	if _, rerr := r.resolve(name, true); errors.Is(rerr, ErrEscape) {
+		if ee, ok := rerr.(*EscapeError); ok {
+			ee.Err = err
+			return ee
+		}
+		return rerr
+	}
+	return &PathError{Op: op, Path: name, Err: err}
+}
+
+// resolveItem checks an item path and resolves it in root.
+func resolveItem(root *Root, p string, followLast bool) (name, rel string, err error) {
+	name, err = cleanPath(p)
+	if err != nil {
+		return "", "", err
+	}
+	if root == nil || root.r == nil {
+		return "", "", &ItemError{Item: name, Reason: "nil Root"}
+	}
+	rel, err = root.resolve(name, followLast)
+	return name, rel, err
+}
+
+// splitDir returns the directory components of a root-relative path.
+func splitDir(rel string) []string {
+	dir := path.Dir(rel)
+	if dir == "." {
+		return nil
+	}
+	return splitRel(dir)
+}
+
+func splitRel(rel string) []string {
+	var out []string
+	for _, c := range bytes.Split([]byte(rel), []byte("/")) {
+		out = append(out, string(c))
+	}
+	return out
+}
