@@ -48,22 +48,23 @@
 // TargetReconciler keeps one device at its target: it walks the target's
 // stages until a pass changes nothing, coalesces triggers, backs off after
 // failures, honours update locks (ErrLocked) unless forced, and persists
-// the last target in a Store so a restart resumes it. Controller moves
-// many objects through lifecycle states: a Handler returns Transition,
-// Wait, NoChange or Deleted; the queue never runs one object twice at once;
-// every transition is kept in the Store's history and per-state SLAs are
-// watched. MemStore is the in-memory Store.
+// the last target in a Store so a restart resumes it. The controller
+// package moves many objects through lifecycle states on the same Store
+// contract. MemStore is the in-memory Store.
 //
 // # Rollouts
 //
-// A Plan is an ordered list of Commands applied to target nodes, found by
-// discovery; PlanRunner (or a Controller with PlanRunner.Handler) moves it
-// through NewPlan, SchedulableWait, Schedulable and Completed, stores the
-// status after every transition and resumes after a crash without
-// signalling a completed target twice. Plans read and write YAML and JSON
-// in the shape of k0s autopilot plans (PlanDecode).
+// A Plan is an ordered list of Commands applied to target hosts, found by
+// discovery; PlanRunner (or a controller.Controller with controller.Plans)
+// moves it through NewPlan, SchedulableWait, Schedulable and Completed,
+// stores the status after every transition and resumes after a crash
+// without signalling a completed host twice. PlanDocument encodes to and
+// decodes from JSON in the shape of k0s autopilot plans; the autopilot
+// package adds YAML and the host-side signalling.
 //
-// Adapters live in subpackages named after what they wrap (hostcfg for host
-// configuration, docker for containers); convergetest has fakes and a
-// conformance check for users' own items.
+// Other packages: controller (the fleet object controller), autopilot
+// (k0s autopilot plan documents and signalling), hostcfg (host
+// configuration), convergetest (fakes and a conformance check for users'
+// own items), and docker, a module of its own (containers and Compose
+// projects).
 package converge
