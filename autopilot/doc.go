@@ -1,0 +1,13 @@
+// Package autopilot reads and writes rollout plans in the shape of k0s
+// autopilot Plan documents and signals the hosts the plans update.
+//
+// Decode turns a YAML or JSON document (spec.commands[i].<kind>,
+// status.commands[i]...) into a converge.PlanDocument, strictly: unknown
+// fields, repeated keys and bad values are errors naming the field. The
+// root package's converge.PlanRunner then runs the plan; CommandHandler is
+// the converge.CommandHandler that runs a command by signalling hosts
+// through a Sender: it discovers and checks the hosts of each group,
+// signals them group by group within the group's concurrency limit, and
+// reads back what each host reported. Bus is the in-process Sender for
+// tests, examples and programs whose hosts live in the same process.
+package autopilot

@@ -1,0 +1,20 @@
+// Package controller moves many objects of one kind through lifecycle
+// states: the fleet controller of converge.
+//
+// A Handler looks at one Object (its key, State, data and the intents
+// others queued for it) and returns a Result: Transition to a next state
+// (the handler runs again at once), Wait with a reason, NoChange, or
+// Deleted; an error means "retry with backoff". Only the handler changes an
+// object's state; everyone else queues intents with Controller.Request or
+// asks for a run with Controller.Enqueue. One handler runs per object at a
+// time and Config.Workers objects in parallel; a periodic pass (with
+// jitter) looks at every object again. Every transition is stored with its
+// time in the converge.Store's history, states may carry an SLA (see
+// Controller.AboveSLA), and Metrics receives per-state measurements.
+//
+// Several controllers (replicas) may share one durable Store: with
+// Config.Owner set, each claims an object before handling it.
+//
+// Plans of the root package run as objects too: Plans returns the Handler
+// and PlanObject the state and data to Add.
+package controller
