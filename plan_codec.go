@@ -7,15 +7,13 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // PlanDocument is a plan with its status, in the shape of a k0s autopilot
 // Plan object: `spec.commands[i].<kind>` and `status.commands[i]`. It encodes
-// to JSON with encoding/json and to YAML with sigs.k8s.io/yaml.Marshal (the
-// JSON tags drive both); decode it with PlanDecode, which accepts either and
-// names the culprit of a decode error. The zero value is an empty plan with no
+// to JSON with encoding/json and decodes from it strictly, naming the
+// culprit of a decode error (see UnmarshalJSON); the autopilot package
+// reads and writes it as YAML too. The zero value is an empty plan with no
 // status.
 type PlanDocument struct {
 	APIVersion string        `json:"apiVersion,omitempty"`
@@ -71,21 +69,12 @@ const (
 // body (airgapupdate `workers:`).
 var planInlineGroups = map[string]bool{"controllers": true, "workers": true}
 
-// PlanDecode decodes a plan document from YAML or JSON and validates its
-// spec. Timestamps are read in UTC. Errors are a *PlanDecodeError naming the command index and the field
-// (for bad syntax, types, unknown fields) or a *PlanFieldError (for a plan that
-// decodes but cannot run).
-func PlanDecode(data []byte) (*PlanDocument, error) {
-	j := data
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
-		// YAML (JSON is YAML too, but a JSON object skips the conversion).
-		var err error
-		if j, err = yaml.YAMLToJSON(data); err != nil {
-			return nil, &PlanDecodeError{Command: -1, Err: err}
-		}
-	}
+// decodePlan decodes a plan document from JSON (as the runner stores it)
+// and validates its spec. Errors are a *PlanDecodeError naming the command
+// index and the field, or a *PlanFieldError.
+func decodePlan(data []byte) (*PlanDocument, error) {
 	var doc PlanDocument
-	if err := json.Unmarshal(j, &doc); err != nil {
+	if err := json.Unmarshal(data, &doc); err != nil {
 		var de *PlanDecodeError
 		if planAsDecodeError(err, &de) {
 			return nil, de

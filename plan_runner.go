@@ -171,7 +171,7 @@ func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64,
 	if err != nil {
 		return nil, 0, err
 	}
-	doc, err := PlanDecode(rec.Value)
+	doc, err := decodePlan(rec.Value)
 	if err != nil {
 		return nil, 0, fmt.Errorf("converge: stored plan %q: %w", id, err)
 	}

@@ -75,7 +75,7 @@ func TestPlanControllerAutopilot(t *testing.T) {
 		obj, ok := p.ctrl.Get("id123")
 		require.True(t, ok)
 		assert.Equal(t, controller.State("Completed"), obj.State)
-		doc, err := converge.PlanDecode(obj.Data)
+		doc, err := autopilot.Decode(obj.Data)
 		require.NoError(t, err)
 		assert.Equal(t, converge.PlanCompleted, doc.Status.State)
 		assert.Equal(t, []converge.PlanState{converge.PlanCompleted, converge.PlanCompleted}, planCmdStates(doc.Status))
@@ -163,7 +163,7 @@ func TestPlanObjectData(t *testing.T) {
 	state, data, err := controller.PlanObject(doc)
 	require.NoError(t, err)
 	assert.Equal(t, controller.State("SchedulableWait"), state)
-	back, err := converge.PlanDecode(data)
+	back, err := autopilot.Decode(data)
 	require.NoError(t, err)
 	assert.Equal(t, doc, back)
 

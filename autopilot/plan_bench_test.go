@@ -75,7 +75,7 @@ func BenchmarkPlanDecode(b *testing.B) {
 	}
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if _, err := converge.PlanDecode(data); err != nil {
+		if _, err := autopilot.Decode(data); err != nil {
 			b.Fatal(err)
 		}
 	}

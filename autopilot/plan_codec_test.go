@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 )
 
 // planStripComments drops the comment lines of a YAML file.
@@ -37,7 +38,7 @@ func TestPlanCodecRoundTrip(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			in := planLoad(t, f)
-			doc, err := converge.PlanDecode(in)
+			doc, err := autopilot.Decode(in)
 			require.NoError(t, err)
 
 			y, err := yaml.Marshal(doc)
@@ -47,13 +48,13 @@ func TestPlanCodecRoundTrip(t *testing.T) {
 				// keys sorted: they come back byte for byte.
 				assert.Equal(t, planStripComments(in), string(y))
 			}
-			back, err := converge.PlanDecode(y)
+			back, err := autopilot.Decode(y)
 			require.NoError(t, err)
 			assert.Equal(t, doc, back)
 
 			j, err := json.Marshal(doc)
 			require.NoError(t, err)
-			back, err = converge.PlanDecode(j)
+			back, err = autopilot.Decode(j)
 			require.NoError(t, err)
 			assert.Equal(t, doc, back)
 		})
@@ -125,7 +126,7 @@ status:
       controllers:
       - {name: c0, state: SignalFailed, reason: disk full, attempt: 2, lastUpdatedTimestamp: "2026-01-02T03:04:06+02:00"}
 `
-	doc, err := converge.PlanDecode([]byte(in))
+	doc, err := autopilot.Decode([]byte(in))
 	require.NoError(t, err)
 	cmd := doc.Spec.Commands[0]
 	assert.Equal(t, time.Hour, cmd.Timeout)
@@ -203,7 +204,7 @@ func TestPlanDecodeErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			doc, err := converge.PlanDecode([]byte(tc.in))
+			doc, err := autopilot.Decode([]byte(tc.in))
 			require.Error(t, err)
 			assert.Nil(t, doc)
 			require.ErrorIs(t, err, tc.is)
@@ -272,7 +273,7 @@ func FuzzPlanDecode(f *testing.F) {
 	f.Add([]byte("spec: {id: p, commands: [{u: {x: 1e3, targets: {g: {order: 2, discovery: {selector: {}}}}}}]}"))
 	f.Add([]byte("spec: {id: p, commands: [{u: {timeout: 1m, targets: {g: {discovery: {function: edge}, limits: {concurrent: 3}}}}}]}"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		doc, err := converge.PlanDecode(in)
+		doc, err := autopilot.Decode(in)
 		if err != nil {
 			var de *converge.PlanDecodeError
 			var se *converge.PlanFieldError
@@ -285,7 +286,7 @@ func FuzzPlanDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode JSON: %v", err)
 		}
-		back, err := converge.PlanDecode(j)
+		back, err := autopilot.Decode(j)
 		if err != nil {
 			t.Fatalf("decode own JSON %s: %v", j, err)
 		}
@@ -300,7 +301,7 @@ func FuzzPlanDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode YAML: %v", err)
 		}
-		back, err = converge.PlanDecode(y)
+		back, err = autopilot.Decode(y)
 		if err != nil {
 			t.Fatalf("decode own YAML %s: %v", y, err)
 		}
@@ -312,4 +313,19 @@ func FuzzPlanDecode(f *testing.F) {
 			t.Fatalf("YAML round trip differs:\n%s\n%s", j, j3)
 		}
 	})
+}
+
+// TestEncodeRoundTrip checks that Encode writes YAML that Decode reads back
+// to the same document.
+func TestEncodeRoundTrip(t *testing.T) {
+	for _, path := range []string{"testdata/plan/autopilot-plan.yaml", "testdata/plan/autopilot-status.yaml", "testdata/plan/k0s-shape.yaml"} {
+		t.Run(path, func(t *testing.T) {
+			doc := planDoc(t, path)
+			out, err := autopilot.Encode(doc)
+			require.NoError(t, err)
+			back, err := autopilot.Decode(out)
+			require.NoError(t, err)
+			assert.Equal(t, doc, back)
+		})
+	}
 }

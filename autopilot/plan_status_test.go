@@ -211,7 +211,7 @@ func TestPlanNamedDiscovery(t *testing.T) {
 		store := converge.NewMemStore()
 		r, err := converge.NewPlanRunner(store, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
 		require.NoError(t, err)
-		doc, err := converge.PlanDecode([]byte("spec: {id: p1, commands: [{update: {targets: {workers: {discovery: {function: edge}}}}}]}"))
+		doc, err := autopilot.Decode([]byte("spec: {id: p1, commands: [{update: {targets: {workers: {discovery: {function: edge}}}}}]}"))
 		require.NoError(t, err)
 		assert.Equal(t, "edge", doc.Spec.Commands[0].Targets[0].Discovery.Function)
 		require.NoError(t, r.Create(context.Background(), doc))
@@ -281,9 +281,9 @@ func TestPlanSignalBus(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// ExamplePlanRunner_Run runs a two-command plan over an in-process signal
+// Example runs a two-command plan over an in-process signal
 // bus whose nodes answer at once, and prints the final status as YAML.
-func ExamplePlanRunner_Run() {
+func Example() {
 	bus := autopilot.NewBus(
 		autopilot.Host{Name: "controller0", Kind: "controller", Platform: "linux-amd64"},
 		autopilot.Host{Name: "worker0", Kind: "worker", Platform: "linux-amd64"},
@@ -300,7 +300,7 @@ func ExamplePlanRunner_Run() {
 	if err != nil {
 		panic(err)
 	}
-	doc, err := converge.PlanDecode([]byte(`
+	doc, err := autopilot.Decode([]byte(`
 spec:
   id: id123
   commands:

@@ -37,7 +37,7 @@ func planLoad(t *testing.T, path string) []byte {
 }
 func planDoc(t *testing.T, path string) *converge.PlanDocument {
 	t.Helper()
-	doc, err := converge.PlanDecode(planLoad(t, path))
+	doc, err := autopilot.Decode(planLoad(t, path))
 	require.NoError(t, err)
 	return doc
 }

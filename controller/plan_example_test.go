@@ -38,7 +38,7 @@ func ExamplePlans() {
 	if err != nil {
 		panic(err)
 	}
-	doc, err := converge.PlanDecode([]byte(`
+	doc, err := autopilot.Decode([]byte(`
 spec:
   id: rollout-1
   commands:

@@ -77,7 +77,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	doc, err := converge.PlanDecode([]byte(planYAML))
+	doc, err := autopilot.Decode([]byte(planYAML))
 	if err != nil {
 		return err
 	}
