@@ -9,10 +9,6 @@ import (
 	"time"
 )
 
-// DefaultParallelism is the number of items a walk runs at once when
-// Config.Parallelism is zero.
-const DefaultParallelism = 8
-
 // ConfigError names a configuration field that is out of range.
 type ConfigError struct {
 	Field  string

@@ -10,17 +10,8 @@ import (
 	"time"
 )
 
-// Defaults of PlanConfig.
-const (
-	// PlanDefaultPollInterval is how long a runner waits before looking at a
-	// plan again when a step changed nothing (targets are still working).
-	PlanDefaultPollInterval = time.Second
-	// PlanDefaultLeaseTTL is how long a runner's claim on a plan lasts
-	// without renewal; a crashed runner's plan is taken over after it.
-	PlanDefaultLeaseTTL = 30 * time.Second
-	// PlanKeyPrefix prefixes the Store key of every plan: "plan/<id>".
-	PlanKeyPrefix = "plan/"
-)
+// PlanKeyPrefix prefixes the Store key of every plan: "plan/<id>".
+const PlanKeyPrefix = "plan/"
 
 // PlanConfig tunes a PlanRunner. The zero value has no handlers (every plan
 // fails with ErrPlanUnknownCommand), no timeouts, PlanDefaultPollInterval,

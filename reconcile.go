@@ -33,16 +33,6 @@ type TargetStage struct {
 // yields graphs can be a target this way.
 type TargetBuildFunc[T any] func(ctx context.Context, target T) ([]TargetStage, error)
 
-// Target reconciler defaults.
-const (
-	// TargetDefaultMaxRounds bounds the walks of one stage in one pass when
-	// TargetConfig.MaxRounds is zero.
-	TargetDefaultMaxRounds = 10
-	// TargetDefaultName is the name the last target is stored under when
-	// TargetConfig.Name is empty.
-	TargetDefaultName = "target"
-)
-
 // TargetStageError is the error of a pass that failed in one stage: the
 // stages after it did not run. It wraps the stage's error (the walk's
 // aggregated item errors, a build error, or ErrTargetNotSettled when its

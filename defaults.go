@@ -1,0 +1,24 @@
+package converge
+
+import "time"
+
+// Defaults of the zero fields of Config, TargetConfig and PlanConfig.
+const (
+	// DefaultParallelism is the number of items a walk runs at once when
+	// Config.Parallelism is zero.
+	DefaultParallelism = 8
+
+	// TargetDefaultMaxRounds bounds the walks of one stage in one pass when
+	// TargetConfig.MaxRounds is zero.
+	TargetDefaultMaxRounds = 10
+	// TargetDefaultName is the name the last target is stored under when
+	// TargetConfig.Name is empty.
+	TargetDefaultName = "target"
+
+	// PlanDefaultPollInterval is how long a runner waits before looking at a
+	// plan again when a step changed nothing (targets are still working).
+	PlanDefaultPollInterval = time.Second
+	// PlanDefaultLeaseTTL is how long a runner's claim on a plan lasts
+	// without renewal; a crashed runner's plan is taken over after it.
+	PlanDefaultLeaseTTL = 30 * time.Second
+)
