@@ -3,10 +3,15 @@ package converge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/convergekit/converge/internal/strictjson"
 )
 
 // PlanDocument is a plan with its status, in the shape of a k0s autopilot
@@ -110,6 +115,30 @@ func planDecodeErr(cmd int, path string, err error) error {
 	return &PlanDecodeError{Command: cmd, Field: path, Err: err}
 }
 
+// planCommandIndex matches the command index at the start of a path.
+var planCommandIndex = regexp.MustCompile(`^(?:spec|status)\.commands\[(\d+)\]`)
+
+// planCheck rejects a document with a repeated key (anywhere in it) or data
+// after it, before any decoding: encoding/json would keep the last of a
+// repeated key silently. The error names the repeated key's path and, when
+// the key is inside a command, the command's index.
+func planCheck(b []byte, path string) error {
+	err := strictjson.Check(b)
+	var se *strictjson.Error
+	if !errors.As(err, &se) {
+		return nil // syntax errors are reported by the decoding that follows
+	}
+	field := se.Path
+	if path != "" {
+		field = planJoin(path, se.Path)
+	}
+	cmd := -1
+	if m := planCommandIndex.FindStringSubmatch(field); m != nil {
+		cmd, _ = strconv.Atoi(m[1])
+	}
+	return &PlanDecodeError{Command: cmd, Field: field, Err: se.Err}
+}
+
 // planDecodeValue decodes raw into v, naming path on error.
 func planDecodeValue(raw json.RawMessage, v any, cmd int, path string) error {
 	if err := json.Unmarshal(raw, v); err != nil {
@@ -165,6 +194,9 @@ func planIsNull(raw json.RawMessage) bool {
 // UnmarshalJSON decodes a plan document strictly (unknown fields are errors,
 // except inside metadata).
 func (d *PlanDocument) UnmarshalJSON(b []byte) error {
+	if err := planCheck(b, ""); err != nil {
+		return err
+	}
 	var doc PlanDocument
 	err := planDecodeObject(b, -1, "", map[string]func(json.RawMessage) error{
 		"apiVersion": func(r json.RawMessage) error { return planDecodeValue(r, &doc.APIVersion, -1, "apiVersion") },
@@ -207,7 +239,12 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes the `spec` of a document; errors are
 // *PlanDecodeError.
-func (p *Plan) UnmarshalJSON(b []byte) error { return p.decode(b, "") }
+func (p *Plan) UnmarshalJSON(b []byte) error {
+	if err := planCheck(b, ""); err != nil {
+		return err
+	}
+	return p.decode(b, "")
+}
 
 func (p *Plan) decode(b []byte, path string) error {
 	var plan Plan
@@ -282,7 +319,12 @@ func (t CommandTargets) encode() map[string]any {
 
 // UnmarshalJSON decodes one command; errors are *PlanDecodeError (with
 // Command -1, since the index is known only to the plan).
-func (c *Command) UnmarshalJSON(b []byte) error { return c.decode(b, -1, "") }
+func (c *Command) UnmarshalJSON(b []byte) error {
+	if err := planCheck(b, ""); err != nil {
+		return err
+	}
+	return c.decode(b, -1, "")
+}
 
 func (c *Command) decode(b []byte, idx int, path string) error {
 	var outer map[string]json.RawMessage
@@ -474,7 +516,12 @@ func (s PlanStatus) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes the `status` of a document; errors are
 // *PlanDecodeError.
-func (s *PlanStatus) UnmarshalJSON(b []byte) error { return s.decode(b, "") }
+func (s *PlanStatus) UnmarshalJSON(b []byte) error {
+	if err := planCheck(b, ""); err != nil {
+		return err
+	}
+	return s.decode(b, "")
+}
 
 func (s *PlanStatus) decode(b []byte, path string) error {
 	var st PlanStatus
@@ -521,7 +568,12 @@ func (s CommandStatus) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes the status of one command; errors are
 // *PlanDecodeError.
-func (s *CommandStatus) UnmarshalJSON(b []byte) error { return s.decode(b, -1, "") }
+func (s *CommandStatus) UnmarshalJSON(b []byte) error {
+	if err := planCheck(b, ""); err != nil {
+		return err
+	}
+	return s.decode(b, -1, "")
+}
 
 func (s *CommandStatus) decode(b []byte, idx int, path string) error {
 	var cs CommandStatus
@@ -590,7 +642,12 @@ func planFastTargets(raw json.RawMessage) ([]PlanTargetStatus, bool) {
 
 // UnmarshalJSON decodes the status of one target; errors are
 // *PlanDecodeError.
-func (t *PlanTargetStatus) UnmarshalJSON(b []byte) error { return t.decode(b, -1, "") }
+func (t *PlanTargetStatus) UnmarshalJSON(b []byte) error {
+	if err := planCheck(b, ""); err != nil {
+		return err
+	}
+	return t.decode(b, -1, "")
+}
 
 func (t *PlanTargetStatus) decode(b []byte, idx int, path string) error {
 	var ts PlanTargetStatus

@@ -12,8 +12,9 @@ import (
 
 // Decode decodes a plan document from YAML or JSON and validates its spec.
 // Timestamps are read in UTC. Decoding is strict: unknown fields (outside
-// metadata), repeated keys, values of the wrong type and data after the
-// document are errors. Errors are a *converge.PlanDecodeError naming the
+// metadata), repeated keys (in JSON, named by their path; in YAML, by the
+// YAML reader with the key and its line), values of the wrong type and data
+// after the document are errors. Errors are a *converge.PlanDecodeError naming the
 // command index and the field (it matches converge.ErrPlanDecode), or a
 // *converge.PlanFieldError for a plan that decodes but cannot run.
 func Decode(data []byte) (*converge.PlanDocument, error) {
@@ -21,7 +22,7 @@ func Decode(data []byte) (*converge.PlanDocument, error) {
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 		// YAML (JSON is YAML too, but a JSON object skips the conversion).
 		var err error
-		if j, err = yaml.YAMLToJSON(data); err != nil {
+		if j, err = yaml.YAMLToJSONStrict(data); err != nil {
 			return nil, &converge.PlanDecodeError{Command: -1, Err: err}
 		}
 	}

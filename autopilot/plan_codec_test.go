@@ -329,3 +329,38 @@ func TestEncodeRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeRejectsDuplicateKeys checks that a key repeated anywhere in a
+// plan document is an error naming the key (encoding/json alone would keep
+// the last one).
+func TestDecodeRejectsDuplicateKeys(t *testing.T) {
+	const cmd = `{"k0supdate":{"version":"v1","targets":{"workers":{"discovery":{"static":{"nodes":["w0"]}}}}}}`
+	tests := []struct {
+		name, in, field string
+		command         int
+	}{
+		{"top", `{"spec":{"id":"p1","commands":[` + cmd + `]},"spec":{}}`, "spec", -1},
+		{"spec", `{"spec":{"id":"p1","id":"p2","commands":[` + cmd + `]}}`, "spec.id", -1},
+		{"command body", `{"spec":{"id":"p1","commands":[{"k0supdate":{"version":"v1","version":"v2"}}]}}`, "spec.commands[0].k0supdate.version", 0},
+		{"status command", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","state":"Completed"}]}}`, "status.commands[0].state", 0},
+		{"target status", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","k0supdate":{"workers":[{"name":"w0","name":"w1"}]}}]}}`, "status.commands[0].k0supdate.workers[0].name", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := autopilot.Decode([]byte(tt.in))
+			require.ErrorIs(t, err, converge.ErrPlanDecode)
+			var de *converge.PlanDecodeError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, tt.field, de.Field)
+			assert.Equal(t, tt.command, de.Command)
+			assert.Contains(t, err.Error(), tt.field)
+			assert.Contains(t, err.Error(), "duplicate key")
+		})
+	}
+	t.Run("yaml", func(t *testing.T) {
+		// The strict YAML reader refuses a repeated mapping key itself, naming it.
+		_, err := autopilot.Decode([]byte("spec:\n  id: p1\n  id: p2\n  commands: [{update: {version: v1}}]\n"))
+		require.ErrorIs(t, err, converge.ErrPlanDecode)
+		assert.Contains(t, err.Error(), `"id"`)
+	})
+}
