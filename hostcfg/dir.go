@@ -61,7 +61,7 @@ func (d *Dir) read(name, rel string) (DirState, error) {
 		return DirState{}, d.Root.fail("stat", name, err)
 	}
 	if !fi.IsDir() {
-		return DirState{}, &PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(fi.Mode()))}
+		return DirState{}, wrongType("stat", name, fi.Mode())
 	}
 	uid, gid := owner(fi)
 	return DirState{Path: name, Exists: true, Mode: fi.Mode() & permBits, UID: uid, GID: gid}, nil

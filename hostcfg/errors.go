@@ -93,6 +93,12 @@ func (e *ItemError) Error() string {
 // Is makes ItemError match ErrInvalidItem.
 func (e *ItemError) Is(target error) bool { return target == ErrInvalidItem }
 
+// wrongType is the error of op on name finding a file of mode m where
+// another kind of file is needed. It matches ErrWrongType.
+func wrongType(op, name string, m fs.FileMode) error {
+	return &PathError{Op: op, Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(m))}
+}
+
 // kindOf names the kind of file a mode describes.
 func kindOf(m fs.FileMode) string {
 	switch {

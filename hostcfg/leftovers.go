@@ -33,11 +33,7 @@ func (r *Root) leftovers(rel string) []string {
 }
 
 func (r *Root) listTemps(dir string) []string {
-	d := strings.TrimSuffix(dir, "/")
-	if d == "" {
-		d = "."
-	}
-	f, err := r.r.Open(d)
+	f, err := r.r.Open(dirName(dir))
 	if err != nil {
 		return []string{}
 	}

@@ -3,7 +3,6 @@ package hostcfg
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -53,7 +52,7 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 		return name, rel, fileInfo{}, nil
 	}
 	if !seen.Mode().IsRegular() {
-		return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(seen.Mode()))}
+		return "", "", fileInfo{}, wrongType("read", name, seen.Mode())
 	}
 	f, err := os.OpenFile(r.host(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err == nil {
@@ -83,7 +82,7 @@ func readOpen(name string, f *os.File) (fileInfo, error) {
 		return fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
 	}
 	if !st.Mode().IsRegular() {
-		return fileInfo{}, &PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(st.Mode()))}
+		return fileInfo{}, wrongType("read", name, st.Mode())
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(st.Size()) + 512)

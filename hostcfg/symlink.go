@@ -2,8 +2,6 @@ package hostcfg
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,7 +57,7 @@ func (l *Symlink) read(name, rel string) (SymlinkState, error) {
 		return SymlinkState{}, l.Root.fail("stat", name, err)
 	}
 	if fi.Mode()&fs.ModeSymlink == 0 {
-		return SymlinkState{}, &PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w: %s is a %s", ErrWrongType, name, kindOf(fi.Mode()))}
+		return SymlinkState{}, wrongType("stat", name, fi.Mode())
 	}
 	t, err := l.Root.r.Readlink(rel)
 	if err != nil {
@@ -162,10 +160,7 @@ func (l *Symlink) converge(ctx context.Context, target SymlinkState, write bool)
 	if l.Root.afterResolve != nil {
 		l.Root.afterResolve(rel)
 	}
-	dir, base := path.Split(rel)
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := dir + "." + base + tempMarker + hex.EncodeToString(rnd[:])
+	dir, tmp := tempName(rel)
 	if err := l.Root.r.Symlink(target.Target, tmp); err != nil {
 		return SymlinkState{}, l.Root.fail("symlink", name, err)
 	}

@@ -16,6 +16,16 @@ import (
 // ".<base>" + tempMarker + random hex, next to the file it replaces.
 const tempMarker = ".hostcfg-tmp-"
 
+// tempName returns the directory of rel (as path.Split gives it) and a
+// new name for a temporary file next to rel:
+// <dir>.<base><tempMarker><random hex>.
+func tempName(rel string) (dir, tmp string) {
+	dir, base := path.Split(rel)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return dir, dir + "." + base + tempMarker + hex.EncodeToString(rnd[:])
+}
+
 // writeSpec says how writeAtomic creates a file.
 type writeSpec struct {
 	mode     fs.FileMode
@@ -33,10 +43,7 @@ func (r *Root) writeAtomic(ctx context.Context, name, rel string, data []byte, s
 	if r.afterResolve != nil {
 		r.afterResolve(rel)
 	}
-	dir, base := path.Split(rel)
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := dir + "." + base + tempMarker + hex.EncodeToString(rnd[:])
+	dir, tmp := tempName(rel)
 	f, err := r.r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, spec.mode&fs.ModePerm)
 	if err != nil {
 		return r.fail("write", name, err)
@@ -90,11 +97,7 @@ func (r *Root) writeAtomic(ctx context.Context, name, rel string, data []byte, s
 
 // syncDir fsyncs a directory so that a rename or removal in it is durable.
 func (r *Root) syncDir(name, dir string) error {
-	dir = strings.TrimSuffix(dir, "/")
-	if dir == "" {
-		dir = "."
-	}
-	d, err := r.r.Open(dir)
+	d, err := r.r.Open(dirName(dir))
 	if err != nil {
 		return r.fail("sync dir", name, err)
 	}
@@ -103,6 +106,16 @@ func (r *Root) syncDir(name, dir string) error {
 		return &PathError{Op: "sync dir", Path: name, Err: err}
 	}
 	return nil
+}
+
+// dirName turns a directory as path.Split returns it ("a/b/", or "" for
+// the root) into a name os.Root opens ("a/b", or ".").
+func dirName(dir string) string {
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	return dir
 }
 
 // remove removes the file at rel (a file or an empty directory); a missing
