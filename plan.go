@@ -16,7 +16,7 @@ import (
 type PlanState string
 
 // The core states and the error states that the built-in machinery and
-// CommandSignalHandler use. The string values are stable: they are written to
+// autopilot.CommandHandler use. The string values are stable: they are written to
 // status documents and stores.
 const (
 	// PlanNewPlan fills the status of every command (discovering targets).
@@ -184,11 +184,11 @@ type CommandDiscovery struct {
 	// Selector selects nodes by labels and fields; the handler resolves it.
 	Selector *CommandSelector
 	// Function names a discovery function the handler knows (see
-	// CommandSignalHandler.Discover); documents write it as
+	// autopilot.CommandHandler.Discover); documents write it as
 	// `discovery: {function: <name>}`.
 	Function string
 	// Func discovers the nodes. It cannot be written to documents, so
-	// PlanRunner.Create and PlanObjectData reject a plan that uses it: use
+	// PlanRunner.Create and PlanDocument.Validate reject a plan that uses it: use
 	// Function for plans that are stored.
 	Func CommandDiscoverFunc
 }

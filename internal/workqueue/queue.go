@@ -22,7 +22,7 @@ import (
 //     Forget resets (call it after a success).
 //
 // Keys are handed out in the order they became ready. The zero value is not
-// usable; call NewQueue. A Queue must be shut down to release its timer
+// usable; call New. A Queue must be shut down to release its timer
 // goroutine.
 type Queue[E any] struct {
 	backoff converge.Backoff
