@@ -137,4 +137,8 @@ var (
 	// key or owner, a non-positive lease duration, a value that is not
 	// valid JSON).
 	ErrStoreInvalid = errors.New("converge: invalid store request")
+	// ErrSealed means a stored value is sealed and cannot be opened: the
+	// store has no Sealer, or the value was sealed with another key or
+	// altered.
+	ErrSealed = errors.New("converge: sealed value cannot be opened")
 )

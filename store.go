@@ -74,6 +74,13 @@ type StoreRecord struct {
 	// Value is the record's JSON document. Callers must not modify a Value
 	// they got from a store.
 	Value json.RawMessage
+	// Token, when not zero on a write, fences it: Put succeeds only while
+	// the lease with this token (Lease.Token) is the current, unexpired
+	// lease on Key, and fails with ErrLeaseLost otherwise, writing
+	// nothing. A writer that lost its lease (it paused longer than the
+	// lease, and another owner took the key) can thus not overwrite the
+	// new owner's work. Stores return records with Token zero.
+	Token uint64
 }
 
 // HistoryEntry is one stored transition of a record's state. From is empty
@@ -94,6 +101,39 @@ type Lease struct {
 	Owner   string    `json:"owner"`
 	Expires time.Time `json:"expires"`
 	Token   uint64    `json:"token"`
+}
+
+// Retention bounds the history a Store keeps per key. Stores apply it
+// when they append to a key's history; History returns what is kept,
+// oldest first, so the newest entries are always there.
+type Retention struct {
+	// Entries is the most entries kept per key (the newest ones); 0 means
+	// DefaultHistoryEntries and a negative value keeps every entry.
+	Entries int
+	// Age, when positive, also drops the entries older than Age (by
+	// HistoryEntry.At, against the store's clock), but never the newest
+	// entry of a key. 0 keeps entries whatever their age.
+	Age time.Duration
+}
+
+// Sealer encrypts stored values at rest. A Store given a Sealer seals
+// every record value and every target before it writes them, and opens
+// them when it reads them; keys, versions, history entries, leases and
+// due times stay in clear, so they must never carry a secret.
+//
+// Seal must bind the sealed value to key (as associated data), so that a
+// value moved to another key fails to open. A sealed value must start with
+// a zero byte, which no JSON document does: a store without a Sealer (or
+// with a Sealer, reading a value written before sealing was turned on)
+// tells a sealed value from a clear one by that byte. A store without a
+// Sealer refuses a sealed value with an error matching ErrSealed. Open
+// fails with an error matching ErrSealed when the value was sealed with
+// another key or was altered.
+//
+// NewAESGCMSealer returns the Sealer on AES-GCM from the standard library.
+type Sealer interface {
+	Seal(key string, plain []byte) ([]byte, error)
+	Open(key string, sealed []byte) ([]byte, error)
 }
 
 // Store is where reconcile loops and plans keep what must survive a restart:
@@ -137,6 +177,52 @@ type Store interface {
 	// Release gives the key of lease back. It fails with ErrLeaseLost when
 	// the lease is no longer the current one for its key.
 	Release(ctx context.Context, lease Lease) error
+}
+
+// Queue is a Store that is also a durable work queue over its records,
+// for several processes sharing one store (controller replicas): every
+// record has a due time, and ClaimDue hands the due records to one owner
+// at a time, in batches, with a lease each. The controller uses it when
+// its Config.Owner is set; MemStore and the durable stores implement it.
+//
+// A record is due at once when it is created, and again when Schedule or
+// Finish says so. A claimed record is not due (and not claimable) until
+// its lease is finished with Finish, or expires: the records of an owner
+// that died are taken over once their leases run out.
+type Queue interface {
+	Store
+	// Schedule makes key due at at, or keeps it due earlier if it already
+	// is (a time in the past means at once). It works while the key is
+	// claimed: Finish then keeps the earlier time. A key that is not
+	// stored fails with ErrStoreNotFound.
+	Schedule(ctx context.Context, key string, at time.Time) error
+	// ClaimDue leases to owner, for ttl, at most limit records under
+	// prefix that are due and not leased by anyone (or whose lease
+	// expired), the earliest due first, and returns them with their
+	// leases. Records that a concurrent ClaimDue is taking are skipped,
+	// never waited for. It returns an empty slice when nothing is due.
+	ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]Claimed, error)
+	// Finish ends a lease taken by ClaimDue (or Claim): it makes the key
+	// due at next (the zero time: not due until scheduled), unless
+	// Schedule made it due earlier meanwhile, and releases the lease, in
+	// one atomic write. It fails with ErrLeaseLost, changing nothing, when
+	// the lease is no longer the current one.
+	Finish(ctx context.Context, lease Lease, next time.Time) error
+	// Watch calls fn with the key of every record under prefix that is
+	// created, written, deleted or scheduled, by this process or another
+	// one sharing the store, until ctx ends or stop is called. It returns
+	// once the watch is in place, so no change after it returns is missed.
+	// Calls are serial and may be coalesced; fn("") means changes were
+	// dropped (the watcher fell behind): look at everything again. fn must
+	// not block for long. stop ends the watch and returns once fn is no
+	// longer called.
+	Watch(ctx context.Context, prefix string, fn func(key string)) (stop func(), err error)
+}
+
+// Claimed is one record taken by Queue.ClaimDue, with its lease.
+type Claimed struct {
+	Record StoreRecord
+	Lease  Lease
 }
 
 // MemStore is the in-memory Store: fast, safe for concurrent use, and lost
