@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -214,4 +215,51 @@ func tos(hist []converge.HistoryEntry) []string {
 		out = append(out, h.To)
 	}
 	return out
+}
+
+// TestConcurrentWriters has many writers race on one key, so their writes
+// share commits: exactly one wins each version, the others get a
+// *StoreVersionError, and history holds exactly the winners' entries.
+func TestConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, tempPath(t), boltstore.Options{Retention: converge.Retention{Entries: -1}})
+	const writers, rounds = 8, 20
+	var mu sync.Mutex
+	wins := map[uint64]int{}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for range rounds {
+				rec, err := st.Get(ctx, "k")
+				if err != nil && !assert.ErrorIs(t, err, converge.ErrStoreNotFound) {
+					return
+				}
+				v, err := st.Put(ctx, converge.StoreRecord{Key: "k", Version: rec.Version, Value: fmt.Appendf(nil, "%d", w)},
+					converge.HistoryEntry{To: fmt.Sprint(rec.Version + 1)})
+				var ve *converge.StoreVersionError
+				if errors.As(err, &ve) {
+					assert.Greater(t, ve.Have, rec.Version)
+					continue
+				}
+				if assert.NoError(t, err) {
+					mu.Lock()
+					wins[v]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rec, err := st.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, wins, int(rec.Version))
+	for v, n := range wins {
+		assert.Equal(t, 1, n, "version %d written %d times", v, n)
+	}
+	hist, err := st.History(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, hist, int(rec.Version))
+	for i, h := range hist {
+		assert.Equal(t, fmt.Sprint(i+1), h.To)
+	}
 }
