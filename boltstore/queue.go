@@ -105,16 +105,17 @@ func (s *Store) Claim(ctx context.Context, key, owner string, ttl time.Duration)
 	return out.public(key), nil
 }
 
-// end ends the lease l in tx and returns whether it was the current one.
+// end ends the lease l in tx and returns whether it was the current one;
+// when expired is set, a lease past that time is not current either.
 // A record under its key becomes due at the earliest of its due time
 // (Schedule while leased), next (when hasNext) and, when restore is set,
 // the due time it had when claimed.
-func end(tx *bolt.Tx, l converge.Lease, hasNext bool, next int64, restore bool) (bool, error) {
+func end(tx *bolt.Tx, l converge.Lease, hasNext bool, next int64, restore bool, expired *int64) (bool, error) {
 	cur, held, err := getLease(tx, l.Key)
 	if err != nil {
 		return false, err
 	}
-	if !held || cur.token != l.Token || cur.owner != l.Owner {
+	if !held || cur.token != l.Token || cur.owner != l.Owner || (expired != nil && *expired >= cur.expires) {
 		return false, nil
 	}
 	if err := tx.Bucket(bucketLeases).Delete([]byte(l.Key)); err != nil {
@@ -143,7 +144,7 @@ func (s *Store) Release(ctx context.Context, l converge.Lease) error {
 	}
 	var current bool
 	err := s.update(func(tx *bolt.Tx) (err error) {
-		current, err = end(tx, l, false, 0, true)
+		current, err = end(tx, l, false, 0, true, nil)
 		return err
 	})
 	if err != nil {
@@ -156,14 +157,17 @@ func (s *Store) Release(ctx context.Context, l converge.Lease) error {
 	return nil
 }
 
-// Finish implements converge.Queue.
+// Finish implements converge.Queue. A lease that expired is no longer
+// current, even when nobody took the key since: the work it covered may be
+// under way elsewhere.
 func (s *Store) Finish(ctx context.Context, l converge.Lease, next time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	now := nanos(s.now())
 	var current bool
 	err := s.update(func(tx *bolt.Tx) (err error) {
-		current, err = end(tx, l, !next.IsZero(), nanos(next), false)
+		current, err = end(tx, l, !next.IsZero(), nanos(next), false, &now)
 		return err
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -96,20 +97,32 @@ func tempPath(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
 
 func TestConformStore(t *testing.T) {
+	sealer, err := converge.NewAESGCMSealer(make([]byte, 32))
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
 		opts boltstore.Options
 	}{
 		{"plain", boltstore.Options{}},
-		{"retention", boltstore.Options{Retention: converge.Retention{Entries: 10, Age: 1000 * 24 * time.Hour}}},
-		{"sealed", boltstore.Options{Sealer: xorSealer{"k1"}}},
+		{"retention", boltstore.Options{Retention: converge.Retention{Entries: 10, Age: time.Hour}}},
+		{"keep all", boltstore.Options{Retention: converge.Retention{Entries: -1}}},
+		{"sealed", boltstore.Options{Sealer: sealer}},
+		{"test sealer", boltstore.Options{Sealer: xorSealer{"k1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newClock()
-			tc.opts.Now = clk.Now
-			st := openStore(t, tempPath(t), tc.opts)
-			require.NoError(t, convergetest.ConformStore(context.Background(), st, convergetest.StoreConformOptions{Wait: clk.Advance}))
-			require.NoError(t, convergetest.ConformStore(context.Background(), st, convergetest.StoreConformOptions{Prefix: "again/", Wait: clk.Advance}))
+			path := tempPath(t)
+			// In a bubble, Wait is time.Sleep on the fake clock that the
+			// store and the suite both read.
+			synctest.Test(t, func(t *testing.T) {
+				st, err := boltstore.Open(path, tc.opts)
+				require.NoError(t, err)
+				defer st.Close()
+				for _, prefix := range []string{"", "again/"} {
+					require.NoError(t, convergetest.ConformStore(context.Background(), st, convergetest.StoreConformOptions{
+						Prefix: prefix, Wait: time.Sleep,
+					}))
+				}
+			})
 		})
 	}
 }
