@@ -249,7 +249,7 @@ type MemStore struct {
 
 	mu      sync.RWMutex
 	records map[string]memRecord
-	history map[string][]HistoryEntry
+	history map[string]memHistory
 	targets map[string]json.RawMessage
 	leases  map[string]Lease
 	tokens  uint64
@@ -394,6 +394,24 @@ func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryE
 	return next, nil
 }
 
+// memHistory is the kept history of one key. Below the retention's
+// count it is a plain slice; at the count it is a ring whose oldest entry
+// is at start, so that appending to a full history neither allocates nor
+// copies.
+type memHistory struct {
+	buf   []HistoryEntry
+	start int // oldest entry; not 0 only when the ring is full
+}
+
+// ordered returns a copy of h, oldest first.
+func (h memHistory) ordered() []HistoryEntry {
+	if len(h.buf) == 0 {
+		return nil
+	}
+	out := make([]HistoryEntry, 0, len(h.buf))
+	return append(append(out, h.buf[h.start:]...), h.buf[:h.start]...)
+}
+
 // appendHistory appends entries to the history of key and applies the
 // retention. The caller holds s.mu.
 func (s *MemStore) appendHistory(key string, entries []HistoryEntry) {
@@ -401,51 +419,52 @@ func (s *MemStore) appendHistory(key string, entries []HistoryEntry) {
 		return
 	}
 	if s.history == nil {
-		s.history = map[string][]HistoryEntry{}
+		s.history = map[string]memHistory{}
 	}
-	h := s.history[key]
-	if h == nil {
-		// Most records see few transitions: size the first slice exactly.
-		h = make([]HistoryEntry, 0, len(entries))
-	}
-	h = append(h, entries...)
 	keep := s.Retention.Entries
 	if keep == 0 {
 		keep = DefaultHistoryEntries
 	}
-	if keep > 0 && len(h) > keep {
-		drop := len(h) - keep
-		// Let go of the dropped entries' strings; append copies the kept
-		// ones to a new array when this one is full.
-		clear(h[:drop])
-		h = h[drop:]
+	h := s.history[key]
+	if h.buf == nil {
+		// Most records see few transitions: size the first slice exactly.
+		h.buf = make([]HistoryEntry, 0, min(len(entries), max(keep, 1)))
+	}
+	for _, e := range entries {
+		if keep < 0 || len(h.buf) < keep {
+			h.buf = append(h.buf, e)
+			continue
+		}
+		h.buf[h.start] = e
+		h.start = (h.start + 1) % keep
 	}
 	if s.Retention.Age > 0 {
-		h = dropOlder(h, s.now().Add(-s.Retention.Age))
+		h = h.dropOlder(s.now().Add(-s.Retention.Age))
 	}
 	s.history[key] = h
 }
 
-// dropOlder removes the entries of h older than cutoff, but never the
-// newest (last) one.
-func dropOlder(h []HistoryEntry, cutoff time.Time) []HistoryEntry {
-	last := len(h) - 1
+// dropOlder removes the entries older than cutoff, but never the newest
+// one.
+func (h memHistory) dropOlder(cutoff time.Time) memHistory {
+	newest := (h.start + len(h.buf) - 1) % len(h.buf)
 	old := 0
-	for _, e := range h[:last] {
-		if e.At.Before(cutoff) {
+	for i := range h.buf {
+		if i != newest && h.buf[i].At.Before(cutoff) {
 			old++
 		}
 	}
 	if old == 0 {
 		return h
 	}
-	kept := make([]HistoryEntry, 0, len(h)-old)
-	for _, e := range h[:last] {
+	all := h.ordered()
+	kept := make([]HistoryEntry, 0, len(all)-old)
+	for _, e := range all[:len(all)-1] {
 		if !e.At.Before(cutoff) {
 			kept = append(kept, e)
 		}
 	}
-	return append(kept, h[last])
+	return memHistory{buf: append(kept, all[len(all)-1])}
 }
 
 // Delete implements Store. The record's due time goes with it.
@@ -500,7 +519,7 @@ func (s *MemStore) History(ctx context.Context, key string) ([]HistoryEntry, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return slices.Clone(s.history[key]), nil
+	return s.history[key].ordered(), nil
 }
 
 // PutTarget implements Store. It keeps a copy of target (sealed when the
