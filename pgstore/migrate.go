@@ -1,0 +1,137 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migration is one step of the schema. Steps are applied in order, each
+// once, and recorded in the migrations table; never edit a released step,
+// add a new one.
+type migration struct {
+	version int
+	// what names the step in errors, such as "create table records".
+	what string
+	// sql is the step's statements; {schema} is replaced by the quoted
+	// schema name.
+	sql string
+}
+
+// migrations is the schema, oldest step first. Version i is at index i-1.
+var migrations = []migration{
+	{version: 1, what: "create the tables records, history, targets and leases", sql: `
+CREATE TABLE {schema}.records (
+	key         text COLLATE "C" PRIMARY KEY,
+	version     bigint NOT NULL CHECK (version > 0),
+	value       bytea  NOT NULL,
+	due_at      timestamptz,
+	claimed_due timestamptz
+);
+CREATE INDEX records_ready ON {schema}.records ((least(due_at, claimed_due)));
+CREATE TABLE {schema}.history (
+	id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	key        text COLLATE "C" NOT NULL,
+	at         timestamptz NOT NULL,
+	from_state text NOT NULL,
+	to_state   text NOT NULL,
+	reason     text NOT NULL
+);
+CREATE INDEX history_key ON {schema}.history (key, id);
+CREATE TABLE {schema}.targets (
+	name       text COLLATE "C" PRIMARY KEY,
+	value      bytea NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE {schema}.leases (
+	key     text COLLATE "C" PRIMARY KEY,
+	owner   text NOT NULL,
+	expires timestamptz NOT NULL,
+	token   bigint NOT NULL CHECK (token > 0)
+);
+`},
+}
+
+// schemaVersion is the newest schema version this pgstore knows: the
+// number of its migrations.
+var schemaVersion = len(migrations)
+
+// migrate brings the schema up to date in one transaction under an
+// advisory lock, so that replicas opening at once apply each step once and
+// a failure leaves nothing half-made. It does no DDL (and needs no CREATE
+// privilege) when the schema is current.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	quoted := pgx.Identifier{schema}.Sanitize()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: schema %q: begin migration: %w", schema, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('converge pgstore migrations ' || $1))`, schema); err != nil {
+		return fmt.Errorf("pgstore: schema %q: lock for migration: %w", schema, err)
+	}
+	var hasSchema, hasTable bool
+	err = tx.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+		EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'migrations')`, schema).Scan(&hasSchema, &hasTable)
+	if err != nil {
+		return fmt.Errorf("pgstore: schema %q: read its state: %w", schema, err)
+	}
+	run := func(what, sql string) error {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return stepError(schema, what, err)
+		}
+		return nil
+	}
+	if !hasSchema {
+		if err := run(fmt.Sprintf("create schema %s", quoted), "CREATE SCHEMA "+quoted); err != nil {
+			return err
+		}
+	}
+	if !hasTable {
+		err := run(fmt.Sprintf("create table %s.migrations", quoted), "CREATE TABLE "+quoted+`.migrations (
+			version    integer PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`)
+		if err != nil {
+			return err
+		}
+	}
+	var have int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+quoted+".migrations").Scan(&have); err != nil {
+		return stepError(schema, fmt.Sprintf("read %s.migrations", quoted), err)
+	}
+	if have > schemaVersion {
+		return &SchemaVersionError{Schema: schema, Have: have, Known: schemaVersion}
+	}
+	if have == schemaVersion && hasTable {
+		return nil // current: nothing to write, the rollback ends the transaction
+	}
+	for _, m := range migrations[have:] {
+		if err := run(fmt.Sprintf("migration %d (%s)", m.version, m.what), strings.ReplaceAll(m.sql, "{schema}", quoted)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+quoted+".migrations (version) VALUES ($1)", m.version); err != nil {
+			return stepError(schema, fmt.Sprintf("record migration %d", m.version), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return stepError(schema, "commit the migrations", err)
+	}
+	return nil
+}
+
+// stepError names the migration step that failed; a refusal for lack of
+// privileges becomes a *PermissionError.
+func stepError(schema, what string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return &PermissionError{Action: what, Err: pe}
+	}
+	return fmt.Errorf("pgstore: schema %q: %s: %w", schema, what, err)
+}

@@ -1,0 +1,112 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/convergekit/converge"
+)
+
+// Schedule implements converge.Queue: key becomes due at at, unless it is
+// due earlier already. Due times are compared with the database's clock.
+func (s *Store) Schedule(ctx context.Context, key string, at time.Time) error {
+	if err := checkKey(key, "key"); err != nil {
+		return err
+	}
+	var ignored string
+	err := s.pool.QueryRow(ctx, s.sql.schedule, key, at, s.channel, payload(key)).Scan(&ignored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgstore: schedule key %q: %w", key, converge.ErrStoreNotFound)
+	}
+	if err != nil {
+		return s.dbError("schedule", key, err)
+	}
+	return nil
+}
+
+// ClaimDue implements converge.Queue in one statement: it locks the
+// earliest due records under prefix with FOR UPDATE SKIP LOCKED (so
+// concurrent callers take disjoint batches, never waiting for each
+// other), takes their leases, and marks them in flight.
+func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
+	if err := checkLease(prefix+"*", owner, ttl); err != nil {
+		return nil, err
+	}
+	if err := checkText(prefix, "prefix", prefix); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, &converge.StoreRequestError{Key: prefix, Field: "limit", Reason: fmt.Sprintf("must be positive, got %d", limit)}
+	}
+	rows, err := s.pool.Query(ctx, s.sql.claimDue, prefix, int64(limit), owner, ttl.Microseconds())
+	if err != nil {
+		return nil, s.dbError("claim due", prefix, err)
+	}
+	type row struct {
+		key, owner string
+		version    int64
+		stored     []byte
+		expires    time.Time
+		token      int64
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.key, &x.version, &x.stored, &x.owner, &x.expires, &x.token)
+		return x, err
+	})
+	if err != nil {
+		return nil, s.dbError("claim due", prefix, err)
+	}
+	out := make([]converge.Claimed, 0, len(got))
+	var bad error
+	for _, x := range got {
+		l := converge.Lease{Key: x.key, Owner: x.owner, Expires: x.expires, Token: uint64(x.token)}
+		val, err := s.open(x.key, x.key, x.stored)
+		if err != nil {
+			// This record stays leased until its lease runs out (then it
+			// is due again, for an owner with the right Sealer).
+			bad = cmpOr(bad, err)
+			continue
+		}
+		out = append(out, converge.Claimed{Record: converge.StoreRecord{Key: x.key, Version: uint64(x.version), Value: val}, Lease: l})
+	}
+	if bad != nil {
+		// Give the good records of the batch back at once rather than
+		// losing them for a lease's time.
+		for _, c := range out {
+			_ = s.Release(context.WithoutCancel(ctx), c.Lease)
+		}
+		return nil, bad
+	}
+	return out, nil
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// Finish implements converge.Queue in one statement: it releases the
+// lease and makes the key due at next (the zero time: not due until
+// scheduled) unless a Schedule made it due earlier meanwhile.
+func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time) error {
+	var at *time.Time
+	if !next.IsZero() {
+		at = &next
+	}
+	var ignored string
+	err := s.pool.QueryRow(ctx, s.sql.finish, lease.Key, lease.Owner, int64(lease.Token), at, s.channel, payload(lease.Key)).Scan(&ignored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
+	}
+	if err != nil {
+		return s.dbError("finish", lease.Key, err)
+	}
+	return nil
+}

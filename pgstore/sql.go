@@ -1,0 +1,174 @@
+package pgstore
+
+import (
+	"fmt"
+	"strings"
+)
+
+// statements are the store's SQL, with its schema's tables named.
+// Every write is one statement (data-modifying CTEs), so that it is atomic
+// and costs one round trip; its notification is sent in the same
+// transaction, hence only when it commits.
+type statements struct {
+	get, list, history, why    string
+	put                        [4]string // by putVariant
+	del                        string
+	putTarget, target          string
+	claim, holder, release     string
+	schedule, claimDue, finish string
+}
+
+func putVariant(create, fenced bool) int {
+	i := 0
+	if create {
+		i |= 1
+	}
+	if fenced {
+		i |= 2
+	}
+	return i
+}
+
+// p returns the placeholder of parameter i.
+func p(i int) string { return fmt.Sprintf("$%d", i) }
+
+// historyCTE is the part of a write that appends the entries given as
+// arrays in parameters b..b+3 (at, from, to, reason) to the history of
+// the key written by the CTE w, and applies retention: the key's older
+// entries are kept up to parameter b+4 (negative: all), the first b+5 new
+// entries are skipped, and entries older than parameter b+6 microseconds
+// (NULL: no bound) are dropped, but never the newest new entry. The CTEs
+// see the table as it was before the statement, which is why old and new
+// entries are trimmed apart.
+func historyCTE(hist string, b int) string {
+	r := strings.NewReplacer(
+		"{h}", hist,
+		"{at}", p(b)+"::timestamptz[]", "{from}", p(b+1)+"::text[]", "{to}", p(b+2)+"::text[]", "{reason}", p(b+3)+"::text[]",
+		"{keep}", p(b+4)+"::bigint", "{skip}", p(b+5)+"::bigint", "{age}", p(b+6)+"::bigint",
+	)
+	return r.Replace(`
+gone AS (
+	DELETE FROM {h} h USING w
+	WHERE h.key = w.key AND (
+		({keep} >= 0 AND h.id <= (SELECT o.id FROM {h} o WHERE o.key = w.key ORDER BY o.id DESC OFFSET greatest({keep}, 0) LIMIT 1))
+		OR h.at < now() - {age} * interval '1 microsecond')
+),
+added AS (
+	INSERT INTO {h} (key, at, from_state, to_state, reason)
+	SELECT w.key, e.at, e.f, e.t, e.r
+	FROM w, unnest({at}, {from}, {to}, {reason}) WITH ORDINALITY AS e(at, f, t, r, ord)
+	WHERE e.ord > {skip}
+		AND (e.ord = cardinality({at}) OR (e.at < now() - {age} * interval '1 microsecond') IS NOT TRUE)
+	ORDER BY e.ord
+)`)
+}
+
+// fence is the condition that the lease with the token in parameter t is
+// the current, unexpired lease on the key in parameter 1, by the
+// database's clock. FOR SHARE holds the lease row until the write
+// commits, so that no claim can take the key in between.
+func fence(leases string, t int) string {
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = $1 AND l.token = %s AND l.owner <> '' AND l.expires > now() FOR SHARE)`, leases, p(t))
+}
+
+func buildStatements(schema string) statements {
+	records, hist, targets, leases := schema+".records", schema+".history", schema+".targets", schema+".leases"
+	var s statements
+	s.get = `SELECT version, value FROM ` + records + ` WHERE key = $1`
+	s.list = `SELECT key, version, value FROM ` + records + ` WHERE key >= $1 AND starts_with(key, $1) ORDER BY key`
+	s.history = `SELECT at, from_state, to_state, reason FROM ` + hist + ` WHERE key = $1 ORDER BY id`
+	s.why = `SELECT (SELECT version FROM ` + records + ` WHERE key = $1),
+		EXISTS (SELECT 1 FROM ` + leases + ` l WHERE l.key = $1 AND l.token = $2 AND l.owner <> '' AND l.expires > now())`
+
+	for _, create := range []bool{false, true} {
+		for _, fenced := range []bool{false, true} {
+			b := 4 // first history parameter
+			cond := ""
+			if fenced {
+				b = 5
+				cond = " AND " + fence(leases, 4)
+			}
+			var w string
+			if create {
+				// $2 is the version the writer read, 0 here; it is named
+				// so that its type is known.
+				w = `INSERT INTO ` + records + ` (key, version, value, due_at)
+	SELECT $1, 1, $3, now() WHERE $2::bigint = 0` + cond + `
+	ON CONFLICT (key) DO NOTHING
+	RETURNING key, version`
+			} else {
+				w = `UPDATE ` + records + ` SET version = version + 1, value = $3
+	WHERE key = $1 AND version = $2` + cond + `
+	RETURNING key, version`
+			}
+			s.put[putVariant(create, fenced)] = `WITH w AS (
+	` + w + `
+),` + historyCTE(hist, b) + `
+SELECT w.version, pg_notify(` + p(b+7) + `, ` + p(b+8) + `)::text FROM w`
+		}
+	}
+	s.del = `WITH w AS (
+	DELETE FROM ` + records + ` WHERE key = $1 AND version = $2 RETURNING key, version
+),` + historyCTE(hist, 3) + `
+SELECT w.version, pg_notify($10, $11)::text FROM w`
+
+	s.putTarget = `INSERT INTO ` + targets + ` (name, value) VALUES ($1, $2)
+	ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`
+	s.target = `SELECT value FROM ` + targets + ` WHERE name = $1`
+
+	// A claim succeeds when the key is free, its lease expired, or the
+	// owner renews it; the token grows unless the owner renews a lease
+	// that has not expired.
+	s.claim = `INSERT INTO ` + leases + ` AS l (key, owner, expires, token)
+	VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond', 1)
+	ON CONFLICT (key) DO UPDATE SET
+		token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires > now() THEN l.token ELSE l.token + 1 END,
+		owner = EXCLUDED.owner,
+		expires = EXCLUDED.expires
+	WHERE l.owner = '' OR l.owner = EXCLUDED.owner OR l.expires <= now()
+	RETURNING owner, expires, token`
+	s.holder = `SELECT owner, expires, owner = '' OR expires <= now() FROM ` + leases + ` WHERE key = $1`
+	s.release = `UPDATE ` + leases + ` SET owner = '' WHERE key = $1 AND owner = $2 AND owner <> '' AND token = $3`
+
+	// Due times: due_at is when the record is next due (NULL: not due);
+	// ClaimDue moves it to claimed_due, which makes the record due again
+	// when its lease ends without Finish (the owner died or released it),
+	// and lets Finish tell a Schedule made meanwhile (due_at set again).
+	s.schedule = `WITH w AS (
+	UPDATE ` + records + ` SET due_at = least(due_at, $2) WHERE key = $1 RETURNING key
+)
+SELECT pg_notify($3, $4)::text FROM w`
+	s.claimDue = `WITH c AS (
+	SELECT r.key, r.version, r.value, least(r.due_at, r.claimed_due) AS due
+	FROM ` + records + ` r
+	WHERE least(r.due_at, r.claimed_due) <= now()
+		AND r.key >= $1 AND starts_with(r.key, $1)
+		AND NOT EXISTS (SELECT 1 FROM ` + leases + ` x WHERE x.key = r.key AND x.owner <> '' AND x.expires > now())
+	ORDER BY least(r.due_at, r.claimed_due), r.key
+	LIMIT $2
+	FOR UPDATE OF r SKIP LOCKED
+), l AS (
+	INSERT INTO ` + leases + ` AS l (key, owner, expires, token)
+	SELECT c.key, $3, now() + $4::bigint * interval '1 microsecond', 1 FROM c
+	ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires, token = l.token + 1
+	WHERE l.owner = '' OR l.expires <= now()
+	RETURNING l.key, l.owner, l.expires, l.token
+), u AS (
+	UPDATE ` + records + ` r SET claimed_due = least(r.due_at, r.claimed_due), due_at = NULL
+	FROM l WHERE r.key = l.key
+)
+SELECT c.key, c.version, c.value, l.owner, l.expires, l.token
+FROM c JOIN l ON l.key = c.key
+ORDER BY c.due, c.key`
+	// Finish releases the lease and sets the next due time, keeping an
+	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
+	// it is (NULL unless scheduled meanwhile).
+	s.finish = `WITH l AS (
+	UPDATE ` + leases + ` SET owner = '' WHERE key = $1 AND owner = $2 AND owner <> '' AND token = $3 RETURNING key
+), u AS (
+	UPDATE ` + records + ` r SET due_at = least(r.due_at, $4::timestamptz), claimed_due = NULL
+	FROM l WHERE r.key = l.key
+)
+SELECT pg_notify($5, $6)::text FROM l`
+	return s
+}

@@ -1,0 +1,514 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convergekit/converge"
+)
+
+// DefaultSchema is the schema a Store keeps its tables in when
+// Options.Schema is empty.
+const DefaultSchema = "converge"
+
+// maxPayload is the longest key sent as a notification payload:
+// PostgreSQL refuses payloads of 8000 bytes or more. Longer keys are sent
+// as "", which watchers take as "look at everything".
+const maxPayload = 7999
+
+// Options tunes a Store. The zero value keeps DefaultHistoryEntries per
+// key, stores values in clear, in the schema "converge", notifying on the
+// channel "converge".
+type Options struct {
+	// Retention bounds the history kept per key; the zero value keeps the
+	// newest converge.DefaultHistoryEntries.
+	Retention converge.Retention
+	// Sealer, when set, seals every record value and target before it is
+	// written. See converge.Sealer for what is covered.
+	Sealer converge.Sealer
+	// Schema is the PostgreSQL schema of the store's tables, created at
+	// open when missing; empty means DefaultSchema. Stores that share a
+	// schema share their records.
+	Schema string
+	// Channel is the LISTEN/NOTIFY channel on which writes are announced
+	// to watchers; empty means the schema's name. Stores sharing a schema
+	// must use the same channel.
+	Channel string
+}
+
+// Store is a converge.Queue on PostgreSQL, safe for concurrent use and for
+// many processes sharing one database. Make one with Open or New.
+type Store struct {
+	pool     *pgxpool.Pool
+	ownPool  bool
+	schema   string
+	channel  string
+	sealer   converge.Sealer
+	keep     int   // history entries kept per key; < 0: all
+	ageUS    int64 // history age bound in microseconds; 0: none
+	sql      statements
+	mu       sync.Mutex
+	watchers map[*watcher]struct{}
+	closed   bool
+}
+
+var _ converge.Queue = (*Store)(nil)
+
+// Open connects to the database named by dsn (a postgres:// URL or
+// key=value pairs, as libpq takes them), creates or migrates the store's
+// schema and returns the Store, which owns its connection pool: Close
+// closes it. A DSN that does not parse fails with a *DSNError, a database
+// that cannot be reached with a *ConnectError; neither message holds the
+// password.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, dsnError(dsn, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, connectError(dsn, cfg, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, connectError(dsn, cfg, err)
+	}
+	s, err := New(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
+func connectError(dsn string, cfg *pgxpool.Config, err error) *ConnectError {
+	cc := cfg.ConnConfig
+	reason := scrub(err.Error(), secretsOf(dsn, cc.Password))
+	return &ConnectError{Host: cc.Host, Port: cc.Port, Database: cc.Database, User: cc.User, Reason: reason, err: err}
+}
+
+// New returns a Store on the caller's pool, after creating or migrating
+// its schema. Close leaves the pool open. A role that may not create the
+// schema fails with a *PermissionError; a schema migrated by a newer
+// pgstore with a *SchemaVersionError.
+func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
+	if pool == nil {
+		return nil, &OptionsError{Field: "pool", Reason: "must not be nil"}
+	}
+	s := &Store{pool: pool, schema: opts.Schema, channel: opts.Channel, sealer: opts.Sealer, watchers: map[*watcher]struct{}{}}
+	if s.schema == "" {
+		s.schema = DefaultSchema
+	}
+	if s.channel == "" {
+		s.channel = s.schema
+	}
+	for _, f := range []struct{ field, v string }{{"Schema", s.schema}, {"Channel", s.channel}} {
+		if len(f.v) > 63 || !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
+			return nil, &OptionsError{Field: f.field, Reason: fmt.Sprintf("%q is not a PostgreSQL name (valid UTF-8, no NUL, at most 63 bytes)", f.v)}
+		}
+	}
+	switch r := opts.Retention; {
+	case r.Entries == 0:
+		s.keep = converge.DefaultHistoryEntries
+	default:
+		s.keep = r.Entries
+	}
+	if opts.Retention.Age < 0 {
+		return nil, &OptionsError{Field: "Retention.Age", Reason: fmt.Sprintf("must not be negative, got %s", opts.Retention.Age)}
+	}
+	s.ageUS = opts.Retention.Age.Microseconds()
+	if opts.Retention.Age > 0 && s.ageUS == 0 {
+		s.ageUS = 1
+	}
+	if err := migrate(ctx, pool, s.schema); err != nil {
+		return nil, err
+	}
+	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize())
+	return s, nil
+}
+
+// Close stops the store's watches and, when Open made the pool, closes it.
+func (s *Store) Close() {
+	s.mu.Lock()
+	s.closed = true
+	ws := make([]*watcher, 0, len(s.watchers))
+	for w := range s.watchers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
+	if s.ownPool {
+		s.pool.Close()
+	}
+}
+
+// Pool returns the store's connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the name of the schema holding the store's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// checkText refuses a string PostgreSQL cannot store as text.
+func checkText(key, field, v string) error {
+	if !utf8.ValidString(v) {
+		return &converge.StoreRequestError{Key: key, Field: field, Reason: "not valid UTF-8"}
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return &converge.StoreRequestError{Key: key, Field: field, Reason: "contains a NUL byte"}
+	}
+	return nil
+}
+
+func checkKey(key, field string) error {
+	if key == "" {
+		return &converge.StoreRequestError{Key: key, Field: field, Reason: "must not be empty"}
+	}
+	return checkText(key, field, key)
+}
+
+// seal turns a JSON value into what is stored: the value itself, or its
+// sealed form when the store has a Sealer. ad binds it to its key.
+func (s *Store) seal(key, field, ad string, v json.RawMessage) ([]byte, error) {
+	if !json.Valid(v) {
+		return nil, &converge.StoreRequestError{Key: key, Field: field, Reason: "not valid JSON"}
+	}
+	if s.sealer == nil {
+		return v, nil
+	}
+	sealed, err := s.sealer.Seal(ad, v)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: key %q: seal %s: %w", key, field, err)
+	}
+	if len(sealed) == 0 || sealed[0] != 0 {
+		return nil, fmt.Errorf("pgstore: key %q: seal %s: the Sealer's output does not start with a zero byte", key, field)
+	}
+	return sealed, nil
+}
+
+// open turns a stored value back into JSON.
+func (s *Store) open(key, ad string, stored []byte) (json.RawMessage, error) {
+	if len(stored) == 0 || stored[0] != 0 {
+		return json.RawMessage(stored), nil
+	}
+	if s.sealer == nil {
+		return nil, fmt.Errorf("pgstore: key %q: value is sealed and the store has no Sealer: %w", key, converge.ErrSealed)
+	}
+	plain, err := s.sealer.Open(ad, stored)
+	if err != nil {
+		if errors.Is(err, converge.ErrSealed) {
+			return nil, fmt.Errorf("pgstore: key %q: %w", key, err)
+		}
+		return nil, fmt.Errorf("pgstore: key %q: %w: %w", key, converge.ErrSealed, err)
+	}
+	return plain, nil
+}
+
+// targetAD is what a target's sealed value is bound to, so that it cannot
+// be swapped with a record stored under the same string.
+func targetAD(name string) string { return "target:" + name }
+
+func payload(key string) string {
+	if len(key) > maxPayload {
+		return ""
+	}
+	return key
+}
+
+// Get implements converge.Store.
+func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, error) {
+	var rec converge.StoreRecord
+	var v int64
+	var stored []byte
+	err := s.pool.QueryRow(ctx, s.sql.get, key).Scan(&v, &stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rec, fmt.Errorf("pgstore: key %q: %w", key, converge.ErrStoreNotFound)
+	}
+	if err != nil {
+		return rec, s.dbError("get", key, err)
+	}
+	val, err := s.open(key, key, stored)
+	if err != nil {
+		return rec, err
+	}
+	return converge.StoreRecord{Key: key, Version: uint64(v), Value: val}, nil
+}
+
+// histArgs is the history part of a write's arguments: the entries as
+// arrays, and how retention trims the key's history.
+type histArgs struct {
+	ats                 []time.Time
+	froms, tos, reasons []string
+	keepOld, skipNew    int64
+	age                 *int64
+}
+
+func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, error) {
+	h := histArgs{keepOld: -1}
+	n := len(entries)
+	if n == 0 {
+		return h, nil
+	}
+	h.ats = make([]time.Time, n)
+	h.froms, h.tos, h.reasons = make([]string, n), make([]string, n), make([]string, n)
+	for i, e := range entries {
+		for _, f := range []struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}} {
+			if err := checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v); err != nil {
+				return h, err
+			}
+		}
+		h.ats[i], h.froms[i], h.tos[i], h.reasons[i] = e.At, e.From, e.To, e.Reason
+	}
+	if s.keep >= 0 {
+		h.keepOld = max(int64(s.keep-n), 0)
+		h.skipNew = max(int64(n-s.keep), 0)
+	}
+	if s.ageUS > 0 {
+		h.age = &s.ageUS
+	}
+	return h, nil
+}
+
+func (h histArgs) args() []any {
+	return []any{h.ats, h.froms, h.tos, h.reasons, h.keepOld, h.skipNew, h.age}
+}
+
+// Put implements converge.Store. The version check, the fence on
+// rec.Token, the history and its retention are one statement: the
+// database rejects a stale or fenced-off write.
+func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...converge.HistoryEntry) (uint64, error) {
+	if err := checkKey(rec.Key, "Key"); err != nil {
+		return 0, err
+	}
+	stored, err := s.seal(rec.Key, "Value", rec.Key, rec.Value)
+	if err != nil {
+		return 0, err
+	}
+	h, err := s.history(rec.Key, history)
+	if err != nil {
+		return 0, err
+	}
+	sql := s.sql.put[putVariant(rec.Version == 0, rec.Token != 0)]
+	args := []any{rec.Key, int64(rec.Version), stored}
+	if rec.Token != 0 {
+		args = append(args, int64(rec.Token))
+	}
+	args = append(args, h.args()...)
+	args = append(args, s.channel, payload(rec.Key))
+	var v int64
+	var ignored string
+	err = s.pool.QueryRow(ctx, sql, args...).Scan(&v, &ignored)
+	if err == nil {
+		return uint64(v), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, s.dbError("put", rec.Key, err)
+	}
+	// Nothing written: tell the user why (this read only explains, it
+	// decides nothing).
+	var have *int64
+	var leased bool
+	if err := s.pool.QueryRow(ctx, s.sql.why, rec.Key, int64(rec.Token)).Scan(&have, &leased); err != nil {
+		return 0, s.dbError("put", rec.Key, err)
+	}
+	if rec.Token != 0 && !leased {
+		return 0, fmt.Errorf("pgstore: put key %q with lease token %d: %w", rec.Key, rec.Token, converge.ErrLeaseLost)
+	}
+	ve := &converge.StoreVersionError{Key: rec.Key, Want: rec.Version}
+	if have != nil {
+		ve.Have = uint64(*have)
+	}
+	return 0, ve
+}
+
+// Delete implements converge.Store, in one statement like Put.
+func (s *Store) Delete(ctx context.Context, key string, version uint64, history ...converge.HistoryEntry) error {
+	if err := checkKey(key, "key"); err != nil {
+		return err
+	}
+	h, err := s.history(key, history)
+	if err != nil {
+		return err
+	}
+	args := append([]any{key, int64(version)}, h.args()...)
+	args = append(args, s.channel, payload(key))
+	var v int64
+	var ignored string
+	err = s.pool.QueryRow(ctx, s.sql.del, args...).Scan(&v, &ignored)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return s.dbError("delete", key, err)
+	}
+	var have *int64
+	var leased bool
+	if err := s.pool.QueryRow(ctx, s.sql.why, key, int64(0)).Scan(&have, &leased); err != nil {
+		return s.dbError("delete", key, err)
+	}
+	if have == nil {
+		return fmt.Errorf("pgstore: key %q: %w", key, converge.ErrStoreNotFound)
+	}
+	return &converge.StoreVersionError{Key: key, Want: version, Have: uint64(*have)}
+}
+
+// List implements converge.Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]converge.StoreRecord, error) {
+	if err := checkText(prefix, "prefix", prefix); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.sql.list, prefix)
+	if err != nil {
+		return nil, s.dbError("list", prefix, err)
+	}
+	out := []converge.StoreRecord{}
+	var key string
+	var v int64
+	var stored []byte
+	_, err = pgx.ForEachRow(rows, []any{&key, &v, &stored}, func() error {
+		val, err := s.open(key, key, slices.Clone(stored))
+		if err != nil {
+			return err
+		}
+		out = append(out, converge.StoreRecord{Key: key, Version: uint64(v), Value: val})
+		return nil
+	})
+	if err != nil {
+		return nil, s.dbError("list", prefix, err)
+	}
+	return out, nil
+}
+
+// History implements converge.Store. Times are kept to the microsecond.
+func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntry, error) {
+	if err := checkText(key, "key", key); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.sql.history, key)
+	if err != nil {
+		return nil, s.dbError("history", key, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (converge.HistoryEntry, error) {
+		var e converge.HistoryEntry
+		err := row.Scan(&e.At, &e.From, &e.To, &e.Reason)
+		return e, err
+	})
+	if err != nil {
+		return nil, s.dbError("history", key, err)
+	}
+	if out == nil {
+		out = []converge.HistoryEntry{}
+	}
+	return out, nil
+}
+
+// PutTarget implements converge.Store.
+func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+	if err := checkKey(name, "name"); err != nil {
+		return err
+	}
+	stored, err := s.seal(name, "target", targetAD(name), target)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.putTarget, name, stored); err != nil {
+		return s.dbError("put target", name, err)
+	}
+	return nil
+}
+
+// Target implements converge.Store.
+func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, error) {
+	var stored []byte
+	err := s.pool.QueryRow(ctx, s.sql.target, name).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: target %q: %w", name, converge.ErrStoreNotFound)
+	}
+	if err != nil {
+		return nil, s.dbError("target", name, err)
+	}
+	return s.open(name, targetAD(name), stored)
+}
+
+func checkLease(key, owner string, ttl time.Duration) error {
+	if err := checkKey(key, "key"); err != nil {
+		return err
+	}
+	if owner == "" {
+		return &converge.StoreRequestError{Key: key, Field: "owner", Reason: "must not be empty"}
+	}
+	if err := checkText(key, "owner", owner); err != nil {
+		return err
+	}
+	if ttl < time.Microsecond {
+		return &converge.StoreRequestError{Key: key, Field: "ttl", Reason: fmt.Sprintf("must be at least 1µs, got %s", ttl)}
+	}
+	return nil
+}
+
+// Claim implements converge.Store. Lease times are the database's clock;
+// the token of a key grows by one each time the key changes owner, and
+// never goes back, even across Release and Delete.
+func (s *Store) Claim(ctx context.Context, key, owner string, ttl time.Duration) (converge.Lease, error) {
+	if err := checkLease(key, owner, ttl); err != nil {
+		return converge.Lease{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		l := converge.Lease{Key: key}
+		var token int64
+		err := s.pool.QueryRow(ctx, s.sql.claim, key, owner, ttl.Microseconds()).Scan(&l.Owner, &l.Expires, &token)
+		if err == nil {
+			l.Token = uint64(token)
+			return l, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return converge.Lease{}, s.dbError("claim", key, err)
+		}
+		ce := &converge.ClaimError{Key: key, Owner: owner}
+		var free bool
+		err = s.pool.QueryRow(ctx, s.sql.holder, key).Scan(&ce.Holder, &ce.Expires, &free)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return converge.Lease{}, s.dbError("claim", key, err)
+		}
+		if (free || errors.Is(err, pgx.ErrNoRows)) && attempt < 2 {
+			continue // released meanwhile: try again
+		}
+		return converge.Lease{}, ce
+	}
+}
+
+// Release implements converge.Store. The lease row stays, with no owner,
+// so that the key's next token is higher.
+func (s *Store) Release(ctx context.Context, lease converge.Lease) error {
+	tag, err := s.pool.Exec(ctx, s.sql.release, lease.Key, lease.Owner, int64(lease.Token))
+	if err != nil {
+		return s.dbError("release", lease.Key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgstore: lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
+	}
+	return nil
+}
+
+// dbError wraps an error of the database, naming the call and the key; a
+// refusal for lack of privileges becomes a *PermissionError.
+func (s *Store) dbError(op, key string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return &PermissionError{Action: fmt.Sprintf("%s key %q in schema %q", op, key, s.schema), Err: pe}
+	}
+	return fmt.Errorf("pgstore: %s key %q: %w", op, key, err)
+}
