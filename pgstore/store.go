@@ -95,7 +95,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 func connectError(dsn string, cfg *pgxpool.Config, err error) *ConnectError {
 	cc := cfg.ConnConfig
-	reason := scrub(err.Error(), secretsOf(dsn, cc.Password))
+	cause := err
+	// pgx's message repeats the user and database; keep what follows.
+	var pce *pgconn.ConnectError
+	if errors.As(err, &pce) && errors.Unwrap(pce) != nil {
+		cause = errors.Unwrap(pce)
+	}
+	reason := scrub(strings.ReplaceAll(cause.Error(), "\n", "; "), secretsOf(dsn, cc.Password))
 	return &ConnectError{Host: cc.Host, Port: cc.Port, Database: cc.Database, User: cc.User, Reason: reason, err: err}
 }
 

@@ -159,7 +159,7 @@ func TestFencedPut(t *testing.T) {
 	b := open(t, dsn, pgstore.Options{})
 	ctx := ctxT(t)
 
-	la, err := a.Claim(ctx, "obj/x", "a", 300*time.Millisecond)
+	la, err := a.Claim(ctx, "obj/x", "a", time.Minute)
 	require.NoError(t, err)
 	// Creating and updating under the lease works.
 	v, err := a.Put(ctx, converge.StoreRecord{Key: "obj/x", Value: json.RawMessage(`1`), Token: la.Token})
@@ -171,7 +171,11 @@ func TestFencedPut(t *testing.T) {
 	_, err = a.Put(ctx, converge.StoreRecord{Key: "obj/x", Version: v, Value: json.RawMessage(`9`), Token: la.Token + 1})
 	require.ErrorIs(t, err, converge.ErrLeaseLost)
 
-	// a pauses past its lease; b takes the key; a's write is fenced off.
+	// a pauses past its lease (renewed for 1ms: same token, expiring at
+	// once); b takes the key; a's write is fenced off.
+	renewed, err := a.Claim(ctx, "obj/x", "a", time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, la.Token, renewed.Token)
 	var lb converge.Lease
 	require.Eventually(t, func() bool {
 		lb, err = b.Claim(ctx, "obj/x", "b", time.Minute)
