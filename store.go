@@ -203,7 +203,9 @@ type Queue interface {
 	// ClaimDue leases to owner, for ttl, at most limit records under
 	// prefix that are due and not leased by anyone (or whose lease
 	// expired), the earliest due first, and returns them with their
-	// leases. Records that a concurrent ClaimDue is taking are skipped,
+	// leases. A store shared by processes (pgstore) puts the records
+	// whose lease expired without Finish first, so that a dead owner's
+	// records are taken over within a lease's time, not after a backlog. Records that a concurrent ClaimDue is taking are skipped,
 	// never waited for. It returns an empty slice when nothing is due.
 	ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]Claimed, error)
 	// Finish ends a lease taken by ClaimDue (or Claim): it makes the key
@@ -213,9 +215,13 @@ type Queue interface {
 	// the lease is no longer the current one or has expired (the record is
 	// then due already, for whoever claims it next).
 	Finish(ctx context.Context, lease Lease, next time.Time) error
-	// Watch calls fn with the key of every record under prefix that is
-	// created, written, deleted or scheduled, by this process or another
-	// one sharing the store, until ctx ends or stop is called. It returns
+	// Watch calls fn with the key of every record under prefix that may
+	// have become due (created, scheduled, or finished with a due time not
+	// in the future) or was deleted, by this process or another one
+	// sharing the store, until ctx ends or stop is called. Other writes
+	// (a new value for a record, a Finish with a later due time) may be
+	// reported too, but need not be: a durable store announces only what
+	// a waiting replica must know. It returns
 	// once the watch is in place, so no change after it returns is missed.
 	// Calls are serial and may be coalesced; fn("") means changes were
 	// dropped (the watcher fell behind): look at everything again. fn must

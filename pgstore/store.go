@@ -313,7 +313,9 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 		args = append(args, int64(rec.Token))
 	}
 	args = append(args, h.args()...)
-	args = append(args, s.channel, payload(rec.Key))
+	if rec.Version == 0 {
+		args = append(args, s.channel, payload(rec.Key)) // a new record is announced
+	}
 	var v int64
 	var ignored string
 	err = s.pool.QueryRow(ctx, sql, args...).Scan(&v, &ignored)
