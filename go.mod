@@ -6,8 +6,9 @@ require (
 	github.com/aymanbagabas/go-udiff v0.4.1
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/stretchr/testify v1.12.1
+	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.37.0
+	golang.org/x/sys v0.45.0
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -68,6 +68,11 @@ func (c PlanConfig) Validate() error {
 // stored status, and signals are never sent twice to a target that answered.
 // It is safe for concurrent use. The zero value is not usable: create one
 // with NewPlanRunner.
+//
+// A plan survives its process only in a durable store: boltstore (one
+// file) when one process runs the plans, pgstore (PostgreSQL) when several
+// runners share them; each runner then needs its own PlanConfig.Owner.
+// MemStore keeps plans for the life of the process.
 type PlanRunner struct {
 	cfg   PlanConfig
 	store Store

@@ -60,7 +60,12 @@ type TargetConfig[T any] struct {
 	// Build turns the target into stages at the start of each pass.
 	Build TargetBuildFunc[T]
 	// Store keeps the last target so a restarted process resumes it; nil
-	// means a new MemStore (nothing survives the process).
+	// means a new MemStore (nothing survives the process). A device agent
+	// that must come back with its last target after a restart or a power
+	// cut passes a durable store: boltstore.Open(path, ...) is the one for
+	// one process (every PutTarget is on disk before SetTarget returns).
+	// Give the store a Sealer when the target holds secrets (environment
+	// variables, credentials): the target is then sealed at rest.
 	Store Store
 	// Walk configures the walks.
 	Walk Config

@@ -3,7 +3,9 @@ package converge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -225,28 +227,59 @@ type Claimed struct {
 	Lease  Lease
 }
 
-// MemStore is the in-memory Store: fast, safe for concurrent use, and lost
-// when the process ends. The zero value is an empty store that uses
-// time.Now for leases.
+// MemStore is the in-memory Store and Queue: fast, safe for concurrent use,
+// and lost when the process ends. The zero value is an empty store that
+// uses time.Now, keeps the newest DefaultHistoryEntries history entries
+// per key and seals nothing.
+//
+// Watch is in-process only: a MemStore is not shared with other processes.
 type MemStore struct {
-	// Now returns the current time for leases; nil means time.Now. Set it
-	// before first use.
+	// Now returns the current time for leases, due times and history
+	// retention by age; nil means time.Now. Set it before first use.
 	Now func() time.Time
+	// Retention bounds the history kept per key, applied on every append;
+	// the zero value keeps the newest DefaultHistoryEntries entries. Set it
+	// before first use.
+	Retention Retention
+	// Sealer, when set, seals every record value and target the store
+	// keeps and opens them on every read (see Sealer for what that
+	// covers). Set it before first use: without it, a sealed value fails
+	// to read with an error matching ErrSealed.
+	Sealer Sealer
 
 	mu      sync.RWMutex
 	records map[string]memRecord
-	history map[string][]HistoryEntry
+	history map[string]memHistory
 	targets map[string]json.RawMessage
 	leases  map[string]Lease
 	tokens  uint64
+	due     memDueHeap
+	watches []*memWatch
 }
 
 type memRecord struct {
 	version uint64
 	value   json.RawMessage
+	q       *memDue
 }
 
-var _ Store = (*MemStore)(nil)
+// memDue is the queue state of one record.
+type memDue struct {
+	key string
+	// at is when the record is due, in Unix nanoseconds, while idx >= 0.
+	at int64
+	// pending is the earliest time Schedule asked for while the record was
+	// leased, when hasPending: Finish keeps it if it is earlier than next.
+	pending    int64
+	hasPending bool
+	// idx is the record's place in the due heap; -1: not due.
+	idx int
+}
+
+var (
+	_ Store = (*MemStore)(nil)
+	_ Queue = (*MemStore)(nil)
+)
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore { return &MemStore{} }
@@ -256,6 +289,49 @@ func (s *MemStore) now() time.Time {
 		return s.Now()
 	}
 	return time.Now()
+}
+
+// unixNanos maps t to Unix nanoseconds, clamping the times that int64
+// cannot hold (the zero time among them: at once).
+func unixNanos(t time.Time) int64 {
+	const minSec, maxSec = math.MinInt64/int64(time.Second) + 1, math.MaxInt64/int64(time.Second) - 1
+	switch sec := t.Unix(); {
+	case sec <= minSec:
+		return math.MinInt64
+	case sec >= maxSec:
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// open returns the clear value of a stored one.
+func (s *MemStore) open(key string, v json.RawMessage) (json.RawMessage, error) {
+	if s.Sealer == nil {
+		if len(v) > 0 && v[0] == 0 {
+			return nil, fmt.Errorf("converge: store key %q: %w (the store has no Sealer)", key, ErrSealed)
+		}
+		return v, nil
+	}
+	plain, err := s.Sealer.Open(key, v)
+	if err != nil {
+		if !errors.Is(err, ErrSealed) {
+			err = fmt.Errorf("%w: %w", ErrSealed, err)
+		}
+		return nil, fmt.Errorf("converge: store key %q: %w", key, err)
+	}
+	return plain, nil
+}
+
+// seal returns the value to keep for a clear one, a copy in any case.
+func (s *MemStore) seal(key string, plain json.RawMessage) (json.RawMessage, error) {
+	if s.Sealer == nil {
+		return slices.Clone(plain), nil
+	}
+	v, err := s.Sealer.Seal(key, plain)
+	if err != nil {
+		return nil, fmt.Errorf("converge: store key %q: seal: %w", key, err)
+	}
+	return v, nil
 }
 
 // Get implements Store.
@@ -269,10 +345,15 @@ func (s *MemStore) Get(ctx context.Context, key string) (StoreRecord, error) {
 	if !ok {
 		return StoreRecord{}, fmt.Errorf("converge: store key %q: %w", key, ErrStoreNotFound)
 	}
-	return StoreRecord{Key: key, Version: r.version, Value: r.value}, nil
+	v, err := s.open(key, r.value)
+	if err != nil {
+		return StoreRecord{}, err
+	}
+	return StoreRecord{Key: key, Version: r.version, Value: v}, nil
 }
 
-// Put implements Store. It keeps a copy of rec.Value.
+// Put implements Store. It keeps a copy of rec.Value (sealed when the store
+// has a Sealer). A new record is due at once.
 func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryEntry) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -283,9 +364,18 @@ func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryE
 	if !json.Valid(rec.Value) {
 		return 0, &StoreRequestError{Key: rec.Key, Field: "Value", Reason: "not valid JSON"}
 	}
-	value := slices.Clone(rec.Value)
+	value, err := s.seal(rec.Key, rec.Value)
+	if err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if rec.Token != 0 {
+		l, held := s.leases[rec.Key]
+		if !held || l.Token != rec.Token || !s.now().Before(l.Expires) {
+			return 0, fmt.Errorf("converge: store key %q: fencing token %d is not the current lease: %w", rec.Key, rec.Token, ErrLeaseLost)
+		}
+	}
 	cur, ok := s.records[rec.Key]
 	if cur.version != rec.Version || (!ok && rec.Version != 0) {
 		return 0, &StoreVersionError{Key: rec.Key, Want: rec.Version, Have: cur.version}
@@ -293,28 +383,91 @@ func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryE
 	if s.records == nil {
 		s.records = map[string]memRecord{}
 	}
+	if !ok {
+		cur.q = &memDue{key: rec.Key, idx: -1}
+		s.due.set(cur.q, unixNanos(s.now()))
+	}
 	next := cur.version + 1
-	s.records[rec.Key] = memRecord{version: next, value: value}
+	s.records[rec.Key] = memRecord{version: next, value: value, q: cur.q}
 	s.appendHistory(rec.Key, history)
+	s.notify(rec.Key)
 	return next, nil
 }
 
+// memHistory is the kept history of one key. Below the retention's
+// count it is a plain slice; at the count it is a ring whose oldest entry
+// is at start, so that appending to a full history neither allocates nor
+// copies.
+type memHistory struct {
+	buf   []HistoryEntry
+	start int // oldest entry; not 0 only when the ring is full
+}
+
+// ordered returns a copy of h, oldest first.
+func (h memHistory) ordered() []HistoryEntry {
+	if len(h.buf) == 0 {
+		return nil
+	}
+	out := make([]HistoryEntry, 0, len(h.buf))
+	return append(append(out, h.buf[h.start:]...), h.buf[:h.start]...)
+}
+
+// appendHistory appends entries to the history of key and applies the
+// retention. The caller holds s.mu.
 func (s *MemStore) appendHistory(key string, entries []HistoryEntry) {
 	if len(entries) == 0 {
 		return
 	}
 	if s.history == nil {
-		s.history = map[string][]HistoryEntry{}
+		s.history = map[string]memHistory{}
+	}
+	keep := s.Retention.Entries
+	if keep == 0 {
+		keep = DefaultHistoryEntries
 	}
 	h := s.history[key]
-	if h == nil {
+	if h.buf == nil {
 		// Most records see few transitions: size the first slice exactly.
-		h = make([]HistoryEntry, 0, len(entries))
+		h.buf = make([]HistoryEntry, 0, min(len(entries), max(keep, 1)))
 	}
-	s.history[key] = append(h, entries...)
+	for _, e := range entries {
+		if keep < 0 || len(h.buf) < keep {
+			h.buf = append(h.buf, e)
+			continue
+		}
+		h.buf[h.start] = e
+		h.start = (h.start + 1) % keep
+	}
+	if s.Retention.Age > 0 {
+		h = h.dropOlder(s.now().Add(-s.Retention.Age))
+	}
+	s.history[key] = h
 }
 
-// Delete implements Store.
+// dropOlder removes the entries older than cutoff, but never the newest
+// one.
+func (h memHistory) dropOlder(cutoff time.Time) memHistory {
+	newest := (h.start + len(h.buf) - 1) % len(h.buf)
+	old := 0
+	for i := range h.buf {
+		if i != newest && h.buf[i].At.Before(cutoff) {
+			old++
+		}
+	}
+	if old == 0 {
+		return h
+	}
+	all := h.ordered()
+	kept := make([]HistoryEntry, 0, len(all)-old)
+	for _, e := range all[:len(all)-1] {
+		if !e.At.Before(cutoff) {
+			kept = append(kept, e)
+		}
+	}
+	return memHistory{buf: append(kept, all[len(all)-1])}
+}
+
+// Delete implements Store. The record's due time goes with it.
 func (s *MemStore) Delete(ctx context.Context, key string, version uint64, history ...HistoryEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -329,7 +482,9 @@ func (s *MemStore) Delete(ctx context.Context, key string, version uint64, histo
 		return &StoreVersionError{Key: key, Want: version, Have: cur.version}
 	}
 	delete(s.records, key)
+	s.due.remove(cur.q)
 	s.appendHistory(key, history)
+	s.notify(key)
 	return nil
 }
 
@@ -346,6 +501,13 @@ func (s *MemStore) List(ctx context.Context, prefix string) ([]StoreRecord, erro
 		}
 	}
 	s.mu.RUnlock()
+	for i := range out {
+		v, err := s.open(out[i].Key, out[i].Value)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Value = v
+	}
 	slices.SortFunc(out, func(a, b StoreRecord) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
@@ -357,10 +519,11 @@ func (s *MemStore) History(ctx context.Context, key string) ([]HistoryEntry, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return slices.Clone(s.history[key]), nil
+	return s.history[key].ordered(), nil
 }
 
-// PutTarget implements Store. It keeps a copy of target.
+// PutTarget implements Store. It keeps a copy of target (sealed when the
+// store has a Sealer).
 func (s *MemStore) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -368,7 +531,10 @@ func (s *MemStore) PutTarget(ctx context.Context, name string, target json.RawMe
 	if !json.Valid(target) {
 		return &StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
 	}
-	t := slices.Clone(target)
+	t, err := s.seal(name, target)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.targets == nil {
@@ -384,44 +550,62 @@ func (s *MemStore) Target(ctx context.Context, name string) (json.RawMessage, er
 		return nil, err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	t, ok := s.targets[name]
+	s.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("converge: target %q: %w", name, ErrStoreNotFound)
 	}
-	return t, nil
+	return s.open(name, t)
 }
 
-// Claim implements Store.
+// checkClaim validates the arguments of Claim and ClaimDue.
+func checkClaim(key, keyField, owner string, ttl time.Duration) error {
+	switch {
+	case key == "" && keyField != "":
+		return &StoreRequestError{Key: key, Field: keyField, Reason: "must not be empty"}
+	case owner == "":
+		return &StoreRequestError{Key: key, Field: "owner", Reason: "must not be empty"}
+	case ttl <= 0:
+		return &StoreRequestError{Key: key, Field: "ttl", Reason: fmt.Sprintf("must be positive, got %s", ttl)}
+	}
+	return nil
+}
+
+// newLease makes a lease with a token never used before. The caller holds
+// s.mu.
+func (s *MemStore) newLease(key, owner string, expires time.Time) Lease {
+	s.tokens++
+	l := Lease{Key: key, Owner: owner, Expires: expires, Token: s.tokens}
+	if s.leases == nil {
+		s.leases = map[string]Lease{}
+	}
+	s.leases[key] = l
+	return l
+}
+
+// Claim implements Store. Tokens come from one counter for the whole store,
+// so a key never gets a token twice, even after a Release.
 func (s *MemStore) Claim(ctx context.Context, key, owner string, ttl time.Duration) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, err
 	}
-	switch {
-	case key == "":
-		return Lease{}, &StoreRequestError{Key: key, Field: "key", Reason: "must not be empty"}
-	case owner == "":
-		return Lease{}, &StoreRequestError{Key: key, Field: "owner", Reason: "must not be empty"}
-	case ttl <= 0:
-		return Lease{}, &StoreRequestError{Key: key, Field: "ttl", Reason: fmt.Sprintf("must be positive, got %s", ttl)}
+	if err := checkClaim(key, "key", owner, ttl); err != nil {
+		return Lease{}, err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, held := s.leases[key]
-	if held && cur.Owner != owner && now.Before(cur.Expires) {
+	live := held && now.Before(cur.Expires)
+	if live && cur.Owner != owner {
 		return Lease{}, &ClaimError{Key: key, Owner: owner, Holder: cur.Owner, Expires: cur.Expires}
 	}
-	l := Lease{Key: key, Owner: owner, Expires: now.Add(ttl), Token: cur.Token}
-	if !held || cur.Owner != owner || !now.Before(cur.Expires) {
-		s.tokens++
-		l.Token = s.tokens
+	if live {
+		cur.Expires = now.Add(ttl)
+		s.leases[key] = cur
+		return cur, nil
 	}
-	if s.leases == nil {
-		s.leases = map[string]Lease{}
-	}
-	s.leases[key] = l
-	return l, nil
+	return s.newLease(key, owner, now.Add(ttl)), nil
 }
 
 // Release implements Store.
@@ -437,4 +621,377 @@ func (s *MemStore) Release(ctx context.Context, lease Lease) error {
 	}
 	delete(s.leases, lease.Key)
 	return nil
+}
+
+// Schedule implements Queue.
+func (s *MemStore) Schedule(ctx context.Context, key string, at time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := unixNanos(at)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.records[key]
+	if !ok {
+		return fmt.Errorf("converge: store key %q: %w", key, ErrStoreNotFound)
+	}
+	q := r.q
+	if l, held := s.leases[key]; held && s.now().Before(l.Expires) {
+		if !q.hasPending || t < q.pending {
+			q.pending, q.hasPending = t, true
+		}
+	}
+	if q.idx < 0 || t < q.at {
+		s.due.set(q, t)
+	}
+	s.notify(key)
+	return nil
+}
+
+// ClaimDue implements Queue. It takes the due records from an index, so
+// its cost grows with the records it looks at, not with the store. A
+// claimed record becomes due again when its lease expires, so that
+// another owner takes it over unless Finish is called in time.
+func (s *MemStore) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]Claimed, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkClaim(prefix, "", owner, ttl); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, &StoreRequestError{Key: prefix, Field: "limit", Reason: fmt.Sprintf("must be positive, got %d", limit)}
+	}
+	now := s.now()
+	nowNanos := unixNanos(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	picked := s.due.earliest(nowNanos, limit, func(q *memDue) bool {
+		if !strings.HasPrefix(q.key, prefix) {
+			return false
+		}
+		l, held := s.leases[q.key]
+		return !held || !now.Before(l.Expires)
+	})
+	out := make([]Claimed, len(picked))
+	for i, q := range picked {
+		r := s.records[q.key]
+		v, err := s.open(q.key, r.value)
+		if err != nil {
+			return nil, err // nothing claimed yet
+		}
+		out[i].Record = StoreRecord{Key: q.key, Version: r.version, Value: v}
+	}
+	expires := now.Add(ttl)
+	for i, q := range picked {
+		out[i].Lease = s.newLease(q.key, owner, expires)
+		q.hasPending = false
+		s.due.set(q, unixNanos(expires))
+	}
+	return out, nil
+}
+
+// Finish implements Queue. A lease that expired is no longer current, even
+// when nobody took the key since.
+func (s *MemStore) Finish(ctx context.Context, lease Lease, next time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.leases[lease.Key]
+	if !ok || cur.Token != lease.Token || cur.Owner != lease.Owner || !now.Before(cur.Expires) {
+		return fmt.Errorf("converge: lease on %q by %q: %w", lease.Key, lease.Owner, ErrLeaseLost)
+	}
+	delete(s.leases, lease.Key)
+	r, ok := s.records[lease.Key]
+	if !ok {
+		return nil
+	}
+	q := r.q
+	at, due := unixNanos(next), !next.IsZero()
+	if q.hasPending && (!due || q.pending < at) {
+		at, due = q.pending, true
+	}
+	q.hasPending = false
+	if !due {
+		s.due.remove(q)
+		return nil
+	}
+	s.due.set(q, at)
+	s.notify(lease.Key)
+	return nil
+}
+
+// memDueHeap is a binary min-heap of due records by due time (then key).
+type memDueHeap []*memDue
+
+func (h memDueHeap) less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].key < h[j].key
+}
+
+func (h memDueHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+
+func (h memDueHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h memDueHeap) down(i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h.less(c+1, c) {
+			c++
+		}
+		if !h.less(c, i) {
+			return
+		}
+		h.swap(i, c)
+		i = c
+	}
+}
+
+// set makes q due at at, adding it to the heap if needed.
+func (h *memDueHeap) set(q *memDue, at int64) {
+	q.at = at
+	if q.idx < 0 {
+		q.idx = len(*h)
+		*h = append(*h, q)
+		h.up(q.idx)
+		return
+	}
+	h.down(q.idx)
+	h.up(q.idx)
+}
+
+// remove takes q out of the heap (it is no longer due).
+func (h *memDueHeap) remove(q *memDue) {
+	i := q.idx
+	if i < 0 {
+		return
+	}
+	last := len(*h) - 1
+	if i != last {
+		h.swap(i, last)
+	}
+	(*h)[last] = nil
+	*h = (*h)[:last]
+	if i != last {
+		h.down(i)
+		h.up(i)
+	}
+	q.idx = -1
+}
+
+// earliest returns up to limit records due at or before now that ok
+// accepts, the earliest first, visiting the heap in order without
+// changing it: only the records due by now are looked at.
+func (h memDueHeap) earliest(now int64, limit int, ok func(*memDue) bool) []*memDue {
+	var out []*memDue
+	if len(h) == 0 || h[0].at > now {
+		return out
+	}
+	// frontier is a min-heap (by the same order) of heap indexes whose
+	// parents were visited.
+	frontier := memIndexHeap{h: h, idx: []int{0}}
+	for len(frontier.idx) > 0 && len(out) < limit {
+		i := frontier.pop()
+		if ok(h[i]) {
+			out = append(out, h[i])
+		}
+		for _, c := range [2]int{2*i + 1, 2*i + 2} {
+			if c < len(h) && h[c].at <= now {
+				frontier.push(c)
+			}
+		}
+	}
+	return out
+}
+
+// memIndexHeap is a min-heap of indexes into a memDueHeap.
+type memIndexHeap struct {
+	h   memDueHeap
+	idx []int
+}
+
+func (f *memIndexHeap) less(a, b int) bool { return f.h.less(f.idx[a], f.idx[b]) }
+
+func (f *memIndexHeap) push(i int) {
+	f.idx = append(f.idx, i)
+	for c := len(f.idx) - 1; c > 0; {
+		p := (c - 1) / 2
+		if !f.less(c, p) {
+			break
+		}
+		f.idx[c], f.idx[p] = f.idx[p], f.idx[c]
+		c = p
+	}
+}
+
+func (f *memIndexHeap) pop() int {
+	top := f.idx[0]
+	last := len(f.idx) - 1
+	f.idx[0] = f.idx[last]
+	f.idx = f.idx[:last]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(f.idx) {
+			break
+		}
+		if c+1 < len(f.idx) && f.less(c+1, c) {
+			c++
+		}
+		if !f.less(c, i) {
+			break
+		}
+		f.idx[i], f.idx[c] = f.idx[c], f.idx[i]
+		i = c
+	}
+	return top
+}
+
+// memWatchPending bounds the keys a watch holds for delivery; past it, the
+// watch drops them and delivers fn("") once.
+const memWatchPending = 4096
+
+// memWatch is one Watch on a MemStore. Writers add keys to its pending
+// set, never waiting; its own goroutine delivers them.
+type memWatch struct {
+	prefix string
+	fn     func(string)
+	wake   chan struct{} // a token: there is something to deliver
+	stop   chan struct{} // closed by stop
+	done   chan struct{} // closed when the goroutine has ended
+
+	mu       sync.Mutex
+	keys     []string // pending keys, in the order of their first change
+	seen     map[string]struct{}
+	overflow bool
+}
+
+// Watch implements Queue, within this process: fn sees the changes made
+// through this MemStore. Writers never wait for fn: changes wait in a
+// set per watch (a key changed twice is delivered once), delivered by the
+// watch's own goroutine; when more than a few thousand keys wait, they are
+// dropped and fn("") is called once. Do not call stop from fn.
+func (s *MemStore) Watch(ctx context.Context, prefix string, fn func(key string)) (stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, &StoreRequestError{Key: prefix, Field: "fn", Reason: "must not be nil"}
+	}
+	w := &memWatch{
+		prefix: prefix,
+		fn:     fn,
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		seen:   map[string]struct{}{},
+	}
+	s.mu.Lock()
+	s.watches = append(s.watches, w)
+	s.mu.Unlock()
+	go s.deliver(ctx, w)
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(w.stop) })
+		<-w.done
+	}, nil
+}
+
+// notify hands key to the watches under its prefix. The caller holds s.mu.
+func (s *MemStore) notify(key string) {
+	for _, w := range s.watches {
+		if strings.HasPrefix(key, w.prefix) {
+			w.add(key)
+		}
+	}
+}
+
+// add puts key in the pending set of w and wakes its goroutine; it never
+// blocks on it.
+func (w *memWatch) add(key string) {
+	w.mu.Lock()
+	if !w.overflow {
+		if _, ok := w.seen[key]; !ok {
+			if len(w.keys) >= memWatchPending {
+				w.overflow = true
+				clear(w.keys)
+				w.keys = w.keys[:0]
+				clear(w.seen)
+			} else {
+				w.seen[key] = struct{}{}
+				w.keys = append(w.keys, key)
+			}
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver is the goroutine of a watch: it calls fn with the pending keys
+// until ctx ends or stop is called.
+func (s *MemStore) deliver(ctx context.Context, w *memWatch) {
+	defer close(w.done)
+	defer func() {
+		s.mu.Lock()
+		s.watches = slices.DeleteFunc(s.watches, func(x *memWatch) bool { return x == w })
+		s.mu.Unlock()
+	}()
+	ended := func() bool {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-w.stop:
+			return true
+		default:
+			return false
+		}
+	}
+	var batch []string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.stop:
+			return
+		case <-w.wake:
+		}
+		w.mu.Lock()
+		batch, w.keys = w.keys, batch[:0]
+		overflow := w.overflow
+		w.overflow = false
+		clear(w.seen)
+		w.mu.Unlock()
+		if overflow {
+			batch = append(batch[:0], "")
+		}
+		for _, k := range batch {
+			if ended() {
+				return
+			}
+			w.fn(k)
+		}
+		clear(batch)
+	}
 }

@@ -236,7 +236,7 @@ func TestStoreMemConcurrentWriters(t *testing.T) {
 	// Writers race on one key with read-modify-write; the version check
 	// must make every increment count exactly once.
 	ctx := context.Background()
-	s := converge.NewMemStore()
+	s := &converge.MemStore{Retention: converge.Retention{Entries: -1}}
 	_, err := s.Put(ctx, converge.StoreRecord{Key: "n", Value: json.RawMessage(`0`)})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -270,5 +270,5 @@ func TestStoreMemConcurrentWriters(t *testing.T) {
 	assert.Equal(t, uint64(801), rec.Version)
 	h, err := s.History(ctx, "n")
 	require.NoError(t, err)
-	assert.Len(t, h, 800)
+	assert.Len(t, h, 800, "a negative Retention.Entries keeps every entry")
 }

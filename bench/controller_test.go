@@ -72,7 +72,7 @@ func BenchmarkControllerThroughput(b *testing.B) {
 	go func() { stopped <- c.Run(runCtx) }()
 	<-cnt.done
 
-	measureBatches(b, cnt, keys, c.Enqueue)
+	measureBatches(b, cnt, keys, func(k string) { _ = c.Enqueue(ctx, k) })
 	cancel()
 	if err := <-stopped; err != nil {
 		b.Fatal(err)

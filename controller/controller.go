@@ -148,6 +148,9 @@ const (
 	// DefaultLeaseTTL is the lease duration when
 	// Config.Owner is set and LeaseTTL is zero.
 	DefaultLeaseTTL = time.Minute
+	// DefaultPoll is how often a replica looks for due objects
+	// when Config.Poll is zero.
+	DefaultPoll = time.Second
 )
 
 // Controller errors.
@@ -191,7 +194,13 @@ type Config struct {
 	Kind string
 	// Handler decides what happens to each object.
 	Handler Handler
-	// Store keeps the objects and their history; nil means a new converge.MemStore.
+	// Store keeps the objects and their history; nil means a new
+	// converge.MemStore, which forgets them when the process ends. A
+	// controller that must come back with every object's state after a
+	// restart passes a durable store: boltstore (one file, one process),
+	// or pgstore (PostgreSQL) for several replicas, each with its own
+	// Owner. History is bounded per object by the store's
+	// converge.Retention.
 	Store converge.Store
 	// Workers is the most handlers run at once; 0 means
 	// DefaultWorkers.
@@ -216,13 +225,23 @@ type Config struct {
 	// its context is cancelled, before cancelling theirs; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
-	// Owner, when set, makes the controller claim each object in the converge.Store
-	// before handling it, so that controllers sharing a durable converge.Store never
-	// handle one object at once; objects claimed by others are skipped
-	// until the next periodic pass.
+	// Owner, when set, names this controller among replicas that share
+	// one Store, which must then implement converge.Queue (MemStore and
+	// the durable stores do). The store is the queue: each replica claims
+	// due objects in batches (converge.Queue.ClaimDue), handles them under
+	// a lease renewed while the handler runs and fencing every write, and
+	// finishes the lease with the time the object is due next. A
+	// replica's Enqueue or Request wakes the replica that will run the
+	// object (through converge.Queue.Watch), and the objects of a replica
+	// that died are taken over when their leases expire. Owners must be
+	// unique among the replicas (a host name plus a process ID, say).
 	Owner string
-	// LeaseTTL is how long a claim lasts; 0 means DefaultLeaseTTL.
+	// LeaseTTL is how long a claim lasts without renewal, so how soon a
+	// dead replica's objects are taken over; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// Poll is how often a replica (Owner set) asks the store for due
+	// objects when nothing woke it; 0 means DefaultPoll.
+	Poll time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -246,6 +265,11 @@ func (c Config) Validate() error {
 		return &converge.ConfigError{Field: "ShutdownTimeout", Reason: fmt.Sprintf("must not be negative, got %s", c.ShutdownTimeout)}
 	case c.LeaseTTL < 0:
 		return &converge.ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.LeaseTTL)}
+	case c.Poll < 0:
+		return &converge.ConfigError{Field: "Poll", Reason: fmt.Sprintf("must not be negative, got %s", c.Poll)}
+	}
+	if _, ok := c.Store.(converge.Queue); c.Owner != "" && c.Store != nil && !ok {
+		return &converge.ConfigError{Field: "Store", Reason: fmt.Sprintf("%T does not implement converge.Queue, which replicas (Owner set) need", c.Store)}
 	}
 	for s, d := range c.SLA {
 		if d <= 0 {
@@ -288,6 +312,7 @@ type ctrlEntry struct {
 	mu    sync.Mutex
 	obj   Object
 	flags atomic.Uint32
+	fails atomic.Int32 // consecutive handler failures (replicas only)
 }
 
 func newCtrlEntry(obj *Object) *ctrlEntry {
@@ -350,6 +375,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
+	if cfg.Poll == 0 {
+		cfg.Poll = DefaultPoll
+	}
 	cfg.SLA = maps.Clone(cfg.SLA)
 	c := &Controller{
 		cfg:     cfg,
@@ -390,7 +418,7 @@ func (c *Controller) Add(ctx context.Context, key string, state State, data json
 	}
 	now := c.now()
 	obj := &Object{Key: key, State: state, Since: now, Data: slices.Clone(data)}
-	v, err := c.put(ctx, obj, 0, converge.HistoryEntry{At: now, To: string(state), Reason: "added"})
+	v, err := c.put(ctx, obj, 0, 0, converge.HistoryEntry{At: now, To: string(state), Reason: "added"})
 	if errors.Is(err, converge.ErrStoreStale) {
 		return c.objErr(key, ErrObjectExists)
 	}
@@ -426,12 +454,12 @@ func (c *Controller) adopt(obj *Object, queue bool) {
 }
 
 // put writes obj at version with history and returns the new version.
-func (c *Controller) put(ctx context.Context, obj *Object, version uint64, history ...converge.HistoryEntry) (uint64, error) {
+func (c *Controller) put(ctx context.Context, obj *Object, version, token uint64, history ...converge.HistoryEntry) (uint64, error) {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return 0, err
 	}
-	return c.cfg.Store.Put(ctx, converge.StoreRecord{Key: c.prefix + obj.Key, Version: version, Value: b}, history...)
+	return c.cfg.Store.Put(ctx, converge.StoreRecord{Key: c.prefix + obj.Key, Version: version, Value: b, Token: token}, history...)
 }
 
 func (c *Controller) decode(rec converge.StoreRecord) (*Object, error) {
@@ -447,11 +475,33 @@ func (c *Controller) decode(rec converge.StoreRecord) (*Object, error) {
 // Enqueue asks for key to be handled as soon as possible. Repeated calls
 // merge; a call while key is being handled makes it run once more. Before
 // Run it does nothing (Run handles every object once when it starts); an
-// unknown key is dropped when its turn comes.
-func (c *Controller) Enqueue(key string) {
+// unknown key is dropped when its turn comes. With Config.Owner set it
+// makes the stored object due at once, which wakes the replica that will
+// run it; it then fails with ErrObjectNotFound for a key that is not
+// stored, or with the store's error.
+func (c *Controller) Enqueue(ctx context.Context, key string) error {
+	if sq, ok := c.shared(); ok {
+		if err := sq.Schedule(ctx, c.prefix+key, c.now()); err != nil {
+			if errors.Is(err, converge.ErrStoreNotFound) {
+				err = ErrObjectNotFound
+			}
+			return c.objErr(key, err)
+		}
+		return nil
+	}
 	if q := c.q.Load(); q != nil {
 		q.Add(key)
 	}
+	return nil
+}
+
+// shared returns the store as a queue when replicas share it (Owner set).
+func (c *Controller) shared() (converge.Queue, bool) {
+	if c.cfg.Owner == "" {
+		return nil, false
+	}
+	sq, ok := c.cfg.Store.(converge.Queue)
+	return sq, ok
 }
 
 // Request queues an intent for the handler of key (for example "delete"):
@@ -471,7 +521,7 @@ func (c *Controller) Request(ctx context.Context, key, intent string) error {
 			return c.objErr(key, err)
 		}
 		obj.Intents = append(obj.Intents, intent)
-		_, err = c.put(ctx, obj, rec.Version)
+		_, err = c.put(ctx, obj, rec.Version, 0)
 		if errors.Is(err, converge.ErrStoreStale) {
 			continue // someone wrote in between: read again
 		}
@@ -484,8 +534,7 @@ func (c *Controller) Request(ctx context.Context, key, intent string) error {
 		if e != nil {
 			e.flags.Or(entryReload)
 		}
-		c.Enqueue(key)
-		return nil
+		return c.Enqueue(ctx, key)
 	}
 }
 
@@ -562,6 +611,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	c.started = true
+	if sq, ok := c.shared(); ok {
+		c.mu.Unlock()
+		return c.runShared(ctx, sq)
+	}
 	q := workqueue.New(c.cfg.Backoff, func(key string) *workqueue.Item[ctrlEntry] {
 		if e := c.entry(key); e != nil {
 			return &e.qi
@@ -603,6 +656,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	q.ShutDown()
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
+	return c.waitHandlers(finished, cancelHandlers)
+}
+
+// waitHandlers waits until finished is closed, or ShutdownTimeout passes:
+// then it cancels the handlers' context and waits for finished.
+func (c *Controller) waitHandlers(finished <-chan struct{}, cancelHandlers func()) error {
 	t := time.NewTimer(c.cfg.ShutdownTimeout)
 	defer t.Stop()
 	select {
@@ -636,6 +695,11 @@ func (c *Controller) load(ctx context.Context, q *workqueue.Queue[ctrlEntry]) er
 // added, changed or removed by other controllers sharing the store are
 // seen.
 func (c *Controller) rescan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) {
+	c.rescanWith(ctx, q, func() {})
+}
+
+// rescanWith is rescan that also calls also after every scan.
+func (c *Controller) rescanWith(ctx context.Context, q *workqueue.Queue[ctrlEntry], also func()) {
 	t := time.NewTimer(c.cfg.Resync)
 	defer t.Stop()
 	for {
@@ -645,6 +709,7 @@ func (c *Controller) rescan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) 
 		case <-t.C:
 		}
 		_ = c.scan(ctx, q) // a failed scan is retried at the next one
+		also()
 		t.Reset(c.cfg.Resync)
 	}
 }
@@ -663,9 +728,17 @@ func (c *Controller) scan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) er
 		key := strings.TrimPrefix(rec.Key, c.prefix)
 		seen[key] = struct{}{}
 		if e := c.entry(key); e != nil {
-			if e.version() != rec.Version {
+			switch v := e.version(); {
+			case v == rec.Version:
+			case q != nil:
 				e.flags.Or(entryReload)
 				changed = append(changed, key)
+			case v < rec.Version:
+				// A replica: the view follows the store; handling is the
+				// store queue's business.
+				if fresh, err := c.decode(rec); err == nil {
+					c.view(fresh)
+				}
 			}
 			continue
 		}
@@ -686,10 +759,29 @@ func (c *Controller) scan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) er
 		}
 	}
 	c.mu.RUnlock()
+	if q == nil {
+		c.dropGone(ctx, changed)
+		return nil
+	}
 	for _, k := range changed {
 		q.Add(k)
 	}
 	return nil
+}
+
+// dropGone forgets, for a replica, the objects of keys that a scan did
+// not list and that are no longer stored (an object added after the scan
+// began is stored, and stays).
+func (c *Controller) dropGone(ctx context.Context, keys []string) {
+	for _, k := range keys {
+		if _, err := c.cfg.Store.Get(ctx, c.prefix+k); !errors.Is(err, converge.ErrStoreNotFound) {
+			continue
+		}
+		if e := c.entry(k); e != nil {
+			obj := e.load()
+			c.forget(k, e, &obj)
+		}
+	}
 }
 
 func (c *Controller) entry(key string) *ctrlEntry {
@@ -734,20 +826,31 @@ func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry],
 		c.replace(e, obj, fresh)
 		obj = fresh
 	}
-	if c.cfg.Owner != "" {
-		if _, err := c.cfg.Store.Claim(ctx, c.prefix+key, c.cfg.Owner, c.cfg.LeaseTTL); err != nil {
-			if errors.Is(err, converge.ErrClaimHeld) {
-				// Another replica handles it; look again later.
-				e.flags.Or(entryReload)
-				return false, c.resync()
-			}
-			c.fail(q, key, obj)
-			return false, -1
-		}
-	}
 	if _, ok := c.cfg.SLA[obj.State]; ok {
 		c.checkSLA(e, obj, c.now())
 	}
+	res, err := c.run(ctx, obj)
+	if err != nil {
+		c.fail(q, key, obj)
+		return false, -1
+	}
+	how, d, err := c.settle(ctx, e, obj, res, 0)
+	switch {
+	case errors.Is(err, errVerdict):
+		c.fail(q, key, obj)
+		return false, -1
+	case err != nil:
+		return false, c.storeFailed(q, key, e, obj, err)
+	case how == settledAgain:
+		return true, 0
+	case how == settledGone:
+		return true, -1
+	}
+	return true, d
+}
+
+// run runs the handler on obj, measuring its latency.
+func (c *Controller) run(ctx context.Context, obj *Object) (Result, error) {
 	var start time.Time
 	if c.timed {
 		start = c.now()
@@ -756,35 +859,53 @@ func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry],
 	if c.timed {
 		c.metrics.HandlerLatency(c.cfg.Kind, obj.State, c.now().Sub(start))
 	}
-	if err != nil {
-		c.fail(q, key, obj)
-		return false, -1
-	}
+	return res, err
+}
+
+// settled says what follows a handler's verdict once it is stored.
+type settled uint8
+
+const (
+	settledLater settled = iota // run again after the returned delay
+	settledAgain                // transitioned: run again at once
+	settledGone                 // deleted
+)
+
+// errVerdict means a handler returned a verdict that cannot be carried
+// out (a transition without a next state); it counts as a handler error.
+var errVerdict = errors.New("controller: transition without a next state")
+
+// settle stores what the handler's res says about obj (read at
+// obj.Version, entry e), fencing the write with token when it is not
+// zero, and updates the controller's view. For settledLater it returns
+// the delay before the object's next run. A store error is returned as is
+// (nothing changed in the view); errVerdict means res is not valid.
+func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res Result, token uint64) (settled, time.Duration, error) {
+	key := obj.Key
 	switch res.Verdict {
 	case VerdictTransition:
 		if res.Next == "" {
-			c.fail(q, key, obj)
-			return false, -1
+			return 0, 0, errVerdict
 		}
 		now := c.now()
 		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data}
 		if res.Data != nil {
 			next.Data = slices.Clone(res.Data)
 		}
-		v, err := c.put(ctx, next, obj.Version, converge.HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason})
+		v, err := c.put(ctx, next, obj.Version, token, converge.HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason})
 		if err != nil {
-			return false, c.storeFailed(q, key, e, obj, err)
+			return 0, 0, err
 		}
 		next.Version = v
 		c.replace(e, obj, next)
-		return true, 0
+		return settledAgain, 0, nil
 	case VerdictDeleted:
 		err := c.cfg.Store.Delete(ctx, c.prefix+key, obj.Version, converge.HistoryEntry{At: c.now(), From: string(obj.State), Reason: "deleted"})
 		if err != nil && !errors.Is(err, converge.ErrStoreNotFound) {
-			return false, c.storeFailed(q, key, e, obj, err)
+			return 0, 0, err
 		}
 		c.forget(key, e, obj)
-		return true, -1
+		return settledGone, 0, nil
 	}
 	// VerdictNoChange, VerdictWait: store what changed besides the state.
 	if res.Verdict == VerdictWait || res.Data != nil || len(obj.Intents) > 0 {
@@ -797,9 +918,9 @@ func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry],
 			upd.Data = slices.Clone(res.Data)
 		}
 		if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 {
-			v, err := c.put(ctx, &upd, obj.Version)
+			v, err := c.put(ctx, &upd, obj.Version, token)
 			if err != nil {
-				return false, c.storeFailed(q, key, e, obj, err)
+				return 0, 0, err
 			}
 			upd.Version = v
 			e.store(&upd)
@@ -813,7 +934,7 @@ func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry],
 		// Look again when the SLA runs out, so a breach is seen on time.
 		d = max(min(d, obj.Since.Add(sla).Sub(c.now())+time.Nanosecond), 0)
 	}
-	return true, d
+	return settledLater, d, nil
 }
 
 // handle runs the handler, turning a panic into an error.

@@ -342,7 +342,7 @@ func TestControllerBackoffGrowsCapsAndResets(t *testing.T) {
 		failing = true
 		n := len(runs)
 		mu.Unlock()
-		c.Enqueue("a")
+		require.NoError(t, c.Enqueue(t.Context(), "a"))
 		synctest.Wait()
 		time.Sleep(time.Second + time.Millisecond)
 		mu.Lock()
@@ -398,7 +398,7 @@ func TestControllerSLA(t *testing.T) {
 		assert.Equal(t, 1, above(), "the breach is reported when the SLA runs out, not at the next periodic pass")
 
 		ready.Store(true)
-		c.Enqueue("a")
+		require.NoError(t, c.Enqueue(t.Context(), "a"))
 		synctest.Wait()
 		assert.Empty(t, c.AboveSLA())
 		assert.Equal(t, 0, above(), "leaving the state clears the breach")
@@ -544,34 +544,6 @@ func TestControllerShutdown(t *testing.T) {
 	}
 }
 
-func TestControllerClaims(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := converge.NewMemStore()
-		var handled atomic.Int32
-		c, err := controller.New(controller.Config{
-			Kind: "vm", Store: store, Owner: "replica-a", LeaseTTL: time.Minute,
-			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
-				handled.Add(1)
-				return controller.NoChange(), nil
-			})})
-		require.NoError(t, err)
-		require.NoError(t, c.Add(ctx, "a", "ready", nil))
-		_, err = store.Claim(ctx, "vm/a", "replica-b", 45*time.Second)
-		require.NoError(t, err)
-		stop := startController(t, c)
-		synctest.Wait()
-		assert.Equal(t, int32(0), handled.Load(), "held by another replica")
-		time.Sleep(34 * time.Second)
-		assert.Equal(t, int32(0), handled.Load(), "still held at the next pass")
-		time.Sleep(34 * time.Second)
-		assert.Equal(t, int32(1), handled.Load(), "taken over after the lease expired")
-		_, err = store.Claim(ctx, "vm/a", "replica-b", time.Minute)
-		require.ErrorIs(t, err, converge.ErrClaimHeld, "the controller holds it now")
-		require.NoError(t, stop())
-	})
-}
-
 func TestControllerConcurrentEnqueue(t *testing.T) {
 	// 8 goroutines enqueue 10,000 keys at random; no key is ever handled
 	// twice at once, and every key is handled after its last enqueue.
@@ -609,7 +581,7 @@ func TestControllerConcurrentEnqueue(t *testing.T) {
 				for range 5000 {
 					i := r.IntN(keys)
 					lastEnqueue[i].Store(seq.Add(1))
-					c.Enqueue(name(i))
+					_ = c.Enqueue(t.Context(), name(i))
 				}
 			})
 		}

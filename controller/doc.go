@@ -12,8 +12,15 @@
 // time in the converge.Store's history, states may carry an SLA (see
 // Controller.AboveSLA), and Metrics receives per-state measurements.
 //
-// Several controllers (replicas) may share one durable Store: with
-// Config.Owner set, each claims an object before handling it.
+// Several controllers (replicas, in one process or many) may share one
+// store that implements converge.Queue, such as pgstore: with Config.Owner
+// set, the store is the queue. Each replica claims due objects in batches,
+// handles each under a lease that it renews while the handler runs and
+// that fences its writes, and hands the object back with the time it is
+// due next; an Enqueue on one replica wakes the one that will run the
+// object, and the objects of a replica that died are taken over when their
+// leases expire. The view that Get, Objects and AboveSLA return is then
+// refreshed from the store every Resync.
 //
 // Plans of the root package run as objects too: Plans returns the Handler
 // and PlanObject the state and data to Add.

@@ -3,24 +3,18 @@ package convergetest
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"math/rand/v2"
-	"reflect"
-	"slices"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/go-multierror"
 
 	"github.com/convergekit/converge"
 )
 
-// StoreOp names a method of converge.Store, for injecting failures and
-// counting calls on a fake Store.
+// StoreOp names a method of converge.Store or converge.Queue, for
+// injecting failures and counting calls on a fake Store.
 type StoreOp string
 
-// The operations of converge.Store.
+// The operations of converge.Store and converge.Queue.
 const (
 	OpGet       StoreOp = "Get"
 	OpPut       StoreOp = "Put"
@@ -31,10 +25,15 @@ const (
 	OpTarget    StoreOp = "Target"
 	OpClaim     StoreOp = "Claim"
 	OpRelease   StoreOp = "Release"
+	OpSchedule  StoreOp = "Schedule"
+	OpClaimDue  StoreOp = "ClaimDue"
+	OpFinish    StoreOp = "Finish"
+	OpWatch     StoreOp = "Watch"
 )
 
-// Store is a fake converge.Store with injectable failures, backed by a
-// converge.MemStore. The zero value is an empty store that never fails.
+// Store is a fake converge.Store and converge.Queue with injectable
+// failures, backed by a converge.MemStore. The zero value is an empty
+// store that never fails.
 //
 // Failures come in three kinds: scripted (FailNext: the next n calls of an
 // operation fail), random (FailRate: every call fails with that
@@ -42,8 +41,13 @@ const (
 // write that succeeded still returns an error, as when a reply from a
 // database is lost). Injected errors wrap ErrInjected.
 //
+// An injected failure on Watch fails the call itself; the changes a
+// working watch delivers are never dropped by the fake (the MemStore may
+// still coalesce them, or call fn("") when it falls behind).
+//
 // Limits: failures are decided per call, not per key; the store keeps
-// everything in memory.
+// everything in memory. Two fakes sharing one Mem are two handles on the
+// same storage, as two processes on one database.
 type Store struct {
 	// Mem is the store that does the work; nil means a fresh MemStore made
 	// on first use. Set it before first use.
@@ -51,8 +55,8 @@ type Store struct {
 	// FailRate is the probability (0..1) that a call fails before doing
 	// anything. Change it with SetFailRate while the store is in use.
 	FailRate float64
-	// LostReplyRate is the probability (0..1) that a successful Put or
-	// Delete still returns an error.
+	// LostReplyRate is the probability (0..1) that a successful Put,
+	// Delete, Schedule or Finish still returns an error.
 	LostReplyRate float64
 	// Seed seeds the random failures; the same seed gives the same
 	// sequence for the same order of calls.
@@ -66,7 +70,7 @@ type Store struct {
 	injected int
 }
 
-var _ converge.Store = (*Store)(nil)
+var _ converge.Queue = (*Store)(nil)
 
 // NewStore returns a fake store that fails every call with probability
 // failRate, with random failures seeded by seed.
@@ -255,188 +259,40 @@ func (s *Store) Release(ctx context.Context, lease converge.Lease) error {
 	return s.Mem.Release(ctx, lease)
 }
 
-// ErrStoreNonConformant is matched by every *StoreConformanceError.
-var ErrStoreNonConformant = errors.New("convergetest: store breaks the Store contract")
-
-// StoreConformanceError is one broken rule of the converge.Store contract
-// found by ConformStore.
-type StoreConformanceError struct {
-	Rule string
-	Err  error
+// Schedule implements converge.Queue.
+func (s *Store) Schedule(ctx context.Context, key string, at time.Time) error {
+	if err := s.enter(OpSchedule); err != nil {
+		return err
+	}
+	if err := s.Mem.Schedule(ctx, key, at); err != nil {
+		return err
+	}
+	return s.lostReply(OpSchedule)
 }
 
-// Error describes the problem, naming its culprit.
-func (e *StoreConformanceError) Error() string {
-	return fmt.Sprintf("convergetest: store: %s: %v", e.Rule, e.Err)
+// ClaimDue implements converge.Queue.
+func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
+	if err := s.enter(OpClaimDue); err != nil {
+		return nil, err
+	}
+	return s.Mem.ClaimDue(ctx, prefix, owner, ttl, limit)
 }
 
-// Unwrap returns the cause.
-func (e *StoreConformanceError) Unwrap() error { return e.Err }
-
-// Is makes StoreConformanceError match ErrStoreNonConformant.
-func (e *StoreConformanceError) Is(target error) bool { return target == ErrStoreNonConformant }
-
-// StoreConformOptions tunes ConformStore. The zero value checks everything
-// but lease expiry.
-type StoreConformOptions struct {
-	// Prefix is put before every key ConformStore writes, so it can run on
-	// a shared database; the store should hold no other key under it.
-	Prefix string
-	// Wait, when set, lets time pass by d for the store's leases (a real
-	// sleep for a database, time.Sleep inside a testing/synctest bubble for
-	// MemStore). Without it, lease expiry is not checked.
-	Wait func(d time.Duration)
+// Finish implements converge.Queue.
+func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time) error {
+	if err := s.enter(OpFinish); err != nil {
+		return err
+	}
+	if err := s.Mem.Finish(ctx, lease, next); err != nil {
+		return err
+	}
+	return s.lostReply(OpFinish)
 }
 
-// ConformStore runs the converge.Store contract against s and returns nil
-// or an error aggregating one *StoreConformanceError per broken rule. It
-// checks that:
-//
-//   - Get of a missing key and Target of a missing name match
-//     converge.ErrStoreNotFound;
-//   - Put with version 0 creates, returns version 1 and then a higher
-//     version on each write; a stale version (0 on an existing key, an old
-//     or future version) fails with a *converge.StoreVersionError and
-//     writes nothing, history included;
-//   - history entries are appended atomically with their write, in order,
-//     and outlive Delete; Delete checks the version;
-//   - List returns the records under a prefix, sorted by key;
-//   - the last target is replaced by PutTarget;
-//   - a claim is exclusive until released or (with Wait) expired, renewing
-//     keeps the token, and a lost lease cannot be released.
-//
-// It imports no testing package.
-func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOptions) error {
-	var errs []error
-	fail := func(rule string, format string, args ...any) {
-		errs = append(errs, &StoreConformanceError{Rule: rule, Err: fmt.Errorf(format, args...)})
+// Watch implements converge.Queue.
+func (s *Store) Watch(ctx context.Context, prefix string, fn func(key string)) (stop func(), err error) {
+	if err := s.enter(OpWatch); err != nil {
+		return nil, err
 	}
-	k := func(name string) string { return opts.Prefix + name }
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := func(i int, to string) converge.HistoryEntry {
-		return converge.HistoryEntry{At: t0.Add(time.Duration(i) * time.Second), To: to}
-	}
-
-	if _, err := s.Get(ctx, k("missing")); !errors.Is(err, converge.ErrStoreNotFound) {
-		fail("get missing", "want ErrStoreNotFound, got %v", err)
-	}
-	v1, err := s.Put(ctx, converge.StoreRecord{Key: k("obj/a"), Value: json.RawMessage(`{"n":1}`)}, h(1, "one"))
-	if err != nil || v1 != 1 {
-		fail("create", "want version 1, got %d, %v", v1, err)
-	}
-	for _, stale := range []uint64{0, v1 + 5} {
-		_, err := s.Put(ctx, converge.StoreRecord{Key: k("obj/a"), Version: stale, Value: json.RawMessage(`{"n":9}`)}, h(9, "stale"))
-		var ve *converge.StoreVersionError
-		if !errors.As(err, &ve) || !errors.Is(err, converge.ErrStoreStale) {
-			fail("stale put", "version %d: want *StoreVersionError, got %v", stale, err)
-		}
-	}
-	v2, err := s.Put(ctx, converge.StoreRecord{Key: k("obj/a"), Version: v1, Value: json.RawMessage(`{"n":2}`)}, h(2, "two"))
-	if err != nil || v2 <= v1 {
-		fail("update", "want a version above %d, got %d, %v", v1, v2, err)
-	}
-	if _, err := s.Put(ctx, converge.StoreRecord{Key: k("obj/a"), Version: v1, Value: json.RawMessage(`{"n":9}`)}); !errors.Is(err, converge.ErrStoreStale) {
-		fail("stale put", "old version %d: want ErrStoreStale, got %v", v1, err)
-	}
-	if rec, err := s.Get(ctx, k("obj/a")); err != nil || rec.Version != v2 || !jsonEqual(rec.Value, `{"n":2}`) {
-		fail("get", "want version %d {\"n\":2}, got %d %s, %v", v2, rec.Version, rec.Value, err)
-	}
-	if hist, err := s.History(ctx, k("obj/a")); err != nil || !historyEqual(hist, []converge.HistoryEntry{h(1, "one"), h(2, "two")}) {
-		fail("history", "want entries one, two; got %v, %v", hist, err)
-	}
-
-	if _, err := s.Put(ctx, converge.StoreRecord{Key: k("obj/b"), Value: json.RawMessage(`2`)}); err != nil {
-		fail("create", "second key: %v", err)
-	}
-	if _, err := s.Put(ctx, converge.StoreRecord{Key: k("other/c"), Value: json.RawMessage(`3`)}); err != nil {
-		fail("create", "third key: %v", err)
-	}
-	recs, err := s.List(ctx, k("obj/"))
-	var keys []string
-	for _, r := range recs {
-		keys = append(keys, r.Key)
-	}
-	if err != nil || !slices.Equal(keys, []string{k("obj/a"), k("obj/b")}) {
-		fail("list", "want [obj/a obj/b] sorted, got %v, %v", keys, err)
-	}
-
-	if err := s.Delete(ctx, k("obj/a"), v1, h(3, "")); !errors.Is(err, converge.ErrStoreStale) {
-		fail("delete", "stale version: want ErrStoreStale, got %v", err)
-	}
-	if err := s.Delete(ctx, k("obj/a"), v2, h(3, "")); err != nil {
-		fail("delete", "%v", err)
-	}
-	if _, err := s.Get(ctx, k("obj/a")); !errors.Is(err, converge.ErrStoreNotFound) {
-		fail("delete", "record still there: %v", err)
-	}
-	if err := s.Delete(ctx, k("obj/a"), v2); !errors.Is(err, converge.ErrStoreNotFound) {
-		fail("delete", "missing key: want ErrStoreNotFound, got %v", err)
-	}
-	if hist, err := s.History(ctx, k("obj/a")); err != nil || len(hist) != 3 {
-		fail("history", "want 3 entries after delete, got %v, %v", hist, err)
-	}
-
-	if _, err := s.Target(ctx, k("device")); !errors.Is(err, converge.ErrStoreNotFound) {
-		fail("target", "missing: want ErrStoreNotFound, got %v", err)
-	}
-	for _, v := range []string{`{"v":1}`, `{"v":2}`} {
-		if err := s.PutTarget(ctx, k("device"), json.RawMessage(v)); err != nil {
-			fail("target", "put: %v", err)
-		}
-	}
-	if got, err := s.Target(ctx, k("device")); err != nil || !jsonEqual(got, `{"v":2}`) {
-		fail("target", "want the last one, got %s, %v", got, err)
-	}
-
-	a, err := s.Claim(ctx, k("obj/b"), "owner-a", time.Minute)
-	if err != nil {
-		fail("claim", "free key: %v", err)
-	}
-	var ce *converge.ClaimError
-	if _, err := s.Claim(ctx, k("obj/b"), "owner-b", time.Minute); !errors.As(err, &ce) || !errors.Is(err, converge.ErrClaimHeld) {
-		fail("claim", "held key: want *ClaimError, got %v", err)
-	}
-	if a2, err := s.Claim(ctx, k("obj/b"), "owner-a", time.Minute); err != nil || a2.Token != a.Token {
-		fail("claim", "renewal: want token %d, got %d, %v", a.Token, a2.Token, err)
-	}
-	if err := s.Release(ctx, a); err != nil {
-		fail("release", "%v", err)
-	}
-	if err := s.Release(ctx, a); !errors.Is(err, converge.ErrLeaseLost) {
-		fail("release", "twice: want ErrLeaseLost, got %v", err)
-	}
-	if opts.Wait != nil {
-		short, err := s.Claim(ctx, k("obj/b"), "owner-a", time.Second)
-		if err != nil {
-			fail("claim", "released key: %v", err)
-		}
-		opts.Wait(2 * time.Second)
-		b, err := s.Claim(ctx, k("obj/b"), "owner-b", time.Minute)
-		if err != nil {
-			fail("claim", "expired lease: want it taken over, got %v", err)
-		} else if b.Token == short.Token {
-			fail("claim", "new owner got the old token %d", b.Token)
-		}
-		if err := s.Release(ctx, short); !errors.Is(err, converge.ErrLeaseLost) {
-			fail("release", "expired lease: want ErrLeaseLost, got %v", err)
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &multierror.Error{Errors: errs}
-}
-
-func jsonEqual(got json.RawMessage, want string) bool {
-	var a, b any
-	if json.Unmarshal(got, &a) != nil || json.Unmarshal([]byte(want), &b) != nil {
-		return false
-	}
-	return reflect.DeepEqual(a, b)
-}
-
-func historyEqual(got, want []converge.HistoryEntry) bool {
-	return slices.EqualFunc(got, want, func(a, b converge.HistoryEntry) bool {
-		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason
-	})
+	return s.Mem.Watch(ctx, prefix, fn)
 }

@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -91,8 +96,95 @@ func TestStoreLostReply(t *testing.T) {
 func TestStoreConformMemStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		require.NoError(t, convergetest.ConformStore(ctx, converge.NewMemStore(), convergetest.StoreConformOptions{Wait: time.Sleep}))
-		require.NoError(t, convergetest.ConformStore(ctx, &convergetest.Store{}, convergetest.StoreConformOptions{Prefix: "t1/"}))
+		mem := converge.NewMemStore()
+		require.NoError(t, convergetest.ConformStore(ctx, mem, convergetest.StoreConformOptions{
+			Wait: time.Sleep,
+			Peer: &convergetest.Store{Mem: mem},
+		}))
+	})
+}
+
+func TestStoreConformMemStoreSealedWithRetention(t *testing.T) {
+	sealer, err := converge.NewAESGCMSealer(make([]byte, 32))
+	require.NoError(t, err)
+	for _, ret := range []converge.Retention{
+		{Entries: 5, Age: time.Hour},
+		{Entries: -1},
+		{Entries: 1},
+	} {
+		t.Run(fmt.Sprintf("%+v", ret), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &converge.MemStore{Sealer: sealer, Retention: ret}
+				require.NoError(t, convergetest.ConformStore(context.Background(), s, convergetest.StoreConformOptions{
+					Wait: time.Sleep, Retention: ret,
+				}))
+			})
+		})
+	}
+}
+
+func TestStoreConformFake(t *testing.T) {
+	ctx := context.Background()
+	fake := &convergetest.Store{}
+	require.NoError(t, convergetest.ConformStore(ctx, fake, convergetest.StoreConformOptions{Prefix: "t1/"}))
+	assert.Positive(t, fake.Calls(convergetest.OpClaimDue))
+	assert.Positive(t, fake.Calls(convergetest.OpWatch))
+	// Twice on one store: the prefix keeps the runs apart.
+	require.NoError(t, convergetest.ConformStore(ctx, fake, convergetest.StoreConformOptions{Prefix: "t2/", Peer: fake.Mem}))
+}
+
+func TestStoreQueueFailNext(t *testing.T) {
+	ctx := context.Background()
+	s := &convergetest.Store{}
+	_, err := s.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	calls := []struct {
+		op   convergetest.StoreOp
+		call func() error
+	}{
+		{convergetest.OpSchedule, func() error { return s.Schedule(ctx, "k", time.Now()) }},
+		{convergetest.OpClaimDue, func() error { _, err := s.ClaimDue(ctx, "", "me", time.Minute, 10); return err }},
+		{convergetest.OpFinish, func() error { return s.Finish(ctx, converge.Lease{Key: "k"}, time.Time{}) }},
+		{convergetest.OpWatch, func() error { _, err := s.Watch(ctx, "", func(string) {}); return err }},
+	}
+	for _, tc := range calls {
+		t.Run(string(tc.op), func(t *testing.T) {
+			s.FailNext(tc.op, 1, nil)
+			err := tc.call()
+			require.ErrorIs(t, err, convergetest.ErrInjected)
+			var se *convergetest.StoreError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.op, se.Op)
+			assert.Equal(t, 1, s.Calls(tc.op))
+		})
+	}
+	// The injected ClaimDue claimed nothing: the record is still due.
+	got, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	// A lost reply on Finish: the lease is gone all the same.
+	s.SetFailRate(0, 1)
+	err = s.Finish(ctx, got[0].Lease, time.Time{})
+	var se *convergetest.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.True(t, se.Written)
+	s.SetFailRate(0, 0)
+	require.ErrorIs(t, s.Finish(ctx, got[0].Lease, time.Time{}), converge.ErrLeaseLost)
+}
+
+func TestStoreWatchDelegates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := &convergetest.Store{}
+		var got []string
+		stop, err := s.Watch(ctx, "obj/", func(k string) { got = append(got, k) })
+		require.NoError(t, err)
+		_, err = s.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: json.RawMessage(`1`)})
+		require.NoError(t, err)
+		synctest.Wait()
+		stop()
+		assert.Equal(t, []string{"obj/a"}, got)
 	})
 }
 
@@ -115,4 +207,133 @@ func TestStoreConformCatchesBrokenStore(t *testing.T) {
 	var ce *convergetest.StoreConformanceError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "stale put", ce.Rule)
+}
+
+// brokenRules returns the rules ConformStore reports broken.
+func brokenRules(t *testing.T, err error) []string {
+	t.Helper()
+	require.ErrorIs(t, err, convergetest.ErrStoreNonConformant)
+	var me *multierror.Error
+	require.ErrorAs(t, err, &me)
+	var rules []string
+	for _, e := range me.Errors {
+		var ce *convergetest.StoreConformanceError
+		require.ErrorAs(t, e, &ce)
+		if !slices.Contains(rules, ce.Rule) {
+			rules = append(rules, ce.Rule)
+		}
+	}
+	return rules
+}
+
+// unfencedStore ignores fencing tokens.
+type unfencedStore struct{ *converge.MemStore }
+
+func (s unfencedStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	rec.Token = 0
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+// carelessStore ignores cancelled contexts on writes.
+type carelessStore struct{ *converge.MemStore }
+
+func (s carelessStore) Put(_ context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	return s.MemStore.Put(context.Background(), rec, h...)
+}
+
+// lenientStore takes anything for JSON.
+type lenientStore struct{ *converge.MemStore }
+
+func (s lenientStore) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+	if !json.Valid(target) {
+		target = json.RawMessage(`null`)
+	}
+	return s.MemStore.PutTarget(ctx, name, target)
+}
+
+// leakyQueue hands out due records without keeping them from others.
+type leakyQueue struct{ *converge.MemStore }
+
+func (s leakyQueue) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
+	got, err := s.MemStore.ClaimDue(ctx, prefix, owner, ttl, limit)
+	for _, c := range got {
+		_ = s.MemStore.Release(ctx, c.Lease)
+		_ = s.MemStore.Schedule(ctx, c.Record.Key, time.Time{})
+	}
+	return got, err
+}
+
+// deafQueue's watches never call fn.
+type deafQueue struct{ *converge.MemStore }
+
+func (s deafQueue) Watch(ctx context.Context, prefix string, _ func(string)) (func(), error) {
+	return s.MemStore.Watch(ctx, prefix, func(string) {})
+}
+
+// stubbornQueue's watches ignore stop and their context; they call fn
+// from Put, before it returns.
+type stubbornQueue struct {
+	*converge.MemStore
+	mu      sync.Mutex
+	watches map[string][]func(string)
+}
+
+func newStubbornQueue() *stubbornQueue {
+	return &stubbornQueue{MemStore: converge.NewMemStore(), watches: map[string][]func(string){}}
+}
+
+func (s *stubbornQueue) Watch(ctx context.Context, prefix string, fn func(string)) (func(), error) {
+	s.mu.Lock()
+	s.watches[prefix] = append(s.watches[prefix], fn)
+	s.mu.Unlock()
+	return func() {}, nil
+}
+
+func (s *stubbornQueue) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	v, err := s.MemStore.Put(ctx, rec, h...)
+	if err == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for prefix, fns := range s.watches {
+			if strings.HasPrefix(rec.Key, prefix) {
+				for _, fn := range fns {
+					fn(rec.Key)
+				}
+			}
+		}
+	}
+	return v, err
+}
+
+func TestStoreConformCatchesBrokenRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		store func() converge.Store
+		opts  convergetest.StoreConformOptions
+		rule  string
+	}{
+		{"fencing ignored", func() converge.Store { return unfencedStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "fencing"},
+		{"history kept beyond the default", func() converge.Store {
+			return &converge.MemStore{Retention: converge.Retention{Entries: -1}}
+		}, convergetest.StoreConformOptions{}, "retention"},
+		{"history kept beyond its age", func() converge.Store {
+			return &converge.MemStore{Retention: converge.Retention{Entries: 5}}
+		}, convergetest.StoreConformOptions{Retention: converge.Retention{Entries: 5, Age: time.Hour}}, "retention"},
+		{"cancellation ignored", func() converge.Store { return carelessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "cancellation"},
+		{"invalid target taken", func() converge.Store { return lenientStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "invalid input"},
+		{"claims not exclusive", func() converge.Store { return leakyQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "queue: exclusive claims"},
+		{"claims taken twice", func() converge.Store { return leakyQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "queue: concurrent claims"},
+		{"watch never delivers", func() converge.Store { return deafQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "watch"},
+		{"watch ignores stop", func() converge.Store { return newStubbornQueue() }, convergetest.StoreConformOptions{}, "watch: stop"},
+		{"watch ignores its context", func() converge.Store { return newStubbornQueue() }, convergetest.StoreConformOptions{}, "watch: cancel"},
+		{"peer writes not seen", func() converge.Store { return converge.NewMemStore() }, convergetest.StoreConformOptions{Peer: converge.NewMemStore()}, "watch: peer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				err := convergetest.ConformStore(context.Background(), tt.store(), tt.opts)
+				assert.Contains(t, brokenRules(t, err), tt.rule)
+			})
+		})
+	}
 }

@@ -58,7 +58,7 @@ func run(ctx context.Context, out io.Writer) error {
 				return controller.Result{}, err // retried with backoff
 			}
 			// The host reports through Enqueue once the install is done.
-			prov.install(h.Key, func() { ctrl.Enqueue(h.Key) })
+			prov.install(h.Key, func() { _ = ctrl.Enqueue(ctx, h.Key) })
 			return controller.Transition(stateInstalling).Because("machine booted"), nil
 		case stateInstalling:
 			if !prov.isInstalled(h.Key) {

@@ -1,0 +1,307 @@
+package boltstore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/boltstore"
+)
+
+// TestOpenBadFiles checks that a file that is not a store is refused with
+// an error naming it, and left as it was.
+func TestOpenBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	random := make([]byte, 64<<10)
+	_, _ = rand.Read(random)
+	otherBolt := filepath.Join(dir, "other.db")
+	db, err := bolt.Open(otherBolt, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("settings"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), []byte("v"))
+	}))
+	require.NoError(t, db.Close())
+
+	for _, tc := range []struct {
+		name    string
+		path    string
+		content []byte // nil: a directory, or the file above
+		want    error
+	}{
+		{"random bytes", "random.db", random, boltstore.ErrNotStore},
+		{"short random bytes", "short.db", random[:100], boltstore.ErrNotStore},
+		{"text file", "notes.txt", []byte(strings.Repeat("hello, this is not a database\n", 500)), boltstore.ErrNotStore},
+		{"directory", "adir", nil, boltstore.ErrNotStore},
+		{"another program's bbolt file", "other.db", nil, boltstore.ErrNotStore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.path)
+			switch {
+			case tc.content != nil:
+				require.NoError(t, os.WriteFile(path, tc.content, 0o600))
+			case tc.path == "adir":
+				require.NoError(t, os.Mkdir(path, 0o700))
+			}
+			before := snapshot(t, path)
+			st, err := boltstore.Open(path, boltstore.Options{})
+			require.Error(t, err)
+			assert.Nil(t, st)
+			require.ErrorIs(t, err, tc.want)
+			var oe *boltstore.OpenError
+			require.ErrorAs(t, err, &oe)
+			assert.Equal(t, path, oe.Path)
+			assert.Contains(t, err.Error(), path, "the message names the file")
+			assert.True(t, strings.HasPrefix(err.Error(), "boltstore: "), err.Error())
+			assert.Equal(t, before, snapshot(t, path), "the file was not written to")
+		})
+	}
+}
+
+// snapshot returns the bytes of the file at path ("dir" for a directory).
+func snapshot(t *testing.T, path string) []byte {
+	t.Helper()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	if fi.IsDir() {
+		return []byte("dir")
+	}
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+func TestOpenEmptyFileMakesAStore(t *testing.T) {
+	path := tempPath(t)
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	st := openStore(t, path, boltstore.Options{})
+	_, err := st.Put(context.Background(), converge.StoreRecord{Key: "k", Value: raw(`1`)})
+	require.NoError(t, err)
+}
+
+func TestOpenMissingDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no", "such", "dir", "state.db")
+	_, err := boltstore.Open(path, boltstore.Options{})
+	var oe *boltstore.OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, path, oe.Path)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.NotErrorIs(t, err, boltstore.ErrNotStore)
+	assert.Equal(t, 1, strings.Count(err.Error(), path), "the path is named once: %s", err)
+
+	_, err = boltstore.Open("", boltstore.Options{})
+	require.ErrorIs(t, err, converge.ErrStoreInvalid)
+}
+
+func TestOpenLocked(t *testing.T) {
+	path := tempPath(t)
+	st := openStore(t, path, boltstore.Options{})
+	_, err := st.Put(context.Background(), converge.StoreRecord{Key: "k", Value: raw(`1`)})
+	require.NoError(t, err)
+	before := snapshot(t, path)
+
+	// A lock is held per open file, so a second Open in this process meets
+	// it like another process would (the crash tests open the same file
+	// from separate processes one after the other).
+	_, err = boltstore.Open(path, boltstore.Options{LockTimeout: -1})
+	require.ErrorIs(t, err, boltstore.ErrFileLocked)
+	var oe *boltstore.OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, path, oe.Path)
+	assert.Contains(t, err.Error(), path)
+	_, err = boltstore.Open(path, boltstore.Options{LockTimeout: 60 * time.Millisecond})
+	require.ErrorIs(t, err, boltstore.ErrFileLocked)
+	assert.Equal(t, before, snapshot(t, path))
+
+	require.NoError(t, st.Close())
+	again := openStore(t, path, boltstore.Options{LockTimeout: -1})
+	rec, err := again.Get(context.Background(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), rec.Version)
+}
+
+func TestOpenNewerFormat(t *testing.T) {
+	path := tempPath(t)
+	st, err := boltstore.Open(path, boltstore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("99"))
+	}))
+	require.NoError(t, db.Close())
+	before := snapshot(t, path)
+
+	_, err = boltstore.Open(path, boltstore.Options{})
+	require.ErrorIs(t, err, boltstore.ErrNewerFormat)
+	var oe *boltstore.OpenError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, path, oe.Path)
+	assert.Contains(t, err.Error(), "99")
+	assert.Equal(t, before, snapshot(t, path))
+}
+
+// TestBadRequests checks the typed errors of invalid calls, and that they
+// write nothing.
+func TestBadRequests(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, tempPath(t), boltstore.Options{})
+	v, err := st.Put(ctx, converge.StoreRecord{Key: "k", Value: raw(`{"ok":true}`)}, converge.HistoryEntry{To: "one"})
+	require.NoError(t, err)
+	long := strings.Repeat("x", bolt.MaxKeySize)
+	for _, tc := range []struct {
+		name  string
+		call  func() error
+		field string
+	}{
+		{"invalid JSON", func() error {
+			_, err := st.Put(ctx, converge.StoreRecord{Key: "k", Version: v, Value: raw(`{"ok":`)}, converge.HistoryEntry{To: "bad"})
+			return err
+		}, "Value"},
+		{"empty value", func() error {
+			_, err := st.Put(ctx, converge.StoreRecord{Key: "k", Version: v}, converge.HistoryEntry{To: "bad"})
+			return err
+		}, "Value"},
+		{"empty key", func() error {
+			_, err := st.Put(ctx, converge.StoreRecord{Value: raw(`1`)})
+			return err
+		}, "Key"},
+		{"key too long", func() error {
+			_, err := st.Put(ctx, converge.StoreRecord{Key: long, Value: raw(`1`)})
+			return err
+		}, "Key"},
+		{"invalid target", func() error { return st.PutTarget(ctx, "t", raw(`nope`)) }, "target"},
+		{"empty target name", func() error { return st.PutTarget(ctx, "", raw(`1`)) }, "name"},
+		{"empty owner", func() error { _, err := st.Claim(ctx, "k", "", time.Minute); return err }, "owner"},
+		{"zero ttl", func() error { _, err := st.Claim(ctx, "k", "o", 0); return err }, "ttl"},
+		{"empty claim key", func() error { _, err := st.Claim(ctx, "", "o", time.Minute); return err }, "key"},
+		{"zero limit", func() error { _, err := st.ClaimDue(ctx, "", "o", time.Minute, 0); return err }, "limit"},
+		{"ClaimDue without owner", func() error { _, err := st.ClaimDue(ctx, "", "", time.Minute, 1); return err }, "owner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.ErrorIs(t, err, converge.ErrStoreInvalid)
+			var re *converge.StoreRequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tc.field, re.Field)
+		})
+	}
+	rec, err := st.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, v, rec.Version)
+	assert.JSONEq(t, `{"ok":true}`, string(rec.Value))
+	hist, err := st.History(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"one"}, tos(hist))
+	_, err = st.Target(ctx, "t")
+	require.ErrorIs(t, err, converge.ErrStoreNotFound)
+	got, err := st.ClaimDue(ctx, "", "o", time.Minute, 10)
+	require.NoError(t, err)
+	assert.Len(t, got, 1, "no refused claim took the record")
+}
+
+func TestCancelledContext(t *testing.T) {
+	st := openStore(t, tempPath(t), boltstore.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := st.Put(ctx, converge.StoreRecord{Key: "k", Value: raw(`1`)})
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = st.Get(ctx, "k")
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = st.List(ctx, "")
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, st.PutTarget(ctx, "t", raw(`1`)), context.Canceled)
+	_, err = st.ClaimDue(ctx, "", "o", time.Minute, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = st.Get(context.Background(), "k")
+	require.ErrorIs(t, err, converge.ErrStoreNotFound)
+}
+
+func TestClosedStore(t *testing.T) {
+	st, err := boltstore.Open(tempPath(t), boltstore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	_, err = st.Put(context.Background(), converge.StoreRecord{Key: "k", Value: raw(`1`)})
+	require.ErrorIs(t, err, boltstore.ErrClosed)
+	_, err = st.Get(context.Background(), "k")
+	require.ErrorIs(t, err, boltstore.ErrClosed)
+}
+
+// TestSealedAtRest reads the raw file: the secret is not there in clear,
+// and a store without the Sealer (or with another one) refuses the value.
+func TestSealedAtRest(t *testing.T) {
+	ctx := context.Background()
+	path := tempPath(t)
+	const secret = "hunter2-very-secret-token"
+	sealer := xorSealer{"key-one"}
+	st, err := boltstore.Open(path, boltstore.Options{Sealer: sealer})
+	require.NoError(t, err)
+	val, _ := json.Marshal(map[string]string{"password": secret})
+	_, err = st.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: val}, converge.HistoryEntry{To: "ready"})
+	require.NoError(t, err)
+	require.NoError(t, st.PutTarget(ctx, "agent", val))
+	rec, err := st.Get(ctx, "obj/a")
+	require.NoError(t, err)
+	assert.JSONEq(t, string(val), string(rec.Value))
+	list, err := st.List(ctx, "obj/")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.JSONEq(t, string(val), string(list[0].Value))
+	require.NoError(t, st.Close())
+
+	file, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.False(t, bytes.Contains(file, []byte(secret)), "the secret is in the file in clear")
+	assert.True(t, bytes.Contains(file, []byte("obj/a")), "keys stay in clear")
+
+	for _, tc := range []struct {
+		name   string
+		sealer converge.Sealer
+	}{{"no sealer", nil}, {"another key", xorSealer{"key-two"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := openStore(t, path, boltstore.Options{Sealer: tc.sealer})
+			_, err := other.Get(ctx, "obj/a")
+			require.ErrorIs(t, err, converge.ErrSealed)
+			assert.NotContains(t, err.Error(), secret)
+			_, err = other.Target(ctx, "agent")
+			require.ErrorIs(t, err, converge.ErrSealed)
+			_, err = other.List(ctx, "")
+			require.ErrorIs(t, err, converge.ErrSealed)
+			_, err = other.ClaimDue(ctx, "", "o", time.Minute, 10)
+			require.ErrorIs(t, err, converge.ErrSealed)
+			// A refused ClaimDue claimed nothing.
+			l, err := other.Claim(ctx, "obj/a", "x", time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, other.Release(ctx, l))
+			hist, err := other.History(ctx, "obj/a")
+			require.NoError(t, err, "history is in clear")
+			assert.Equal(t, []string{"ready"}, tos(hist))
+			require.NoError(t, other.Close())
+		})
+	}
+
+	// A value written in clear before sealing was turned on is still read.
+	clear := openStore(t, tempPath(t), boltstore.Options{})
+	_, err = clear.Put(ctx, converge.StoreRecord{Key: "k", Value: raw(`{"a":1}`)})
+	require.NoError(t, err)
+	require.NoError(t, clear.Close())
+	sealed := openStore(t, clear.Path(), boltstore.Options{Sealer: sealer})
+	rec, err = sealed.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"a":1}`, string(rec.Value))
+}

@@ -1,0 +1,279 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+)
+
+// interval is one handler run of one object by one replica.
+type interval struct {
+	owner      string
+	start, end time.Time
+}
+
+// runLog records handler runs per key and finds overlapping ones.
+type runLog struct {
+	mu   sync.Mutex
+	runs map[string][]interval
+}
+
+func (l *runLog) add(key string, iv interval) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runs == nil {
+		l.runs = map[string][]interval{}
+	}
+	l.runs[key] = append(l.runs[key], iv)
+}
+
+// overlaps returns the keys handled by two replicas at overlapping times.
+func (l *runLog) overlaps() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for k, ivs := range l.runs {
+		for i := range ivs {
+			for j := i + 1; j < len(ivs); j++ {
+				if ivs[i].start.Before(ivs[j].end) && ivs[j].start.Before(ivs[i].end) {
+					out = append(out, fmt.Sprintf("%s: %s and %s", k, ivs[i].owner, ivs[j].owner))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestReplicasShareObjectsWithoutOverlap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		var log runLog
+		var faults atomic.Int32
+		handled := map[string]*atomic.Int32{}
+		replica := func(owner string, seed uint64) *controller.Controller {
+			var mu sync.Mutex
+			r := rand.New(rand.NewPCG(seed, 1))
+			n := &atomic.Int32{}
+			handled[owner] = n
+			c, err := controller.New(controller.Config{
+				Kind: "host", Store: store, Owner: owner, LeaseTTL: 10 * time.Second, Workers: 3,
+				Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+					start := time.Now()
+					time.Sleep(100 * time.Millisecond)
+					defer func() { log.add(o.Key, interval{owner, start, time.Now()}) }()
+					n.Add(1)
+					mu.Lock()
+					fault := r.Float64() < 0.3
+					mu.Unlock()
+					if fault {
+						faults.Add(1)
+						return controller.Result{}, errors.New("transient")
+					}
+					switch o.State {
+					case "new":
+						return controller.Transition("installing"), nil
+					case "installing":
+						return controller.Transition("ready"), nil
+					}
+					return controller.NoChange(), nil
+				})})
+			require.NoError(t, err)
+			return c
+		}
+		a, b := replica("replica-a", 1), replica("replica-b", 2)
+		for i := range 60 {
+			require.NoError(t, a.Add(ctx, fmt.Sprintf("h%02d", i), "new", nil))
+		}
+		stopA, stopB := startController(t, a), startController(t, b)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		recs, err := store.List(ctx, "host/")
+		require.NoError(t, err)
+		require.Len(t, recs, 60)
+		for _, rec := range recs {
+			var o controller.Object
+			require.NoError(t, json.Unmarshal(rec.Value, &o))
+			assert.Equal(t, controller.State("ready"), o.State, rec.Key)
+		}
+		assert.Empty(t, log.overlaps(), "no object is handled by two replicas at once")
+		assert.Positive(t, faults.Load(), "faults were injected")
+		assert.Positive(t, handled["replica-a"].Load(), "replica a took a share")
+		assert.Positive(t, handled["replica-b"].Load(), "replica b took a share")
+		require.NoError(t, stopA())
+		require.NoError(t, stopB())
+	})
+}
+
+func TestReplicaEnqueueWakesTheOtherReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		runs := map[string]*atomic.Int32{"a": {}, "b": {}}
+		replica := func(owner string) *controller.Controller {
+			c, err := controller.New(controller.Config{
+				Kind: "host", Store: store, Owner: owner, Poll: time.Hour, Resync: time.Hour,
+				Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+					runs[owner].Add(1)
+					return controller.NoChange(), nil
+				})})
+			require.NoError(t, err)
+			return c
+		}
+		a, b := replica("a"), replica("b")
+		require.NoError(t, a.Add(ctx, "h1", "ready", nil))
+		stopA := startController(t, a)
+		synctest.Wait()
+		require.Equal(t, int32(1), runs["a"].Load(), "a handles the new object at once")
+		require.NoError(t, stopA())
+		stopB := startController(t, b)
+		synctest.Wait()
+		require.Equal(t, int32(0), runs["b"].Load(), "not due for an hour")
+
+		require.NoError(t, a.Enqueue(ctx, "h1"), "a stopped, yet its Enqueue reaches the store")
+		synctest.Wait()
+		assert.Equal(t, int32(1), runs["b"].Load(), "b is woken by the store's watch, not by its hourly poll")
+
+		err := a.Enqueue(ctx, "missing")
+		require.ErrorIs(t, err, controller.ErrObjectNotFound)
+		var oe *controller.ObjectError
+		require.ErrorAs(t, err, &oe)
+		assert.Equal(t, "missing", oe.Key)
+
+		require.NoError(t, a.Request(ctx, "h1", "reinstall"))
+		synctest.Wait()
+		assert.Equal(t, int32(2), runs["b"].Load(), "a request is an enqueue too")
+		require.NoError(t, stopB())
+	})
+}
+
+func TestReplicaTakesOverExpiredLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		var handled atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: store, Owner: "replica-a", LeaseTTL: 45 * time.Second,
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				handled.Add(1)
+				return controller.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "ready", nil))
+		// A replica that claimed the object and died.
+		dead, err := store.ClaimDue(ctx, "vm/", "replica-dead", 45*time.Second, 10)
+		require.NoError(t, err)
+		require.Len(t, dead, 1)
+		start := time.Now()
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(0), handled.Load(), "held by the dead replica")
+		for handled.Load() == 0 {
+			time.Sleep(time.Second)
+		}
+		took := time.Since(start)
+		assert.GreaterOrEqual(t, took, 45*time.Second, "not before the lease expired")
+		assert.LessOrEqual(t, took, 2*45*time.Second, "taken over within 2×TTL")
+		require.ErrorIs(t, store.Finish(ctx, dead[0].Lease, time.Time{}), converge.ErrLeaseLost, "the dead replica's lease is gone")
+		require.NoError(t, stop())
+	})
+}
+
+func TestReplicaRenewsLeaseOfLongHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		release := make(chan struct{})
+		var handled atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: store, Owner: "replica-a", LeaseTTL: 10 * time.Second,
+			Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+				if o.State == "done" {
+					return controller.NoChange(), nil
+				}
+				if handled.Add(1) == 1 {
+					<-release // a handler running for many lease durations
+				}
+				return controller.Transition("done"), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "new", nil))
+		stop := startController(t, c)
+		time.Sleep(time.Minute)
+		got, err := store.ClaimDue(ctx, "vm/", "replica-b", time.Minute, 10)
+		require.NoError(t, err)
+		assert.Empty(t, got, "the lease is renewed while the handler runs")
+		_, err = store.Claim(ctx, "vm/a", "replica-b", time.Minute)
+		require.ErrorIs(t, err, converge.ErrClaimHeld)
+		close(release)
+		synctest.Wait()
+		o, ok := c.Get("a")
+		require.True(t, ok)
+		assert.Equal(t, controller.State("done"), o.State, "the write after a long run is accepted: the lease is still ours")
+		require.NoError(t, stop())
+	})
+}
+
+func TestReplicaStopHandsBackClaims(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := converge.NewMemStore()
+		var started atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: store, Owner: "replica-a", LeaseTTL: time.Hour, Workers: 1,
+			ShutdownTimeout: time.Second,
+			Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+				started.Add(1)
+				<-ctx.Done() // runs until the shutdown timeout cancels it
+				return controller.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		for i := range 3 {
+			require.NoError(t, c.Add(ctx, fmt.Sprintf("o%d", i), "ready", nil))
+		}
+		stop := startController(t, c)
+		synctest.Wait()
+		require.Equal(t, int32(1), started.Load(), "one worker")
+		require.ErrorIs(t, stop(), controller.ErrShutdownTimeout)
+		assert.Equal(t, int32(1), started.Load(), "a claim waiting for a worker is not started once stopping")
+		// Every claim was finished: another replica takes the objects at
+		// once, without waiting an hour for the leases to expire.
+		got, err := store.ClaimDue(ctx, "vm/", "replica-b", time.Minute, 10)
+		require.NoError(t, err)
+		assert.Len(t, got, 2, "the two objects that waited for a worker are due at once")
+		for i := range 3 {
+			_, err := store.Claim(ctx, fmt.Sprintf("vm/o%d", i), "replica-c", time.Minute)
+			if i == 0 {
+				require.NoError(t, err, "the handled object's lease was released")
+			}
+		}
+	})
+}
+
+func TestReplicaNeedsQueueStore(t *testing.T) {
+	h := controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+		return controller.NoChange(), nil
+	})
+	_, err := controller.New(controller.Config{Kind: "vm", Handler: h, Owner: "a", Store: storeOnly{converge.NewMemStore()}})
+	var ce *converge.ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "Store", ce.Field)
+	_, err = controller.New(controller.Config{Kind: "vm", Handler: h, Owner: "a"})
+	require.NoError(t, err, "the default MemStore is a Queue")
+}
+
+// storeOnly hides every method but those of converge.Store.
+type storeOnly struct{ converge.Store }
