@@ -34,12 +34,12 @@ const (
 	envChild = "BOLTSTORE_CRASH_CHILD" // "writes" or "plan"
 	envFile  = "BOLTSTORE_CRASH_FILE"  // the store file
 	envLog   = "BOLTSTORE_CRASH_LOG"   // the plan child's signal log
+	envPlans = "BOLTSTORE_CRASH_PLANS" // how many plans the plan child runs
 )
 
 const (
 	crashKills   = 50
 	crashWriters = 4
-	crashPlans   = 10
 	planWorkers  = 8
 )
 
@@ -55,7 +55,10 @@ func childMain() bool {
 	case "writes":
 		err = childWrites(os.Getenv(envFile))
 	case "plan":
-		err = childPlan(os.Getenv(envFile), os.Getenv(envLog))
+		var plans int
+		if plans, err = strconv.Atoi(os.Getenv(envPlans)); err == nil {
+			err = childPlan(os.Getenv(envFile), os.Getenv(envLog), plans)
+		}
 	default:
 		err = fmt.Errorf("unknown child mode %q", mode)
 	}
@@ -367,9 +370,9 @@ func dash(s converge.PlanState) string {
 	return string(s)
 }
 
-// childPlan runs the plans p0... in order on the store, creating those
-// that do not exist yet, and prints every stored step.
-func childPlan(path, logPath string) error {
+// childPlan runs the plans p0 to p<plans-1> in order on the store,
+// creating those that do not exist yet, and prints every stored step.
+func childPlan(path, logPath string, plans int) error {
 	st, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		return err
@@ -391,7 +394,7 @@ func childPlan(path, logPath string) error {
 		return err
 	}
 	a.ack("ready")
-	for i := range crashPlans {
+	for i := range plans {
 		id := fmt.Sprintf("p%d", i)
 		doc, err := crashPlanDoc(id)
 		if err != nil {
@@ -418,25 +421,29 @@ func TestCrashPlanRunner(t *testing.T) {
 	env := []string{envChild + "=plan", envFile + "=" + path, envLog + "=" + logPath}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 14))
 	var all []string
-	kills := 0
-	for kills < crashKills {
-		lines, killed := crashChild(t, env, rng.IntN(8))
+	for range crashKills {
+		// Plans without end: the child is always killed mid-plan.
+		lines, killed := crashChild(t, append(env, envPlans+"=1000000"), rng.IntN(8))
+		require.True(t, killed)
 		all = append(all, lines...)
-		if !killed {
-			break
-		}
-		kills++
 		checkBolt(t, path)
 	}
-	lines, _ := crashChild(t, env, -1) // the last child runs every plan to its end
-	all = append(all, lines...)
-	require.Equal(t, crashKills, kills, "the plans lasted for every kill")
-
+	// The last child runs every plan created so far to its end.
 	ctx := context.Background()
-	st := openStore(t, path, boltstore.Options{})
+	st, err := boltstore.Open(path, boltstore.Options{})
+	require.NoError(t, err)
+	created, err := st.List(ctx, converge.PlanKeyPrefix)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	plans := len(created)
+	require.Positive(t, plans)
+	lines, _ := crashChild(t, append(env, fmt.Sprint(envPlans, "=", plans)), -1)
+	all = append(all, lines...)
+
+	st = openStore(t, path, boltstore.Options{})
 	r, err := converge.NewPlanRunner(st, converge.PlanConfig{})
 	require.NoError(t, err)
-	for i := range crashPlans {
+	for i := range plans {
 		id := fmt.Sprintf("p%d", i)
 		doc, _, err := r.Get(ctx, id)
 		require.NoError(t, err)
@@ -480,6 +487,6 @@ func TestCrashPlanRunner(t *testing.T) {
 	for line, n := range sent {
 		assert.Equal(t, 1, n, "signalled %d times: %s", n, line)
 	}
-	assert.Len(t, sent, crashPlans*(planWorkers+2))
-	t.Logf("%d kills, %d acknowledged lines, %d signals", kills, len(all), len(sent))
+	assert.Len(t, sent, plans*(planWorkers+2), "every node of every plan was signalled")
+	t.Logf("%d kills, %d plans, %d acknowledged lines, %d signals", crashKills, plans, len(all), len(sent))
 }

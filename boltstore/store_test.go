@@ -119,7 +119,7 @@ func TestConformStore(t *testing.T) {
 				defer st.Close()
 				for _, prefix := range []string{"", "again/"} {
 					require.NoError(t, convergetest.ConformStore(context.Background(), st, convergetest.StoreConformOptions{
-						Prefix: prefix, Wait: time.Sleep,
+						Prefix: prefix, Wait: time.Sleep, Retention: tc.opts.Retention,
 					}))
 				}
 			})

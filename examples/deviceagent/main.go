@@ -11,21 +11,28 @@
 //
 // Usage:
 //
-//	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down]
+//	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down] [-state file] [-resume]
 //
 // Without -f it uses a built-in project of two services (db and web, web
 // waiting for db to be healthy). -dry prints the planned action per
 // container and writes nothing; -once applies once and exits; -down removes
-// everything the project owns. Otherwise it runs until interrupted.
+// everything the project owns. Otherwise it runs until interrupted, keeping
+// its target (the project) in the embedded store file -state, on disk
+// before it is applied; -resume starts from that stored target instead of
+// loading a project, as an agent restarted after a power cut does. With
+// CONVERGE_SEAL_KEY set (a hex AES key) the stored target is sealed, so the
+// environment secrets in it are not on disk in clear.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -34,6 +41,7 @@ import (
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
+	"github.com/convergekit/converge/examples/internal/stores"
 )
 
 const builtin = `
@@ -73,6 +81,8 @@ func run() error {
 	dry := flag.Bool("dry", false, "print the planned action per container and write nothing")
 	once := flag.Bool("once", false, "apply once and exit")
 	down := flag.Bool("down", false, "remove everything the project owns")
+	state := flag.String("state", defaultState(), "file of the embedded store that keeps the target")
+	resume := flag.Bool("resume", false, "run the target kept in -state instead of loading a project")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -84,10 +94,32 @@ func run() error {
 	}
 	defer cli.Close()
 
+	var st *stores.Store
+	if !*dry && !*once && !*down {
+		var closeStore func()
+		st, closeStore, err = stores.Open(ctx, stores.Options{Path: *state})
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+	}
 	var p *docker.Project
-	if *file != "" {
+	switch {
+	case *resume && st == nil:
+		return errors.New("-resume keeps a project converged: it cannot go with -dry, -once or -down")
+	case *resume:
+		b, err := st.Target(ctx, converge.TargetDefaultName)
+		if err != nil {
+			return fmt.Errorf("no target to resume in %s: %w", *state, err)
+		}
+		p = new(docker.Project)
+		if err := json.Unmarshal(b, p); err != nil {
+			return fmt.Errorf("the target kept in %s: %w", *state, err)
+		}
+		fmt.Printf("resuming project %s from %s\n", p.Name, *state)
+	case *file != "":
 		p, err = docker.LoadComposeFile(ctx, *file, docker.LoadOptions{})
-	} else {
+	default:
 		img := *image
 		if *demo {
 			var built bool
@@ -131,6 +163,7 @@ func run() error {
 
 	r, err := converge.NewTargetReconciler(converge.TargetConfig[docker.Project]{
 		Build: docker.TargetBuild(cli),
+		Store: st.Store,
 		Walk:  converge.Config{Observer: converge.ObserverFunc(printEvent)},
 	})
 	if err != nil {
@@ -144,8 +177,12 @@ func run() error {
 			fmt.Printf("pass %d failed (retry in %s): %v\n", e.Pass, e.Retry.Round(1e6), e.Err)
 		}
 	})
-	if err := r.SetTarget(ctx, *p); err != nil {
-		return err
+	if !*resume {
+		// Stored (fsynced) before it is applied: a restart with -resume
+		// finds it.
+		if err := r.SetTarget(ctx, *p); err != nil {
+			return err
+		}
 	}
 	go func() {
 		err := docker.WatchEvents(ctx, cli, p.Name, func(m events.Message) {
@@ -169,4 +206,13 @@ func printEvent(e converge.Event) {
 	case converge.EventFailed:
 		fmt.Printf("  %s: failed in %s: %v\n", e.ID, e.Phase, e.Err)
 	}
+}
+
+// defaultState is the store file in the user's cache directory.
+func defaultState() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "converge", "deviceagent.db")
 }

@@ -5,12 +5,21 @@
 // to report, as a real agent would. The program prints the number of hosts
 // per state as the fleet converges, then one host's history.
 //
+// The hosts' states and histories are kept in a durable store: PostgreSQL
+// when a DSN is given (-pg, or CONVERGE_PG_DSN), where several copies of
+// the program may run at once as replicas sharing the work; otherwise the
+// embedded boltstore file named by -state (a temporary one by default). A
+// second run on the same store resumes where the first one stopped.
+//
 //	go run ./examples/fleet
+//	go run ./examples/fleet -state /tmp/fleet.db
+//	CONVERGE_PG_DSN=postgres://... go run ./examples/fleet
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -22,6 +31,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/examples/internal/stores"
 )
 
 const hosts = 500
@@ -37,17 +47,28 @@ const (
 var errProviderBusy = errors.New("provider: try again")
 
 func main() {
+	var opts stores.Options
+	flag.StringVar(&opts.DSN, "pg", os.Getenv(stores.DSNEnv), "PostgreSQL DSN of the shared store (default $"+stores.DSNEnv+")")
+	flag.StringVar(&opts.Path, "state", "", "embedded store file when no DSN is given (default: a temporary file)")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
+	if err := run(ctx, os.Stdout, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-// run converges the simulated fleet and writes its progress to out.
-func run(ctx context.Context, out io.Writer) error {
-	prov := &provider{installed: map[string]bool{}, rand: rand.New(rand.NewPCG(1, 2))}
+// run converges the simulated fleet, kept in the store opts names, and
+// writes its progress to out.
+func run(ctx context.Context, out io.Writer, opts stores.Options) error {
+	st, closeStore, err := stores.Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	appCtx := ctx
+	prov := &provider{installed: map[string]bool{}, started: map[string]bool{}, rand: rand.New(rand.NewPCG(1, 2))}
 	var ctrl *controller.Controller
 	handler := controller.HandlerFunc(func(ctx context.Context, h controller.Object) (controller.Result, error) {
 		switch h.State {
@@ -58,9 +79,14 @@ func run(ctx context.Context, out io.Writer) error {
 				return controller.Result{}, err // retried with backoff
 			}
 			// The host reports through Enqueue once the install is done.
-			prov.install(h.Key, func() { _ = ctrl.Enqueue(ctx, h.Key) })
+			prov.install(h.Key, func() { _ = ctrl.Enqueue(appCtx, h.Key) })
 			return controller.Transition(stateInstalling).Because("machine booted"), nil
 		case stateInstalling:
+			if !prov.isStarted(h.Key) {
+				// The install began in an earlier run of the program:
+				// start it again, as a real agent would be asked to.
+				prov.install(h.Key, func() { _ = ctrl.Enqueue(appCtx, h.Key) })
+			}
 			if !prov.isInstalled(h.Key) {
 				return controller.Wait("install running"), nil
 			}
@@ -69,24 +95,37 @@ func run(ctx context.Context, out io.Writer) error {
 			return controller.NoChange(), nil
 		}
 	})
-	var err error
-	ctrl, err = controller.New(controller.Config{
+	cfg := controller.Config{
 		Kind:    "host",
+		Store:   st.Store,
 		Handler: handler,
 		Workers: 16,
 		Backoff: converge.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Jitter: 0.5},
 		SLA:     map[controller.State]time.Duration{stateInstalling: time.Minute},
-	})
+	}
+	if st.Shared {
+		// Other copies of the program may share the database: each is a
+		// replica that claims due hosts in batches.
+		name, _ := os.Hostname()
+		cfg.Owner = fmt.Sprintf("%s-%d", name, os.Getpid())
+		cfg.Poll = 50 * time.Millisecond
+	}
+	ctrl, err = controller.New(cfg)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "state kept in %s\n", st.Where)
 	for i := range hosts {
-		if err := ctrl.Add(ctx, fmt.Sprintf("host-%03d", i), stateNew, nil); err != nil {
+		err := ctrl.Add(ctx, fmt.Sprintf("host-%03d", i), stateNew, nil)
+		if err != nil && !errors.Is(err, controller.ErrObjectExists) {
 			return err
 		}
 	}
+	// Hosts added by an earlier run are known once Run has read the store.
 	last := render(countStates(ctrl))
-	fmt.Fprintln(out, last)
+	if last != "" {
+		fmt.Fprintln(out, last)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- ctrl.Run(runCtx) }()
@@ -155,6 +194,7 @@ type provider struct {
 	mu        sync.Mutex
 	rand      *rand.Rand
 	installed map[string]bool
+	started   map[string]bool
 	refused   int
 	wg        sync.WaitGroup
 }
@@ -173,6 +213,9 @@ func (p *provider) provision(host string) error {
 // install finishes after a few milliseconds and calls done, as a host
 // agent reporting back would.
 func (p *provider) install(host string, done func()) {
+	p.mu.Lock()
+	p.started[host] = true
+	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -182,6 +225,12 @@ func (p *provider) install(host string, done func()) {
 		p.mu.Unlock()
 		done()
 	}()
+}
+
+func (p *provider) isStarted(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started[host]
 }
 
 func (p *provider) isInstalled(host string) bool {

@@ -6,12 +6,19 @@
 // after a short delay; one worker fails its first attempt, and the program
 // retries the failed plan, which signals only that worker again.
 //
+// The plan and its status are kept in a durable store: PostgreSQL when a
+// DSN is given (-pg, or CONVERGE_PG_DSN), otherwise the embedded boltstore
+// file named by -state (a temporary one by default). A run on a store that
+// already holds the plan resumes it instead of starting again.
+//
 //	go run ./examples/rollout
+//	go run ./examples/rollout -state /tmp/rollout.db
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +27,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/examples/internal/stores"
 )
 
 const planYAML = `
@@ -44,19 +52,28 @@ spec:
 `
 
 func main() {
+	var opts stores.Options
+	flag.StringVar(&opts.DSN, "pg", os.Getenv(stores.DSNEnv), "PostgreSQL DSN of the store (default $"+stores.DSNEnv+")")
+	flag.StringVar(&opts.Path, "state", "", "embedded store file when no DSN is given (default: a temporary file)")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
+	if err := run(ctx, os.Stdout, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(1)
 	}
 }
 
-// run rolls the plan out over the simulated cluster and writes what happens
-// to out.
-func run(ctx context.Context, out io.Writer) error {
+// run rolls the plan out over the simulated cluster, keeping it in the
+// store opts names, and writes what happens to out.
+func run(ctx context.Context, out io.Writer, opts stores.Options) error {
+	st, closeStore, err := stores.Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	store := st.Store
 	cluster := newCluster("worker4")
-	store := converge.NewMemStore()
 	defer cluster.wait()
 	handler := &autopilot.CommandHandler{Sender: cluster.bus}
 	var last string
@@ -81,7 +98,11 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := runner.Create(ctx, doc); err != nil {
+	fmt.Fprintf(out, "plan kept in %s\n", st.Where)
+	switch err := runner.Create(ctx, doc); {
+	case errors.Is(err, converge.ErrStoreStale):
+		fmt.Fprintf(out, "plan %s is stored already: resuming it\n", doc.Spec.ID)
+	case err != nil:
 		return err
 	}
 	status, err := runner.Run(ctx, doc.Spec.ID)

@@ -2,19 +2,23 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/convergekit/converge/examples/internal/stores"
+	"github.com/convergekit/converge/pgstore/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 
 func TestRolloutRetriesOnlyWhatFailed(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(t.Context(), &out))
+	require.NoError(t, run(t.Context(), &out, stores.Options{}))
 	s := out.String()
 	assert.Contains(t, s, "command 1 workers worker4: SignalFailed (disk full)")
 	assert.Contains(t, s, "plan finished: Completed")
@@ -25,4 +29,26 @@ func TestRolloutRetriesOnlyWhatFailed(t *testing.T) {
 	for node, want := range map[string]string{"controller0": "1", "worker0": "2", "worker5": "2", "worker4": "3"} {
 		assert.Regexp(t, regexp.MustCompile(`(?m)^  `+node+` +`+want+`$`), s)
 	}
+}
+
+func TestRolloutResumesStoredPlanWithoutSignallingAgain(t *testing.T) {
+	opts := stores.Options{Path: filepath.Join(t.TempDir(), "rollout.db")}
+	var first, second bytes.Buffer
+	require.NoError(t, run(t.Context(), &first, opts))
+	require.NoError(t, run(t.Context(), &second, opts))
+	s := second.String()
+	assert.Contains(t, s, "plan rollout-v1.30.4 is stored already: resuming it")
+	assert.Contains(t, s, "plan finished: Completed")
+	for _, node := range []string{"controller0", "worker0", "worker4"} {
+		assert.Regexp(t, regexp.MustCompile(`(?m)^  `+node+` +0$`), s, "a completed plan signals nobody again")
+	}
+}
+
+func TestRolloutOnPostgres(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), &out, stores.Options{DSN: pgtest.DSN(t)}))
+	s := out.String()
+	assert.Contains(t, s, "plan kept in PostgreSQL")
+	assert.Contains(t, s, "plan finished: Completed")
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  worker4 +3$`), s)
 }
