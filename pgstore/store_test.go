@@ -21,10 +21,30 @@ import (
 
 func TestConformStore(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	s := open(t, dsn, pgstore.Options{})
-	err := convergetest.ConformStore(ctxT(t), s, convergetest.StoreConformOptions{Wait: time.Sleep})
-	require.NoError(t, err)
+	for _, tc := range []struct {
+		name      string
+		retention converge.Retention
+	}{
+		{"default retention", converge.Retention{}},
+		{"count", converge.Retention{Entries: 5}},
+		// Age is short so that the rule's wait (1.5×Age+1s) stays short;
+		// the test's clock and the database's are the same machine's.
+		{"age", converge.Retention{Entries: -1, Age: 3 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := pgtest.DSN(t)
+			opts := pgstore.Options{Retention: tc.retention}
+			s := open(t, dsn, opts)
+			peer := open(t, dsn, opts)
+			err := convergetest.ConformStore(ctxT(t), s, convergetest.StoreConformOptions{
+				Wait:      time.Sleep,
+				Retention: tc.retention,
+				Peer:      peer,
+			})
+			require.NoError(t, err)
+		})
+	}
 }
 
 func TestConformStoreOtherSchema(t *testing.T) {
