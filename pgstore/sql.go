@@ -72,8 +72,14 @@ added AS (
 // the current, unexpired lease on the key in parameter 1, by the
 // database's clock. FOR SHARE holds the lease row until the write
 // commits, so that no claim can take the key in between.
-func fence(leases string, t int) string {
-	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = $1 AND l.token = %s AND l.owner <> '' AND l.expires > now() FOR SHARE)`, leases, p(t))
+// fence is the condition of a fenced write on the lease of the key named
+// by keyExpr. On an update, keyExpr must name the locked record's column
+// (not $1): a condition that does not depend on the record's row is run
+// once before the join (an InitPlan), which would lock the lease before
+// the record, against the order ClaimDue and Finish lock them in, and
+// deadlock with them.
+func fence(leases, keyExpr string, t int) string {
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = %s AND l.token = %s AND l.owner <> '' AND l.expires > now() FOR SHARE)`, leases, keyExpr, p(t))
 }
 
 func buildStatements(schema string) statements {
@@ -91,7 +97,11 @@ func buildStatements(schema string) statements {
 			cond := ""
 			if fenced {
 				b = 5
-				cond = " AND " + fence(leases, 4)
+				key := "locked.key" // the record, locked first
+				if create {
+					key = "$1" // no record to lock yet
+				}
+				cond = " AND " + fence(leases, key, 4)
 			}
 			var w string
 			if create {
