@@ -50,7 +50,19 @@
 // failures, honours update locks (ErrLocked) unless forced, and persists
 // the last target in a Store so a restart resumes it. The controller
 // package moves many objects through lifecycle states on the same Store
-// contract. MemStore is the in-memory Store.
+// contract.
+//
+// # Stores
+//
+// A Store keeps what the system cannot tell: targets, lifecycle states
+// with their history (bounded by a Retention), plan status, and leases
+// with fencing tokens. MemStore keeps it in memory; the boltstore package
+// keeps it in one file for one process, and the pgstore module in
+// PostgreSQL for replicas. A Store that is also a Queue (all three are)
+// hands due records to one of several processes at a time, which is how
+// controller replicas share objects. Any store seals values and targets
+// at rest with a Sealer (NewAESGCMSealer). convergetest.ConformStore
+// checks a Store of your own against the contract.
 //
 // # Rollouts
 //

@@ -159,7 +159,7 @@ type Store interface {
 	Put(ctx context.Context, rec StoreRecord, history ...HistoryEntry) (uint64, error)
 	// Delete removes key if version is the stored version, appending the
 	// history entries in the same atomic write; the history itself is
-	// kept. A stale version fails with a *StoreVersionError; a missing key
+	// kept. It is guarded by the version only, not by a lease's token. A stale version fails with a *StoreVersionError; a missing key
 	// fails with ErrStoreNotFound.
 	Delete(ctx context.Context, key string, version uint64, history ...HistoryEntry) error
 	// List returns the records whose key starts with prefix, sorted by key.
@@ -177,7 +177,9 @@ type Store interface {
 	// another owner holds an unexpired lease it fails with a *ClaimError.
 	Claim(ctx context.Context, key, owner string, ttl time.Duration) (Lease, error)
 	// Release gives the key of lease back. It fails with ErrLeaseLost when
-	// the lease is no longer the current one for its key.
+	// the lease is no longer the current one for its key. Released after
+	// Queue.ClaimDue (rather than finished with Queue.Finish), a record is
+	// due again at the latest when the lease would have expired.
 	Release(ctx context.Context, lease Lease) error
 }
 
@@ -201,23 +203,31 @@ type Queue interface {
 	// ClaimDue leases to owner, for ttl, at most limit records under
 	// prefix that are due and not leased by anyone (or whose lease
 	// expired), the earliest due first, and returns them with their
-	// leases. Records that a concurrent ClaimDue is taking are skipped,
+	// leases. A store shared by processes (pgstore) puts the records
+	// whose lease expired without Finish first, so that a dead owner's
+	// records are taken over within a lease's time, not after a backlog. Records that a concurrent ClaimDue is taking are skipped,
 	// never waited for. It returns an empty slice when nothing is due.
 	ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]Claimed, error)
 	// Finish ends a lease taken by ClaimDue (or Claim): it makes the key
 	// due at next (the zero time: not due until scheduled), unless
 	// Schedule made it due earlier meanwhile, and releases the lease, in
 	// one atomic write. It fails with ErrLeaseLost, changing nothing, when
-	// the lease is no longer the current one.
+	// the lease is no longer the current one or has expired (the record is
+	// then due already, for whoever claims it next).
 	Finish(ctx context.Context, lease Lease, next time.Time) error
-	// Watch calls fn with the key of every record under prefix that is
-	// created, written, deleted or scheduled, by this process or another
-	// one sharing the store, until ctx ends or stop is called. It returns
+	// Watch calls fn with the key of every record under prefix that may
+	// have become due (created, scheduled, or finished with a due time not
+	// in the future) or was deleted, by this process or another one
+	// sharing the store, until ctx ends or stop is called. Other writes
+	// (a new value for a record, a Finish with a later due time) may be
+	// reported too, but need not be: a durable store announces only what
+	// a waiting replica must know. It returns
 	// once the watch is in place, so no change after it returns is missed.
 	// Calls are serial and may be coalesced; fn("") means changes were
 	// dropped (the watcher fell behind): look at everything again. fn must
-	// not block for long. stop ends the watch and returns once fn is no
-	// longer called.
+	// not block for long, and must not call stop (which waits for fn to
+	// return). stop ends the watch and returns once fn is no longer
+	// called.
 	Watch(ctx context.Context, prefix string, fn func(key string)) (stop func(), err error)
 }
 

@@ -209,7 +209,7 @@ func TestMemStoreClaimDue(t *testing.T) {
 		assert.JSONEq(t, `{"k":"obj/c"}`, string(got[0].Record.Value))
 		assert.Equal(t, uint64(1), got[0].Record.Version)
 		assert.Equal(t, time.Now().Add(time.Minute), got[0].Lease.Expires)
-		assert.NotEqual(t, got[0].Lease.Token, got[1].Lease.Token)
+		assert.NotEqual(t, got[0].Lease.Token, got[1].Lease.Token, "MemStore draws tokens from one counter")
 
 		keys, _ = claimKeys(t, s, "obj/", "r2", time.Minute, 10)
 		assert.Equal(t, []string{"obj/b"}, keys, "claimed records are skipped")

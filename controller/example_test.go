@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
 )
 
@@ -57,4 +58,53 @@ func ExampleController() {
 	// "new" -> "provisioning" (accepted)
 	// "provisioning" -> "ready" ()
 	// now: ready
+}
+
+// Replicas share the objects of one store: with Owner set, each claims due
+// objects in batches and handles them under a lease, so no object is
+// handled by two replicas at once. Here both replicas run in one process
+// on a MemStore; across processes they would share a pgstore.Store (or
+// any store that implements converge.Queue).
+func ExampleController_replicas() {
+	store := converge.NewMemStore()
+	var mu sync.Mutex
+	handledBy := map[string]string{}
+	var done sync.WaitGroup
+	done.Add(6)
+	replica := func(owner string) *controller.Controller {
+		c, err := controller.New(controller.Config{
+			Kind: "machine", Store: store, Owner: owner,
+			Handler: controller.HandlerFunc(func(ctx context.Context, m controller.Object) (controller.Result, error) {
+				if m.State == "ready" {
+					return controller.NoChange(), nil
+				}
+				mu.Lock()
+				handledBy[m.Key] = owner
+				mu.Unlock()
+				done.Done()
+				return controller.Transition("ready"), nil
+			}),
+		})
+		if err != nil {
+			panic(err)
+		}
+		return c
+	}
+	a, b := replica("replica-a"), replica("replica-b")
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := range 6 {
+		if err := a.Add(ctx, fmt.Sprintf("m-%d", i), "new", nil); err != nil {
+			panic(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range []*controller.Controller{a, b} {
+		wg.Go(func() { _ = c.Run(ctx) })
+	}
+	done.Wait() // every machine handled once
+	cancel()
+	wg.Wait()
+	fmt.Println("machines handled:", len(handledBy))
+	// Output:
+	// machines handled: 6
 }

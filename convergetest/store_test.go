@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -268,19 +270,40 @@ func (s deafQueue) Watch(ctx context.Context, prefix string, _ func(string)) (fu
 	return s.MemStore.Watch(ctx, prefix, func(string) {})
 }
 
-// stubbornQueue's watches ignore stop and their context.
-type stubbornQueue struct{ *converge.MemStore }
+// stubbornQueue's watches ignore stop and their context; they call fn
+// from Put, before it returns.
+type stubbornQueue struct {
+	*converge.MemStore
+	mu      sync.Mutex
+	watches map[string][]func(string)
+}
 
-func (s stubbornQueue) Watch(_ context.Context, prefix string, fn func(string)) (func(), error) {
-	stop, err := s.MemStore.Watch(context.Background(), prefix, fn)
-	if err != nil {
-		return nil, err
-	}
-	stubbornStops = append(stubbornStops, stop)
+func newStubbornQueue() *stubbornQueue {
+	return &stubbornQueue{MemStore: converge.NewMemStore(), watches: map[string][]func(string){}}
+}
+
+func (s *stubbornQueue) Watch(ctx context.Context, prefix string, fn func(string)) (func(), error) {
+	s.mu.Lock()
+	s.watches[prefix] = append(s.watches[prefix], fn)
+	s.mu.Unlock()
 	return func() {}, nil
 }
 
-var stubbornStops []func()
+func (s *stubbornQueue) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	v, err := s.MemStore.Put(ctx, rec, h...)
+	if err == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for prefix, fns := range s.watches {
+			if strings.HasPrefix(rec.Key, prefix) {
+				for _, fn := range fns {
+					fn(rec.Key)
+				}
+			}
+		}
+	}
+	return v, err
+}
 
 func TestStoreConformCatchesBrokenRules(t *testing.T) {
 	tests := []struct {
@@ -301,8 +324,8 @@ func TestStoreConformCatchesBrokenRules(t *testing.T) {
 		{"claims not exclusive", func() converge.Store { return leakyQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "queue: exclusive claims"},
 		{"claims taken twice", func() converge.Store { return leakyQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "queue: concurrent claims"},
 		{"watch never delivers", func() converge.Store { return deafQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "watch"},
-		{"watch ignores stop", func() converge.Store { return stubbornQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "watch: stop"},
-		{"watch ignores its context", func() converge.Store { return stubbornQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "watch: cancel"},
+		{"watch ignores stop", func() converge.Store { return newStubbornQueue() }, convergetest.StoreConformOptions{}, "watch: stop"},
+		{"watch ignores its context", func() converge.Store { return newStubbornQueue() }, convergetest.StoreConformOptions{}, "watch: cancel"},
 		{"peer writes not seen", func() converge.Store { return converge.NewMemStore() }, convergetest.StoreConformOptions{Peer: converge.NewMemStore()}, "watch: peer"},
 	}
 	for _, tt := range tests {
@@ -310,10 +333,6 @@ func TestStoreConformCatchesBrokenRules(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				err := convergetest.ConformStore(context.Background(), tt.store(), tt.opts)
 				assert.Contains(t, brokenRules(t, err), tt.rule)
-				for _, stop := range stubbornStops {
-					stop()
-				}
-				stubbornStops = nil
 			})
 		})
 	}

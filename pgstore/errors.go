@@ -29,6 +29,8 @@ var (
 	// ErrSchemaTooNew means the store's schema was migrated by a newer
 	// version of pgstore than this one. See *SchemaVersionError.
 	ErrSchemaTooNew = errors.New("pgstore: schema is newer than this pgstore")
+	// ErrClosed means the Store was closed (Watch after Close).
+	ErrClosed = errors.New("pgstore: store is closed")
 	// ErrOptions means an Options field is out of range. See
 	// *OptionsError.
 	ErrOptions = errors.New("pgstore: invalid options")

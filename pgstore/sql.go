@@ -63,6 +63,11 @@ added AS (
 )`)
 }
 
+// Lock order: a statement that locks both a record and its lease locks
+// the record first (ClaimDue finds its keys in records; Finish and fenced
+// Put lock the record in a CTE that the lease's part reads, which makes
+// it run first), so that they cannot deadlock.
+
 // fence is the condition that the lease with the token in parameter t is
 // the current, unexpired lease on the key in parameter 1, by the
 // database's clock. FOR SHARE holds the lease row until the write
@@ -96,15 +101,35 @@ func buildStatements(schema string) statements {
 	SELECT $1, 1, $3, now() WHERE $2::bigint = 0` + cond + `
 	ON CONFLICT (key) DO NOTHING
 	RETURNING key, version`
+			} else if fenced {
+				// Lock the record before the lease (FOR SHARE in the
+				// fence), in the order ClaimDue and Finish take them.
+				w = `UPDATE ` + records + ` r SET version = r.version + 1, value = $3
+	FROM locked WHERE r.key = locked.key` + cond + `
+	RETURNING r.key, r.version`
 			} else {
 				w = `UPDATE ` + records + ` SET version = version + 1, value = $3
-	WHERE key = $1 AND version = $2` + cond + `
+	WHERE key = $1 AND version = $2
 	RETURNING key, version`
 			}
-			s.put[putVariant(create, fenced)] = `WITH w AS (
+			lock := ""
+			if fenced && !create {
+				lock = `locked AS (
+	SELECT key FROM ` + records + ` WHERE key = $1 AND version = $2 FOR UPDATE
+), `
+			}
+			// Only a new record is announced: it is due at once. An
+			// update changes no due time, and a NOTIFY would cost more
+			// than the write: PostgreSQL serialises the commits of
+			// transactions that notify, fsync included.
+			notify := "''"
+			if create {
+				notify = `pg_notify(` + p(b+7) + `, ` + p(b+8) + `)::text`
+			}
+			s.put[putVariant(create, fenced)] = `WITH ` + lock + `w AS (
 	` + w + `
 ),` + historyCTE(hist, b) + `
-SELECT w.version, pg_notify(` + p(b+7) + `, ` + p(b+8) + `)::text FROM w`
+SELECT w.version, ` + notify + ` FROM w`
 		}
 	}
 	s.del = `WITH w AS (
@@ -130,10 +155,12 @@ SELECT w.version, pg_notify($10, $11)::text FROM w`
 	s.holder = `SELECT owner, expires, owner = '' OR expires <= now() FROM ` + leases + ` WHERE key = $1`
 	s.release = `UPDATE ` + leases + ` SET owner = '' WHERE key = $1 AND owner = $2 AND owner <> '' AND token = $3`
 
-	// Due times: due_at is when the record is next due (NULL: not due);
-	// ClaimDue moves it to claimed_due, which makes the record due again
-	// when its lease ends without Finish (the owner died or released it),
-	// and lets Finish tell a Schedule made meanwhile (due_at set again).
+	// Due times: due_at is when the record is next due (NULL: not due).
+	// ClaimDue clears it and sets claimed_due to -infinity, which makes
+	// the record due again, before every other record, when its lease
+	// ends without Finish (the owner died or released it): a dead
+	// replica's objects are taken over first, not after the backlog. It
+	// also lets Finish tell a Schedule made meanwhile (due_at set again).
 	s.schedule = `WITH w AS (
 	UPDATE ` + records + ` SET due_at = least(due_at, $2) WHERE key = $1 RETURNING key
 )
@@ -154,7 +181,7 @@ SELECT pg_notify($3, $4)::text FROM w`
 	WHERE l.owner = '' OR l.expires <= now()
 	RETURNING l.key, l.owner, l.expires, l.token
 ), u AS (
-	UPDATE ` + records + ` r SET claimed_due = least(r.due_at, r.claimed_due), due_at = NULL
+	UPDATE ` + records + ` r SET claimed_due = '-infinity', due_at = NULL
 	FROM l WHERE r.key = l.key
 )
 SELECT c.key, c.version, c.value, l.owner, l.expires, l.token
@@ -163,12 +190,18 @@ ORDER BY c.due, c.key`
 	// Finish releases the lease and sets the next due time, keeping an
 	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
 	// it is (NULL unless scheduled meanwhile).
-	s.finish = `WITH l AS (
-	UPDATE ` + leases + ` SET owner = '' WHERE key = $1 AND owner = $2 AND owner <> '' AND token = $3 RETURNING key
+	s.finish = `WITH locked AS (
+	SELECT key FROM ` + records + ` WHERE key = $1 FOR UPDATE
+), l AS (
+	UPDATE ` + leases + ` l SET owner = ''
+	FROM (SELECT count(*) FROM locked) AS record_first
+	WHERE l.key = $1 AND l.owner = $2 AND l.owner <> '' AND l.token = $3
+	RETURNING l.key
 ), u AS (
 	UPDATE ` + records + ` r SET due_at = least(r.due_at, $4::timestamptz), claimed_due = NULL
 	FROM l WHERE r.key = l.key
+	RETURNING r.due_at
 )
-SELECT pg_notify($5, $6)::text FROM l`
+SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text ELSE '' END FROM l`
 	return s
 }

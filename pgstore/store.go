@@ -95,7 +95,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 func connectError(dsn string, cfg *pgxpool.Config, err error) *ConnectError {
 	cc := cfg.ConnConfig
-	reason := scrub(err.Error(), secretsOf(dsn, cc.Password))
+	cause := err
+	// pgx's message repeats the user and database; keep what follows.
+	var pce *pgconn.ConnectError
+	if errors.As(err, &pce) && errors.Unwrap(pce) != nil {
+		cause = errors.Unwrap(pce)
+	}
+	reason := scrub(strings.ReplaceAll(cause.Error(), "\n", "; "), secretsOf(dsn, cc.Password))
 	return &ConnectError{Host: cc.Host, Port: cc.Port, Database: cc.Database, User: cc.User, Reason: reason, err: err}
 }
 
@@ -307,7 +313,9 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 		args = append(args, int64(rec.Token))
 	}
 	args = append(args, h.args()...)
-	args = append(args, s.channel, payload(rec.Key))
+	if rec.Version == 0 {
+		args = append(args, s.channel, payload(rec.Key)) // a new record is announced
+	}
 	var v int64
 	var ignored string
 	err = s.pool.QueryRow(ctx, sql, args...).Scan(&v, &ignored)

@@ -21,10 +21,30 @@ import (
 
 func TestConformStore(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	s := open(t, dsn, pgstore.Options{})
-	err := convergetest.ConformStore(ctxT(t), s, convergetest.StoreConformOptions{Wait: time.Sleep})
-	require.NoError(t, err)
+	for _, tc := range []struct {
+		name      string
+		retention converge.Retention
+	}{
+		{"default retention", converge.Retention{}},
+		{"count", converge.Retention{Entries: 5}},
+		// Age is short so that the rule's wait (1.5×Age+1s) stays short;
+		// the test's clock and the database's are the same machine's.
+		{"age", converge.Retention{Entries: -1, Age: 3 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := pgtest.DSN(t)
+			opts := pgstore.Options{Retention: tc.retention}
+			s := open(t, dsn, opts)
+			peer := open(t, dsn, opts)
+			err := convergetest.ConformStore(ctxT(t), s, convergetest.StoreConformOptions{
+				Wait:      time.Sleep,
+				Retention: tc.retention,
+				Peer:      peer,
+			})
+			require.NoError(t, err)
+		})
+	}
 }
 
 func TestConformStoreOtherSchema(t *testing.T) {
@@ -159,7 +179,7 @@ func TestFencedPut(t *testing.T) {
 	b := open(t, dsn, pgstore.Options{})
 	ctx := ctxT(t)
 
-	la, err := a.Claim(ctx, "obj/x", "a", 300*time.Millisecond)
+	la, err := a.Claim(ctx, "obj/x", "a", time.Minute)
 	require.NoError(t, err)
 	// Creating and updating under the lease works.
 	v, err := a.Put(ctx, converge.StoreRecord{Key: "obj/x", Value: json.RawMessage(`1`), Token: la.Token})
@@ -171,7 +191,11 @@ func TestFencedPut(t *testing.T) {
 	_, err = a.Put(ctx, converge.StoreRecord{Key: "obj/x", Version: v, Value: json.RawMessage(`9`), Token: la.Token + 1})
 	require.ErrorIs(t, err, converge.ErrLeaseLost)
 
-	// a pauses past its lease; b takes the key; a's write is fenced off.
+	// a pauses past its lease (renewed for 1ms: same token, expiring at
+	// once); b takes the key; a's write is fenced off.
+	renewed, err := a.Claim(ctx, "obj/x", "a", time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, la.Token, renewed.Token)
 	var lb converge.Lease
 	require.Eventually(t, func() bool {
 		lb, err = b.Claim(ctx, "obj/x", "b", time.Minute)

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,9 +15,6 @@ import (
 // maxPending is how many distinct keys a watcher holds for a slow fn
 // before it drops them and calls fn("") instead.
 const maxPending = 10000
-
-// ErrClosed means the Store was closed.
-var ErrClosed = errors.New("pgstore: store is closed")
 
 // Watch implements converge.Queue with LISTEN/NOTIFY. The watch holds a
 // connection of its own (outside the pool) in LISTEN on the store's

@@ -217,13 +217,17 @@ type cluster struct {
 	done chan struct{} // closed when the server exited
 }
 
+// libGlob is where distributions install PostgreSQL's programs, one
+// directory per major version.
+var libGlob = "/usr/lib/postgresql/*/bin"
+
 // binary finds a PostgreSQL program on PATH or under
 // /usr/lib/postgresql/*/bin (the newest version first).
 func binary(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	found, _ := filepath.Glob(filepath.Join(libGlob, name))
 	slices.SortFunc(found, func(a, b string) int {
 		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(a))))
 		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(b))))

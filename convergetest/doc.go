@@ -1,0 +1,21 @@
+// Package convergetest helps test code built on converge: fakes with
+// injectable failures, and conformance checks in the style of
+// testing/fstest.TestFS that users run on their own implementations.
+//
+// Start with the check that matches what you wrote:
+//
+//   - an Item: call Conform from a test with the item on a real (or
+//     throw-away) system; it applies the item, so run it where that is
+//     harmless.
+//   - a converge.Store (and converge.Queue): call ConformStore on a fresh
+//     store, inside a testing/synctest bubble with Wait set to time.Sleep
+//     when the store reads its time through time.Now, or with Wait set to
+//     time.Sleep against a real database; pass the Retention the store was
+//     opened with, and a Peer handle when several processes share the
+//     storage.
+//
+// Item and Store are fakes for the tests of code that uses items and
+// stores: they fail on command (Item.FailAt, Store.FailNext) and Store
+// also at random (FailRate) or after writing (LostReplyRate), so that
+// retries and recovery paths get exercised.
+package convergetest

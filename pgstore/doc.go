@@ -1,0 +1,67 @@
+// Package pgstore is a converge.Store and converge.Queue on PostgreSQL,
+// for many controller replicas sharing one database.
+//
+// # First steps
+//
+// Open the store with a DSN and hand it to whatever takes a
+// converge.Store or converge.Queue (a Controller with an Owner, a
+// TargetReconciler, a PlanRunner):
+//
+//	st, err := pgstore.Open(ctx, "postgres://app@db:5432/app", pgstore.Options{})
+//	if err != nil { ... }
+//	defer st.Close()
+//
+// Open creates the schema on first use and migrates it when a newer
+// pgstore opens it; nothing else needs to be set up but a database and a
+// role that may create a schema in it (after that, the role only needs
+// USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables).
+// Use New instead of Open to share a *pgxpool.Pool of your own.
+//
+// # The schema
+//
+// Everything lives in one schema (Options.Schema, "converge" by default):
+//
+//	records    key (primary key, bytewise order), version, value (bytea:
+//	           the JSON document, or its sealed form), due_at and
+//	           claimed_due (the queue's due times)
+//	history    id (identity: the order of appends), key, at, from_state,
+//	           to_state, reason
+//	targets    name (primary key), value (bytea), updated_at
+//	leases     key (primary key), owner ('' once released), expires,
+//	           token (grows by one each time the key changes owner)
+//	migrations version, applied_at: the migrations applied
+//
+// Migrations run in one transaction under an advisory lock, so replicas
+// opening at once apply each step once, and a failed migration leaves
+// nothing behind. A schema migrated by a newer pgstore is refused with a
+// *SchemaVersionError. Keys and history are stored in clear; with
+// Options.Sealer, record values and targets are sealed (see
+// converge.Sealer).
+//
+// # Sharing one database
+//
+// Every write is one SQL statement, so it is atomic and costs one round
+// trip: Put checks the version it read (UPDATE ... WHERE version = $2),
+// and with StoreRecord.Token also that the lease with that token is the
+// current, unexpired one, appends its history entries and trims the
+// key's history to Options.Retention in the same statement. Lease expiry
+// and due times are compared with the database's clock (now()), so the
+// replicas' clocks do not matter for leases. ClaimDue takes a batch of
+// due records with FOR UPDATE SKIP LOCKED: replicas claiming at once get
+// disjoint batches and never wait for each other; a record whose owner
+// died is due again once its lease ran out. Finish releases the lease and
+// sets the next due time in one statement.
+//
+// Put, Delete, Schedule and Finish announce their key with pg_notify on
+// Options.Channel in the same transaction; Watch listens on a connection
+// of its own, so a write on one replica wakes the watchers of every
+// replica once it commits.
+//
+// Errors: a DSN that does not parse is a *DSNError, a database that
+// cannot be reached a *ConnectError (both name the host, port and
+// database, never the password), a missing privilege a *PermissionError;
+// record errors are the converge package's (converge.ErrStoreStale,
+// converge.ErrLeaseLost, converge.ErrStoreInvalid, converge.ErrSealed).
+//
+// Tests get a throw-away database from package pgtest.
+package pgstore
