@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/convergekit/converge v0.0.0
 	github.com/convergekit/converge/docker v0.0.0
+	github.com/convergekit/converge/pgstore v0.0.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/heimdalr/dag v1.5.0
 	github.com/jackc/pgx/v5 v5.12.0
@@ -35,7 +36,6 @@ require (
 	github.com/compose-spec/compose-go/v2 v2.16.2 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
-	github.com/convergekit/converge/pgstore v0.0.0
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.4.0 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
