@@ -227,7 +227,9 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 			t.Reset(ttl / 2)
 		case err == nil:
 			// The lease expired and was claimed anew: someone may have
-			// handled the object in between.
+			// handled the object in between. Give the new lease back,
+			// or the object would stay held by nobody at work on it.
+			_ = sq.Release(context.WithoutCancel(hctx), l)
 			cancel(converge.ErrLeaseLost)
 		case errors.Is(err, converge.ErrClaimHeld):
 			cancel(converge.ErrLeaseLost)
