@@ -5,10 +5,28 @@ go 1.25.0
 require (
 	github.com/convergekit/converge v0.0.0
 	github.com/convergekit/converge/docker v0.0.0
+	github.com/convergekit/converge/pgstore v0.0.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/heimdalr/dag v1.5.0
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/riverqueue/river v0.44.0
+	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.44.0
+	go.uber.org/goleak v1.3.0
 	k8s.io/client-go v0.34.2
 	modernc.org/sqlite v1.59.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/riverqueue/river/riverdriver v0.44.0 // indirect
+	github.com/riverqueue/river/rivershared v0.44.0 // indirect
+	github.com/riverqueue/river/rivertype v0.44.0 // indirect
+	github.com/tidwall/gjson v1.19.0 // indirect
+	github.com/tidwall/match v1.2.0 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
 )
 
 require (
@@ -57,7 +75,7 @@ require (
 	golang.org/x/net v0.46.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
-	golang.org/x/text v0.30.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.12.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250825161204-c5933d9347a5 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250825161204-c5933d9347a5 // indirect
@@ -74,3 +92,5 @@ require (
 replace github.com/convergekit/converge => ../
 
 replace github.com/convergekit/converge/docker => ../docker
+
+replace github.com/convergekit/converge/pgstore => ../pgstore

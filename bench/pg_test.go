@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/pgstore"
+	"github.com/convergekit/converge/pgstore/pgtest"
+)
+
+// The PostgreSQL benchmarks: converge's controller replicas (the store is
+// the queue) against River, a job queue on PostgreSQL, on the same server
+// in the same run. Each gets a fresh database from pgtest.DSN (a
+// throw-away cluster unless CONVERGE_PG_DSN names a server; skipped
+// without PostgreSQL, failed then under CONVERGE_REQUIRE_PG=1).
+//
+// Both run b.N objects (jobs): they are stored before the timer starts,
+// then the timer covers starting the replicas (clients) until every
+// object has been handled once, so one op is one object and objects/s is
+// b.N over the timed span. Start-up is inside the span for both (the
+// controller lists every object into its view when Run starts; River
+// elects a leader and starts its producers).
+//
+// Both sides run 3 replicas with 8 workers each, every replica with its
+// own connection pool (pgxpool defaults: 4 connections on 2 cores), and
+// poll every pgPoll when nothing woke them.
+const (
+	pgReplicas = 3
+	pgWorkers  = 8
+	pgPoll     = 10 * time.Millisecond
+	// pgLoaders is how many goroutines store the objects before the timer.
+	pgLoaders = 16
+)
+
+// doneOnce counts objects handled for the first time and closes done
+// when all n are.
+type doneOnce struct {
+	seen  []atomic.Bool
+	n     atomic.Int64
+	done  chan struct{}
+	again atomic.Int64 // handled again (a lease lost, say): not counted
+}
+
+func newDoneOnce(n int) *doneOnce {
+	return &doneOnce{seen: make([]atomic.Bool, n), done: make(chan struct{})}
+}
+
+func (d *doneOnce) handled(i int) {
+	if d.seen[i].Swap(true) {
+		d.again.Add(1)
+		return
+	}
+	if d.n.Add(1) == int64(len(d.seen)) {
+		close(d.done)
+	}
+}
+
+// wait waits until every object is handled, failing b after limit.
+func (d *doneOnce) wait(b *testing.B, limit time.Duration) {
+	b.Helper()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-d.done:
+	case <-t.C:
+		b.Fatalf("after %s only %d of %d objects were handled", limit, d.n.Load(), len(d.seen))
+	}
+}
+
+// pgKey is the key of object i.
+func pgKey(i int) string { return fmt.Sprintf("obj-%07d", i) }
+
+// pgIndex is the inverse of pgKey.
+func pgIndex(key string) (int, error) { return strconv.Atoi(strings.TrimPrefix(key, "obj-")) }
+
+// parallel runs fn(i) for i in [0, n) on pgLoaders goroutines and returns
+// the first error.
+func parallel(n int, fn func(i int) error) error {
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for range pgLoaders {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// BenchmarkPGControllerReplicas: 3 controller replicas (distinct Owner,
+// each on its own pgstore.Store, so its own pool; 8 workers each) share
+// one PostgreSQL database. b.N objects in state "new" are added first;
+// the timed span starts the replicas and ends when every object has been
+// handled once: the handler moves it "new" → "done" (a fenced Put with a
+// history entry) and, run again at once, returns NoChange with a long
+// After, so each object costs a claim (ClaimDue, in batches), a
+// transition and a Finish. The span ends when the handler has seen the
+// last object in "done"; the Finish of the last few (at most the 24 in
+// flight) is not waited for.
+func BenchmarkPGControllerReplicas(b *testing.B) {
+	dsn := pgtest.DSN(b)
+	ctx := context.Background()
+	n := b.N
+	cnt := newDoneOnce(n)
+	handler := controller.HandlerFunc(func(_ context.Context, obj controller.Object) (controller.Result, error) {
+		if obj.State == "new" {
+			return controller.Transition("done"), nil
+		}
+		i, err := pgIndex(obj.Key)
+		if err != nil {
+			return controller.Result{}, err
+		}
+		cnt.handled(i)
+		return controller.NoChange().After(24 * time.Hour), nil
+	})
+
+	stores := make([]*pgstore.Store, pgReplicas)
+	for i := range stores {
+		s, err := pgstore.Open(ctx, dsn, pgstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	cfg := controller.Config{Kind: "obj", Handler: handler, Workers: pgWorkers, Resync: time.Hour, Poll: pgPoll}
+
+	// A controller that never runs stores the objects.
+	loaderCfg := cfg
+	loaderCfg.Store = stores[0]
+	loader, err := controller.New(loaderCfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := parallel(n, func(i int) error { return loader.Add(ctx, pgKey(i), "new", nil) }); err != nil {
+		b.Fatal(err)
+	}
+
+	replicas := make([]*controller.Controller, pgReplicas)
+	for i := range replicas {
+		rc := cfg
+		rc.Store = stores[i]
+		rc.Owner = fmt.Sprintf("replica-%d", i)
+		c, err := controller.New(rc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		replicas[i] = c
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, pgReplicas)
+	defer func() {
+		cancel()
+		for range replicas {
+			if err := <-stopped; err != nil {
+				b.Error(err)
+			}
+		}
+	}()
+	b.ResetTimer()
+	for _, c := range replicas {
+		go func() { stopped <- c.Run(runCtx) }()
+	}
+	cnt.wait(b, 10*time.Minute)
+	b.StopTimer()
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
+	if again := cnt.again.Load(); again > 0 {
+		b.Logf("%d objects were handled in \"done\" more than once", again)
+	}
+}
+
+// riverNoopArgs is the job of BenchmarkRiverNoop.
+type riverNoopArgs struct{}
+
+// Kind implements river.JobArgs.
+func (riverNoopArgs) Kind() string { return "noop" }
+
+// riverNoopWorker does nothing.
+type riverNoopWorker struct {
+	river.WorkerDefaults[riverNoopArgs]
+}
+
+// Work implements river.Worker.
+func (riverNoopWorker) Work(context.Context, *river.Job[riverNoopArgs]) error { return nil }
+
+// BenchmarkRiverNoop is BenchmarkPGControllerReplicas for River: 3
+// clients (each its own pool, 8 workers on the default queue) on a fresh
+// database migrated with rivermigrate. b.N no-op jobs are inserted first
+// (InsertMany, in batches); the timed span starts the clients and ends
+// when every job's completion has been stored, as the clients' completed
+// events tell (they are sent once the completer has written them).
+//
+// River is set up for throughput as its documentation advises:
+// FetchCooldown at its minimum (1ms; the default 100ms caps each client
+// at 8 jobs per 100ms) and FetchPollInterval at pgPoll, like the
+// controller's Poll.
+func BenchmarkRiverNoop(b *testing.B) {
+	dsn := pgtest.DSN(b)
+	ctx := context.Background()
+	n := b.N
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &riverNoopWorker{})
+	quiet := slog.New(slog.DiscardHandler)
+
+	pools := make([]*pgxpool.Pool, pgReplicas)
+	for i := range pools {
+		p, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		pools[i] = p
+	}
+	migrator, err := rivermigrate.New(riverpgxv5.New(pools[0]), &rivermigrate.Config{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		b.Fatal(err)
+	}
+
+	clients := make([]*river.Client[pgx.Tx], pgReplicas)
+	events := make([]<-chan *river.Event, pgReplicas)
+	for i := range clients {
+		c, err := river.NewClient(riverpgxv5.New(pools[i]), &river.Config{
+			ID:                fmt.Sprintf("replica-%d", i),
+			Logger:            quiet,
+			FetchCooldown:     river.FetchCooldownMin,
+			FetchPollInterval: pgPoll,
+			Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: pgWorkers}},
+			Workers:           workers,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients[i] = c
+		// A buffer for every job: events that do not fit are dropped.
+		ch, unsubscribe := c.SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: n + 1})
+		defer unsubscribe()
+		events[i] = ch
+	}
+
+	const batch = 5000
+	params := make([]river.InsertManyParams, 0, min(n, batch))
+	for i := 0; i < n; i += batch {
+		params = params[:0]
+		for range min(batch, n-i) {
+			params = append(params, river.InsertManyParams{Args: riverNoopArgs{}})
+		}
+		if _, err := clients[0].InsertMany(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var completed atomic.Int64
+	all := make(chan struct{})
+	var counters sync.WaitGroup
+	countCtx, stopCounting := context.WithCancel(ctx)
+	defer func() { stopCounting(); counters.Wait() }()
+	for _, ch := range events {
+		counters.Go(func() {
+			for {
+				select {
+				case <-countCtx.Done():
+					return
+				case ev := <-ch:
+					if ev != nil && ev.Kind == river.EventKindJobCompleted && completed.Add(1) == int64(n) {
+						close(all)
+					}
+				}
+			}
+		})
+	}
+
+	var started []*river.Client[pgx.Tx]
+	defer func() {
+		for _, c := range started {
+			stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+			if err := c.Stop(stopCtx); err != nil {
+				b.Error(err)
+			}
+			cancel()
+		}
+	}()
+	b.ResetTimer()
+	for _, c := range clients {
+		if err := c.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		started = append(started, c)
+	}
+	t := time.NewTimer(10 * time.Minute)
+	defer t.Stop()
+	select {
+	case <-all:
+	case <-t.C:
+		b.Fatalf("after 10m only %d of %d jobs completed", completed.Load(), n)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
+}
