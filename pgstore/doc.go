@@ -52,10 +52,13 @@
 // died is due again once its lease ran out. Finish releases the lease and
 // sets the next due time in one statement.
 //
-// Put, Delete, Schedule and Finish announce their key with pg_notify on
+// The writes that may make a record due (a Put that creates it, Schedule,
+// a Finish due at once) and Delete announce their key with pg_notify on
 // Options.Channel in the same transaction; Watch listens on a connection
-// of its own, so a write on one replica wakes the watchers of every
-// replica once it commits.
+// of its own, so such a write on one replica wakes the watchers of every
+// replica once it commits. Other writes are not announced: PostgreSQL
+// serialises the commits of notifying transactions, fsync included, so a
+// notice on every write would cap the store at one commit per flush.
 //
 // Errors: a DSN that does not parse is a *DSNError, a database that
 // cannot be reached a *ConnectError (both name the host, port and

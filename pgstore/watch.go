@@ -18,10 +18,11 @@ const maxPending = 10000
 
 // Watch implements converge.Queue with LISTEN/NOTIFY. The watch holds a
 // connection of its own (outside the pool) in LISTEN on the store's
-// channel, and returns once the LISTEN is in place. Writes of every
-// process sharing the schema (Put, Delete, Schedule, Finish) notify with
-// their key in the same transaction, so a watcher hears of them once they
-// commit. Keys under prefix are passed to fn one at a time, in order,
+// channel, and returns once the LISTEN is in place. The writes of every
+// process sharing the schema that may make a record due (a Put that
+// creates it, Schedule, a Finish due at once) and Delete notify with their
+// key in the same transaction, so a watcher hears of them once they
+// commit; updates of a record's value are not announced. Keys under prefix are passed to fn one at a time, in order,
 // coalesced while fn runs. fn("") means look at everything: after the
 // connection was lost and made again (notifications sent meanwhile are
 // lost), after more than 10000 keys piled up, and for keys too long for
