@@ -152,24 +152,33 @@ func BenchmarkControllerIdleMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		runCtx, cancel := context.WithCancel(ctx)
-		stopped := make(chan error, 1)
-		go func() { stopped <- c.Run(runCtx) }()
-		<-cnt.done // every object handled once and now idle until its periodic pass
-
-		b.StopTimer()
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		perObject = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / fleetSize
-		if c.Len() != fleetSize {
-			b.Fatalf("controller holds %d objects", c.Len())
-		}
-		cancel()
-		if err := <-stopped; err != nil {
-			b.Fatal(err)
-		}
+		perObject = idleHeapPerObject(ctx, b, c, cnt, &before, fleetSize)
 		b.StartTimer()
 	}
 	b.ReportMetric(perObject, "B/object")
+}
+
+// idleHeapPerObject runs c until cnt has seen each of its n objects
+// handled once (they are then idle until their periodic pass), stops the
+// timer, and returns the heap grown since before, per object. It stops c.
+func idleHeapPerObject(ctx context.Context, b *testing.B, c *controller.Controller, cnt *batchCounter, before *runtime.MemStats, n int) float64 {
+	b.Helper()
+	runCtx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Run(runCtx) }()
+	<-cnt.done
+
+	b.StopTimer()
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	perObject := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+	if c.Len() != n {
+		b.Fatalf("controller holds %d objects", c.Len())
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		b.Fatal(err)
+	}
+	return perObject
 }

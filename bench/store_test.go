@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -233,23 +232,7 @@ func BenchmarkControllerIdleMemoryDurable(b *testing.B) {
 		if err := failed.Load(); err != nil {
 			b.Fatal(*err)
 		}
-		runCtx, cancel := context.WithCancel(ctx)
-		stopped := make(chan error, 1)
-		go func() { stopped <- c.Run(runCtx) }()
-		<-cnt.done // every object handled once and now idle until its periodic pass
-
-		b.StopTimer()
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		perObject = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / durableFleet
-		if c.Len() != durableFleet {
-			b.Fatalf("controller holds %d objects", c.Len())
-		}
-		cancel()
-		if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
-			b.Fatal(err)
-		}
+		perObject = idleHeapPerObject(ctx, b, c, cnt, &before, durableFleet)
 		if err := st.Close(); err != nil {
 			b.Fatal(err)
 		}
