@@ -133,6 +133,7 @@ func Wrap(m TestingM) TestingM { return wrapped{m} }
 
 type wrapped struct{ m TestingM }
 
+// Run runs the tests, then stops the throw-away cluster.
 func (w wrapped) Run() int {
 	code := w.m.Run()
 	if err := Stop(); err != nil {
