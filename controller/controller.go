@@ -681,12 +681,8 @@ func (c *Controller) load(ctx context.Context, q *workqueue.Queue[ctrlEntry]) er
 		if err == nil {
 			return nil
 		}
-		t := time.NewTimer(c.cfg.Backoff.Delay(failures+1, rand.Float64()))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, c.cfg.Backoff.Delay(failures+1, rand.Float64())); ctx.Err() != nil {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }
@@ -698,7 +694,8 @@ func (c *Controller) rescan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) 
 	c.rescanWith(ctx, q, func() {})
 }
 
-// rescanWith is rescan that also calls also after every scan.
+// rescanWith is rescan, calling also after every scan (a replica uses it
+// to restart a store watch that could not be started).
 func (c *Controller) rescanWith(ctx context.Context, q *workqueue.Queue[ctrlEntry], also func()) {
 	t := time.NewTimer(c.cfg.Resync)
 	defer t.Stop()

@@ -77,10 +77,8 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 			case err != nil:
 				failures++
 				c.metrics.HandlerError(c.cfg.Kind, "")
-				if !sleep(ctx, c.cfg.Backoff.Delay(failures, rand.Float64())) {
-					break
-				}
-				continue
+				sleep(ctx, c.cfg.Backoff.Delay(failures, rand.Float64()))
+				continue // the loop ends if ctx ended meanwhile
 			default:
 				failures = 0
 				outstanding.Add(int64(len(claimed)))
@@ -111,15 +109,13 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	return c.waitHandlers(finished, cancelHandlers)
 }
 
-// sleep waits for d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
 	case <-t.C:
-		return true
 	}
 }
 
