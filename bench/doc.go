@@ -2,7 +2,13 @@
 // and with the code teams write by hand. It is a module of its own so that
 // the library's go.mod does not carry the peers.
 //
-// Run it with: cd bench && go test -run '^$' -bench . -benchtime 3x
+// Each figure is measured beside its baseline in the same run: a peer
+// (heimdalr/dag, client-go's workqueue, River, SQLite, compose v2) or a
+// physical floor (the same work in a plain loop, fsync, the raw Docker
+// client). `bench/run` runs the suite five times, keeps the raw output under
+// results/ with the date, the machine and the command, and prints
+// benchstat's summary and the table of figures, baselines, ratios and goals
+// (cmd/benchtable). BENCH='Walk|Plan' bench/run runs a subset.
 //
 // The PostgreSQL benchmarks (controller replicas on pgstore against River)
 // take their databases from pgstore/pgtest: a throw-away cluster when

@@ -170,10 +170,47 @@ func upParallelism() int {
 	return 24
 }
 
+// floorUp is the engine floor of bringing n containers up: the project's
+// network, then every container created with that network in its create
+// call and started, all containers at once, straight through the Docker
+// client with no inspects, no pulls and no waits.
+func floorUp(ctx context.Context, cli *client.Client, project, img string, n int) error {
+	labels := map[string]string{docker.LabelProject: project, dockertest.TestLabel: "1"}
+	netName := project + "_default"
+	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{Labels: labels}); err != nil {
+		return err
+	}
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			name := fmt.Sprintf("%s-s%02d-1", project, i)
+			created, err := cli.ContainerCreate(ctx,
+				&container.Config{Image: img, Cmd: []string{"/app", "sleep"}, Labels: labels},
+				&container.HostConfig{NetworkMode: container.NetworkMode(netName)},
+				&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{fmt.Sprintf("s%02d", i)}}}},
+				nil, name)
+			if err == nil {
+				err = cli.ContainerStart(ctx, created.ID, container.StartOptions{})
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // BenchmarkDockerUp20 brings 20 containers from one local image from
-// nothing to running with converge, and, in the same loop, with compose v2
-// `up -d` on the same file. ns/op and s/op are converge's; compose-s/op and
-// ours/compose compare.
+// nothing to running with converge and, in the same loop, with compose v2
+// `up -d` on the same file and with the raw-client floor (floorUp). ns/op
+// and s/op are converge's; compose-s/op, floor-s/op, ours/compose and
+// ours/floor compare.
 func BenchmarkDockerUp20(b *testing.B) {
 	cli, img := benchEngine(b)
 	bin, cerr := composeBinary()
@@ -181,7 +218,7 @@ func BenchmarkDockerUp20(b *testing.B) {
 		b.Logf("compose unavailable, reporting converge alone: %v", cerr)
 	}
 	ctx := context.Background()
-	var ours, theirs time.Duration
+	var ours, theirs, floor time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -202,6 +239,14 @@ func BenchmarkDockerUp20(b *testing.B) {
 		ours += time.Since(start)
 		b.StopTimer()
 		removeAll(cli, project)
+		fp := randomName("flr")
+		start = time.Now()
+		err = floorUp(ctx, cli, fp, img, 20)
+		floor += time.Since(start)
+		removeAll(cli, fp)
+		if err != nil {
+			b.Fatal(err)
+		}
 		if cerr == nil {
 			cp := randomName("cmp")
 			dir := writeCompose(b, cp, img)
@@ -217,6 +262,8 @@ func BenchmarkDockerUp20(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(ours.Seconds()/float64(b.N), "s/op")
+	b.ReportMetric(floor.Seconds()/float64(b.N), "floor-s/op")
+	b.ReportMetric(ours.Seconds()/floor.Seconds(), "ours/floor")
 	if cerr == nil {
 		b.ReportMetric(theirs.Seconds()/float64(b.N), "compose-s/op")
 		b.ReportMetric(ours.Seconds()/theirs.Seconds(), "ours/compose")

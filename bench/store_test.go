@@ -190,6 +190,7 @@ const durableFleet = fleetSize
 // a boltstore file (added by 64 goroutines, so their writes share commits).
 func BenchmarkControllerIdleMemoryDurable(b *testing.B) {
 	ctx := context.Background()
+	durableKeys := fleetKeys()[:durableFleet]
 	var perObject, filePerObject float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -215,22 +216,8 @@ func BenchmarkControllerIdleMemoryDurable(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var next atomic.Int64
-		var failed atomic.Pointer[error]
-		var wg sync.WaitGroup
-		for range 64 {
-			wg.Go(func() {
-				for k := next.Add(1) - 1; k < durableFleet; k = next.Add(1) - 1 {
-					if err := c.Add(ctx, fmt.Sprintf("obj-%06d", k), "ready", nil); err != nil {
-						failed.Store(&err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if err := failed.Load(); err != nil {
-			b.Fatal(*err)
+		if err := addAll(ctx, c, durableKeys); err != nil {
+			b.Fatal(err)
 		}
 		perObject = idleHeapPerObject(ctx, b, c, cnt, &before, durableFleet)
 		if err := st.Close(); err != nil {

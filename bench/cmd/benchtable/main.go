@@ -1,0 +1,194 @@
+// Command benchtable prints the table of the bench module's figures against
+// their floors and baselines from raw `go test -bench` output: for every
+// row, the median of each benchmark's runs, the baseline's median, their
+// ratio and the goal.
+//
+// Usage:
+//
+//	go run ./cmd/benchtable results/2026-11-23-suite.txt
+//
+// Rows whose benchmark is missing from the input are printed with "—".
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// row is one line of the table: a figure, what it is compared with, and the
+// goal for the ratio (or for the figure itself when there is no baseline).
+type row struct {
+	bench, unit string
+	// base and baseUnit name the baseline; base "" compares the figure
+	// with goal directly.
+	base, baseUnit string
+	// atMost: the goal is an upper bound (true) or a lower bound (false).
+	atMost bool
+	goal   float64
+}
+
+// rows is the table of issue 18, in its order.
+var rows = []row{
+	{"WalkNoop10k", "ns/item", "WalkFloor10k", "ns/item", true, 2.0},
+	{"WalkNoop10k", "allocs/item", "", "", true, 1},
+	{"WalkNoop10kPar1", "ns/item", "WalkFloor10k", "ns/item", true, 1.5},
+	{"WalkCriticalPath", "efficiency", "", "", false, 0.97},
+	{"ControllerThroughput", "reconciles/s", "WorkqueueBaseline", "reconciles/s", false, 1.1},
+	{"ControllerThroughputDurable", "reconciles/s", "ControllerThroughput", "reconciles/s", false, 0.5},
+	{"PlanStep1000", "ns/step", "PlanStep1", "ns/step", true, 3},
+	{"PlanDecode", "B/s", "", "", false, 50e6},
+	{"StatusEdgeReportJSON", "B/s", "StatusEdgeReportStdJSON", "B/s", false, 1.0},
+	{"DeriveStatus10k", "ns/item", "", "", true, 1000},
+	{"HostcfgNoop1k", "sec/op", "HostcfgFloor1k", "sec/op", true, 1.5},
+	{"ConfigTxtNoop200", "sec/op", "ConfigTxtFloor200", "sec/op", true, 2.0},
+	{"DockerUp20", "ours/compose", "", "", true, 0.9},
+	{"DockerUp20", "ours/floor", "", "", true, 1.05},
+	{"DockerNoop20", "engine-calls/op", "", "", true, 2},
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: benchtable RESULTS...")
+		os.Exit(2)
+	}
+	med, err := medians(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	printTable(os.Stdout, med)
+}
+
+// key names one measurement: a benchmark's base name (without the
+// GOMAXPROCS suffix) and a unit.
+type key struct{ bench, unit string }
+
+// medians reads raw benchmark output from the files and returns the
+// median of every benchmark's values per unit. benchfmt normalises units;
+// ns/op is kept as sec/op and MB/s as B/s, every other unit as written.
+func medians(files []string) (map[key]float64, error) {
+	all := map[key][]float64{}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		r := benchfmt.NewReader(f, name)
+		for r.Scan() {
+			res, ok := r.Result().(*benchfmt.Result)
+			if !ok {
+				continue // a syntax error or a unit line: not a measurement
+			}
+			base := strings.TrimPrefix(string(res.Name.Base()), "Benchmark")
+			for _, v := range res.Values {
+				unit, val := v.Unit, v.Value
+				if v.OrigUnit != "" && v.OrigUnit != "ns/op" && v.OrigUnit != "MB/s" {
+					unit, val = v.OrigUnit, v.OrigValue // ns/item stays ns/item
+				}
+				k := key{base, unit}
+				all[k] = append(all[k], val)
+			}
+		}
+		err = r.Err()
+		f.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	med := make(map[key]float64, len(all))
+	for k, vs := range all {
+		slices.Sort(vs)
+		n := len(vs)
+		if n%2 == 1 {
+			med[k] = vs[n/2]
+		} else {
+			med[k] = (vs[n/2-1] + vs[n/2]) / 2
+		}
+	}
+	return med, nil
+}
+
+// printTable writes the table in Markdown.
+func printTable(w io.Writer, med map[key]float64) {
+	fmt.Fprintln(w, "| benchmark | metric | median | compared with | its median | ratio | goal | met |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		v, ok := med[key{r.bench, r.unit}]
+		if !ok {
+			fmt.Fprintf(w, "| %s | %s | — | %s | — | — | %s | — |\n", r.bench, r.unit, orDash(r.base), goal(r))
+			continue
+		}
+		ratio, baseVal := v, "—"
+		if r.base != "" {
+			b, ok := med[key{r.base, r.baseUnit}]
+			if !ok || b == 0 {
+				fmt.Fprintf(w, "| %s | %s | %s | %s | — | — | %s | — |\n", r.bench, r.unit, format(v, r.unit), r.base, goal(r))
+				continue
+			}
+			ratio, baseVal = v/b, format(b, r.baseUnit)
+		}
+		met := ratio >= r.goal
+		if r.atMost {
+			met = ratio <= r.goal
+		}
+		ratioText := "—"
+		if r.base != "" {
+			ratioText = fmt.Sprintf("%.2f×", ratio)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.bench, r.unit, format(v, r.unit), orDash(r.base), baseVal, ratioText, goal(r), yesNo(met))
+	}
+}
+
+func goal(r row) string {
+	op := "≥"
+	if r.atMost {
+		op = "≤"
+	}
+	if r.base != "" {
+		return fmt.Sprintf("%s %.2g×", op, r.goal)
+	}
+	return op + " " + format(r.goal, r.unit)
+}
+
+// format prints a value in its unit the way people read it.
+func format(v float64, unit string) string {
+	switch unit {
+	case "sec/op":
+		switch {
+		case v >= 1:
+			return fmt.Sprintf("%.2f s", v)
+		case v >= 1e-3:
+			return fmt.Sprintf("%.2f ms", v*1e3)
+		default:
+			return fmt.Sprintf("%.1f µs", v*1e6)
+		}
+	case "B/s":
+		return fmt.Sprintf("%.1f MB/s", v/1e6)
+	default:
+		if v >= 1e4 {
+			return fmt.Sprintf("%.0f %s", v, unit)
+		}
+		return fmt.Sprintf("%.4g %s", v, unit)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

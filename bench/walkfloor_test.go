@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/convergekit/converge"
+)
+
+// noopGraph builds the no-op graph of BenchmarkWalkNoop10k.
+func noopGraph(deps [][]int) *converge.Graph {
+	g := converge.NewGraph()
+	for k, ds := range deps {
+		ids := make([]converge.ID, len(ds))
+		for i, d := range ds {
+			ids[i] = nodeID(d)
+		}
+		g.Add(converge.Wrap[int](&noopItem{id: nodeID(k)}), converge.Present, ids...)
+	}
+	return g
+}
+
+// benchNoopWalk walks the no-op graph at the given parallelism and reports
+// ns/item and allocs/item.
+func benchNoopWalk(b *testing.B, par int) {
+	g := noopGraph(randomDAG(noopItems, noopDeps, noopSeed))
+	w, err := converge.NewWalker(converge.Config{Parallelism: par})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	// The first walk validates and caches the graph, and shows every item
+	// is already converged.
+	if rep, err := w.Apply(ctx, g); err != nil || rep.Count(converge.OutcomeUnchanged) != noopItems {
+		b.Fatalf("walk: %v", err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	before := mallocs()
+	for b.Loop() {
+		if _, err := w.Apply(ctx, g); err != nil {
+			b.Fatalf("walk: %v", err)
+		}
+	}
+	reportPerItem(b, noopItems, before)
+}
+
+// mallocs returns the number of heap allocations the process made so far.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
+// reportPerItem reports the time and the heap allocations of one op divided
+// by the n items it handled; before is mallocs() taken just before the
+// measured loop.
+func reportPerItem(b *testing.B, n int, before uint64) {
+	after := mallocs()
+	per := float64(b.N) * float64(n)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/item")
+	b.ReportMetric(float64(after-before)/per, "allocs/item")
+}
+
+// BenchmarkWalkNoop10kPar1 is BenchmarkWalkNoop10k with parallelism 1: the
+// walk's own overhead against BenchmarkWalkFloor10k, with no concurrency
+// to hide or add cost.
+func BenchmarkWalkNoop10kPar1(b *testing.B) { benchNoopWalk(b, 1) }
+
+// BenchmarkWalkFloor10k is the floor of the no-op walk: one goroutine
+// visits the same 10,000 items in topological order and does the same
+// per-item work (StateCurrent, StateGoal, Check), through the Item
+// interface as any executor of user items must — no scheduling, no events,
+// no report. Nothing can do the walk's work for less.
+func BenchmarkWalkFloor10k(b *testing.B) {
+	deps := randomDAG(noopItems, noopDeps, noopSeed)
+	items := make([]converge.Item[int], noopItems)
+	for k := range items {
+		items[k] = &noopItem{id: nodeID(k)}
+	}
+	// randomDAG gives every node only earlier nodes as dependencies, so
+	// index order is a topological order; check it rather than trust it.
+	for k, ds := range deps {
+		for _, d := range ds {
+			if d >= k {
+				b.Fatalf("node %d depends on later node %d", k, d)
+			}
+		}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	before := mallocs()
+	for b.Loop() {
+		for _, it := range items {
+			if err := floorWork(ctx, it); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	reportPerItem(b, noopItems, before)
+}
+
+// floorWork is the walk's discover-and-check of one converged item, with
+// nothing around it.
+func floorWork(ctx context.Context, it converge.Item[int]) error {
+	c, err := it.StateCurrent(ctx, nil)
+	if err != nil {
+		return err
+	}
+	t, err := it.StateGoal(ctx, nil)
+	if err != nil {
+		return err
+	}
+	d, err := it.Check(ctx, c, t)
+	if err != nil {
+		return err
+	}
+	if d.Exec != converge.ExecNotRequired {
+		return fmt.Errorf("item %s is not converged", it.ID())
+	}
+	return nil
+}
