@@ -190,7 +190,13 @@ func TestProjectLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"not-ours=created"}, names(f.Containers()))
 	assert.Equal(t, []string{"bridge", "foreign"}, f.NetworkNames())
-	assert.Equal(t, []string{"foreign"}, f.VolumeNames())
+	assert.Equal(t, []string{"foreign", "shop_data"}, f.VolumeNames(), "volumes are kept by default")
+	p3.RemoveVolumes = true
+	g, err = p3.Graph(f)
+	require.NoError(t, err)
+	_, err = converge.Clean(context.Background(), g)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"foreign"}, f.VolumeNames(), "RemoveVolumes removes them")
 }
 
 func TestGraphCopiesTheProject(t *testing.T) {
