@@ -26,6 +26,10 @@ type ImageState struct {
 	snap     *snapshot
 	keep     bool // a clean target that leaves the image alone
 	deferred bool // a goal pulled by the container itself (KillThenDownload)
+	// unpullable is why a missing image the container will pull cannot be
+	// pulled (its registry does not serve it); nil when it can or when it
+	// was not asked.
+	unpullable error
 }
 
 // Image is the item of one image reference: Present pulls it when it is
@@ -55,21 +59,30 @@ func (im *Image) ID() converge.ID { return ImageID(im.Ref) }
 func (im *Image) key() string { return "image:" + im.Ref }
 
 // StateCurrent reads the project's snapshot when there is one, else lists
-// the reference.
+// the reference. The image of KillThenDownload containers only, when it is
+// missing and may be pulled, is also looked up in its registry
+// (DistributionInspect, a read), so that an image nobody can pull fails
+// before the old container is removed.
 func (im *Image) StateCurrent(ctx context.Context, deps converge.Deps) (ImageState, error) {
 	ref := normalizeRef(im.Ref)
-	if im.project != "" {
-		if ps, err := converge.DepState[ProjectState](deps, im.project); err == nil && ps.snap.usable(im.key()) {
-			id, ok := ps.snap.images[ref]
-			return ImageState{Ref: ref, Present: ok, ID: id, snap: ps.snap}, nil
+	var st ImageState
+	if ps, err := converge.DepState[ProjectState](deps, im.project); im.project != "" && err == nil && ps.snap.usable(im.key()) {
+		id, ok := ps.snap.images[ref]
+		st = ImageState{Ref: ref, Present: ok, ID: id, snap: ps.snap}
+	} else {
+		found, err := listImages(ctx, im.eng, []string{ref})
+		if err != nil {
+			return ImageState{}, err
+		}
+		id, ok := found[ref]
+		st = ImageState{Ref: ref, Present: ok, ID: id}
+	}
+	if im.deferred && !st.Present && im.Pull != PullNever {
+		if _, err := im.eng.DistributionInspect(ctx, ref, ""); err != nil {
+			st.unpullable = &PullError{Ref: ref, Err: err}
 		}
 	}
-	found, err := listImages(ctx, im.eng, []string{ref})
-	if err != nil {
-		return ImageState{}, err
-	}
-	id, ok := found[ref]
-	return ImageState{Ref: ref, Present: ok, ID: id}, nil
+	return st, nil
 }
 
 // StateGoal is the image present (its ID is whatever the engine has).
@@ -87,7 +100,8 @@ func (im *Image) StateClean(context.Context, converge.Deps) (ImageState, error) 
 // Check compares presence only. A missing image that may not be pulled
 // (PullNever) is an *ImageError matching ErrImageMissing, in a dry run as
 // in Apply. The image of KillThenDownload containers only is pulled by the
-// container after the old one is removed, so its item requires nothing.
+// container after the old one is removed, so its item requires nothing,
+// unless its registry does not serve it: that is an *ImageError too.
 func (im *Image) Check(_ context.Context, current, target ImageState) (converge.Decision, error) {
 	if current.Present == target.Present || target.keep {
 		return converge.NotRequired(), nil
@@ -96,6 +110,9 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 		return converge.Decision{}, &ImageError{Ref: target.Ref, Services: im.services, Err: ErrImageMissing}
 	}
 	if target.deferred {
+		if current.unpullable != nil {
+			return converge.Decision{}, &ImageError{Ref: target.Ref, Services: im.services, Err: current.unpullable}
+		}
 		return converge.NotRequired(), nil
 	}
 	return converge.Required(converge.UnitsUnknown), nil
