@@ -227,7 +227,8 @@ func simulate(current, target ContainerState, plan Plan) ContainerState {
 
 func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState) error {
 	left := current.Leftover
-	adoptable := left.ID != "" && plan.Action != ActionRemove && left.SpecHash == hashFields(c.spec.fields())
+	adoptable := left.ID != "" && (plan.Action == ActionAdopt || plan.Action == ActionRecreate) &&
+		left.SpecHash == hashFields(c.spec.fields())
 	if left.ID != "" && !adoptable {
 		if err := removeContainer(ctx, c.eng, left.ID, c.spec.StopTimeout); err != nil {
 			return fmt.Errorf("leftover %s: %w", TempName(c.name), err)

@@ -21,17 +21,18 @@ const DefaultPollInterval = 250 * time.Millisecond
 // Project is a set of containers with the networks and volumes they use,
 // converged together: Graph turns it into a converge graph with one item per
 // image, network, volume and container, plus a project item that reads the
-// engine once per walk and removes owned containers the project no longer
-// names. The zero value is an empty project, which Graph rejects for its
-// empty Name.
+// engine once per walk and an orphans item that removes owned containers
+// the project no longer names. The zero value is an empty project, which
+// Graph rejects for its empty Name.
 type Project struct {
 	// Name labels everything the project creates; required.
 	Name       string
 	Containers []ContainerSpec
 	Networks   []NetworkSpec
 	Volumes    []VolumeSpec
-	// PollInterval is how often depends_on waits look at a dependency; 0
-	// means DefaultPollInterval.
+	// PollInterval is how often depends_on waits look at a dependency, and
+	// how long a container the walk started is watched for an early exit;
+	// 0 means DefaultPollInterval.
 	PollInterval time.Duration
 	// RemoveImages makes Clean remove the project's images too (when no
 	// container uses them); by default cleaning leaves images alone.

@@ -712,3 +712,19 @@ func TestWatchEventsTriggers(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
+
+func TestLeftoverNextToAStoppedContainerIsRemoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := &docker.Project{Name: "lo", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1"}}}
+		apply(t, f, p)
+		c, _ := f.Container("lo-a")
+		_, err := f.ContainerCreate(t.Context(), &c.Config, &c.Host, nil, nil, docker.TempName("lo-a"))
+		require.NoError(t, err)
+		f.Exit("lo-a", 0)
+		assert.Contains(t, docker.Plans(dry(t, f, p)), docker.Plan{Container: "lo-a", Action: docker.ActionStart})
+		apply(t, f, p)
+		assert.Equal(t, []string{"lo-a=running"}, names(f.Containers()))
+		assert.Equal(t, c.ID, idsByName(f)["lo-a"], "started, not recreated")
+	})
+}

@@ -99,7 +99,11 @@ func (p Plan) String() string {
 }
 
 // PlanFor decides the action that takes current to target. Apply and
-// ApplyDry both follow it, so a dry run shows what Apply does.
+// ApplyDry both follow it, so a dry run shows what Apply does. A paused
+// container that should run is unpaused; a leftover of an interrupted
+// recreate (current.Leftover) is adopted when it has the target spec
+// hash, and otherwise removed along the way (alone, the plan names it by
+// its TempName with ActionRemove).
 func PlanFor(current, target ContainerState) Plan {
 	p := Plan{Container: target.Name, Action: ActionNone}
 	if p.Container == "" {
