@@ -181,8 +181,10 @@ func (c *Container) Apply(ctx context.Context, current, target ContainerState) (
 			de *DependencyError
 			ce *ContainerError
 			ie *ImageError
+			se *SpecError
 		)
-		if !errors.As(err, &de) && !errors.As(err, &ce) && !errors.As(err, &ie) {
+		// Typed errors name the container (or image) themselves.
+		if !errors.As(err, &de) && !errors.As(err, &ce) && !errors.As(err, &ie) && !errors.As(err, &se) {
 			err = fmt.Errorf("docker: container %s: %w", c.name, err)
 		}
 		return current, c.red.err(err)
@@ -400,7 +402,7 @@ func (c *Container) create(ctx context.Context, name string) error {
 	}
 	host := &container.HostConfig{}
 	if s.Restart != "" {
-		rp, err := parseRestart(s.Restart)
+		rp, err := parseRestart(s.Restart, "container "+c.name)
 		if err != nil {
 			return err
 		}
@@ -458,7 +460,9 @@ func (c *Container) aliases(n NetworkAttachment) []string {
 	return a
 }
 
-func parseRestart(s string) (container.RestartPolicy, error) {
+// parseRestart parses a restart policy; object names its container in a
+// *SpecError.
+func parseRestart(s, object string) (container.RestartPolicy, error) {
 	name, count, _ := cutColon(s)
 	rp := container.RestartPolicy{Name: container.RestartPolicyMode(name)}
 	switch rp.Name {
@@ -467,12 +471,12 @@ func parseRestart(s string) (container.RestartPolicy, error) {
 		if count != "" {
 			n, err := strconv.Atoi(count)
 			if err != nil || n < 0 {
-				return rp, &SpecError{Object: "restart", Field: "Restart", Reason: fmt.Sprintf("bad retry count in %q", s)}
+				return rp, &SpecError{Object: object, Field: "Restart", Reason: fmt.Sprintf("bad retry count in %q", s)}
 			}
 			rp.MaximumRetryCount = n
 		}
 	default:
-		return rp, &SpecError{Object: "restart", Field: "Restart", Reason: fmt.Sprintf("unknown policy %q", s)}
+		return rp, &SpecError{Object: object, Field: "Restart", Reason: fmt.Sprintf("unknown policy %q", s)}
 	}
 	return rp, nil
 }

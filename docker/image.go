@@ -195,7 +195,7 @@ func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy, s
 	ref = normalizeRef(ref)
 	found, err := listImages(ctx, eng, []string{ref})
 	if err != nil {
-		return err
+		return &ImageError{Ref: ref, Services: services, Err: err}
 	}
 	if _, ok := found[ref]; ok {
 		return nil

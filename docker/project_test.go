@@ -445,16 +445,19 @@ func TestErrorMessagesReadOnce(t *testing.T) {
 	_, err := foreign.ContainerCreate(context.Background(), &container.Config{Image: "app:1"}, nil, nil, nil, "m-a")
 	require.NoError(t, err)
 	tests := []struct {
-		name string
-		eng  docker.Engine
-		want error
+		name    string
+		eng     docker.Engine
+		restart string
+		want    error
+		prefix  string
 	}{
-		{"create fails", failingCreate{newFake()}, nil},
-		{"name taken", foreign, docker.ErrNotOwned},
+		{"create fails", failingCreate{newFake()}, "", nil, "docker: container m-a: create: "},
+		{"name taken", foreign, "", docker.ErrNotOwned, "docker: container m-a: create: "},
+		{"bad restart policy", newFake(), "bogus", docker.ErrInvalidSpec, "docker: container m-a: Restart: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &docker.Project{Name: "m", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1"}}}
+			p := &docker.Project{Name: "m", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1", Restart: tt.restart}}}
 			rep, err := converge.Apply(context.Background(), mustGraph(t, p, tt.eng))
 			require.Error(t, err)
 			if tt.want != nil {
@@ -464,7 +467,7 @@ func TestErrorMessagesReadOnce(t *testing.T) {
 			var ie *converge.ItemError
 			require.ErrorAs(t, r.Err, &ie)
 			assertReadsOnce(t, ie.Err, "m-a")
-			assert.True(t, strings.HasPrefix(ie.Err.Error(), "docker: container m-a: create: "), ie.Err.Error())
+			assert.True(t, strings.HasPrefix(ie.Err.Error(), tt.prefix), ie.Err.Error())
 		})
 	}
 }
