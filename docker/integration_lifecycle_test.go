@@ -271,6 +271,7 @@ func TestIntegrationFailureShowsLogTail(t *testing.T) {
 		cleanupProject(t, cli, proj)
 		p := lifecycleProject(proj, docker.ContainerSpec{Service: "app", Image: img, Env: map[string]string{"DB_PASSWORD": secret},
 			Command: append(append([]string{"/app", "fail"}, many...), "password is $DB_PASSWORD", "boom: cannot open database")})
+		p.PollInterval = time.Second // the container has long exited when it is looked at
 		_, err := applyGraph(t, cli, p, converge.Apply)
 		require.ErrorIs(t, err, docker.ErrContainerFailed)
 		var ce *docker.ContainerError
@@ -293,7 +294,7 @@ func TestIntegrationFailureShowsLogTail(t *testing.T) {
 		p := lifecycleProject(proj,
 			docker.ContainerSpec{Service: "db", Image: img, Env: map[string]string{"DB_PASSWORD": secret},
 				Command:     []string{"/app", "say", "connecting with $DB_PASSWORD", "disk full"},
-				Healthcheck: &docker.Healthcheck{Test: []string{"CMD", "/app", "exit", "1"}, Interval: 200 * time.Millisecond, Timeout: time.Second, Retries: 1}},
+				Healthcheck: &docker.Healthcheck{Test: []string{"CMD", "/app", "exit", "1"}, Interval: time.Second, Timeout: time.Second, Retries: 1}},
 			docker.ContainerSpec{Service: "web", Image: img, Command: []string{"/app", "sleep"},
 				DependsOn: []docker.Dependency{{Service: "db", Condition: docker.ServiceHealthy, Timeout: 2 * time.Minute}}},
 		)
