@@ -1,17 +1,22 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/convergekit/converge"
@@ -34,50 +39,96 @@ type Container struct {
 }
 
 type wait struct {
-	name string
+	name string // engine name of the dependency
 	dep  Dependency
+	red  redactor // the dependency's secrets
 }
 
 // DependencyError says which depends_on condition of a container was not
 // met. It matches ErrDependencyTimeout or ErrDependencyFailed.
 type DependencyError struct {
-	Container  string
+	// Container is the engine name of the container that waited.
+	Container string
+	// Dependency is the engine name of the container waited for, and
+	// Service its service.
 	Dependency string
+	Service    string
 	Condition  Condition
 	Err        error
+	// Log is the tail of the dependency's log (see ContainerError.Log), ""
+	// when it could not be read.
+	Log string
 }
 
-// Error describes the problem, naming its culprit.
+// Error describes the problem, naming its culprit: the container that
+// waited, the service it waited for and the condition, then the tail of
+// the dependency's log.
 func (e *DependencyError) Error() string {
-	return fmt.Sprintf("docker: container %s: dependency %s (%s): %v", e.Container, e.Dependency, e.Condition, e.Err)
+	return withLog(fmt.Sprintf("docker: container %s: dependency %s (%s): %s", e.Container, e.Service, e.Condition, reason(e.Err)), e.Log)
 }
 
 // Unwrap returns the cause.
 func (e *DependencyError) Unwrap() error { return e.Err }
+
+// ErrContainerFailed means a container exited or turned unhealthy right
+// after the walk started it. It is matched by *ContainerError.
+var ErrContainerFailed = errors.New("docker: container failed")
+
+// ContainerError is a container that failed right after the walk started
+// it: it exited (or, run Once, exited non-zero) or turned unhealthy. It
+// carries the tail of the container's log.
+type ContainerError struct {
+	Container string
+	Service   string
+	// Status is the engine state ("exited", "dead", "running"), ExitCode
+	// the exit code of an exited container, Health its health status.
+	Status   string
+	ExitCode int
+	Health   string
+	// Log is at most the last LogTailLines lines and LogTailBytes bytes of
+	// the container's output, secret values redacted.
+	Log string
+}
 
 // ID returns ContainerID(project, service).
 func (c *Container) ID() converge.ID { return ContainerID(c.project, c.spec.Service) }
 
 // StateCurrent reads the container from the project's snapshot when this
 // walk has one and the container has not been written since; otherwise it
-// inspects the container and records drift of user-specified fields.
+// inspects the container and records drift of user-specified fields. Either
+// way it also looks for the leftover of an interrupted recreate under
+// TempName.
 func (c *Container) StateCurrent(ctx context.Context, deps converge.Deps) (ContainerState, error) {
 	if ps, err := converge.DepState[ProjectState](deps, c.projectID); err == nil && ps.snap.usable(c.key()) {
 		st := ContainerState{Name: c.name}
 		if s, ok := ps.snap.containers[c.name]; ok {
 			st = stateFromSummary(s)
 		}
+		if s, ok := ps.snap.containers[TempName(c.name)]; ok && s.Labels[LabelOwner] == OwnerValue {
+			st.Leftover = Leftover{ID: s.ID, SpecHash: s.Labels[LabelSpecHash]}
+		}
 		st.snap = ps.snap
 		return st, nil
 	}
+	st := ContainerState{Name: c.name}
 	r, err := c.eng.ContainerInspect(ctx, c.name)
-	if errdefs.IsNotFound(err) {
-		return ContainerState{Name: c.name}, nil
+	switch {
+	case err == nil:
+		st = stateFromInspect(r, &c.spec)
+	case !errdefs.IsNotFound(err):
+		return ContainerState{}, c.red.err(fmt.Errorf("docker: container %s: inspect: %w", c.name, err))
 	}
-	if err != nil {
-		return ContainerState{}, c.red.err(fmt.Errorf("docker: inspect container %s: %w", c.name, err))
+	r, err = c.eng.ContainerInspect(ctx, TempName(c.name))
+	switch {
+	case err == nil:
+		if r.ContainerJSONBase != nil && r.Config != nil && r.Config.Labels[LabelOwner] == OwnerValue &&
+			r.Config.Labels[LabelProject] == c.project {
+			st.Leftover = Leftover{ID: r.ID, SpecHash: r.Config.Labels[LabelSpecHash]}
+		}
+	case !errdefs.IsNotFound(err):
+		return ContainerState{}, c.red.err(fmt.Errorf("docker: container %s: inspect leftover: %w", c.name, err))
 	}
-	return stateFromInspect(r, &c.spec), nil
+	return st, nil
 }
 
 func (c *Container) key() string { return "container:" + c.name }
@@ -105,7 +156,9 @@ func (c *Container) StateClean(context.Context, converge.Deps) (ContainerState, 
 	return ContainerState{Name: c.name}, nil
 }
 
-// Check follows PlanFor: any action other than none is required.
+// Check follows PlanFor: any action other than none is required, so a
+// paused container that should run, or a leftover of an interrupted
+// recreate, is not converged.
 func (c *Container) Check(_ context.Context, current, target ContainerState) (converge.Decision, error) {
 	if PlanFor(current, target).Action == ActionNone {
 		return converge.NotRequired(), nil
@@ -113,15 +166,28 @@ func (c *Container) Check(_ context.Context, current, target ContainerState) (co
 	return converge.Required(1), nil
 }
 
-// Apply carries out the plan: create, recreate (create under a temporary
-// name, stop, remove, rename, start; or for KillThenDownload stop, remove,
-// pull, create, start), start, stop or remove. It waits for the
-// depends_on conditions before starting anything.
+// Apply carries out the plan: create, recreate (create under TempName,
+// stop, remove, rename, start; or for KillThenDownload stop, remove, pull,
+// create, start), adopt a leftover of an interrupted recreate, start,
+// unpause, stop or remove. It waits for the depends_on conditions before
+// starting anything, and watches a container it started for one poll
+// interval: one that exits (or turns unhealthy) in that time fails with a
+// *ContainerError carrying the tail of its log.
 func (c *Container) Apply(ctx context.Context, current, target ContainerState) (ContainerState, error) {
 	current.snap.invalidate(c.key())
 	plan := PlanFor(current, target)
 	if err := c.apply(ctx, plan, current); err != nil {
-		return current, c.red.err(fmt.Errorf("docker: container %s: %s: %w", c.name, plan.Action, err))
+		var (
+			de *DependencyError
+			ce *ContainerError
+			ie *ImageError
+			se *SpecError
+		)
+		// Typed errors name the container (or image) themselves.
+		if !errors.As(err, &de) && !errors.As(err, &ce) && !errors.As(err, &ie) && !errors.As(err, &se) {
+			err = fmt.Errorf("docker: container %s: %w", c.name, err)
+		}
+		return current, c.red.err(err)
 	}
 	return simulate(current, target, plan), nil
 }
@@ -136,14 +202,20 @@ func simulate(current, target ContainerState, plan Plan) ContainerState {
 	case ActionNone:
 		return current
 	case ActionRemove:
+		if plan.Container != current.Name { // the leftover only
+			next := current
+			next.Leftover = Leftover{}
+			return next
+		}
 		return ContainerState{Name: current.Name}
 	case ActionStop:
 		next := current
-		next.Status = "exited"
+		next.Status, next.Paused = "exited", false
 		return next
-	case ActionStart:
+	case ActionStart, ActionUnpause:
 		next := current
-		next.Status, next.ExitCode = "running", 0
+		next.Status, next.ExitCode, next.Paused = "running", 0, false
+		next.Leftover = Leftover{}
 		return next
 	}
 	next := target
@@ -156,30 +228,56 @@ func simulate(current, target ContainerState, plan Plan) ContainerState {
 }
 
 func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState) error {
+	left := current.Leftover
+	adoptable := left.ID != "" && (plan.Action == ActionAdopt || plan.Action == ActionRecreate) &&
+		left.SpecHash == hashFields(c.spec.fields())
+	if left.ID != "" && !adoptable {
+		if err := removeContainer(ctx, c.eng, left.ID, c.spec.StopTimeout); err != nil {
+			return fmt.Errorf("leftover %s: %w", TempName(c.name), err)
+		}
+	}
 	switch plan.Action {
 	case ActionNone:
 		return nil
 	case ActionRemove:
+		if plan.Container != c.name || !current.Exists { // the leftover only, removed above
+			return nil
+		}
 		return removeContainer(ctx, c.eng, c.name, c.spec.StopTimeout)
 	case ActionStop:
+		if current.Paused {
+			if err := c.unpause(ctx); err != nil {
+				return err
+			}
+		}
 		return c.stop(ctx, c.name)
+	case ActionUnpause:
+		return c.unpause(ctx)
 	case ActionStart:
 		if err := c.waitDeps(ctx); err != nil {
 			return err
 		}
-		return c.eng.ContainerStart(ctx, c.name, container.StartOptions{})
+		return c.start(ctx, c.name)
+	case ActionAdopt:
+		if err := c.waitDeps(ctx); err != nil {
+			return err
+		}
+		if err := c.eng.ContainerRename(ctx, left.ID, c.name); err != nil {
+			return fmt.Errorf("rename: %w", err)
+		}
+		return c.start(ctx, c.name)
 	}
 	if err := c.waitDeps(ctx); err != nil {
 		return err
 	}
-	if plan.Action == ActionCreate || c.spec.Update == KillThenDownload {
+	if !adoptable && (plan.Action == ActionCreate || c.spec.Update == KillThenDownload) {
 		if plan.Action == ActionRecreate {
 			if err := removeContainer(ctx, c.eng, c.name, c.spec.StopTimeout); err != nil {
 				return err
 			}
 		}
 		if c.spec.Update == KillThenDownload {
-			if err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull); err != nil {
+			if err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}); err != nil {
 				return err
 			}
 		}
@@ -188,12 +286,14 @@ func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState
 		}
 		return c.start(ctx, c.name)
 	}
-	// Recreate, download-then-kill: the image is already there. A
-	// temporary container left by a crash is an orphan the project item
-	// removes at the start of every walk.
-	tmp := c.name + "_converge_tmp"
-	if err := c.create(ctx, tmp); err != nil {
-		return err
+	// Recreate, download-then-kill (or adopting the new container an
+	// interrupted recreate left): the image is already there.
+	tmp := left.ID
+	if !adoptable {
+		tmp = TempName(c.name)
+		if err := c.create(ctx, tmp); err != nil {
+			return err
+		}
 	}
 	if err := removeContainer(ctx, c.eng, current.ID, c.spec.StopTimeout); err != nil {
 		return err
@@ -204,12 +304,52 @@ func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState
 	return c.start(ctx, c.name)
 }
 
+// start starts the container (unless it should stay stopped) and watches
+// it for one poll interval.
 func (c *Container) start(ctx context.Context, name string) error {
 	if c.spec.Run == Stopped {
 		return nil
 	}
 	if err := c.eng.ContainerStart(ctx, name, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start: %w", err)
+	}
+	return c.settle(ctx, name)
+}
+
+func (c *Container) unpause(ctx context.Context) error {
+	if err := c.eng.ContainerUnpause(ctx, c.name); err != nil {
+		return fmt.Errorf("unpause: %w", err)
+	}
+	return nil
+}
+
+// settle waits one poll interval after a start and fails with a
+// *ContainerError when the container exited (with a non-zero code, for a
+// container run Once) or turned unhealthy.
+func (c *Container) settle(ctx context.Context, name string) error {
+	t := time.NewTimer(c.poll)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	case <-t.C:
+	}
+	r, err := c.eng.ContainerInspect(ctx, name)
+	if err != nil {
+		return fmt.Errorf("inspect after start: %w", err)
+	}
+	if r.ContainerJSONBase == nil || r.State == nil {
+		return nil
+	}
+	st := r.State
+	exited := st.Status == container.StateExited || st.Status == container.StateDead
+	health := ""
+	if st.Health != nil {
+		health = string(st.Health.Status)
+	}
+	if exited && (c.spec.Run != Once || st.ExitCode != 0) || health == container.Unhealthy {
+		return &ContainerError{Container: c.name, Service: c.spec.Service, Status: string(st.Status), ExitCode: st.ExitCode,
+			Health: health, Log: logTail(ctx, c.eng, name, c.red)}
 	}
 	return nil
 }
@@ -262,7 +402,7 @@ func (c *Container) create(ctx context.Context, name string) error {
 	}
 	host := &container.HostConfig{}
 	if s.Restart != "" {
-		rp, err := parseRestart(s.Restart)
+		rp, err := parseRestart(s.Restart, "container "+c.name)
 		if err != nil {
 			return err
 		}
@@ -296,7 +436,8 @@ func (c *Container) create(ctx context.Context, name string) error {
 		if errdefs.IsConflict(err) && name == c.name {
 			// Our own container with this name would have been in the
 			// project's list: the name belongs to someone else.
-			return fmt.Errorf("create: name %s: %w: %w", name, ErrNotOwned, err)
+			return &causeError{msg: "create: the name is taken by a container converge does not own",
+				err: errors.Join(ErrNotOwned, err)}
 		}
 		return fmt.Errorf("create: %w", err)
 	}
@@ -319,7 +460,9 @@ func (c *Container) aliases(n NetworkAttachment) []string {
 	return a
 }
 
-func parseRestart(s string) (container.RestartPolicy, error) {
+// parseRestart parses a restart policy; object names its container in a
+// *SpecError.
+func parseRestart(s, object string) (container.RestartPolicy, error) {
 	name, count, _ := cutColon(s)
 	rp := container.RestartPolicy{Name: container.RestartPolicyMode(name)}
 	switch rp.Name {
@@ -328,12 +471,12 @@ func parseRestart(s string) (container.RestartPolicy, error) {
 		if count != "" {
 			n, err := strconv.Atoi(count)
 			if err != nil || n < 0 {
-				return rp, &SpecError{Object: "restart", Field: "Restart", Reason: fmt.Sprintf("bad retry count in %q", s)}
+				return rp, &SpecError{Object: object, Field: "Restart", Reason: fmt.Sprintf("bad retry count in %q", s)}
 			}
 			rp.MaximumRetryCount = n
 		}
 	default:
-		return rp, &SpecError{Object: "restart", Field: "Restart", Reason: fmt.Sprintf("unknown policy %q", s)}
+		return rp, &SpecError{Object: object, Field: "Restart", Reason: fmt.Sprintf("unknown policy %q", s)}
 	}
 	return rp, nil
 }
@@ -357,6 +500,10 @@ func (c *Container) waitDeps(ctx context.Context) error {
 	return nil
 }
 
+// waitOne polls the dependency until its condition holds. It ends at once,
+// with ErrDependencyFailed, when the dependency can no longer meet it: it
+// exited when it must run, turned unhealthy, or has no healthcheck to wait
+// for.
 func (c *Container) waitOne(ctx context.Context, w wait) error {
 	timeout := w.dep.Timeout
 	if timeout <= 0 {
@@ -365,7 +512,14 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	fail := func(err error) error {
-		return &DependencyError{Container: c.name, Dependency: w.name, Condition: w.dep.Condition, Err: err}
+		de := &DependencyError{Container: c.name, Dependency: w.name, Service: w.dep.Service, Condition: w.dep.Condition, Err: err}
+		if ctx.Err() == nil {
+			de.Log = logTail(ctx, c.eng, w.name, w.red)
+		}
+		return de
+	}
+	failed := func(format string, a ...any) error {
+		return fail(&causeError{msg: fmt.Sprintf(format, a...), err: ErrDependencyFailed})
 	}
 	for {
 		r, err := c.eng.ContainerInspect(ctx, w.name)
@@ -374,27 +528,34 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 		}
 		if err == nil && r.State != nil {
 			st := r.State
+			stopped := st.Status == container.StateExited || st.Status == container.StateDead
 			switch w.dep.Condition {
 			case ServiceStarted:
-				if st.Running || st.Status == "exited" && st.ExitCode == 0 {
+				switch {
+				case st.Running || stopped && st.ExitCode == 0:
 					return nil
+				case stopped:
+					return failed("it exited with code %d", st.ExitCode)
 				}
 			case ServiceHealthy:
-				if st.Health == nil {
-					return fail(fmt.Errorf("%w: no healthcheck", ErrDependencyFailed))
-				}
-				if st.Health.Status == container.Healthy {
+				switch {
+				case st.Health == nil:
+					return failed("it has no healthcheck")
+				case st.Health.Status == container.Healthy:
 					return nil
-				}
-				if !st.Running && st.Status != "restarting" && st.Status != "created" {
-					return fail(fmt.Errorf("%w: %s", ErrDependencyFailed, st.Status))
+				case st.Health.Status == container.Unhealthy:
+					return failed("it is unhealthy")
+				case stopped:
+					return failed("it exited with code %d", st.ExitCode)
+				case !st.Running && st.Status != container.StateRestarting && st.Status != container.StateCreated:
+					return failed("it is %s", st.Status)
 				}
 			case ServiceCompletedSuccessfully:
-				if st.Status == "exited" || st.Status == "dead" {
+				if stopped {
 					if st.ExitCode == 0 {
 						return nil
 					}
-					return fail(fmt.Errorf("%w: exit code %d", ErrDependencyFailed, st.ExitCode))
+					return failed("it exited with code %d", st.ExitCode)
 				}
 			}
 		}
@@ -405,8 +566,82 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 			return fail(ctx.Err())
 		case <-deadline.C:
 			poll.Stop()
-			return fail(fmt.Errorf("%w after %s", ErrDependencyTimeout, timeout))
+			return fail(&causeError{msg: fmt.Sprintf("timed out after %s", timeout), err: ErrDependencyTimeout})
 		case <-poll.C:
 		}
 	}
 }
+
+// Bounds of the log tail an error carries.
+const (
+	// LogTailLines is the most lines of a container's log an error carries.
+	LogTailLines = 20
+	// LogTailBytes is the most bytes of a container's log an error carries.
+	LogTailBytes = 4 << 10
+)
+
+// logTail returns the last lines of a container's output (standard output
+// and error), bounded by LogTailLines and LogTailBytes, with secret values
+// redacted; "" when the log cannot be read.
+func logTail(ctx context.Context, eng Engine, name string, red redactor) string {
+	rc, err := eng.ContainerLogs(ctx, name, container.LogsOptions{ShowStdout: true, ShowStderr: true,
+		Tail: strconv.Itoa(LogTailLines)})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 1<<20)); err != nil && buf.Len() == 0 {
+		return ""
+	}
+	out := buf.Bytes()
+	if len(out) > LogTailBytes {
+		out = out[len(out)-LogTailBytes:]
+		if i := bytes.IndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+	}
+	return red.string(strings.TrimRight(string(out), "\n"))
+}
+
+// withLog appends a log tail to a message.
+func withLog(msg, log string) string {
+	if log == "" {
+		return msg
+	}
+	return msg + "; last lines of its log:\n" + log
+}
+
+// causeError is a cause with its own message that matches err (often a
+// sentinel) without repeating the sentinel's text.
+type causeError struct {
+	msg string
+	err error
+}
+
+func (e *causeError) Error() string { return e.msg }
+func (e *causeError) Unwrap() error { return e.err }
+
+// reason is the message of a cause inside one of the package's errors,
+// without a second package prefix.
+func reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.TrimPrefix(err.Error(), "docker: ")
+}
+
+// Error describes the failure and shows the log tail.
+func (e *ContainerError) Error() string {
+	what := fmt.Sprintf("exited with code %d", e.ExitCode)
+	switch {
+	case e.Health == container.Unhealthy && e.Status != string(container.StateExited) && e.Status != string(container.StateDead):
+		what = "turned unhealthy"
+	case e.Status == string(container.StateDead):
+		what = "died"
+	}
+	return withLog(fmt.Sprintf("docker: container %s: %s right after it was started", e.Container, what), e.Log)
+}
+
+// Is makes ContainerError match ErrContainerFailed.
+func (e *ContainerError) Is(target error) bool { return target == ErrContainerFailed }

@@ -8,10 +8,41 @@
 // the user specified (LabelSpecFields). A container is compared only on
 // what the user specified: a changed field recreates it (create under a
 // temporary name, stop, remove, rename, start), a stopped container that
-// should run is started, and one changed behind our back (disconnected
+// should run is started, a paused one is unpaused (its state says Paused,
+// and Check requires work), and one changed behind our back (disconnected
 // from its network, running another image) is repaired. Owned containers
 // the project no longer names are removed; objects we do not own are never
 // touched.
+//
+// Guarantees of a walk over a project:
+//
+//   - Preflight: every image the project needs is resolved (present, or
+//     pulled) before any network, volume or container is created or any
+//     orphan removed. An image that is missing under PullNever, or that
+//     cannot be pulled, fails the walk with an *ImageError naming the
+//     image and the services using it, and nothing is created. A dry run
+//     reports the same error: a missing PullNever image, or one its
+//     registry does not serve (asked with DistributionInspect, a read).
+//   - Interrupted runs are finished: a container left created but not
+//     started is started; a recreate killed after creating the new
+//     container under its temporary name (TempName) is completed by
+//     adopting that container when it has the target spec (ActionAdopt),
+//     and by removing it otherwise. Only containers carrying the project's
+//     labels are adopted; a name taken by a container we do not own is
+//     ErrNotOwned.
+//   - Clean (converge.Clean) removes in reverse dependency order:
+//     containers (dependents first), then the project's other owned
+//     containers (orphans), then networks, volumes and images, so nothing
+//     is removed while a container still uses it. Volumes and their data
+//     are kept unless Project.RemoveVolumes is set, images unless
+//     Project.RemoveImages is set, as with "docker compose down".
+//   - Failures say why: a container that exits or turns unhealthy within
+//     one PollInterval of being started fails with a *ContainerError, and a
+//     depends_on wait that fails or times out with a *DependencyError
+//     naming the service and condition; a dependency that exits or turns
+//     unhealthy ends the wait at once. Both carry the last lines of the
+//     container's log (at most LogTailLines lines and LogTailBytes bytes),
+//     with secret values redacted.
 //
 // Confirming that a converged project is converged costs a constant number
 // of engine calls, whatever the number of containers: the project item
@@ -21,8 +52,8 @@
 // for each container.
 //
 // Environment values are never part of a state, a report or an event: they
-// are compared through short hashes, and engine errors are scrubbed of the
-// values of secret keys (see IsSecretEnv).
+// are compared through short hashes, and engine errors and log tails are
+// scrubbed of the values of secret keys (see IsSecretEnv).
 //
 // WatchEvents turns engine events into reconcile triggers, and TargetBuild
 // lets a converge.TargetReconciler keep a Project converged, so a killed

@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/convergekit/converge"
@@ -57,4 +58,64 @@ func ExamplePlanFor() {
 	spec := docker.Plan{Container: "demo-web", Action: docker.ActionRecreate, Fields: []string{"env.GREETING", "image"}}
 	fmt.Println(spec)
 	// Output: demo-web: recreate (env.GREETING, image)
+}
+
+// Clean removes containers before the networks and volumes they use, and
+// keeps volumes (and their data) unless RemoveVolumes is set.
+func Example_clean() {
+	ctx := context.Background()
+	eng := dockertest.New()
+	eng.AddImage("app:1")
+	p := &docker.Project{Name: "demo",
+		Containers: []docker.ContainerSpec{{Service: "db", Image: "app:1",
+			Mounts: []docker.Mount{{Type: "volume", Source: "demo-data", Target: "/data"}}}},
+		Volumes: []docker.VolumeSpec{{Name: "demo-data"}},
+	}
+	for _, removeVolumes := range []bool{false, true} {
+		p.RemoveVolumes = removeVolumes
+		g, err := p.Graph(eng)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := converge.Apply(ctx, g); err != nil {
+			panic(err)
+		}
+		if _, err := converge.Clean(ctx, g); err != nil {
+			panic(err)
+		}
+		fmt.Printf("RemoveVolumes=%t: containers %d, volumes %v\n", removeVolumes, len(eng.Containers()), eng.VolumeNames())
+	}
+	// Output:
+	// RemoveVolumes=false: containers 0, volumes [demo-data]
+	// RemoveVolumes=true: containers 0, volumes []
+}
+
+// A missing image fails the walk before anything is created, and a dry run
+// already reports it.
+func ExampleImageError() {
+	ctx := context.Background()
+	eng := dockertest.New() // no image at all
+	p := &docker.Project{Name: "demo",
+		Containers: []docker.ContainerSpec{
+			{Service: "web", Image: "app:2", Pull: docker.PullNever},
+			{Service: "worker", Image: "app:2", Pull: docker.PullNever},
+		},
+		Networks: []docker.NetworkSpec{{Name: "demo-net"}},
+	}
+	g, err := p.Graph(eng)
+	if err != nil {
+		panic(err)
+	}
+	_, err = converge.ApplyDry(ctx, g)
+	var ie *docker.ImageError
+	if errors.As(err, &ie) {
+		fmt.Println(ie)
+		fmt.Println("missing:", errors.Is(err, docker.ErrImageMissing))
+	}
+	_, err = converge.Apply(ctx, g)
+	fmt.Println("apply failed:", err != nil, "- networks:", eng.NetworkNames(), "containers:", len(eng.Containers()))
+	// Output:
+	// docker: image app:2 (services web, worker): not present locally, and the pull policy is never
+	// missing: true
+	// apply failed: true - networks: [bridge] containers: 0
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -22,8 +23,13 @@ type ImageState struct {
 	Present bool
 	ID      string
 
-	snap *snapshot
-	keep bool // a clean target that leaves the image alone
+	snap     *snapshot
+	keep     bool // a clean target that leaves the image alone
+	deferred bool // a goal pulled by the container itself (KillThenDownload)
+	// unpullable is why a missing image the container will pull cannot be
+	// pulled (its registry does not serve it); nil when it can or when it
+	// was not asked.
+	unpullable error
 }
 
 // Image is the item of one image reference: Present pulls it when it is
@@ -35,9 +41,11 @@ type Image struct {
 	// Pull says whether a missing image may be pulled.
 	Pull PullPolicy
 
-	eng     Engine
-	project converge.ID
-	keep    bool
+	eng      Engine
+	project  converge.ID
+	keep     bool
+	services []string // the services using the image, for errors
+	deferred bool     // only KillThenDownload containers use it
 }
 
 // NewImage returns a standalone Image item on eng (outside a project).
@@ -51,26 +59,35 @@ func (im *Image) ID() converge.ID { return ImageID(im.Ref) }
 func (im *Image) key() string { return "image:" + im.Ref }
 
 // StateCurrent reads the project's snapshot when there is one, else lists
-// the reference.
+// the reference. The image of KillThenDownload containers only, when it is
+// missing and may be pulled, is also looked up in its registry
+// (DistributionInspect, a read), so that an image nobody can pull fails
+// before the old container is removed.
 func (im *Image) StateCurrent(ctx context.Context, deps converge.Deps) (ImageState, error) {
 	ref := normalizeRef(im.Ref)
-	if im.project != "" {
-		if ps, err := converge.DepState[ProjectState](deps, im.project); err == nil && ps.snap.usable(im.key()) {
-			id, ok := ps.snap.images[ref]
-			return ImageState{Ref: ref, Present: ok, ID: id, snap: ps.snap}, nil
+	var st ImageState
+	if ps, err := converge.DepState[ProjectState](deps, im.project); im.project != "" && err == nil && ps.snap.usable(im.key()) {
+		id, ok := ps.snap.images[ref]
+		st = ImageState{Ref: ref, Present: ok, ID: id, snap: ps.snap}
+	} else {
+		found, err := listImages(ctx, im.eng, []string{ref})
+		if err != nil {
+			return ImageState{}, err
+		}
+		id, ok := found[ref]
+		st = ImageState{Ref: ref, Present: ok, ID: id}
+	}
+	if im.deferred && !st.Present && im.Pull != PullNever {
+		if _, err := im.eng.DistributionInspect(ctx, ref, ""); err != nil {
+			st.unpullable = &PullError{Ref: ref, Err: err}
 		}
 	}
-	found, err := listImages(ctx, im.eng, []string{ref})
-	if err != nil {
-		return ImageState{}, err
-	}
-	id, ok := found[ref]
-	return ImageState{Ref: ref, Present: ok, ID: id}, nil
+	return st, nil
 }
 
 // StateGoal is the image present (its ID is whatever the engine has).
 func (im *Image) StateGoal(context.Context, converge.Deps) (ImageState, error) {
-	return ImageState{Ref: normalizeRef(im.Ref), Present: true}, nil
+	return ImageState{Ref: normalizeRef(im.Ref), Present: true, deferred: im.deferred}, nil
 }
 
 // StateClean is the image removed; for the image of a project that does
@@ -80,9 +97,22 @@ func (im *Image) StateClean(context.Context, converge.Deps) (ImageState, error) 
 	return ImageState{Ref: normalizeRef(im.Ref), keep: im.keep}, nil
 }
 
-// Check compares presence only.
+// Check compares presence only. A missing image that may not be pulled
+// (PullNever) is an *ImageError matching ErrImageMissing, in a dry run as
+// in Apply. The image of KillThenDownload containers only is pulled by the
+// container after the old one is removed, so its item requires nothing,
+// unless its registry does not serve it: that is an *ImageError too.
 func (im *Image) Check(_ context.Context, current, target ImageState) (converge.Decision, error) {
 	if current.Present == target.Present || target.keep {
+		return converge.NotRequired(), nil
+	}
+	if target.Present && im.Pull == PullNever {
+		return converge.Decision{}, &ImageError{Ref: target.Ref, Services: im.services, Err: ErrImageMissing}
+	}
+	if target.deferred {
+		if current.unpullable != nil {
+			return converge.Decision{}, &ImageError{Ref: target.Ref, Services: im.services, Err: current.unpullable}
+		}
 		return converge.NotRequired(), nil
 	}
 	return converge.Required(converge.UnitsUnknown), nil
@@ -92,7 +122,7 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageState, error) {
 	current.snap.invalidate(im.key())
 	if target.Present {
-		if err := ensureImage(ctx, im.eng, im.Ref, im.Pull); err != nil {
+		if err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services); err != nil {
 			return current, err
 		}
 		return ImageState{Ref: target.Ref, Present: true, ID: current.ID}, nil
@@ -102,7 +132,8 @@ func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageSt
 		return current, fmt.Errorf("docker: image %s: list users: %w", target.Ref, err)
 	}
 	if len(used) > 0 {
-		return current, fmt.Errorf("docker: image %s: %w by %d container(s)", target.Ref, ErrImageInUse, len(used))
+		return current, fmt.Errorf("docker: image %s: %w", target.Ref,
+			&causeError{msg: fmt.Sprintf("in use by %d container(s)", len(used)), err: ErrImageInUse})
 	}
 	if _, err := im.eng.ImageRemove(ctx, target.Ref, image.RemoveOptions{PruneChildren: true}); err != nil && !errdefs.IsNotFound(err) {
 		return current, fmt.Errorf("docker: image %s: remove: %w", target.Ref, err)
@@ -110,25 +141,72 @@ func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageSt
 	return ImageState{Ref: target.Ref}, nil
 }
 
-// ApplyDry returns the target without pulling or removing anything.
-func (im *Image) ApplyDry(_ context.Context, _, target ImageState) (ImageState, error) {
+// ApplyDry returns the target without pulling or removing anything. An
+// image to pull is looked up in its registry (DistributionInspect, a read):
+// one the registry does not serve is an *ImageError wrapping a *PullError,
+// as the pull would be.
+func (im *Image) ApplyDry(ctx context.Context, current, target ImageState) (ImageState, error) {
+	if target.Present && !current.Present {
+		if _, err := im.eng.DistributionInspect(ctx, target.Ref, ""); err != nil {
+			return current, &ImageError{Ref: target.Ref, Services: im.services, Err: &PullError{Ref: target.Ref, Err: err}}
+		}
+	}
 	return target, nil
 }
 
-// ensureImage pulls ref when it is not present locally.
-func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy) error {
+// ImageError is an image that cannot be resolved: missing locally under
+// PullNever (it matches ErrImageMissing), or not pullable (it wraps a
+// *PullError). Services lists the services of the project that use it.
+type ImageError struct {
+	Ref      string
+	Services []string
+	Err      error
+}
+
+// Error names the image and its services once, then the cause.
+func (e *ImageError) Error() string {
+	var b strings.Builder
+	b.WriteString("docker: image " + e.Ref)
+	switch len(e.Services) {
+	case 0:
+	case 1:
+		b.WriteString(" (service " + e.Services[0] + ")")
+	default:
+		b.WriteString(" (services " + strings.Join(e.Services, ", ") + ")")
+	}
+	var pe *PullError
+	switch {
+	case errors.Is(e.Err, ErrImageMissing):
+		b.WriteString(": not present locally, and the pull policy is never")
+	case errors.As(e.Err, &pe):
+		b.WriteString(": cannot be pulled: " + reason(pe.Err))
+	default:
+		b.WriteString(": " + reason(e.Err))
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *ImageError) Unwrap() error { return e.Err }
+
+// ensureImage pulls ref when it is not present locally; services are the
+// users named in the *ImageError it returns.
+func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy, services []string) error {
 	ref = normalizeRef(ref)
 	found, err := listImages(ctx, eng, []string{ref})
 	if err != nil {
-		return err
+		return &ImageError{Ref: ref, Services: services, Err: err}
 	}
 	if _, ok := found[ref]; ok {
 		return nil
 	}
 	if pull == PullNever {
-		return fmt.Errorf("docker: image %s: %w", ref, ErrImageMissing)
+		return &ImageError{Ref: ref, Services: services, Err: ErrImageMissing}
 	}
-	return pullImage(ctx, eng, ref)
+	if err := pullImage(ctx, eng, ref); err != nil {
+		return &ImageError{Ref: ref, Services: services, Err: err}
+	}
+	return nil
 }
 
 // PullError is a pull that failed, with the engine's message.

@@ -228,6 +228,7 @@ func TestIntegrationProject(t *testing.T) {
 	_, err = cli.VolumeCreate(ctx, volume.CreateOptions{Name: foreign, Labels: map[string]string{dockertest.TestLabel: "1"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.VolumeRemove(context.Background(), foreign, true) })
+	p3.RemoveVolumes = true
 	g, err := p3.Graph(eng)
 	require.NoError(t, err)
 	_, err = converge.Clean(ctx, g)

@@ -115,6 +115,7 @@ type VolumeState struct {
 	Owned bool
 
 	snap *snapshot
+	keep bool // a clean target that leaves the volume and its data alone
 }
 
 // Volume is the item of an engine volume.
@@ -123,6 +124,7 @@ type Volume struct {
 	project   string
 	eng       Engine
 	projectID converge.ID
+	keep      bool
 }
 
 // NewVolume returns a standalone Volume item on eng, labelled with project.
@@ -157,14 +159,17 @@ func (v *Volume) StateGoal(context.Context, converge.Deps) (VolumeState, error) 
 	return VolumeState{Name: v.spec.Name, Exists: true, Owned: true}, nil
 }
 
-// StateClean is the volume removed (if we own it).
+// StateClean is the volume removed (if we own it); for the volume of a
+// project that does not set RemoveVolumes, it is "whatever is there":
+// cleaning the project keeps the volume and its data.
 func (v *Volume) StateClean(context.Context, converge.Deps) (VolumeState, error) {
-	return VolumeState{Name: v.spec.Name}, nil
+	return VolumeState{Name: v.spec.Name, keep: v.keep}, nil
 }
 
-// Check is like Network.Check.
+// Check is like Network.Check; a clean target that keeps the volume
+// requires nothing.
 func (v *Volume) Check(_ context.Context, current, target VolumeState) (converge.Decision, error) {
-	if target.Exists == current.Exists || !target.Exists && !current.Owned {
+	if target.Exists == current.Exists || !target.Exists && (!current.Owned || target.keep) {
 		return converge.NotRequired(), nil
 	}
 	return converge.Required(1), nil

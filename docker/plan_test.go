@@ -60,6 +60,20 @@ func TestPlanFor(t *testing.T) {
 			docker.Plan{Container: "c", Action: docker.ActionStart}},
 		{"remove", running, docker.ContainerState{Name: "c"}, docker.Plan{Container: "c", Action: docker.ActionRemove}},
 		{"remove nothing", docker.ContainerState{Name: "c"}, docker.ContainerState{Name: "c"}, docker.Plan{Container: "c", Action: docker.ActionNone}},
+		{"paused", with(func(s *docker.ContainerState) { s.Status, s.Paused = "paused", true }), target,
+			docker.Plan{Container: "c", Action: docker.ActionUnpause}},
+		{"paused once", with(func(s *docker.ContainerState) { s.Status, s.Paused = "paused", true }), tgt(func(s *docker.ContainerState) { s.Run = docker.Once }),
+			docker.Plan{Container: "c", Action: docker.ActionUnpause}},
+		{"paused but stopped wanted", with(func(s *docker.ContainerState) { s.Status, s.Paused = "paused", true }), tgt(func(s *docker.ContainerState) { s.Run = docker.Stopped }),
+			docker.Plan{Container: "c", Action: docker.ActionStop}},
+		{"leftover with the target spec", docker.ContainerState{Name: "c", Leftover: docker.Leftover{ID: "t", SpecHash: "h1"}}, target,
+			docker.Plan{Container: "c", Action: docker.ActionAdopt}},
+		{"leftover of another spec", docker.ContainerState{Name: "c", Leftover: docker.Leftover{ID: "t", SpecHash: "h0"}}, target,
+			docker.Plan{Container: "c", Action: docker.ActionCreate}},
+		{"leftover next to a converged container", with(func(s *docker.ContainerState) { s.Leftover = docker.Leftover{ID: "t", SpecHash: "h0"} }), target,
+			docker.Plan{Container: docker.TempName("c"), Action: docker.ActionRemove}},
+		{"leftover when removing", docker.ContainerState{Name: "c", Leftover: docker.Leftover{ID: "t"}}, docker.ContainerState{Name: "c"},
+			docker.Plan{Container: "c", Action: docker.ActionRemove}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

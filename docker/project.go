@@ -21,21 +21,26 @@ const DefaultPollInterval = 250 * time.Millisecond
 // Project is a set of containers with the networks and volumes they use,
 // converged together: Graph turns it into a converge graph with one item per
 // image, network, volume and container, plus a project item that reads the
-// engine once per walk and removes owned containers the project no longer
-// names. The zero value is an empty project, which Graph rejects for its
-// empty Name.
+// engine once per walk and an orphans item that removes owned containers
+// the project no longer names. The zero value is an empty project, which
+// Graph rejects for its empty Name.
 type Project struct {
 	// Name labels everything the project creates; required.
 	Name       string
 	Containers []ContainerSpec
 	Networks   []NetworkSpec
 	Volumes    []VolumeSpec
-	// PollInterval is how often depends_on waits look at a dependency; 0
-	// means DefaultPollInterval.
+	// PollInterval is how often depends_on waits look at a dependency, and
+	// how long a container the walk started is watched for an early exit;
+	// 0 means DefaultPollInterval.
 	PollInterval time.Duration
 	// RemoveImages makes Clean remove the project's images too (when no
 	// container uses them); by default cleaning leaves images alone.
 	RemoveImages bool
+	// RemoveVolumes makes Clean remove the project's volumes too, as
+	// "docker compose down --volumes" does; by default cleaning keeps them,
+	// with the data in them.
+	RemoveVolumes bool
 	// Unsupported lists the Compose fields the loader skipped because
 	// LoadOptions.IgnoreUnsupported was set ("services.web.cap_add").
 	Unsupported []string
@@ -136,12 +141,27 @@ func (p *Project) validate() error {
 	return nil
 }
 
-// Graph validates the project and returns its graph, every item Present.
-// Each container depends on the project item, its image (unless its update
-// strategy is KillThenDownload, which pulls inside the container's own
-// Apply), the project's networks and volumes it uses, and the containers it
-// depends on. The project is copied: later changes to p do not affect the
-// graph.
+// Graph validates the project and returns its graph, every item Present,
+// ordered so that nothing is created before every image is resolved and
+// nothing a container uses is removed before the container:
+//
+//   - the project item (ProjectID) reads the engine once per walk;
+//   - image items (one per reference) pull what is missing, or fail with
+//     an *ImageError; every network and volume item depends on all of
+//     them, so a missing image fails the walk with nothing created;
+//   - network and volume items;
+//   - the orphans item (OrphansID) removes owned containers the project no
+//     longer names, after the images and before any container;
+//   - container items, each after the project's networks and volumes it
+//     uses, its image, and the containers it depends on.
+//
+// Cleaning walks the same graph backwards: containers in reverse
+// dependency order, then the remaining owned containers (orphans), then
+// networks, volumes (only with RemoveVolumes) and images (only with
+// RemoveImages). The image of containers that all use KillThenDownload is
+// pulled by the container after the old one is removed; its item only
+// checks that a PullNever image is present. The project is copied: later
+// changes to p do not affect the graph.
 func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	if eng == nil {
 		return nil, &SpecError{Object: "project " + p.Name, Field: "Engine", Reason: "must not be nil"}
@@ -153,32 +173,46 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	g := converge.NewGraph()
 	pid := ProjectID(cp.Name)
 	g.Add(converge.Wrap[ProjectState](&projectItem{p: cp, eng: eng}), converge.Present)
-	pulled := map[string]bool{}
+	var images []*Image
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
-		if s.Update == KillThenDownload {
-			continue
-		}
 		ref := normalizeRef(s.Image)
-		if pulled[ref] {
-			continue
+		j := slices.IndexFunc(images, func(im *Image) bool { return im.Ref == ref })
+		if j < 0 {
+			j = len(images)
+			images = append(images, &Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages, deferred: true})
 		}
-		pulled[ref] = true
-		g.Add(converge.Wrap[ImageState](&Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages}), converge.Present, pid)
+		images[j].services = append(images[j].services, s.Service)
+		if s.Update != KillThenDownload {
+			images[j].deferred = false
+		}
 	}
+	var imageIDs []converge.ID
+	for _, im := range images {
+		sort.Strings(im.services)
+		g.Add(converge.Wrap[ImageState](im), converge.Present, pid)
+		imageIDs = append(imageIDs, im.ID())
+	}
+	resolved := append([]converge.ID{pid}, imageIDs...)
+	orphanDeps := slices.Clone(resolved)
 	netIDs := map[string]bool{}
 	for _, n := range cp.Networks {
 		netIDs[n.Name] = true
-		g.Add(converge.Wrap[NetworkState](&Network{spec: n, project: cp.Name, eng: eng, projectID: pid}), converge.Present, pid)
+		g.Add(converge.Wrap[NetworkState](&Network{spec: n, project: cp.Name, eng: eng, projectID: pid}), converge.Present, resolved...)
+		orphanDeps = append(orphanDeps, NetworkID(n.Name))
 	}
 	volIDs := map[string]bool{}
 	for _, v := range cp.Volumes {
 		volIDs[v.Name] = true
-		g.Add(converge.Wrap[VolumeState](&Volume{spec: v, project: cp.Name, eng: eng, projectID: pid}), converge.Present, pid)
+		g.Add(converge.Wrap[VolumeState](&Volume{spec: v, project: cp.Name, eng: eng, projectID: pid, keep: !cp.RemoveVolumes}),
+			converge.Present, resolved...)
+		orphanDeps = append(orphanDeps, VolumeID(v.Name))
 	}
+	oid := OrphansID(cp.Name)
+	g.Add(converge.Wrap[ProjectState](&orphansItem{p: cp, eng: eng}), converge.Present, orphanDeps...)
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
-		deps := []converge.ID{pid}
+		deps := []converge.ID{pid, oid}
 		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: eng, projectID: pid,
 			poll: cp.PollInterval, red: newRedactor(s)}
 		if c.poll <= 0 {
@@ -200,8 +234,8 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		}
 		for _, d := range s.DependsOn {
 			for j := range cp.Containers {
-				if cp.Containers[j].Service == d.Service {
-					c.waits = append(c.waits, wait{name: cp.containerName(&cp.Containers[j]), dep: d})
+				if dep := &cp.Containers[j]; dep.Service == d.Service {
+					c.waits = append(c.waits, wait{name: cp.containerName(dep), dep: d, red: newRedactor(dep)})
 				}
 			}
 			deps = append(deps, ContainerID(cp.Name, d.Service))
@@ -231,28 +265,37 @@ func (p *Project) clone() *Project {
 	return &cp
 }
 
-// ProjectState is the state of the project item: the names of the
-// containers the project owns on the engine (current) or should own
-// (target), sorted. Containers owned but not named by the target are
-// removed. It also carries the walk's snapshot of the engine to the other
-// items of the project.
+// ProjectState is the state of the project item and of the orphans item:
+// the names of the containers the project owns on the engine (current) or
+// should own (target), sorted. The orphans item removes the containers
+// owned but not named by the target. The project item also carries the
+// walk's snapshot of the engine to the other items of the project.
 type ProjectState struct {
 	Project    string
 	Containers []string
 	snap       *snapshot
 }
 
-// Orphans returns the containers of current the target does not name.
+// Orphans returns the containers of current the target does not name. The
+// leftover of an interrupted recreate under the TempName of a container the
+// target names is not an orphan: that container adopts or removes it.
 func (s ProjectState) Orphans(target ProjectState) []string {
 	var out []string
 	for _, c := range s.Containers {
-		if !slices.Contains(target.Containers, c) {
+		if !slices.Contains(target.Containers, c) && !slices.ContainsFunc(target.Containers, func(t string) bool { return TempName(t) == c }) {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
+// OrphansID is the ID of the orphans item of project name, which removes
+// the owned containers the project no longer names (all of them when
+// cleaning).
+func OrphansID(name string) converge.ID { return converge.ID("docker-orphans:" + name) }
+
+// projectItem reads the engine once per walk (its snapshot) and changes
+// nothing.
 type projectItem struct {
 	p   *Project
 	eng Engine
@@ -265,17 +308,54 @@ func (it *projectItem) StateCurrent(ctx context.Context, _ converge.Deps) (Proje
 	if err != nil {
 		return ProjectState{}, err
 	}
-	st := ProjectState{Project: it.p.Name, snap: snap}
-	for name, c := range snap.containers {
-		if c.Labels[LabelOwner] == OwnerValue {
-			st.Containers = append(st.Containers, name)
-		}
-	}
-	sort.Strings(st.Containers)
-	return st, nil
+	return ProjectState{Project: it.p.Name, Containers: snap.owned(), snap: snap}, nil
 }
 
 func (it *projectItem) StateGoal(context.Context, converge.Deps) (ProjectState, error) {
+	return ProjectState{Project: it.p.Name}, nil
+}
+
+func (it *projectItem) StateClean(context.Context, converge.Deps) (ProjectState, error) {
+	return ProjectState{Project: it.p.Name}, nil
+}
+
+func (it *projectItem) Check(context.Context, ProjectState, ProjectState) (converge.Decision, error) {
+	return converge.NotRequired(), nil
+}
+
+func (it *projectItem) Apply(_ context.Context, current, _ ProjectState) (ProjectState, error) {
+	return current, nil
+}
+
+func (it *projectItem) ApplyDry(_ context.Context, current, _ ProjectState) (ProjectState, error) {
+	return current, nil
+}
+
+// orphansItem removes owned containers the target does not name.
+type orphansItem struct {
+	p   *Project
+	eng Engine
+}
+
+func (it *orphansItem) ID() converge.ID { return OrphansID(it.p.Name) }
+
+func (it *orphansItem) key() string { return "orphans" }
+
+// StateCurrent reads the project's snapshot, or (when cleaning, before the
+// project item ran) lists the project's containers.
+func (it *orphansItem) StateCurrent(ctx context.Context, deps converge.Deps) (ProjectState, error) {
+	if ps, err := converge.DepState[ProjectState](deps, ProjectID(it.p.Name)); err == nil && ps.snap.usable(it.key()) {
+		return ProjectState{Project: it.p.Name, Containers: ps.Containers, snap: ps.snap}, nil
+	}
+	list, err := listProjectContainers(ctx, it.eng, it.p.Name)
+	if err != nil {
+		return ProjectState{}, err
+	}
+	snap := &snapshot{containers: list}
+	return ProjectState{Project: it.p.Name, Containers: snap.owned()}, nil
+}
+
+func (it *orphansItem) StateGoal(context.Context, converge.Deps) (ProjectState, error) {
 	st := ProjectState{Project: it.p.Name}
 	for i := range it.p.Containers {
 		st.Containers = append(st.Containers, it.p.containerName(&it.p.Containers[i]))
@@ -284,36 +364,34 @@ func (it *projectItem) StateGoal(context.Context, converge.Deps) (ProjectState, 
 	return st, nil
 }
 
-func (it *projectItem) StateClean(context.Context, converge.Deps) (ProjectState, error) {
+func (it *orphansItem) StateClean(context.Context, converge.Deps) (ProjectState, error) {
 	return ProjectState{Project: it.p.Name}, nil
 }
 
-func (it *projectItem) Check(_ context.Context, current, target ProjectState) (converge.Decision, error) {
+func (it *orphansItem) Check(_ context.Context, current, target ProjectState) (converge.Decision, error) {
 	if n := len(current.Orphans(target)); n > 0 {
 		return converge.Required(n), nil
 	}
 	return converge.NotRequired(), nil
 }
 
-func (it *projectItem) Apply(ctx context.Context, current, target ProjectState) (ProjectState, error) {
+func (it *orphansItem) Apply(ctx context.Context, current, target ProjectState) (ProjectState, error) {
+	current.snap.invalidate(it.key())
 	orphans := current.Orphans(target)
 	for i, name := range orphans {
 		if err := removeContainer(ctx, it.eng, name, nil); err != nil {
-			return current, fmt.Errorf("docker: project %s: remove orphan container %s: %w", it.p.Name, name, err)
+			return current, fmt.Errorf("docker: project %s: orphan container %s: %w", it.p.Name, name, err)
 		}
 		converge.ReportUnits(ctx, i+1, len(orphans))
 	}
 	return it.ApplyDry(ctx, current, target)
 }
 
-func (it *projectItem) ApplyDry(_ context.Context, current, target ProjectState) (ProjectState, error) {
+func (it *orphansItem) ApplyDry(_ context.Context, current, target ProjectState) (ProjectState, error) {
 	next := current
-	next.Containers = nil
-	for _, c := range current.Containers {
-		if slices.Contains(target.Containers, c) {
-			next.Containers = append(next.Containers, c)
-		}
-	}
+	next.Containers = slices.DeleteFunc(slices.Clone(current.Containers), func(c string) bool {
+		return slices.Contains(current.Orphans(target), c)
+	})
 	return next, nil
 }
 
@@ -348,7 +426,7 @@ func Plans(rep *converge.Report) []Plan {
 				out = append(out, PlanFor(before, t))
 			}
 		case ProjectState:
-			if t, ok := r.Target.(ProjectState); ok {
+			if t, ok := r.Target.(ProjectState); ok && r.ID == OrphansID(before.Project) {
 				for _, o := range before.Orphans(t) {
 					out = append(out, Plan{Container: o, Action: ActionRemove})
 				}

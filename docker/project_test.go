@@ -190,7 +190,13 @@ func TestProjectLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"not-ours=created"}, names(f.Containers()))
 	assert.Equal(t, []string{"bridge", "foreign"}, f.NetworkNames())
-	assert.Equal(t, []string{"foreign"}, f.VolumeNames())
+	assert.Equal(t, []string{"foreign", "shop_data"}, f.VolumeNames(), "volumes are kept by default")
+	p3.RemoveVolumes = true
+	g, err = p3.Graph(f)
+	require.NoError(t, err)
+	_, err = converge.Clean(context.Background(), g)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"foreign"}, f.VolumeNames(), "RemoveVolumes removes them")
 }
 
 func TestGraphCopiesTheProject(t *testing.T) {
@@ -354,19 +360,123 @@ func TestDependsOnConditions(t *testing.T) {
 	}
 }
 
-func TestDependencyCompletedWithFailure(t *testing.T) {
+func TestDependencyThatExitedFailsTheWaitAtOnce(t *testing.T) {
+	for _, cond := range []docker.Condition{docker.ServiceStarted, docker.ServiceHealthy, docker.ServiceCompletedSuccessfully} {
+		t.Run(cond.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake()
+				p := &docker.Project{Name: "dep", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1", Run: docker.Stopped,
+					Env: map[string]string{"API_TOKEN": "tok-123"}, Healthcheck: &docker.Healthcheck{Test: []string{"CMD", "true"}}}}}
+				apply(t, f, p)
+				f.Tamper("dep-a", func(c *dockertest.Container) {
+					c.Status, c.ExitCode, c.Health = "exited", 2, container.Unhealthy
+					c.Log = "starting\ntoken tok-123 refused\n"
+				})
+				p.Containers = append(p.Containers, docker.ContainerSpec{Service: "b", Image: "app:1",
+					DependsOn: []docker.Dependency{{Service: "a", Condition: cond, Timeout: time.Hour}}})
+				g, err := p.Graph(f)
+				require.NoError(t, err)
+				start := time.Now()
+				_, err = converge.Apply(t.Context(), g)
+				assert.Less(t, time.Since(start), time.Minute, "the wait ended at once, not at the timeout")
+				require.ErrorIs(t, err, docker.ErrDependencyFailed)
+				var de *docker.DependencyError
+				require.ErrorAs(t, err, &de)
+				assert.Equal(t, "a", de.Service)
+				assert.Equal(t, cond, de.Condition)
+				assert.Equal(t, "starting\ntoken "+docker.Redacted+" refused", de.Log)
+				assert.NotContains(t, de.Error(), "tok-123")
+				c, _ := f.Container("dep-b")
+				assert.NotEqual(t, container.ContainerState("running"), c.Status, "b was not started")
+			})
+		})
+	}
+}
+
+func TestContainerThatExitsAfterStartFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.OnStart = func(c *dockertest.Container) (container.ContainerState, int) {
+			c.Log = "no config file\n"
+			return "exited", 1
+		}
+		p := &docker.Project{Name: "ex", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1"}}}
+		g, err := p.Graph(f)
+		require.NoError(t, err)
+		_, err = converge.Apply(t.Context(), g)
+		require.ErrorIs(t, err, docker.ErrContainerFailed)
+		var ce *docker.ContainerError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, docker.ContainerError{Container: "ex-a", Service: "a", Status: "exited", ExitCode: 1, Log: "no config file"}, *ce)
+	})
+}
+
+func TestPreflightKeepsTheKillThenDownloadContainer(t *testing.T) {
 	f := newFake()
-	p := &docker.Project{Name: "dep", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1", Run: docker.Stopped}}}
+	p := &docker.Project{Name: "ktd", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1", Update: docker.KillThenDownload}}}
 	apply(t, f, p)
-	f.Tamper("dep-a", func(c *dockertest.Container) { c.Status, c.ExitCode = "exited", 2 })
-	p.Containers = append(p.Containers, docker.ContainerSpec{Service: "b", Image: "app:1",
-		DependsOn: []docker.Dependency{{Service: "a", Condition: docker.ServiceCompletedSuccessfully}}})
-	g, err := p.Graph(f)
+	before, _ := f.Container("ktd-a")
+	p.Containers[0].Image = "app:2" // not in the registry
+	for _, run := range []func(context.Context, *converge.Graph) (*converge.Report, error){converge.ApplyDry, converge.Apply} {
+		g, err := p.Graph(f)
+		require.NoError(t, err)
+		_, err = run(context.Background(), g)
+		var ie *docker.ImageError
+		require.ErrorAs(t, err, &ie)
+		assert.Equal(t, "app:2", ie.Ref)
+		assert.Equal(t, []string{"a"}, ie.Services)
+		var pe *docker.PullError
+		assert.ErrorAs(t, err, &pe)
+		after, ok := f.Container("ktd-a")
+		require.True(t, ok, "the old container was not removed")
+		assert.Equal(t, before.ID, after.ID)
+	}
+}
+
+// failingCreate is an engine whose container creation fails.
+type failingCreate struct{ *dockertest.Engine }
+
+func (f failingCreate) ContainerCreate(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+	return container.CreateResponse{}, errors.New("Error response from daemon: no space left on device")
+}
+
+func TestErrorMessagesReadOnce(t *testing.T) {
+	foreign := newFake()
+	_, err := foreign.ContainerCreate(context.Background(), &container.Config{Image: "app:1"}, nil, nil, nil, "m-a")
 	require.NoError(t, err)
-	_, err = converge.Apply(context.Background(), g)
-	require.ErrorIs(t, err, docker.ErrDependencyFailed)
-	c, _ := f.Container("dep-b")
-	assert.NotEqual(t, container.ContainerState("running"), c.Status, "b was not started")
+	tests := []struct {
+		name    string
+		eng     docker.Engine
+		restart string
+		want    error
+		prefix  string
+	}{
+		{"create fails", failingCreate{newFake()}, "", nil, "docker: container m-a: create: "},
+		{"name taken", foreign, "", docker.ErrNotOwned, "docker: container m-a: create: "},
+		{"bad restart policy", newFake(), "bogus", docker.ErrInvalidSpec, "docker: container m-a: Restart: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &docker.Project{Name: "m", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1", Restart: tt.restart}}}
+			rep, err := converge.Apply(context.Background(), mustGraph(t, p, tt.eng))
+			require.Error(t, err)
+			if tt.want != nil {
+				require.ErrorIs(t, err, tt.want)
+			}
+			r, _ := rep.Item(docker.ContainerID("m", "a"))
+			var ie *converge.ItemError
+			require.ErrorAs(t, r.Err, &ie)
+			assertReadsOnce(t, ie.Err, "m-a")
+			assert.True(t, strings.HasPrefix(ie.Err.Error(), tt.prefix), ie.Err.Error())
+		})
+	}
+}
+
+func mustGraph(t *testing.T, p *docker.Project, eng docker.Engine) *converge.Graph {
+	t.Helper()
+	g, err := p.Graph(eng)
+	require.NoError(t, err)
+	return g
 }
 
 // leakyEngine echoes the create request in its error, as a careless
@@ -604,4 +714,20 @@ func TestWatchEventsTriggers(t *testing.T) {
 	assert.Equal(t, container.ContainerState("running"), c.Status)
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+func TestLeftoverNextToAStoppedContainerIsRemoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		p := &docker.Project{Name: "lo", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1"}}}
+		apply(t, f, p)
+		c, _ := f.Container("lo-a")
+		_, err := f.ContainerCreate(t.Context(), &c.Config, &c.Host, nil, nil, docker.TempName("lo-a"))
+		require.NoError(t, err)
+		f.Exit("lo-a", 0)
+		assert.Contains(t, docker.Plans(dry(t, f, p)), docker.Plan{Container: "lo-a", Action: docker.ActionStart})
+		apply(t, f, p)
+		assert.Equal(t, []string{"lo-a=running"}, names(f.Containers()))
+		assert.Equal(t, c.ID, idsByName(f)["lo-a"], "started, not recreated")
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 
@@ -66,16 +67,12 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 		networks:   map[string]objectInfo{},
 		volumes:    map[string]objectInfo{},
 	}
-	list, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", LabelProject+"="+p.Name))})
+	list, err := listProjectContainers(ctx, eng, p.Name)
 	if err != nil {
-		return nil, fmt.Errorf("docker: list containers of project %s: %w", p.Name, err)
+		return nil, err
 	}
+	s.containers = list
 	for _, c := range list {
-		if len(c.Names) == 0 {
-			continue
-		}
-		s.containers[strings.TrimPrefix(c.Names[0], "/")] = c
 		if c.State != "running" {
 			continue
 		}
@@ -129,6 +126,35 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 		}
 	}
 	return s, nil
+}
+
+// listProjectContainers lists the containers carrying the project's label,
+// by name, in one call.
+func listProjectContainers(ctx context.Context, eng Engine, project string) (map[string]container.Summary, error) {
+	list, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelProject+"="+project))})
+	if err != nil {
+		return nil, fmt.Errorf("docker: project %s: list containers: %w", project, err)
+	}
+	out := make(map[string]container.Summary, len(list))
+	for _, c := range list {
+		if len(c.Names) > 0 {
+			out[strings.TrimPrefix(c.Names[0], "/")] = c
+		}
+	}
+	return out, nil
+}
+
+// owned returns the names of the containers we own, sorted.
+func (s *snapshot) owned() []string {
+	var out []string
+	for name, c := range s.containers {
+		if c.Labels[LabelOwner] == OwnerValue {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *snapshot) listImages(ctx context.Context, eng Engine, refs []string) error {

@@ -24,6 +24,9 @@ type ContainerState struct {
 	Status string
 	// ExitCode is the exit code of an exited container.
 	ExitCode int
+	// Paused is true when the container is paused (Status "paused"); a
+	// paused container that should run is unpaused.
+	Paused bool
 	// Health is "", "starting", "healthy" or "unhealthy".
 	Health  string
 	Image   string
@@ -39,9 +42,25 @@ type ContainerState struct {
 	Drift []string
 	// Run is the wanted run mode (targets only).
 	Run RunMode
+	// Leftover is the container a recreate interrupted half-way left under
+	// the temporary name (see TempName); the zero value means none.
+	Leftover Leftover
 
 	snap *snapshot // the walk's snapshot this state was read from
 }
+
+// Leftover is an owned container found under the temporary name of a
+// recreate ("<name>_converge_tmp"): the run that created it was stopped
+// before renaming it. Apply adopts it when it has the target spec
+// (ActionAdopt, or a recreate that reuses it) and removes it otherwise.
+type Leftover struct {
+	ID       string
+	SpecHash string
+}
+
+// TempName is the name a recreate creates the new container under before
+// renaming it to name.
+func TempName(name string) string { return name + "_converge_tmp" }
 
 // Action is what a container needs.
 type Action string
@@ -54,6 +73,12 @@ const (
 	ActionStart    Action = "start"
 	ActionStop     Action = "stop"
 	ActionRemove   Action = "remove"
+	// ActionUnpause unpauses a paused container that should run.
+	ActionUnpause Action = "unpause"
+	// ActionAdopt finishes a recreate that was interrupted after the new
+	// container was created under its temporary name: the leftover already
+	// has the target spec, so it is renamed and started.
+	ActionAdopt Action = "adopt"
 )
 
 // Plan is the action a container needs to go from a current to a target
@@ -74,20 +99,28 @@ func (p Plan) String() string {
 }
 
 // PlanFor decides the action that takes current to target. Apply and
-// ApplyDry both follow it, so a dry run shows what Apply does.
+// ApplyDry both follow it, so a dry run shows what Apply does. A paused
+// container that should run is unpaused; a leftover of an interrupted
+// recreate (current.Leftover) is adopted when it has the target spec
+// hash, and otherwise removed along the way (alone, the plan names it by
+// its TempName with ActionRemove).
 func PlanFor(current, target ContainerState) Plan {
 	p := Plan{Container: target.Name, Action: ActionNone}
 	if p.Container == "" {
 		p.Container = current.Name
 	}
+	left := current.Leftover.ID != ""
 	if !target.Exists {
-		if current.Exists {
+		if current.Exists || left {
 			p.Action = ActionRemove
 		}
 		return p
 	}
 	if !current.Exists {
 		p.Action = ActionCreate
+		if left && current.Leftover.SpecHash == target.SpecHash {
+			p.Action = ActionAdopt
+		}
 		return p
 	}
 	if diff := diffFields(current, target); len(diff) > 0 {
@@ -96,17 +129,27 @@ func PlanFor(current, target ContainerState) Plan {
 	}
 	switch target.Run {
 	case Running:
-		if current.Status != "running" {
+		switch {
+		case current.Paused:
+			p.Action = ActionUnpause
+		case current.Status != "running":
 			p.Action = ActionStart
 		}
 	case Stopped:
-		if current.Status == "running" || current.Status == "restarting" {
+		if current.Status == "running" || current.Status == "restarting" || current.Paused {
 			p.Action = ActionStop
 		}
 	case Once:
-		if current.Status == "created" || (current.Status == "exited" || current.Status == "dead") && current.ExitCode != 0 {
+		switch {
+		case current.Paused:
+			p.Action = ActionUnpause
+		case current.Status == "created" || (current.Status == "exited" || current.Status == "dead") && current.ExitCode != 0:
 			p.Action = ActionStart
 		}
+	}
+	if p.Action == ActionNone && left {
+		// Only the leftover of an older recreate is in the way.
+		p.Container, p.Action = TempName(p.Container), ActionRemove
 	}
 	return p
 }
@@ -153,6 +196,7 @@ func stateFromSummary(s container.Summary) ContainerState {
 		Exists:   true,
 		ID:       s.ID,
 		Status:   string(s.State),
+		Paused:   s.State == container.StatePaused,
 		Image:    s.Image,
 		ImageID:  s.ImageID,
 		SpecHash: s.Labels[LabelSpecHash],
@@ -195,6 +239,7 @@ func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) Containe
 	st := ContainerState{Exists: true, ID: r.ID, Name: strings.TrimPrefix(r.Name, "/"), ImageID: r.Image}
 	if r.State != nil {
 		st.Status = string(r.State.Status)
+		st.Paused = r.State.Paused
 		st.ExitCode = r.State.ExitCode
 		if r.State.Health != nil {
 			st.Health = string(r.State.Health.Status)

@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/volume"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -109,6 +110,24 @@ func (c *Counter) ContainerRemove(ctx context.Context, id string, o container.Re
 func (c *Counter) ContainerRename(ctx context.Context, id, name string) error {
 	c.inc(ContainerRename)
 	return c.Engine.ContainerRename(ctx, id, name)
+}
+
+// ContainerUnpause counts and delegates.
+func (c *Counter) ContainerUnpause(ctx context.Context, id string) error {
+	c.inc(ContainerUnpause)
+	return c.Engine.ContainerUnpause(ctx, id)
+}
+
+// ContainerLogs counts and delegates.
+func (c *Counter) ContainerLogs(ctx context.Context, id string, o container.LogsOptions) (io.ReadCloser, error) {
+	c.inc(ContainerLogs)
+	return c.Engine.ContainerLogs(ctx, id, o)
+}
+
+// DistributionInspect counts and delegates.
+func (c *Counter) DistributionInspect(ctx context.Context, ref, auth string) (registry.DistributionInspect, error) {
+	c.inc(DistributionInspect)
+	return c.Engine.DistributionInspect(ctx, ref, auth)
 }
 
 // ImageList counts and delegates.

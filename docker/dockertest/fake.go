@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,9 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/convergekit/converge/docker"
@@ -48,21 +51,25 @@ const (
 	ContainerStop    = "ContainerStop"
 	ContainerRemove  = "ContainerRemove"
 	ContainerRename  = "ContainerRename"
+	ContainerUnpause = "ContainerUnpause"
+	ContainerLogs    = "ContainerLogs"
 	ImageList        = "ImageList"
 	ImagePull        = "ImagePull"
 	ImageRemove      = "ImageRemove"
-	NetworkList      = "NetworkList"
-	NetworkCreate    = "NetworkCreate"
-	NetworkRemove    = "NetworkRemove"
-	NetworkConnect   = "NetworkConnect"
-	VolumeList       = "VolumeList"
-	VolumeCreate     = "VolumeCreate"
-	VolumeRemove     = "VolumeRemove"
-	Events           = "Events"
+	// DistributionInspect asks the registry about a reference.
+	DistributionInspect = "DistributionInspect"
+	NetworkList         = "NetworkList"
+	NetworkCreate       = "NetworkCreate"
+	NetworkRemove       = "NetworkRemove"
+	NetworkConnect      = "NetworkConnect"
+	VolumeList          = "VolumeList"
+	VolumeCreate        = "VolumeCreate"
+	VolumeRemove        = "VolumeRemove"
+	Events              = "Events"
 )
 
 // WriteEndpoints are the endpoints that change the engine.
-var WriteEndpoints = []string{ContainerCreate, ContainerStart, ContainerStop, ContainerRemove, ContainerRename,
+var WriteEndpoints = []string{ContainerCreate, ContainerStart, ContainerStop, ContainerRemove, ContainerRename, ContainerUnpause,
 	ImagePull, ImageRemove, NetworkCreate, NetworkRemove, NetworkConnect, VolumeCreate, VolumeRemove}
 
 // ErrTransient is the error injected by FailWrites. It matches
@@ -80,6 +87,8 @@ type Container struct {
 	Health   container.HealthStatus // "" when there is no healthcheck
 	Networks map[string]*network.EndpointSettings
 	ImageID  string
+	// Log is what ContainerLogs returns (as standard output).
+	Log string
 }
 
 type img struct {
@@ -280,6 +289,16 @@ func (e *Engine) SetHealth(name string, h container.HealthStatus) {
 	}
 }
 
+// Pause pauses a running container, as docker pause does.
+func (e *Engine) Pause(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.find(name); c != nil && c.Status == "running" {
+		c.Status = "paused"
+		e.publish(c, "pause")
+	}
+}
+
 // Tamper changes a container behind the project's back: f may edit it.
 func (e *Engine) Tamper(name string, f func(c *Container)) {
 	e.mu.Lock()
@@ -336,6 +355,8 @@ func (e *Engine) status(c *Container) string {
 			s += " (health: starting)"
 		}
 		return s
+	case "paused":
+		return "Up 1 second (Paused)"
 	case "exited":
 		return fmt.Sprintf("Exited (%d) 1 second ago", c.ExitCode)
 	}
@@ -414,7 +435,8 @@ func (e *Engine) ContainerInspect(ctx context.Context, id string) (container.Ins
 	cfg := c.Config
 	cfg.Labels = maps.Clone(c.Config.Labels)
 	host := c.Host
-	st := &container.State{Status: c.Status, Running: c.Status == "running", ExitCode: c.ExitCode}
+	st := &container.State{Status: c.Status, Running: c.Status == "running" || c.Status == "paused",
+		Paused: c.Status == "paused", ExitCode: c.ExitCode}
 	if c.Health != "" {
 		st.Health = &container.Health{Status: c.Health}
 	}
@@ -563,6 +585,63 @@ func (e *Engine) ContainerRename(ctx context.Context, id, newName string) error 
 	c.Name = strings.TrimPrefix(newName, "/")
 	e.publish(c, "rename")
 	return nil
+}
+
+// ContainerUnpause implements docker.Engine.
+func (e *Engine) ContainerUnpause(ctx context.Context, id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.call(ctx, ContainerUnpause, true); err != nil {
+		return err
+	}
+	c := e.find(id)
+	if c == nil {
+		return notFound("container", id)
+	}
+	if c.Status != "paused" {
+		return conflict("container %s is not paused", c.Name)
+	}
+	c.Status = "running"
+	e.publish(c, "unpause")
+	return nil
+}
+
+// ContainerLogs implements docker.Engine: it returns the container's Log as
+// standard output, in the engine's multiplexed format, honouring Tail.
+func (e *Engine) ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.call(ctx, ContainerLogs, false); err != nil {
+		return nil, err
+	}
+	c := e.find(id)
+	if c == nil {
+		return nil, notFound("container", id)
+	}
+	lines := strings.SplitAfter(c.Log, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if n, err := strconv.Atoi(opts.Tail); err == nil && n >= 0 && n < len(lines) {
+		lines = lines[len(lines)-n:]
+	}
+	var buf bytes.Buffer
+	_, _ = stdcopy.NewStdWriter(&buf, stdcopy.Stdout).Write([]byte(strings.Join(lines, "")))
+	return io.NopCloser(&buf), nil
+}
+
+// DistributionInspect implements docker.Engine: references registered with
+// Pullable exist in the registry, others do not.
+func (e *Engine) DistributionInspect(ctx context.Context, ref, _ string) (registry.DistributionInspect, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.call(ctx, DistributionInspect, false); err != nil {
+		return registry.DistributionInspect{}, err
+	}
+	if _, ok := e.pullable[norm(ref)]; !ok {
+		return registry.DistributionInspect{}, fmt.Errorf("manifest for %s: %w", ref, errdefs.ErrNotFound)
+	}
+	return registry.DistributionInspect{}, nil
 }
 
 // ImageList implements docker.Engine.

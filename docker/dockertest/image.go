@@ -30,10 +30,14 @@ const TestLabel = "io.convergekit.test"
 // AppSource is a tiny Go program for test images. Its first argument picks
 // a mode: "sleep" (the default) waits for SIGTERM; "serve" also serves
 // HTTP on :8080 with a /health endpoint; "health" exits 0 when that
-// endpoint answers 200; "ok" exits 0; "exit N" exits with code N.
+// endpoint answers 200; "ok" exits 0; "exit N" exits with code N; "say
+// LINE..." prints each LINE (environment variables expanded) on stdout and
+// then sleeps like "sleep"; "fail LINE..." prints them on stderr and exits
+// with code 3.
 const AppSource = `package main
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/signal"
@@ -61,6 +65,16 @@ func main() {
 			os.Exit(1)
 		}
 	case "ok":
+	case "say":
+		for _, l := range os.Args[2:] {
+			fmt.Println(os.ExpandEnv(l))
+		}
+		wait()
+	case "fail":
+		for _, l := range os.Args[2:] {
+			fmt.Fprintln(os.Stderr, os.ExpandEnv(l))
+		}
+		os.Exit(3)
 	case "exit":
 		code := 1
 		if len(os.Args) > 2 {
