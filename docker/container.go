@@ -31,6 +31,7 @@ type Container struct {
 	waits     []wait
 	poll      time.Duration
 	red       redactor
+	hashKey   []byte // keys the spec hashes (Project.HashKey)
 }
 
 type wait struct {
@@ -85,8 +86,8 @@ func (c *Container) key() string { return "container:" + c.name }
 // StateGoal is the container created from the spec, in its run mode, on
 // the image ID its image item reached (when it has one).
 func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerState, error) {
-	f := c.spec.fields()
-	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(f), Fields: f, Run: c.spec.Run}
+	f := c.spec.fields(c.hashKey)
+	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(c.hashKey, f), Fields: f, Run: c.spec.Run}
 	for _, n := range c.spec.Networks {
 		st.Networks = append(st.Networks, n.Name)
 	}
@@ -228,7 +229,7 @@ func (c *Container) stop(ctx context.Context, name string) error {
 
 func (c *Container) create(ctx context.Context, name string) error {
 	s := &c.spec
-	f := s.fields()
+	f := s.fields(c.hashKey)
 	labels := map[string]string{}
 	for k, v := range s.Labels {
 		labels[k] = v
@@ -236,7 +237,7 @@ func (c *Container) create(ctx context.Context, name string) error {
 	labels[LabelOwner] = OwnerValue
 	labels[LabelProject] = c.project
 	labels[LabelService] = s.Service
-	labels[LabelSpecHash] = hashFields(f)
+	labels[LabelSpecHash] = hashFields(c.hashKey, f)
 	labels[LabelSpecFields] = encodeFields(f)
 	cfg := &container.Config{
 		Image:      s.Image,

@@ -117,7 +117,7 @@ func TestProjectLifecycle(t *testing.T) {
 	assert.Equal(t, docker.OwnerValue, web.Config.Labels[docker.LabelOwner])
 	assert.Equal(t, "shop", web.Config.Labels[docker.LabelProject])
 	assert.Equal(t, "web", web.Config.Labels[docker.LabelService])
-	assert.Len(t, web.Config.Labels[docker.LabelSpecHash], 64)
+	assert.Regexp(t, `^hmac-sha256:[0-9a-f]{64}$`, web.Config.Labels[docker.LabelSpecHash])
 	assert.ElementsMatch(t, []string{"www", "web"}, web.Networks["shop_back"].Aliases)
 	assert.Equal(t, container.RestartPolicyUnlessStopped, web.Host.RestartPolicy.Name)
 
@@ -566,8 +566,8 @@ func TestGraphRejectsBadSpecs(t *testing.T) {
 		{"no service", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Image: "i"}}}, "Service"},
 		{"duplicate", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i"}, {Service: "a", Image: "i"}}}, "Service"},
 		{"unknown dep", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", DependsOn: []docker.Dependency{{Service: "b"}}}}}, "DependsOn"},
-		{"bad mount", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Mounts: []docker.Mount{{Type: "tmpfs", Target: "/t"}}}}}, "Mounts"},
-		{"bad port", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Ports: []docker.Port{{}}}}}, "Ports"},
+		{"bad mount", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Mounts: []docker.Mount{{Type: "tmpfs", Target: "/t"}}}}}, "Mounts[0].Type"},
+		{"bad port", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Ports: []docker.Port{{}}}}}, "Ports[0].ContainerPort"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
