@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -587,21 +586,22 @@ func TestWatchEventsTriggers(t *testing.T) {
 	f := newFake()
 	p := load(t, threeServices)
 	apply(t, f, p)
-	ctx, cancel := context.WithCancel(context.Background())
-	got := make(chan events.Message, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- docker.WatchEvents(ctx, f, "shop", func(m events.Message) { got <- m })
-	}()
-	require.Eventually(t, func() bool { return f.Calls()[dockertest.Events] == 1 }, 5*time.Second, time.Millisecond)
+	got := make(chan docker.Event, 16)
+	stop, err := docker.WatchEvents(context.Background(), f, "shop", func(e docker.Event) { got <- e })
+	require.NoError(t, err)
+	defer stop()
+	// Subscribed once WatchEvents returns: the next change is seen.
 	f.Kill("shop-web")
-	m := <-got
-	assert.Equal(t, events.Action("die"), m.Action)
-	assert.Equal(t, "shop-web", m.Actor.Attributes["name"])
+	e := <-got
+	assert.Equal(t, "die", e.Action)
+	assert.Equal(t, "shop-web", e.Container)
+	assert.Equal(t, "web", e.Service)
 	// The trigger leads to a pass that brings it back.
 	apply(t, f, p)
 	c, _ := f.Container("shop-web")
 	assert.Equal(t, container.ContainerState("running"), c.Status)
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	stop()
+	stop()
+	_, err = docker.WatchEvents(context.Background(), f, "shop", nil)
+	require.ErrorIs(t, err, docker.ErrInvalidSpec)
 }
