@@ -164,7 +164,7 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidCompose, err)
+		return nil, fmt.Errorf("docker: %w: %w", ErrInvalidCompose, err)
 	}
 	return fromCompose(cp, opts)
 }

@@ -122,7 +122,14 @@ func (c *Container) Apply(ctx context.Context, current, target ContainerState) (
 	current.snap.invalidate(c.key())
 	plan := PlanFor(current, target)
 	if err := c.apply(ctx, plan, current); err != nil {
-		return current, c.red.err(fmt.Errorf("docker: container %s: %s: %w", c.name, plan.Action, err))
+		switch {
+		case described(err): // names its own culprit
+		case plan.Action == ActionRecreate:
+			err = fmt.Errorf("docker: container %s: recreate: %w", c.name, err)
+		default: // the failed step names the action
+			err = fmt.Errorf("docker: container %s: %w", c.name, err)
+		}
+		return current, c.red.err(err)
 	}
 	return simulate(current, target, plan), nil
 }
@@ -168,7 +175,10 @@ func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState
 		if err := c.waitDeps(ctx); err != nil {
 			return err
 		}
-		return c.eng.ContainerStart(ctx, c.name, container.StartOptions{})
+		if err := c.eng.ContainerStart(ctx, c.name, container.StartOptions{}); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		return nil
 	}
 	if err := c.waitDeps(ctx); err != nil {
 		return err
@@ -297,7 +307,7 @@ func (c *Container) create(ctx context.Context, name string) error {
 		if errdefs.IsConflict(err) && name == c.name {
 			// Our own container with this name would have been in the
 			// project's list: the name belongs to someone else.
-			return fmt.Errorf("create: name %s: %w: %w", name, ErrNotOwned, err)
+			return fmt.Errorf("create: %w: %w", ErrNotOwned, err)
 		}
 		return fmt.Errorf("create: %w", err)
 	}
@@ -382,20 +392,20 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 				}
 			case ServiceHealthy:
 				if st.Health == nil {
-					return fail(fmt.Errorf("%w: no healthcheck", ErrDependencyFailed))
+					return fail(fmt.Errorf("%w: it has no healthcheck", ErrDependencyFailed))
 				}
 				if st.Health.Status == container.Healthy {
 					return nil
 				}
 				if !st.Running && st.Status != "restarting" && st.Status != "created" {
-					return fail(fmt.Errorf("%w: %s", ErrDependencyFailed, st.Status))
+					return fail(fmt.Errorf("%w: it is %s", ErrDependencyFailed, st.Status))
 				}
 			case ServiceCompletedSuccessfully:
 				if st.Status == "exited" || st.Status == "dead" {
 					if st.ExitCode == 0 {
 						return nil
 					}
-					return fail(fmt.Errorf("%w: exit code %d", ErrDependencyFailed, st.ExitCode))
+					return fail(fmt.Errorf("%w: it exited with code %d", ErrDependencyFailed, st.ExitCode))
 				}
 			}
 		}

@@ -126,7 +126,7 @@ func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy) e
 		return nil
 	}
 	if pull == PullNever {
-		return fmt.Errorf("docker: image %s: %w", ref, ErrImageMissing)
+		return &objectError{kind: "image", name: ref, err: ErrImageMissing}
 	}
 	return pullImage(ctx, eng, ref)
 }

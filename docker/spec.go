@@ -34,28 +34,31 @@ const (
 	LabelSpecFields = "io.convergekit.spec-fields"
 )
 
-// Sentinel errors of the package. Typed errors below match them.
+// Sentinel errors of the package, to match with errors.Is. Typed errors
+// below match them. Their text is a bare phrase: the package's errors
+// wrap them in a message that reads once ("docker: image app:2: not
+// present locally").
 var (
 	// ErrInvalidSpec is matched by every *SpecError.
-	ErrInvalidSpec = errors.New("docker: invalid spec")
+	ErrInvalidSpec = errors.New("invalid spec")
 	// ErrImageMissing means an image is not present locally and may not be
 	// pulled (PullNever).
-	ErrImageMissing = errors.New("docker: image not present locally")
+	ErrImageMissing = errors.New("not present locally")
 	// ErrImageInUse means an image marked Absent is still used by a container.
-	ErrImageInUse = errors.New("docker: image in use")
+	ErrImageInUse = errors.New("in use")
 	// ErrDependencyTimeout means a depends_on condition was not met in time.
-	ErrDependencyTimeout = errors.New("docker: dependency condition not met in time")
+	ErrDependencyTimeout = errors.New("condition not met in time")
 	// ErrDependencyFailed means a dependency can no longer meet its
 	// condition (for example it exited with a non-zero code).
-	ErrDependencyFailed = errors.New("docker: dependency failed")
+	ErrDependencyFailed = errors.New("dependency failed")
 	// ErrNotOwned means an object with the wanted name exists but was not
 	// created by this package, so it is neither changed nor removed.
-	ErrNotOwned = errors.New("docker: object not owned by converge")
+	ErrNotOwned = errors.New("not owned by converge")
 	// ErrInvalidCompose means compose-go rejected a Compose file (syntax,
 	// schema or consistency); the loader's message follows.
-	ErrInvalidCompose = errors.New("docker: invalid compose file")
+	ErrInvalidCompose = errors.New("invalid compose file")
 	// ErrUnsupported is matched by *UnsupportedError from the Compose loader.
-	ErrUnsupported = errors.New("docker: unsupported compose fields")
+	ErrUnsupported = errors.New("unsupported compose fields")
 )
 
 // SpecError names the object and field of an invalid spec. The Compose
@@ -78,6 +81,30 @@ type SpecError struct {
 // Error describes the problem, naming its culprit.
 func (e *SpecError) Error() string {
 	return fmt.Sprintf("docker: %s: %s: %s", e.Object, e.Field, e.Reason)
+}
+
+// objectError is an error about one engine object that already reads
+// "docker: <kind> <name>: ...".
+type objectError struct {
+	kind, name string
+	err        error
+}
+
+func (e *objectError) Error() string { return fmt.Sprintf("docker: %s %s: %v", e.kind, e.name, e.err) }
+
+func (e *objectError) Unwrap() error { return e.err }
+
+// described reports whether err already reads "docker: <object>: ..." with
+// its culprit named, so a caller returns it as it is instead of adding a
+// second prefix.
+func described(err error) bool {
+	var (
+		de *DependencyError
+		pe *PullError
+		se *SpecError
+		oe *objectError
+	)
+	return errors.As(err, &de) || errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &oe)
 }
 
 // Is makes SpecError match ErrInvalidSpec.
@@ -141,7 +168,7 @@ func ParseCondition(s string) (Condition, error) {
 			return Condition(i), nil
 		}
 	}
-	return 0, fmt.Errorf("docker: unknown depends_on condition %q", s)
+	return 0, fmt.Errorf("docker: %w: unknown depends_on condition %q", ErrInvalidSpec, s)
 }
 
 // UpdateStrategy says in which order a container whose image changed is
