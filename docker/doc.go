@@ -40,9 +40,10 @@
 // The hashes in LabelSpecHash and LabelSpecFields are HMAC-SHA256 under
 // Project.HashKey (LoadOptions.HashKey), so whoever reads the labels — in
 // engine events, monitoring exports, `docker inspect` output — cannot test
-// a guessed secret offline without the key. The engine offers no place for
-// the key that a reader of those labels could not also read, so the key is
-// the caller's: keep it with the program's other secrets and keep it
+// a guessed secret offline without the key. What the engine API stores
+// beside an object (labels, names, options) is open to whoever can read
+// those labels, and a volume's content needs a container to reach, so the
+// key is the caller's: keep it with the program's other secrets and keep it
 // stable (a new key recreates every container once). When HashKey is nil
 // the key is derived from the project name; anyone can recompute it, which
 // protects nothing: set HashKey wherever labels may be seen by someone who

@@ -45,9 +45,11 @@ services:
       PLAIN: visible-value
 `
 
-// TestURLCredentialsRedacted: passwords in URL-shaped values are redacted
-// like values of secret keys, in events, reports, errors and item states.
-func TestURLCredentialsRedacted(t *testing.T) {
+// transcript walks the project of yaml on each engine, a dry run then
+// applies times, and returns everything the walks showed: events, errors,
+// item results and summaries.
+func transcript(t *testing.T, yaml string, applies int, engines ...docker.Engine) string {
+	t.Helper()
 	var (
 		mu  sync.Mutex
 		out strings.Builder
@@ -59,11 +61,16 @@ func TestURLCredentialsRedacted(t *testing.T) {
 	})
 	w, err := converge.NewWalker(converge.Config{Observer: obs})
 	require.NoError(t, err)
-	for _, eng := range []docker.Engine{newFake(), echoEngine{newFake()}} {
-		g, err := load(t, urlSecrets).Graph(eng)
+	walks := []func(context.Context, *converge.Graph) (*converge.Report, error){w.ApplyDry}
+	for range applies {
+		walks = append(walks, w.Apply)
+	}
+	for _, eng := range engines {
+		g, err := load(t, yaml).Graph(eng)
 		require.NoError(t, err)
-		for _, walk := range []func(context.Context, *converge.Graph) (*converge.Report, error){w.ApplyDry, w.Apply} {
+		for _, walk := range walks {
 			rep, err := walk(context.Background(), g)
+			mu.Lock()
 			if err != nil {
 				fmt.Fprintf(&out, "%v\n%+v\n", err, err)
 			}
@@ -71,11 +78,18 @@ func TestURLCredentialsRedacted(t *testing.T) {
 				fmt.Fprintf(&out, "%+v %#v\n", it, it)
 			}
 			fmt.Fprintln(&out, rep.Summary())
+			mu.Unlock()
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	s := out.String()
+	return out.String()
+}
+
+// TestURLCredentialsRedacted: passwords in URL-shaped values are redacted
+// like values of secret keys, in events, reports, errors and item states.
+func TestURLCredentialsRedacted(t *testing.T) {
+	s := transcript(t, urlSecrets, 1, newFake(), echoEngine{newFake()})
 	assert.Contains(t, s, "visible-value", "the echoing engine's error is kept")
 	assert.Contains(t, s, "postgres://app:"+docker.Redacted+"@db.local", "the user and host stay readable")
 	for _, pw := range []string{"pg-pw-123", "cmd-pw-456", "proxy-pw-789"} {
