@@ -47,6 +47,24 @@ func TestBadComposeValueNamesServiceAndField(t *testing.T) {
 	}
 }
 
+// TestValidComposeValuesStillLoad: the checks refuse only invalid values.
+func TestValidComposeValuesStillLoad(t *testing.T) {
+	for _, line := range []string{
+		`ports: ["8000-8001:80-81", "[::1]:8080:80/udp", "9090", 9091]`,
+		`ports: [{target: 80, published: "8080", host_ip: 127.0.0.1, protocol: udp}]`,
+		`ports: [{target: 80, published: "${PORT}"}]`,
+		`healthcheck: {test: ["CMD", "x"], interval: 1m30s, timeout: 1d, start_period: 0s, retries: 0}`,
+		`stop_grace_period: 1m`,
+		`restart: on-failure:3`,
+		`restart: unless-stopped`,
+		`restart: "no"`,
+	} {
+		_, err := docker.LoadCompose(context.Background(), []byte("name: p\nservices:\n  web:\n    image: i\n    "+line+"\n"),
+			docker.LoadOptions{Env: map[string]string{"PORT": "8081"}})
+		assert.NoError(t, err, line)
+	}
+}
+
 // TestGoSpecValidatedBeforeEngine: the Go API refuses the same invalid
 // values with the same typed error, in Project.Graph, before any engine
 // call.
