@@ -3,16 +3,20 @@ package docker
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/interpolation"
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v4"
 )
 
 // LoadOptions tune LoadCompose. The zero value loads a file that names its
@@ -30,6 +34,9 @@ type LoadOptions struct {
 	// DependencyTimeout bounds every depends_on wait that has no
 	// x-timeout of its own; 0 means DefaultDependencyTimeout.
 	DependencyTimeout time.Duration
+	// HashKey becomes Project.HashKey: the key of the spec hashes in the
+	// containers' labels. Nil derives one from the project name.
+	HashKey []byte
 }
 
 // UnsupportedError lists the Compose fields set in a file that the loader
@@ -133,6 +140,9 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 // A service that others wait for with service_completed_successfully runs
 // Once. Any other field set is unsupported (see LoadOptions.IgnoreUnsupported).
 func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Project, error) {
+	if err := checkComposeValues(content, opts.Env); err != nil {
+		return nil, err
+	}
 	wd := opts.WorkingDir
 	if wd == "" {
 		wd, _ = os.Getwd()
@@ -154,13 +164,13 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("docker: compose: %w: %w", ErrInvalidCompose, err)
+		return nil, fmt.Errorf("docker: %w: %w", ErrInvalidCompose, err)
 	}
 	return fromCompose(cp, opts)
 }
 
 func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
-	p := &Project{Name: cp.Name}
+	p := &Project{Name: cp.Name, HashKey: slices.Clone(opts.HashKey)}
 	var unsupported []string
 	netName := map[string]string{}
 	for _, key := range slices.Sorted(mapKeys(cp.Networks)) {
@@ -233,7 +243,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		for _, port := range s.Ports {
 			unsupported = append(unsupported, setFields(prefix+"ports.", port, "HostIP", "Target", "Published", "Protocol", "Mode")...)
 			if port.Target > 65535 {
-				return nil, &SpecError{Object: "service " + name, Field: "ports", Reason: "port out of range"}
+				return nil, &SpecError{Object: "service " + name, Service: name, Field: "ports", Reason: "port out of range"}
 			}
 			spec.Ports = append(spec.Ports, Port{HostIP: port.HostIP, HostPort: port.Published,
 				ContainerPort: uint16(port.Target), Protocol: port.Protocol})
@@ -303,7 +313,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			case "kill-then-download":
 				spec.Update = KillThenDownload
 			default:
-				return nil, &SpecError{Object: "service " + name, Field: "x-update", Reason: fmt.Sprintf("unknown strategy %q", u)}
+				return nil, &SpecError{Object: "service " + name, Service: name, Field: "x-update", Reason: fmt.Sprintf("unknown strategy %q", u)}
 			}
 		}
 		if once[name] {
@@ -319,13 +329,14 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 			cond, err := ParseCondition(d.Condition)
 			if err != nil {
-				return nil, &SpecError{Object: "service " + name, Field: "depends_on." + dep, Reason: err.Error()}
+				return nil, &SpecError{Object: "service " + name, Service: name, Field: "depends_on." + dep + ".condition",
+					Reason: fmt.Sprintf("unknown condition %q", d.Condition)}
 			}
 			timeout := opts.DependencyTimeout
 			if x, ok := d.Extensions["x-timeout"]; ok {
 				t, err := time.ParseDuration(fmt.Sprint(x))
 				if err != nil || t <= 0 {
-					return nil, &SpecError{Object: "service " + name, Field: "depends_on." + dep + ".x-timeout", Reason: fmt.Sprintf("bad duration %v", x)}
+					return nil, &SpecError{Object: "service " + name, Service: name, Field: "depends_on." + dep + ".x-timeout", Reason: fmt.Sprintf("bad duration %v", x)}
 				}
 				timeout = t
 			}
@@ -355,4 +366,84 @@ func mapKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// checkComposeValues checks the values of every service that compose-go
+// rejects with an untyped message (short-syntax ports, durations, retries)
+// or passes on unchecked (restart, negative durations, long-syntax
+// published ports), and returns the first invalid one as a *SpecError
+// naming the service and the Compose field. It reads the file as
+// compose-go does (YAML, then ${VAR} interpolation from env); a file that
+// does not parse is left to compose-go to report.
+func checkComposeValues(content []byte, env map[string]string) error {
+	var raw map[string]any
+	if yaml.Unmarshal(content, &raw) != nil || raw == nil {
+		return nil
+	}
+	model, err := interpolation.Interpolate(raw, interpolation.Options{LookupValue: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}})
+	if err != nil {
+		return nil
+	}
+	services, _ := model["services"].(map[string]any)
+	for _, name := range slices.Sorted(mapKeys(services)) {
+		svc, _ := services[name].(map[string]any)
+		bad := func(field, reason string, args ...any) error {
+			return &SpecError{Object: "service " + name, Service: name, Field: field, Reason: fmt.Sprintf(reason, args...)}
+		}
+		ports, _ := svc["ports"].([]any)
+		for i, p := range ports {
+			field := fmt.Sprintf("ports[%d]", i)
+			switch p := p.(type) {
+			case string, int:
+				if _, err := types.ParsePortConfig(fmt.Sprint(p)); err != nil {
+					return bad(field, "%v", err)
+				}
+			case map[string]any:
+				if t, ok := p["target"]; ok {
+					if n, err := strconv.ParseUint(fmt.Sprint(t), 10, 16); err != nil || n == 0 {
+						return bad(field+".target", "%q is not a port (1-65535)", fmt.Sprint(t))
+					}
+				}
+				if v, ok := p["published"]; ok {
+					if reason := checkHostPort(fmt.Sprint(v)); reason != "" {
+						return bad(field+".published", "%s", reason)
+					}
+				}
+				if v, ok := p["host_ip"]; ok && net.ParseIP(fmt.Sprint(v)) == nil {
+					return bad(field+".host_ip", "%q is not an IP address", fmt.Sprint(v))
+				}
+			}
+		}
+		durations := []string{"stop_grace_period"}
+		values := []any{svc["stop_grace_period"]}
+		if h, ok := svc["healthcheck"].(map[string]any); ok {
+			for _, k := range []string{"interval", "timeout", "start_period", "start_interval"} {
+				durations = append(durations, "healthcheck."+k)
+				values = append(values, h[k])
+			}
+			if r, ok := h["retries"]; ok {
+				if n, err := strconv.Atoi(fmt.Sprint(r)); err != nil || n < 0 {
+					return bad("healthcheck.retries", "%q is not a count (0 or more)", fmt.Sprint(r))
+				}
+			}
+		}
+		for i, v := range values {
+			if v == nil {
+				continue
+			}
+			var d types.Duration
+			if err := d.DecodeMapstructure(v); err != nil || d < 0 {
+				return bad(durations[i], "%q is not a duration (such as 5s or 1m30s)", fmt.Sprint(v))
+			}
+		}
+		if r, ok := svc["restart"]; ok {
+			if reason := checkRestart(fmt.Sprint(r)); reason != "" {
+				return bad("restart", "%s", reason)
+			}
+		}
+	}
+	return nil
 }

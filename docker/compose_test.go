@@ -169,6 +169,7 @@ func FuzzLoadCompose(f *testing.F) {
 	f.Add([]byte("name: x\nservices:\n  a:\n    image: i\n    depends_on: [b]\n  b:\n    image: i\n"))
 	f.Add([]byte("services:\n  a:\n    image: i\n    ports: ['80']\n    healthcheck: {disable: true}\n"))
 	f.Add([]byte("name: x\nservices: {}\n"))
+	f.Add([]byte("name: x\nservices:\n  a:\n    image: i\n    restart: on-failure:2\n    ports: [{target: 80, published: '8000-8001'}]\n    healthcheck: {test: [CMD, x], interval: 1d, retries: 2}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := docker.LoadCompose(context.Background(), b, docker.LoadOptions{ProjectName: "fz", IgnoreUnsupported: true})
 		if err != nil {

@@ -36,6 +36,7 @@ type Container struct {
 	waits     []wait
 	poll      time.Duration
 	red       redactor
+	hashKey   []byte // keys the spec hashes (Project.HashKey)
 }
 
 type wait struct {
@@ -136,8 +137,8 @@ func (c *Container) key() string { return "container:" + c.name }
 // StateGoal is the container created from the spec, in its run mode, on
 // the image ID its image item reached (when it has one).
 func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerState, error) {
-	f := c.spec.fields()
-	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(f), Fields: f, Run: c.spec.Run}
+	f := c.spec.fields(c.hashKey)
+	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(c.hashKey, f), Fields: f, Run: c.spec.Run}
 	for _, n := range c.spec.Networks {
 		st.Networks = append(st.Networks, n.Name)
 	}
@@ -177,14 +178,11 @@ func (c *Container) Apply(ctx context.Context, current, target ContainerState) (
 	current.snap.invalidate(c.key())
 	plan := PlanFor(current, target)
 	if err := c.apply(ctx, plan, current); err != nil {
-		var (
-			de *DependencyError
-			ce *ContainerError
-			ie *ImageError
-			se *SpecError
-		)
-		// Typed errors name the container (or image) themselves.
-		if !errors.As(err, &de) && !errors.As(err, &ce) && !errors.As(err, &ie) && !errors.As(err, &se) {
+		switch {
+		case described(err): // names its own culprit
+		case plan.Action == ActionRecreate:
+			err = fmt.Errorf("docker: container %s: recreate: %w", c.name, err)
+		default: // the failed step names the action
 			err = fmt.Errorf("docker: container %s: %w", c.name, err)
 		}
 		return current, c.red.err(err)
@@ -230,7 +228,7 @@ func simulate(current, target ContainerState, plan Plan) ContainerState {
 func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState) error {
 	left := current.Leftover
 	adoptable := left.ID != "" && (plan.Action == ActionAdopt || plan.Action == ActionRecreate) &&
-		left.SpecHash == hashFields(c.spec.fields())
+		left.SpecHash == hashFields(c.hashKey, c.spec.fields(c.hashKey))
 	if left.ID != "" && !adoptable {
 		if err := removeContainer(ctx, c.eng, left.ID, c.spec.StopTimeout); err != nil {
 			return fmt.Errorf("leftover %s: %w", TempName(c.name), err)
@@ -368,7 +366,7 @@ func (c *Container) stop(ctx context.Context, name string) error {
 
 func (c *Container) create(ctx context.Context, name string) error {
 	s := &c.spec
-	f := s.fields()
+	f := s.fields(c.hashKey)
 	labels := map[string]string{}
 	for k, v := range s.Labels {
 		labels[k] = v
@@ -376,7 +374,7 @@ func (c *Container) create(ctx context.Context, name string) error {
 	labels[LabelOwner] = OwnerValue
 	labels[LabelProject] = c.project
 	labels[LabelService] = s.Service
-	labels[LabelSpecHash] = hashFields(f)
+	labels[LabelSpecHash] = hashFields(c.hashKey, f)
 	labels[LabelSpecFields] = encodeFields(f)
 	cfg := &container.Config{
 		Image:      s.Image,

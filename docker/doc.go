@@ -51,11 +51,43 @@
 // call no write endpoint; Plans turns their report into the action planned
 // for each container.
 //
-// Environment values are never part of a state, a report or an event: they
-// are compared through short hashes, and engine errors and log tails are
-// scrubbed of the values of secret keys (see IsSecretEnv).
+// Invalid values never reach the engine. LoadCompose checks every service
+// before compose-go builds the project (ports, durations, healthcheck
+// retries, restart policy), and Project.Graph checks every ContainerSpec
+// (host ports and IPs, protocols, restart policy, negative durations,
+// environment names, enums); both return a *SpecError (matching
+// ErrInvalidSpec) that names the service and the field — Compose names for
+// a file ("healthcheck.interval"), Go names for a Project
+// ("Ports[0].HostPort").
 //
-// WatchEvents turns engine events into reconcile triggers, and TargetBuild
+// Environment values are never part of a state, a report or an event: they
+// are compared through short hashes. Errors about a container, and the log
+// tails they carry, are scrubbed of the values of secret keys (see
+// IsSecretEnv) and of the password of every URL with credentials
+// (postgres://app:pw@db becomes postgres://app:[redacted]@db), whether the
+// URL is in the spec (an environment value, a command argument, a label),
+// in the log or only in the engine's message.
+//
+// The hashes in LabelSpecHash and LabelSpecFields are HMAC-SHA256 under
+// Project.HashKey (LoadOptions.HashKey), so whoever reads the labels — in
+// engine events, monitoring exports, `docker inspect` output — cannot test
+// a guessed secret offline without the key. What the engine API stores
+// beside an object (labels, names, options) is open to whoever can read
+// those labels, and a volume's content needs a container to reach, so the
+// key is the caller's: keep it with the program's other secrets and keep it
+// stable (a new key recreates every container once). When HashKey is nil
+// the key is derived from the project name; anyone can recompute it, which
+// protects nothing: set HashKey wherever labels may be seen by someone who
+// must not learn the environment. Containers labelled by older versions
+// with unkeyed hashes are recreated once, with the plan field "spec".
+//
+// Errors read once: "docker: <object>: <step>: <cause>", with one package
+// prefix and the object named once (the engine's own message may name it
+// again). The sentinels are bare phrases to match with errors.Is.
+//
+// WatchEvents turns engine events into reconcile triggers: it returns once
+// subscribed, passes the package's own Event (never the engine's message
+// or labels), and loses no change made after it returns. TargetBuild
 // lets a converge.TargetReconciler keep a Project converged, so a killed
 // container is back within a pass.
 //

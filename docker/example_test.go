@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/docker"
@@ -118,4 +119,76 @@ func ExampleImageError() {
 	// docker: image app:2 (services web, worker): not present locally, and the pull policy is never
 	// missing: true
 	// apply failed: true - networks: [bridge] containers: 0
+}
+
+func ExampleWatchEvents() {
+	ctx := context.Background()
+	eng := dockertest.New()
+	eng.AddImage("app:1")
+	p := &docker.Project{Name: "demo", Containers: []docker.ContainerSpec{{Service: "web", Image: "app:1"}}}
+	g, err := p.Graph(eng)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := converge.Apply(ctx, g); err != nil {
+		panic(err)
+	}
+	events := make(chan docker.Event, 1)
+	stop, err := docker.WatchEvents(ctx, eng, "demo", func(e docker.Event) { events <- e })
+	if err != nil {
+		panic(err)
+	}
+	defer stop()
+	eng.Kill("demo-web")
+	e := <-events
+	fmt.Println(e.Action, e.Container, e.Service)
+	// Output: die demo-web web
+}
+
+func ExampleSpecError() {
+	p := &docker.Project{Name: "demo", Containers: []docker.ContainerSpec{{
+		Service: "web", Image: "app:1",
+		Ports: []docker.Port{{HostPort: "70000", ContainerPort: 80}},
+	}}}
+	_, err := p.Graph(dockertest.New())
+	var se *docker.SpecError
+	if errors.As(err, &se) {
+		fmt.Println(se.Service, se.Field)
+	}
+	_, err = docker.LoadCompose(context.Background(), []byte(`
+name: demo
+services:
+  web:
+    image: app:1
+    healthcheck: {test: ["CMD", "/app", "health"], interval: 5 parsecs}
+`), docker.LoadOptions{})
+	fmt.Println(err)
+	// Output:
+	// web Ports[0].HostPort
+	// docker: service web: healthcheck.interval: "5 parsecs" is not a duration (such as 5s or 1m30s)
+}
+
+func ExampleProject_hashKey() {
+	p, err := docker.LoadCompose(context.Background(), []byte(`
+name: demo
+services:
+  db:
+    image: app:1
+    environment: {DATABASE_URL: "postgres://app:s3cret@db/app"}
+`), docker.LoadOptions{HashKey: []byte("from the agent's secret store")})
+	if err != nil {
+		panic(err)
+	}
+	eng := dockertest.New()
+	eng.AddImage("app:1")
+	g, _ := p.Graph(eng)
+	if _, err := converge.Apply(context.Background(), g); err != nil {
+		panic(err)
+	}
+	c, _ := eng.Container("demo-db")
+	fmt.Println(strings.HasPrefix(c.Config.Labels[docker.LabelSpecHash], "hmac-sha256:"))
+	fmt.Println(strings.Contains(c.Config.Labels[docker.LabelSpecFields], "s3cret"))
+	// Output:
+	// true
+	// false
 }

@@ -44,6 +44,13 @@ type Project struct {
 	// Unsupported lists the Compose fields the loader skipped because
 	// LoadOptions.IgnoreUnsupported was set ("services.web.cap_add").
 	Unsupported []string
+	// HashKey keys the spec hashes in LabelSpecHash and LabelSpecFields
+	// (HMAC-SHA256), so a reader of the labels cannot test a guessed secret
+	// offline. Keep it secret and stable: a new key recreates every
+	// container once. Nil derives a key from Name, which anyone can
+	// recompute: set it whenever labels may be seen by someone who must not
+	// learn the environment (see the package documentation).
+	HashKey []byte
 }
 
 // NetworkSpec is an engine network the project owns.
@@ -110,12 +117,12 @@ func (p *Project) validate() error {
 			return err
 		}
 		if seen[s.Service] {
-			return &SpecError{Object: obj, Field: "Service", Reason: "duplicate service"}
+			return &SpecError{Object: obj, Service: s.Service, Field: "Service", Reason: "duplicate service"}
 		}
 		seen[s.Service] = true
 		n := p.containerName(s)
 		if names[n] {
-			return &SpecError{Object: obj, Field: "Name", Reason: fmt.Sprintf("duplicate container name %q", n)}
+			return &SpecError{Object: obj, Service: s.Service, Field: "Name", Reason: fmt.Sprintf("duplicate container name %q", n)}
 		}
 		names[n] = true
 	}
@@ -123,7 +130,7 @@ func (p *Project) validate() error {
 		s := &p.Containers[i]
 		for _, d := range s.DependsOn {
 			if !seen[d.Service] {
-				return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Field: "DependsOn",
+				return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: "DependsOn",
 					Reason: fmt.Sprintf("unknown service %q", d.Service)}
 			}
 		}
@@ -214,7 +221,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		s := &cp.Containers[i]
 		deps := []converge.ID{pid, oid}
 		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: eng, projectID: pid,
-			poll: cp.PollInterval, red: newRedactor(s)}
+			poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
 		if c.poll <= 0 {
 			c.poll = DefaultPollInterval
 		}
@@ -262,6 +269,7 @@ func (p *Project) clone() *Project {
 	}
 	cp.Networks = slices.Clone(p.Networks)
 	cp.Volumes = slices.Clone(p.Volumes)
+	cp.HashKey = slices.Clone(p.HashKey)
 	return &cp
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -117,7 +116,7 @@ func TestProjectLifecycle(t *testing.T) {
 	assert.Equal(t, docker.OwnerValue, web.Config.Labels[docker.LabelOwner])
 	assert.Equal(t, "shop", web.Config.Labels[docker.LabelProject])
 	assert.Equal(t, "web", web.Config.Labels[docker.LabelService])
-	assert.Len(t, web.Config.Labels[docker.LabelSpecHash], 64)
+	assert.Regexp(t, `^hmac-sha256:[0-9a-f]{64}$`, web.Config.Labels[docker.LabelSpecHash])
 	assert.ElementsMatch(t, []string{"www", "web"}, web.Networks["shop_back"].Aliases)
 	assert.Equal(t, container.RestartPolicyUnlessStopped, web.Host.RestartPolicy.Name)
 
@@ -440,24 +439,22 @@ func (f failingCreate) ContainerCreate(context.Context, *container.Config, *cont
 	return container.CreateResponse{}, errors.New("Error response from daemon: no space left on device")
 }
 
-func TestErrorMessagesReadOnce(t *testing.T) {
+func TestErrorMessagesReadOnceOnTheFake(t *testing.T) {
 	foreign := newFake()
 	_, err := foreign.ContainerCreate(context.Background(), &container.Config{Image: "app:1"}, nil, nil, nil, "m-a")
 	require.NoError(t, err)
 	tests := []struct {
-		name    string
-		eng     docker.Engine
-		restart string
-		want    error
-		prefix  string
+		name   string
+		eng    docker.Engine
+		want   error
+		prefix string
 	}{
-		{"create fails", failingCreate{newFake()}, "", nil, "docker: container m-a: create: "},
-		{"name taken", foreign, "", docker.ErrNotOwned, "docker: container m-a: create: "},
-		{"bad restart policy", newFake(), "bogus", docker.ErrInvalidSpec, "docker: container m-a: Restart: "},
+		{"create fails", failingCreate{newFake()}, nil, "docker: container m-a: create: "},
+		{"name taken", foreign, docker.ErrNotOwned, "docker: container m-a: create: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &docker.Project{Name: "m", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1", Restart: tt.restart}}}
+			p := &docker.Project{Name: "m", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1"}}}
 			rep, err := converge.Apply(context.Background(), mustGraph(t, p, tt.eng))
 			require.Error(t, err)
 			if tt.want != nil {
@@ -489,36 +486,10 @@ func (l leakyEngine) ContainerCreate(ctx context.Context, cfg *container.Config,
 
 func TestSecretsNeverLeak(t *testing.T) {
 	const secret = "hunter2-secret"
-	var (
-		mu  sync.Mutex
-		out strings.Builder
-	)
-	obs := converge.ObserverFunc(func(e converge.Event) {
-		mu.Lock()
-		fmt.Fprintf(&out, "%+v\n", e)
-		mu.Unlock()
-	})
-	w, err := converge.NewWalker(converge.Config{Observer: obs})
-	require.NoError(t, err)
-	for _, eng := range []docker.Engine{newFake(), leakyEngine{newFake()}} {
-		g, err := load(t, threeServices).Graph(eng)
-		require.NoError(t, err)
-		for _, walk := range []func(context.Context, *converge.Graph) (*converge.Report, error){w.ApplyDry, w.Apply, w.Apply} {
-			rep, err := walk(context.Background(), g)
-			if err != nil {
-				fmt.Fprintf(&out, "%v\n%+v\n", err, err)
-			}
-			for _, it := range rep.Items {
-				fmt.Fprintf(&out, "%+v %#v\n", it, it)
-			}
-			fmt.Fprintln(&out, rep.Summary())
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Contains(t, out.String(), docker.Redacted, "the leaky engine's error was redacted")
-	assert.Contains(t, out.String(), "unsupported operation", "errors still carried")
-	assert.NotContains(t, out.String(), secret)
+	out := transcript(t, threeServices, 2, newFake(), leakyEngine{newFake()})
+	assert.Contains(t, out, docker.Redacted, "the leaky engine's error was redacted")
+	assert.Contains(t, out, "unsupported operation", "errors still carried")
+	assert.NotContains(t, out, secret)
 }
 
 func TestRedactedErrorKeepsIs(t *testing.T) {
@@ -676,8 +647,8 @@ func TestGraphRejectsBadSpecs(t *testing.T) {
 		{"no service", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Image: "i"}}}, "Service"},
 		{"duplicate", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i"}, {Service: "a", Image: "i"}}}, "Service"},
 		{"unknown dep", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", DependsOn: []docker.Dependency{{Service: "b"}}}}}, "DependsOn"},
-		{"bad mount", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Mounts: []docker.Mount{{Type: "tmpfs", Target: "/t"}}}}}, "Mounts"},
-		{"bad port", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Ports: []docker.Port{{}}}}}, "Ports"},
+		{"bad mount", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Mounts: []docker.Mount{{Type: "tmpfs", Target: "/t"}}}}}, "Mounts[0].Type"},
+		{"bad port", docker.Project{Name: "x", Containers: []docker.ContainerSpec{{Service: "a", Image: "i", Ports: []docker.Port{{}}}}}, "Ports[0].ContainerPort"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -697,23 +668,24 @@ func TestWatchEventsTriggers(t *testing.T) {
 	f := newFake()
 	p := load(t, threeServices)
 	apply(t, f, p)
-	ctx, cancel := context.WithCancel(context.Background())
-	got := make(chan events.Message, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- docker.WatchEvents(ctx, f, "shop", func(m events.Message) { got <- m })
-	}()
-	require.Eventually(t, func() bool { return f.Calls()[dockertest.Events] == 1 }, 5*time.Second, time.Millisecond)
+	got := make(chan docker.Event, 16)
+	stop, err := docker.WatchEvents(context.Background(), f, "shop", func(e docker.Event) { got <- e })
+	require.NoError(t, err)
+	defer stop()
+	// Subscribed once WatchEvents returns: the next change is seen.
 	f.Kill("shop-web")
-	m := <-got
-	assert.Equal(t, events.Action("die"), m.Action)
-	assert.Equal(t, "shop-web", m.Actor.Attributes["name"])
+	e := <-got
+	assert.Equal(t, "die", e.Action)
+	assert.Equal(t, "shop-web", e.Container)
+	assert.Equal(t, "web", e.Service)
 	// The trigger leads to a pass that brings it back.
 	apply(t, f, p)
 	c, _ := f.Container("shop-web")
 	assert.Equal(t, container.ContainerState("running"), c.Status)
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	stop()
+	stop()
+	_, err = docker.WatchEvents(context.Background(), f, "shop", nil)
+	require.ErrorIs(t, err, docker.ErrInvalidSpec)
 }
 
 func TestLeftoverNextToAStoppedContainerIsRemoved(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/docker/docker/api/types/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -33,18 +32,16 @@ func runLoop(t *testing.T, eng docker.Engine, p docker.Project) (*converge.Targe
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, r.SetTarget(ctx, p))
-	done := make(chan struct{}, 2)
+	stopWatch, err := docker.WatchEvents(ctx, eng, p.Name, func(docker.Event) { r.Trigger() })
+	require.NoError(t, err)
+	done := make(chan struct{})
 	go func() {
 		_ = r.Run(ctx)
-		done <- struct{}{}
-	}()
-	go func() {
-		_ = docker.WatchEvents(ctx, eng, p.Name, func(events.Message) { r.Trigger() })
-		done <- struct{}{}
+		close(done)
 	}()
 	return r, passes, func() {
+		stopWatch()
 		cancel()
-		<-done
 		<-done
 		unsub()
 	}

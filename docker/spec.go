@@ -1,14 +1,17 @@
 package docker
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -31,33 +34,46 @@ const (
 	LabelSpecFields = "io.convergekit.spec-fields"
 )
 
-// Sentinel errors of the package. Typed errors below match them.
+// Sentinel errors of the package, to match with errors.Is. Typed errors
+// below match them. Their text is a bare phrase: the package's errors
+// wrap them in a message that reads once ("docker: image app:2: not
+// present locally").
 var (
 	// ErrInvalidSpec is matched by every *SpecError.
-	ErrInvalidSpec = errors.New("docker: invalid spec")
+	ErrInvalidSpec = errors.New("invalid spec")
 	// ErrImageMissing means an image is not present locally and may not be
 	// pulled (PullNever).
-	ErrImageMissing = errors.New("docker: image not present locally")
+	ErrImageMissing = errors.New("not present locally")
 	// ErrImageInUse means an image marked Absent is still used by a container.
-	ErrImageInUse = errors.New("docker: image in use")
+	ErrImageInUse = errors.New("in use")
 	// ErrDependencyTimeout means a depends_on condition was not met in time.
-	ErrDependencyTimeout = errors.New("docker: dependency condition not met in time")
+	ErrDependencyTimeout = errors.New("condition not met in time")
 	// ErrDependencyFailed means a dependency can no longer meet its
 	// condition (for example it exited with a non-zero code).
-	ErrDependencyFailed = errors.New("docker: dependency failed")
+	ErrDependencyFailed = errors.New("dependency failed")
 	// ErrNotOwned means an object with the wanted name exists but was not
 	// created by this package, so it is neither changed nor removed.
-	ErrNotOwned = errors.New("docker: object not owned by converge")
+	ErrNotOwned = errors.New("not owned by converge")
 	// ErrInvalidCompose means compose-go rejected a Compose file (syntax,
 	// schema or consistency); the loader's message follows.
-	ErrInvalidCompose = errors.New("docker: invalid compose file")
+	ErrInvalidCompose = errors.New("invalid compose file")
 	// ErrUnsupported is matched by *UnsupportedError from the Compose loader.
-	ErrUnsupported = errors.New("docker: unsupported compose fields")
+	ErrUnsupported = errors.New("unsupported compose fields")
 )
 
-// SpecError names the object and field of an invalid spec.
+// SpecError names the object and field of an invalid spec. The Compose
+// loader and Project.Graph return it before any engine call, so an invalid
+// value never reaches the engine.
 type SpecError struct {
+	// Object names what is invalid: "project shop: container 1 (web)",
+	// "service web" (Compose), "project shop".
 	Object string
+	// Service is the service the problem is in; "" for project-level
+	// problems.
+	Service string
+	// Field is the field path: Go names for a Project ("Ports[0].HostPort",
+	// "Healthcheck.Interval"), Compose names for a file ("ports[0]",
+	// "healthcheck.interval").
 	Field  string
 	Reason string
 }
@@ -65,6 +81,33 @@ type SpecError struct {
 // Error describes the problem, naming its culprit.
 func (e *SpecError) Error() string {
 	return fmt.Sprintf("docker: %s: %s: %s", e.Object, e.Field, e.Reason)
+}
+
+// objectError is an error about one engine object that already reads
+// "docker: <kind> <name>: ...".
+type objectError struct {
+	kind, name string
+	err        error
+}
+
+func (e *objectError) Error() string { return fmt.Sprintf("docker: %s %s: %v", e.kind, e.name, e.err) }
+
+func (e *objectError) Unwrap() error { return e.err }
+
+// described reports whether err already reads "docker: <object>: ..." with
+// its culprit named, so a caller returns it as it is instead of adding a
+// second prefix.
+func described(err error) bool {
+	var (
+		de *DependencyError
+		pe *PullError
+		se *SpecError
+		oe *objectError
+		ce *ContainerError
+		ie *ImageError
+	)
+	return errors.As(err, &de) || errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &oe) ||
+		errors.As(err, &ce) || errors.As(err, &ie)
 }
 
 // Is makes SpecError match ErrInvalidSpec.
@@ -128,7 +171,7 @@ func ParseCondition(s string) (Condition, error) {
 			return Condition(i), nil
 		}
 	}
-	return 0, fmt.Errorf("docker: unknown depends_on condition %q", s)
+	return 0, fmt.Errorf("docker: %w: unknown depends_on condition %q", ErrInvalidSpec, s)
 }
 
 // UpdateStrategy says in which order a container whose image changed is
@@ -252,54 +295,144 @@ func IsSecretEnv(key string, extra []string) bool {
 // Redacted replaces secret values in its output.
 const Redacted = "[redacted]"
 
-// validate checks the spec; object names the container for errors.
+// validate checks the spec; object names the container for errors. It
+// refuses every value the engine would refuse or misread, so nothing
+// invalid is passed to the engine.
 func (s *ContainerSpec) validate(object string) error {
+	bad := func(field, reason string, args ...any) error {
+		return &SpecError{Object: object, Service: s.Service, Field: field, Reason: fmt.Sprintf(reason, args...)}
+	}
 	switch {
 	case s.Service == "":
-		return &SpecError{Object: object, Field: "Service", Reason: "must not be empty"}
+		return bad("Service", "must not be empty")
 	case s.Image == "":
-		return &SpecError{Object: object, Field: "Image", Reason: "must not be empty"}
+		return bad("Image", "must not be empty")
 	case s.Run > Once:
-		return &SpecError{Object: object, Field: "Run", Reason: "unknown run mode"}
+		return bad("Run", "unknown run mode %d", s.Run)
+	case s.Update > KillThenDownload:
+		return bad("Update", "unknown update strategy %d", s.Update)
+	case s.Pull > PullNever:
+		return bad("Pull", "unknown pull policy %d", s.Pull)
+	case s.StopTimeout != nil && *s.StopTimeout < 0:
+		return bad("StopTimeout", "must not be negative")
 	}
-	for _, m := range s.Mounts {
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return bad("Env", "bad variable name %q", k)
+		}
+	}
+	if s.Restart != "" {
+		if reason := checkRestart(s.Restart); reason != "" {
+			return bad("Restart", "%s", reason)
+		}
+	}
+	if h := s.Healthcheck; h != nil {
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"Interval", h.Interval}, {"Timeout", h.Timeout}, {"StartPeriod", h.StartPeriod}} {
+			if d.v < 0 {
+				return bad("Healthcheck."+d.name, "must not be negative")
+			}
+		}
+		if h.Retries < 0 {
+			return bad("Healthcheck.Retries", "must not be negative")
+		}
+	}
+	for i, m := range s.Mounts {
 		if m.Type != "volume" && m.Type != "bind" {
-			return &SpecError{Object: object, Field: "Mounts", Reason: fmt.Sprintf("type %q is not volume or bind", m.Type)}
+			return bad(fmt.Sprintf("Mounts[%d].Type", i), "%q is not volume or bind", m.Type)
 		}
 		if m.Target == "" || m.Source == "" {
-			return &SpecError{Object: object, Field: "Mounts", Reason: "source and target are required"}
+			return bad(fmt.Sprintf("Mounts[%d]", i), "source and target are required")
 		}
 	}
-	for _, p := range s.Ports {
+	for i, p := range s.Ports {
+		field := fmt.Sprintf("Ports[%d].", i)
 		if p.ContainerPort == 0 {
-			return &SpecError{Object: object, Field: "Ports", Reason: "container port is required"}
+			return bad(field+"ContainerPort", "is required")
+		}
+		if reason := checkHostPort(p.HostPort); reason != "" {
+			return bad(field+"HostPort", "%s", reason)
+		}
+		if p.HostIP != "" && net.ParseIP(p.HostIP) == nil {
+			return bad(field+"HostIP", "%q is not an IP address", p.HostIP)
+		}
+		switch p.Protocol {
+		case "", "tcp", "udp", "sctp":
+		default:
+			return bad(field+"Protocol", "%q is not tcp, udp or sctp", p.Protocol)
 		}
 	}
-	for _, n := range s.Networks {
+	for i, n := range s.Networks {
 		if n.Name == "" {
-			return &SpecError{Object: object, Field: "Networks", Reason: "network name is required"}
+			return bad(fmt.Sprintf("Networks[%d].Name", i), "is required")
+		}
+	}
+	for i, d := range s.DependsOn {
+		if d.Condition > ServiceCompletedSuccessfully {
+			return bad(fmt.Sprintf("DependsOn[%d].Condition", i), "unknown condition %d", d.Condition)
+		}
+		if d.Timeout < 0 {
+			return bad(fmt.Sprintf("DependsOn[%d].Timeout", i), "must not be negative")
 		}
 	}
 	return nil
 }
 
-// fields returns one short hash per field the user specified. Secret
-// values only ever leave here hashed.
-func (s *ContainerSpec) fields() map[string]string {
-	f := map[string]string{"image": short(s.Image)}
+// checkHostPort returns why a published host port ("", "8080" or a range
+// "8000-8010") is invalid, or "".
+func checkHostPort(v string) string {
+	if v == "" {
+		return ""
+	}
+	lo, hi, isRange := strings.Cut(v, "-")
+	a, errA := strconv.ParseUint(lo, 10, 16)
+	b, errB := a, error(nil)
+	if isRange {
+		b, errB = strconv.ParseUint(hi, 10, 16)
+	}
+	if errA != nil || errB != nil || b < a {
+		return fmt.Sprintf("%q is not a port (0-65535) or a port range", v)
+	}
+	return ""
+}
+
+// checkRestart returns why a restart policy ("no", "always",
+// "unless-stopped", "on-failure[:N]") is invalid, or "".
+func checkRestart(v string) string {
+	name, count, hasCount := strings.Cut(v, ":")
+	switch name {
+	case "no", "always", "unless-stopped":
+		if !hasCount {
+			return ""
+		}
+	case "on-failure":
+		if n, err := strconv.Atoi(count); !hasCount || err == nil && n >= 0 {
+			return ""
+		}
+		return fmt.Sprintf("bad retry count in %q", v)
+	}
+	return fmt.Sprintf("unknown policy %q (want no, always, unless-stopped or on-failure[:N])", v)
+}
+
+// fields returns one short hash per field the user specified, keyed with
+// key (see Project.HashKey). Secret values only ever leave here hashed.
+func (s *ContainerSpec) fields(key []byte) map[string]string {
+	f := map[string]string{"image": short(key, s.Image)}
 	put := func(k string, v any, set bool) {
 		if set {
 			b, _ := json.Marshal(v)
-			f[k] = short(string(b))
+			f[k] = short(key, string(b))
 		}
 	}
 	put("command", s.Command, len(s.Command) > 0)
 	put("entrypoint", s.Entrypoint, len(s.Entrypoint) > 0)
 	for k, v := range s.Env {
-		f["env."+k] = short(v)
+		f["env."+k] = short(key, v)
 	}
 	for k, v := range s.Labels {
-		f["label."+k] = short(v)
+		f["label."+k] = short(key, v)
 	}
 	ports := slices.Clone(s.Ports)
 	sort.Slice(ports, func(i, j int) bool { return fmt.Sprint(ports[i]) < fmt.Sprint(ports[j]) })
@@ -321,25 +454,43 @@ func (s *ContainerSpec) fields() map[string]string {
 	return f
 }
 
-// short is a 12-hex-digit SHA-256 prefix: enough to tell values apart,
-// too short to carry them.
-func short(v string) string {
-	h := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(h[:6])
+// short is a 12-hex-digit HMAC-SHA256 prefix of v under key: enough to
+// tell values apart, too short to carry them, and useless for testing a
+// guessed value without the key.
+func short(key []byte, v string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(v))
+	return hex.EncodeToString(m.Sum(nil)[:6])
 }
 
-// hashFields is the canonical spec hash: SHA-256 over the sorted fields.
-func hashFields(f map[string]string) string {
+// specHashScheme prefixes LabelSpecHash values. A container whose hash
+// lacks it was labelled by an older version with unkeyed SHA-256 hashes; it
+// is recreated once, so no unkeyed hash stays on the engine.
+const specHashScheme = "hmac-sha256:"
+
+// hashFields is the canonical spec hash: HMAC-SHA256 under key over the
+// sorted fields, prefixed with specHashScheme.
+func hashFields(key []byte, f map[string]string) string {
 	keys := make([]string, 0, len(f))
 	for k := range f {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	h := sha256.New()
+	h := hmac.New(sha256.New, key)
 	for _, k := range keys {
 		fmt.Fprintf(h, "%s=%s\n", k, f[k])
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return specHashScheme + hex.EncodeToString(h.Sum(nil))
+}
+
+// projectHashKey returns the key of a project's spec hashes: HashKey, or when it
+// is empty the documented default derived from the project name.
+func projectHashKey(p *Project) []byte {
+	if len(p.HashKey) > 0 {
+		return slices.Clone(p.HashKey)
+	}
+	k := sha256.Sum256([]byte("converge docker spec hash\x00" + p.Name))
+	return k[:]
 }
 
 func encodeFields(f map[string]string) string {
@@ -358,14 +509,40 @@ func decodeFields(s string) map[string]string {
 	return f
 }
 
-// redactor replaces every secret value of a spec in a string.
+// redactor replaces every secret value of a spec in a string: the values
+// of secret environment keys (IsSecretEnv) and the passwords of URLs with
+// credentials anywhere in the spec (DATABASE_URL=postgres://u:pw@db, a
+// command argument). Its string method also scrubs the password of any
+// other URL-shaped text, so an engine message quoting a URL leaks nothing.
 type redactor []string
 
 func newRedactor(s *ContainerSpec) redactor {
 	var r redactor
-	for k, v := range s.Env {
-		if v != "" && IsSecretEnv(k, s.SecretEnv) {
+	add := func(v string) {
+		if v != "" && !slices.Contains(r, v) {
 			r = append(r, v)
+		}
+	}
+	for k, v := range s.Env {
+		if IsSecretEnv(k, s.SecretEnv) {
+			add(v)
+		}
+		for _, pw := range urlPasswords(v) {
+			add(pw)
+		}
+	}
+	var values []string
+	values = append(values, s.Command...)
+	values = append(values, s.Entrypoint...)
+	for _, v := range s.Labels {
+		values = append(values, v)
+	}
+	if s.Healthcheck != nil {
+		values = append(values, s.Healthcheck.Test...)
+	}
+	for _, v := range values {
+		for _, pw := range urlPasswords(v) {
+			add(pw)
 		}
 	}
 	// Longest first so a secret containing another is replaced whole.
@@ -373,16 +550,39 @@ func newRedactor(s *ContainerSpec) redactor {
 	return r
 }
 
+// urlCredentials matches the userinfo of a URL with a password:
+// scheme://user:password@ (the password up to the last @ of the authority).
+var urlCredentials = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]*)@`)
+
+// urlPasswords returns the passwords of the URLs with credentials in v.
+func urlPasswords(v string) []string {
+	var out []string
+	for _, m := range urlCredentials.FindAllStringSubmatch(v, -1) {
+		if m[2] != "" {
+			out = append(out, m[2])
+		}
+	}
+	return out
+}
+
+// redactURLs replaces the password of every URL with credentials in s
+// ("postgres://app:pw@db/app" becomes "postgres://app:[redacted]@db/app").
+// The package applies it, with the values of secret environment keys, to
+// every error it returns about a container.
+func redactURLs(s string) string {
+	return urlCredentials.ReplaceAllString(s, "${1}"+Redacted+"@")
+}
+
 func (r redactor) string(s string) string {
 	for _, v := range r {
 		s = strings.ReplaceAll(s, v, Redacted)
 	}
-	return s
+	return redactURLs(s)
 }
 
 // err returns err with secret values replaced, keeping errors.Is working.
 func (r redactor) err(err error) error {
-	if err == nil || len(r) == 0 {
+	if err == nil {
 		return err
 	}
 	msg := err.Error()

@@ -5,12 +5,14 @@ import (
 	"io"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -188,6 +190,19 @@ func (c *Counter) VolumeCreate(ctx context.Context, o volume.CreateOptions) (vol
 func (c *Counter) VolumeRemove(ctx context.Context, id string, force bool) error {
 	c.inc(VolumeRemove)
 	return c.Engine.VolumeRemove(ctx, id, force)
+}
+
+// Info delegates to the wrapped engine when it has Info (a real client
+// does), so docker.WatchEvents reads the engine's clock through a Counter
+// too; otherwise it reports this process's time. It is not counted: it is
+// not an endpoint of docker.Engine.
+func (c *Counter) Info(ctx context.Context) (system.Info, error) {
+	if i, ok := c.Engine.(interface {
+		Info(context.Context) (system.Info, error)
+	}); ok {
+		return i.Info(ctx)
+	}
+	return system.Info{SystemTime: time.Now().Format(time.RFC3339Nano)}, nil
 }
 
 // Events counts and delegates.

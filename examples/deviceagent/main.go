@@ -36,8 +36,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/docker/docker/api/types/events"
-
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
@@ -184,15 +182,16 @@ func run() error {
 			return err
 		}
 	}
-	go func() {
-		err := docker.WatchEvents(ctx, cli, p.Name, func(m events.Message) {
-			fmt.Printf("engine event %s on %s: reconciling\n", m.Action, m.Actor.Attributes["name"])
-			r.Trigger()
-		})
-		if err != nil && !errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "events:", err)
-		}
-	}()
+	// WatchEvents returns once subscribed: a container killed from now on
+	// triggers a pass.
+	stopWatch, err := docker.WatchEvents(ctx, cli, p.Name, func(e docker.Event) {
+		fmt.Printf("engine event %s on %s: reconciling\n", e.Action, e.Container)
+		r.Trigger()
+	})
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
 	fmt.Printf("keeping project %s converged; Ctrl-C to stop (containers keep running; use -down to remove them)\n", p.Name)
 	return r.Run(ctx)
 }
