@@ -29,8 +29,12 @@
 // verified by reading it again. ApplyDry does the same with no writes, and
 // Clean removes everything in reverse order. The Report says, per item,
 // what was decided and what happened; its Err aggregates the failures as
-// *ItemError values that carry the item ID and the phase. An Observer
-// receives progress events without ever slowing the walk.
+// *ItemError values that carry the item ID and the phase. ResultStates
+// reads an item's states back with the item's own state type. An Observer
+// receives progress events without ever slowing the walk. The enums of
+// reports, results and events (Presence, Exec, Phase, Outcome, Mode,
+// Action, EventKind, TargetEventKind) encode to text and JSON by name and
+// decode only from a name (an unknown one is a *NameError).
 //
 //	rep, err := converge.Apply(ctx, g)
 //	fmt.Print(rep.Summary())

@@ -25,16 +25,7 @@ const (
 )
 
 // String returns "present" or "absent".
-func (p Presence) String() string {
-	switch p {
-	case Present:
-		return "present"
-	case Absent:
-		return "absent"
-	default:
-		return fmt.Sprintf("presence(%d)", uint8(p))
-	}
-}
+func (p Presence) String() string { return enumString("presence", presenceNames[:], uint8(p)) }
 
 // Exec is the verdict of Check: whether the item must be changed.
 type Exec uint8
@@ -46,13 +37,9 @@ const (
 	ExecRequired
 )
 
-// String returns "not-required" or "required".
-func (e Exec) String() string {
-	if e == ExecRequired {
-		return "required"
-	}
-	return "not-required"
-}
+// String returns "not-required" or "required" (exec(n) for an undeclared
+// value).
+func (e Exec) String() string { return enumString("exec", execNames[:], uint8(e)) }
 
 // UnitsUnknown is the Units of a Decision whose amount of work cannot be
 // estimated.
@@ -299,12 +286,7 @@ const (
 var phaseNames = [...]string{"none", "discover", "goal", "check", "apply", "verify"}
 
 // String returns the lower-case name of the phase.
-func (p Phase) String() string {
-	if int(p) < len(phaseNames) {
-		return phaseNames[p]
-	}
-	return fmt.Sprintf("phase(%d)", uint8(p))
-}
+func (p Phase) String() string { return enumString("phase", phaseNames[:], uint8(p)) }
 
 // ItemError is the error of one item in a walk: which item, in which phase.
 // It wraps the item's own error, so errors.Is and errors.As see through it.
@@ -357,16 +339,7 @@ const (
 )
 
 // String returns "reboot" or "shutdown".
-func (a Action) String() string {
-	switch a {
-	case ActionReboot:
-		return "reboot"
-	case ActionShutdown:
-		return "shutdown"
-	default:
-		return fmt.Sprintf("action(%d)", uint8(a))
-	}
-}
+func (a Action) String() string { return enumString("action", actionNames[:], uint8(a)) }
 
 type ctxKey int
 

@@ -117,10 +117,7 @@ var targetEventNames = [...]string{"", "state-changed", "pass-finished", "pass-f
 
 // String returns the lower-case name of the kind.
 func (k TargetEventKind) String() string {
-	if int(k) < len(targetEventNames) && k > 0 {
-		return targetEventNames[k]
-	}
-	return fmt.Sprintf("target-event(%d)", uint8(k))
+	return enumString("target-event", targetEventNames[:], uint8(k))
 }
 
 // TargetEvent is what subscribers of a TargetReconciler receive.
