@@ -263,7 +263,10 @@ type PlanTargetStatus struct {
 	// not count.
 	Attempt int `json:"attempt,omitempty"`
 	// LastUpdatedTimestamp is when State last changed; the target timeout
-	// counts from it while the target is HostSent.
+	// counts from it while the target is HostSent. It is written in RFC
+	// 3339 with the fraction of a second the runner's clock gave (k0s
+	// writes whole seconds and reads both), so a timeout that is not a
+	// whole number of seconds is never found to have run out early.
 	LastUpdatedTimestamp time.Time `json:"lastUpdatedTimestamp"`
 }
 
@@ -523,7 +526,7 @@ func (s *PlanStatus) Retry(now time.Time) error {
 	if !s.State.IsError() {
 		return fmt.Errorf("%w (state %s)", ErrPlanNotFailed, s.State.normal())
 	}
-	now = now.UTC().Truncate(time.Second)
+	now = now.UTC()
 	back := PlanSchedulableWait
 	for i := range s.Commands {
 		cs := &s.Commands[i]

@@ -41,8 +41,8 @@ type CommandContext struct {
 	// Status is a copy of the command's status; the machine keeps the
 	// handler's changes when it returns without an error.
 	Status *CommandStatus
-	// Now is the time of this step, in UTC, truncated to the second (the
-	// precision of documents).
+	// Now is the time of this step, in UTC, to the nanosecond: compare
+	// it with the status's timestamps, which have the same precision.
 	Now time.Time
 	// TargetTimeout is the effective timeout of each target once signalled
 	// (the command's, else the runner's default); 0 means none.

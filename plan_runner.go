@@ -101,7 +101,10 @@ func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
 	return &PlanRunner{cfg: cfg, store: store}, nil
 }
 
-func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Second) }
+// now is the time of a step, in UTC and to the nanosecond: timeouts compare
+// precise times, so that one never fires before its duration has passed
+// (documents carry the fraction of a second; see PlanTargetStatus).
+func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC() }
 
 // planKey returns the Store key of the plan with id.
 func planKey(id string) string { return PlanKeyPrefix + id }
