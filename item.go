@@ -231,7 +231,11 @@ type StateTypeError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *StateTypeError) Error() string {
-	return fmt.Sprintf("converge: item %q: state has type %s, want %s", e.ID, e.Got, e.Want)
+	return fmt.Sprintf("converge: item %q: %s", e.ID, e.detail())
+}
+
+func (e *StateTypeError) detail() string {
+	return fmt.Sprintf("state has type %s, want %s", e.Got, e.Want)
 }
 
 // Is makes StateTypeError match ErrStateType.
@@ -251,11 +255,11 @@ type Deps interface {
 func DepState[S any](deps Deps, id ID) (S, error) {
 	var zero S
 	if deps == nil {
-		return zero, fmt.Errorf("converge: dependency %q: %w", id, ErrUnknownDependency)
+		return zero, fmt.Errorf("converge: dependency %q: %w", id, bare(ErrUnknownDependency))
 	}
 	v, ok := deps.State(id)
 	if !ok {
-		return zero, fmt.Errorf("converge: dependency %q: %w", id, ErrUnknownDependency)
+		return zero, fmt.Errorf("converge: dependency %q: %w", id, bare(ErrUnknownDependency))
 	}
 	s, ok := v.(S)
 	if !ok {
@@ -298,7 +302,11 @@ type ItemError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *ItemError) Error() string {
-	return fmt.Sprintf("item %q: %s: %v", e.ID, e.Phase, e.Err)
+	cause := causeText(e.Err)
+	if ste, ok := e.Err.(*StateTypeError); ok && ste.ID == e.ID {
+		cause = ste.detail() // the item is named already
+	}
+	return fmt.Sprintf("converge: item %q: %s: %s", e.ID, e.Phase, cause)
 }
 
 // Unwrap returns the item's own error.

@@ -371,13 +371,20 @@ type PlanError struct {
 	PlanID string
 	// Command is the index of the command that failed, or -1.
 	Command int
-	State   PlanState
-	Reason  string
+	// Kind is the kind of the command that failed ("" when Command is -1).
+	Kind  string
+	State PlanState
+	// Reason says why: the failed command's reason (CommandStatus.Reason),
+	// or the plan's when no command failed.
+	Reason string
 }
 
 // Error describes the problem, naming its culprit.
 func (e *PlanError) Error() string {
-	return fmt.Sprintf("converge: plan %q: command %d: %s: %s", e.PlanID, e.Command, e.State, e.Reason)
+	if e.Command < 0 {
+		return fmt.Sprintf("converge: plan %q: %s: %s", e.PlanID, e.State, e.Reason)
+	}
+	return fmt.Sprintf("converge: plan %q: command %d (%s): %s: %s", e.PlanID, e.Command, e.Kind, e.State, e.Reason)
 }
 
 // Is makes PlanError match ErrPlanFailed.
@@ -394,7 +401,7 @@ type PlanCommandError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *PlanCommandError) Error() string {
-	return fmt.Sprintf("converge: plan command %d (%s) in %s: %v", e.Command, e.Kind, e.State, e.Err)
+	return fmt.Sprintf("converge: plan command %d (%s) in %s: %s", e.Command, e.Kind, e.State, causeText(e.Err))
 }
 
 // Unwrap returns the handler's error.

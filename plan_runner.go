@@ -200,7 +200,7 @@ func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64,
 	}
 	doc, err := decodePlan(rec.Value)
 	if err != nil {
-		return nil, 0, fmt.Errorf("converge: stored plan %q: %w", id, err)
+		return nil, 0, fmt.Errorf("converge: stored plan %q: %w", id, bare(err))
 	}
 	return doc, rec.Version, nil
 }
@@ -294,14 +294,14 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 		}
 		if done {
 			if st.State.IsError() {
-				idx := -1
+				pe := &PlanError{PlanID: id, Command: -1, State: st.State, Reason: st.Reason}
 				for i := range st.Commands {
-					if st.Commands[i].State.IsError() {
-						idx = i
+					if cs := &st.Commands[i]; cs.State.IsError() {
+						pe.Command, pe.Kind, pe.Reason = i, cs.Kind, cs.Reason
 						break
 					}
 				}
-				return st, &PlanError{PlanID: id, Command: idx, State: st.State, Reason: st.Reason}
+				return st, pe
 			}
 			return st, nil
 		}

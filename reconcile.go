@@ -45,7 +45,7 @@ type TargetStageError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *TargetStageError) Error() string {
-	return fmt.Sprintf("converge: stage %q (walk %d): %v", e.Stage, e.Round, e.Err)
+	return fmt.Sprintf("converge: stage %q (walk %d): %s", e.Stage, e.Round, causeText(e.Err))
 }
 
 // Unwrap returns the stage's error.
@@ -233,10 +233,10 @@ func (r *TargetReconciler[T]) signal() {
 func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	b, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("converge: target %q: encode: %w", r.name, err)
+		return fmt.Errorf("converge: target %q: encode: %w", r.name, bare(err))
 	}
 	if err := r.cfg.Store.PutTarget(ctx, r.name, b); err != nil {
-		return fmt.Errorf("converge: target %q: store: %w", r.name, err)
+		return fmt.Errorf("converge: target %q: store: %w", r.name, bare(err))
 	}
 	r.mu.Lock()
 	r.target, r.hasTarget = t, true
@@ -361,11 +361,11 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		switch {
 		case errors.Is(err, ErrStoreNotFound):
 		case err != nil:
-			return fmt.Errorf("converge: target %q: load: %w", r.name, err)
+			return fmt.Errorf("converge: target %q: load: %w", r.name, bare(err))
 		default:
 			var t T
 			if err := json.Unmarshal(b, &t); err != nil {
-				return fmt.Errorf("converge: target %q: decode: %w", r.name, err)
+				return fmt.Errorf("converge: target %q: decode: %w", r.name, bare(err))
 			}
 			r.mu.Lock()
 			if !r.hasTarget {
