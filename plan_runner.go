@@ -176,11 +176,30 @@ func (d *PlanDocument) State() PlanState {
 // Config returns the runner's configuration with its defaults filled in.
 func (r *PlanRunner) Config() PlanConfig { return r.cfg }
 
-// Create validates doc (see PlanDocument.Validate) and stores it as a new
-// plan (with its status, if any). It fails with a *StoreVersionError
-// (ErrStoreStale) when a plan with that ID exists.
-func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
+// Validate reports whether doc can be created on this runner: it is valid
+// (see PlanDocument.Validate) and every command passes the checks of its
+// handler, when the handler is a CommandValidator (autopilot's checks the
+// version of k0s commands, for example). A kind with no handler is not an
+// error here: Run reports it.
+func (r *PlanRunner) Validate(doc *PlanDocument) error {
 	if err := doc.Validate(); err != nil {
+		return err
+	}
+	for i, c := range doc.Spec.Commands {
+		if v, ok := r.cfg.Handlers[c.Kind].(CommandValidator); ok {
+			if err := v.ValidateCommand(i, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Create validates doc (see Validate) and stores it as a new plan (with its
+// status, if any). It fails with a *StoreVersionError (ErrStoreStale) when
+// a plan with that ID exists.
+func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
+	if err := r.Validate(doc); err != nil {
 		return err
 	}
 	b, err := json.Marshal(doc)
