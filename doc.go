@@ -74,7 +74,11 @@
 // discovery; PlanRunner (or a controller.Controller with controller.Plans)
 // moves it through NewPlan, SchedulableWait, Schedulable and Completed,
 // stores the status after every transition and resumes after a crash
-// without signalling a completed host twice. PlanDocument encodes to and
+// without signalling a completed host twice (at once when the same program
+// restarts on the host: see PlanDefaultOwner). Create refuses, with a
+// *PlanFieldError naming the document path, a plan that would do nothing
+// (a command without targets, an empty static node list) and whatever a
+// handler's CommandValidator rejects (autopilot: an unknown k0s version). PlanDocument encodes to and
 // decodes from JSON in the shape of k0s autopilot plans; the autopilot
 // package adds YAML and the host-side signalling.
 //
