@@ -6,6 +6,10 @@ import (
 	"github.com/convergekit/converge/internal/errtext"
 )
 
+// errFailFast is why items were not run after a failure under
+// Config.FailFast.
+var errFailFast = errors.New("stopped by fail-fast after a failure")
+
 // errPrefix starts every message of the package.
 const errPrefix = "converge: "
 

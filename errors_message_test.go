@@ -71,6 +71,17 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 					g.Add((&convergetest.Item{Key: "web", Goal: "on", Stuck: true}).Node(), converge.Present)
 				})
 			}},
+		{name: "walk stopped by fail-fast", is: converge.ErrNotRun, culprits: []string{`"svc"`},
+			err: func(t *testing.T) error {
+				w, err := converge.NewWalker(converge.Config{FailFast: true, Parallelism: 1})
+				require.NoError(t, err)
+				g := converge.NewGraph()
+				stuck(g)
+				g.Add((&convergetest.Item{Key: "web", Goal: "on"}).Node(), converge.Present)
+				_, err = w.Apply(context.Background(), g)
+				require.ErrorIs(t, err, converge.ErrNotConverged)
+				return err
+			}},
 		{name: "reconciler pass", is: converge.ErrNotConverged, culprits: []string{`"svc"`, `"apps"`},
 			err: func(t *testing.T) error {
 				r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
