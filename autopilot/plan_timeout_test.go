@@ -2,6 +2,7 @@ package autopilot_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,4 +57,42 @@ func TestPlanTimeoutsFireOnTime(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestPlanTimestampsStayRFC3339 checks that the precise times the runner
+// keeps are written as RFC 3339 (what k0s reads), with the fraction of a
+// second, and read back to the nanosecond.
+func TestPlanTimestampsStayRFC3339(t *testing.T) {
+	at := time.Date(2026, 5, 11, 19, 13, 2, 500_000_000, time.UTC)
+	doc := planOf(planCmd("update", planGroup("workers", 1, "worker0")))
+	doc.Status = &converge.PlanStatus{State: converge.PlanSchedulableWait, Commands: []converge.CommandStatus{{
+		Kind: "update", State: converge.PlanSchedulableWait, Started: at,
+		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.HostSent, LastUpdatedTimestamp: at}}},
+	}}}
+	b, err := json.Marshal(doc)
+	require.NoError(t, err)
+	var wire struct {
+		Status struct {
+			Commands []map[string]json.RawMessage `json:"commands"`
+		} `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal(b, &wire))
+	var started string
+	require.NoError(t, json.Unmarshal(wire.Status.Commands[0]["startedTimestamp"], &started))
+	var targets map[string][]struct {
+		LastUpdatedTimestamp string `json:"lastUpdatedTimestamp"`
+	}
+	require.NoError(t, json.Unmarshal(wire.Status.Commands[0]["update"], &targets))
+	for _, s := range []string{started, targets["workers"][0].LastUpdatedTimestamp} {
+		assert.Equal(t, "2026-05-11T19:13:02.5Z", s)
+		parsed, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err, "k0s parses it with time.RFC3339")
+		assert.Equal(t, at, parsed)
+	}
+	y, err := autopilot.Encode(doc)
+	require.NoError(t, err)
+	back, err := autopilot.Decode(y)
+	require.NoError(t, err)
+	assert.Equal(t, at, back.Status.Commands[0].Target("workers", "worker0").LastUpdatedTimestamp)
+	assert.Equal(t, at, back.Status.Commands[0].Started)
 }
