@@ -54,17 +54,18 @@ func enumMarshal(typ string, names []string, v uint8) ([]byte, error) {
 	return nil, &NameError{Type: typ, Name: enumString(typ, names, v)}
 }
 
-// enumUnmarshal is UnmarshalText for an enum: the value named b, or a
-// *NameError.
-func enumUnmarshal(typ string, names []string, b []byte) (uint8, error) {
+// enumUnmarshal is UnmarshalText for an enum: it sets *p to the value named
+// b, or returns a *NameError and leaves *p alone.
+func enumUnmarshal[E ~uint8](p *E, typ string, names []string, b []byte) error {
 	if s := string(b); s != "" {
 		for i, n := range names {
 			if n == s {
-				return uint8(i), nil
+				*p = E(i)
+				return nil
 			}
 		}
 	}
-	return 0, &NameError{Type: typ, Name: string(b)}
+	return &NameError{Type: typ, Name: string(b)}
 }
 
 var (
@@ -83,11 +84,7 @@ func (p Presence) MarshalText() ([]byte, error) {
 // UnmarshalText decodes "present" or "absent"; any other text is a
 // *NameError.
 func (p *Presence) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("presence", presenceNames[:], b)
-	if err == nil {
-		*p = Presence(v)
-	}
-	return err
+	return enumUnmarshal(p, "presence", presenceNames[:], b)
 }
 
 // MarshalText encodes e as "not-required" or "required"; an undeclared
@@ -97,11 +94,7 @@ func (e Exec) MarshalText() ([]byte, error) { return enumMarshal("exec", execNam
 // UnmarshalText decodes "not-required" or "required"; any other text is a
 // *NameError.
 func (e *Exec) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("exec", execNames[:], b)
-	if err == nil {
-		*e = Exec(v)
-	}
-	return err
+	return enumUnmarshal(e, "exec", execNames[:], b)
 }
 
 // MarshalText encodes p by its name (see String); an undeclared value is a
@@ -111,11 +104,7 @@ func (p Phase) MarshalText() ([]byte, error) { return enumMarshal("phase", phase
 // UnmarshalText decodes a phase name ("none", "discover", "goal", "check",
 // "apply", "verify"); any other text is a *NameError.
 func (p *Phase) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("phase", phaseNames[:], b)
-	if err == nil {
-		*p = Phase(v)
-	}
-	return err
+	return enumUnmarshal(p, "phase", phaseNames[:], b)
 }
 
 // MarshalText encodes a by its name, "reboot" or "shutdown"; the zero value
@@ -125,11 +114,7 @@ func (a Action) MarshalText() ([]byte, error) { return enumMarshal("action", act
 // UnmarshalText decodes "reboot" or "shutdown"; any other text is a
 // *NameError.
 func (a *Action) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("action", actionNames[:], b)
-	if err == nil {
-		*a = Action(v)
-	}
-	return err
+	return enumUnmarshal(a, "action", actionNames[:], b)
 }
 
 // MarshalText encodes m as "apply" or "clean"; an undeclared value is a
@@ -139,11 +124,7 @@ func (m Mode) MarshalText() ([]byte, error) { return enumMarshal("mode", modeNam
 // UnmarshalText decodes "apply" or "clean"; any other text is a
 // *NameError.
 func (m *Mode) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("mode", modeNames[:], b)
-	if err == nil {
-		*m = Mode(v)
-	}
-	return err
+	return enumUnmarshal(m, "mode", modeNames[:], b)
 }
 
 // MarshalText encodes o by its name (see String; the zero value of a result
@@ -154,11 +135,7 @@ func (o Outcome) MarshalText() ([]byte, error) {
 
 // UnmarshalText decodes an outcome name; any other text is a *NameError.
 func (o *Outcome) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("outcome", outcomeNames[:], b)
-	if err == nil {
-		*o = Outcome(v)
-	}
-	return err
+	return enumUnmarshal(o, "outcome", outcomeNames[:], b)
 }
 
 // MarshalText encodes k by its name (see String); the zero value and
@@ -170,11 +147,7 @@ func (k EventKind) MarshalText() ([]byte, error) {
 // UnmarshalText decodes an event kind name; any other text is a
 // *NameError.
 func (k *EventKind) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("event", eventNames[:], b)
-	if err == nil {
-		*k = EventKind(v)
-	}
-	return err
+	return enumUnmarshal(k, "event", eventNames[:], b)
 }
 
 // MarshalText encodes k by its name (see String); the zero value and
@@ -186,9 +159,5 @@ func (k TargetEventKind) MarshalText() ([]byte, error) {
 // UnmarshalText decodes a target event kind name; any other text is a
 // *NameError.
 func (k *TargetEventKind) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("target-event", targetEventNames[:], b)
-	if err == nil {
-		*k = TargetEventKind(v)
-	}
-	return err
+	return enumUnmarshal(k, "target-event", targetEventNames[:], b)
 }

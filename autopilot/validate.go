@@ -3,6 +3,7 @@ package autopilot
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 
@@ -58,7 +59,7 @@ func validateCommand(i int, c converge.Command) error {
 	if err := json.Unmarshal(raw, &platforms); err != nil || platforms == nil {
 		return fail("platforms", "want an object mapping platforms to {url: ...}")
 	}
-	for _, p := range planSortedKeys(platforms) {
+	for _, p := range slices.Sorted(maps.Keys(platforms)) {
 		if !k0sPlatform.MatchString(p) {
 			return fail("platforms."+p, "not a platform name (as linux-amd64)")
 		}
@@ -68,13 +69,4 @@ func validateCommand(i int, c converge.Command) error {
 		}
 	}
 	return nil
-}
-
-func planSortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
