@@ -103,6 +103,24 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 				require.ErrorAs(t, err, &se)
 				return err
 			}},
+		{name: "reconciler build", is: converge.ErrInvalidGraph, culprits: []string{`"build"`},
+			err: func(t *testing.T) error {
+				r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+					Build: func(context.Context, string) ([]converge.TargetStage, error) {
+						return nil, converge.ErrInvalidGraph
+					},
+				})
+				require.NoError(t, err)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- r.Run(ctx) }()
+				err = r.ApplyIntermediate(ctx, "x")
+				cancel()
+				require.NoError(t, <-done)
+				assert.NotContains(t, err.Error(), "walk 0")
+				return err
+			}},
 		{name: "plan that failed", is: converge.ErrPlanFailed, culprits: []string{`"p1"`, "command 0", "disk full"},
 			err: func(t *testing.T) error {
 				return runPlan(t, converge.CommandHandlerFuncs{SchedulableWaitFunc: func(_ context.Context, c *converge.CommandContext) (converge.PlanState, error) {

@@ -38,13 +38,19 @@ type TargetBuildFunc[T any] func(ctx context.Context, target T) ([]TargetStage, 
 // aggregated item errors, a build error, or ErrTargetNotSettled when its
 // walks kept changing things for MaxRounds walks).
 type TargetStageError struct {
+	// Stage is the stage's name, or "build" when Build failed.
 	Stage string
+	// Round is the walk of the stage that failed, from 1; 0 for a build
+	// error.
 	Round int
 	Err   error
 }
 
 // Error describes the problem, naming its culprit.
 func (e *TargetStageError) Error() string {
+	if e.Round == 0 {
+		return fmt.Sprintf("converge: stage %q: %s", e.Stage, causeText(e.Err))
+	}
 	return fmt.Sprintf("converge: stage %q (walk %d): %s", e.Stage, e.Round, causeText(e.Err))
 }
 
