@@ -43,7 +43,7 @@ func (s *staleOnce) Put(ctx context.Context, rec converge.StoreRecord, h ...conv
 // TestControllerHistoryOncePerTransition checks that every transition is
 // in an object's history once, however its write is retried: after
 // writes that failed, writes whose reply was lost (they were done), and a
-// stale write, on one controller and on a replica.
+// stale write, on one controller and on a replica; the deletion too.
 func TestControllerHistoryOncePerTransition(t *testing.T) {
 	faults := []struct {
 		name  string
@@ -69,7 +69,7 @@ func TestControllerHistoryOncePerTransition(t *testing.T) {
 							if n, ok := next[o.State]; ok {
 								return controller.Transition(n), nil
 							}
-							return controller.NoChange(), nil
+							return controller.Deleted(), nil
 						})})
 					require.NoError(t, err)
 					ctx := context.Background()
@@ -89,7 +89,7 @@ func TestControllerHistoryOncePerTransition(t *testing.T) {
 					for _, h := range hist {
 						got = append(got, h.From+">"+h.To)
 					}
-					assert.Equal(t, []string{">a", "a>b", "b>c", "c>d"}, got)
+					assert.Equal(t, []string{">a", "a>b", "b>c", "c>d", "d>"}, got)
 					switch s := store.(type) {
 					case *convergetest.Store:
 						assert.Positive(t, s.Injected(), "faults were injected")
