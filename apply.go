@@ -415,7 +415,9 @@ func (ws *walkState) complete(k int) {
 		ws.failures++
 		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
 		if ws.cfg.FailFast && !ws.stop {
-			ws.stop, ws.stopCause = true, fmt.Errorf("fail-fast after item %q failed", res.ID)
+			// The failed item is in the report: the cause does not name it
+			// again, so the walk's error names it once.
+			ws.stop, ws.stopCause = true, errFailFast
 		}
 	} else {
 		ws.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})

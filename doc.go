@@ -29,8 +29,12 @@
 // verified by reading it again. ApplyDry does the same with no writes, and
 // Clean removes everything in reverse order. The Report says, per item,
 // what was decided and what happened; its Err aggregates the failures as
-// *ItemError values that carry the item ID and the phase. An Observer
-// receives progress events without ever slowing the walk.
+// *ItemError values that carry the item ID and the phase. ResultStates
+// reads an item's states back with the item's own state type. An Observer
+// receives progress events without ever slowing the walk. The enums of
+// reports, results and events (Presence, Exec, Phase, Outcome, Mode,
+// Action, EventKind, TargetEventKind) encode to text and JSON by name and
+// decode only from a name (an unknown one is a *NameError).
 //
 //	rep, err := converge.Apply(ctx, g)
 //	fmt.Print(rep.Summary())
@@ -70,7 +74,11 @@
 // discovery; PlanRunner (or a controller.Controller with controller.Plans)
 // moves it through NewPlan, SchedulableWait, Schedulable and Completed,
 // stores the status after every transition and resumes after a crash
-// without signalling a completed host twice. PlanDocument encodes to and
+// without signalling a completed host twice (at once when the same program
+// restarts on the host: see PlanDefaultOwner). Create refuses, with a
+// *PlanFieldError naming the document path, a plan that would do nothing
+// (a command without targets, an empty static node list) and whatever a
+// handler's CommandValidator rejects (autopilot: an unknown k0s version). PlanDocument encodes to and
 // decodes from JSON in the shape of k0s autopilot plans; the autopilot
 // package adds YAML and the host-side signalling.
 //

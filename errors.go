@@ -1,6 +1,25 @@
 package converge
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/convergekit/converge/internal/errtext"
+)
+
+// errFailFast is why items were not run after a failure under
+// Config.FailFast.
+var errFailFast = errors.New("stopped by fail-fast after a failure")
+
+// errPrefix starts every message of the package.
+const errPrefix = "converge: "
+
+// causeText is err's message for embedding after a message of the package:
+// without its own copy of the package prefix.
+func causeText(err error) string { return errtext.Cause(err, errPrefix) }
+
+// bare wraps err (a sentinel, usually) for embedding with %w after the
+// package prefix: it reads without the prefix and unwraps to err.
+func bare(err error) error { return errtext.Bare(err, errPrefix) }
 
 // The sentinel errors of the package. Branch on them with errors.Is; the
 // typed errors (*ItemError, *GraphError, *ConfigError, *StoreVersionError,

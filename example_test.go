@@ -113,3 +113,17 @@ func ExampleObserver() {
 	// image applying 2/2
 	// image done
 }
+
+// ResultStates reads an item's states from a walk's result with the item's
+// own state type, instead of as any.
+func ExampleResultStates() {
+	file := &convergetest.Item{Key: "file:/etc/motd", Value: "old", Goal: "new"}
+	g := converge.NewGraph()
+	g.Add(file.Node(), converge.Present)
+	rep, _ := converge.Apply(context.Background(), g)
+	res, _ := rep.Item("file:/etc/motd")
+	before, after, ok := converge.ResultStates[string](res)
+	fmt.Printf("%q -> %q (%v)\n", before, after, ok)
+	// Output:
+	// "old" -> "new" (true)
+}

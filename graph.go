@@ -321,7 +321,7 @@ func listFormat(headline string) multierror.ErrorFormatFunc {
 		fmt.Fprintf(&b, "converge: %s: %d problems:", headline, len(errs))
 		for _, e := range errs {
 			b.WriteString("\n\t* ")
-			b.WriteString(e.Error())
+			b.WriteString(causeText(e))
 		}
 		return b.String()
 	}

@@ -25,16 +25,7 @@ const (
 )
 
 // String returns "present" or "absent".
-func (p Presence) String() string {
-	switch p {
-	case Present:
-		return "present"
-	case Absent:
-		return "absent"
-	default:
-		return fmt.Sprintf("presence(%d)", uint8(p))
-	}
-}
+func (p Presence) String() string { return enumString("presence", presenceNames[:], uint8(p)) }
 
 // Exec is the verdict of Check: whether the item must be changed.
 type Exec uint8
@@ -46,13 +37,9 @@ const (
 	ExecRequired
 )
 
-// String returns "not-required" or "required".
-func (e Exec) String() string {
-	if e == ExecRequired {
-		return "required"
-	}
-	return "not-required"
-}
+// String returns "not-required" or "required" (exec(n) for an undeclared
+// value).
+func (e Exec) String() string { return enumString("exec", execNames[:], uint8(e)) }
 
 // UnitsUnknown is the Units of a Decision whose amount of work cannot be
 // estimated.
@@ -244,7 +231,11 @@ type StateTypeError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *StateTypeError) Error() string {
-	return fmt.Sprintf("converge: item %q: state has type %s, want %s", e.ID, e.Got, e.Want)
+	return fmt.Sprintf("converge: item %q: %s", e.ID, e.detail())
+}
+
+func (e *StateTypeError) detail() string {
+	return fmt.Sprintf("state has type %s, want %s", e.Got, e.Want)
 }
 
 // Is makes StateTypeError match ErrStateType.
@@ -264,11 +255,11 @@ type Deps interface {
 func DepState[S any](deps Deps, id ID) (S, error) {
 	var zero S
 	if deps == nil {
-		return zero, fmt.Errorf("converge: dependency %q: %w", id, ErrUnknownDependency)
+		return zero, fmt.Errorf("converge: dependency %q: %w", id, bare(ErrUnknownDependency))
 	}
 	v, ok := deps.State(id)
 	if !ok {
-		return zero, fmt.Errorf("converge: dependency %q: %w", id, ErrUnknownDependency)
+		return zero, fmt.Errorf("converge: dependency %q: %w", id, bare(ErrUnknownDependency))
 	}
 	s, ok := v.(S)
 	if !ok {
@@ -299,12 +290,7 @@ const (
 var phaseNames = [...]string{"none", "discover", "goal", "check", "apply", "verify"}
 
 // String returns the lower-case name of the phase.
-func (p Phase) String() string {
-	if int(p) < len(phaseNames) {
-		return phaseNames[p]
-	}
-	return fmt.Sprintf("phase(%d)", uint8(p))
-}
+func (p Phase) String() string { return enumString("phase", phaseNames[:], uint8(p)) }
 
 // ItemError is the error of one item in a walk: which item, in which phase.
 // It wraps the item's own error, so errors.Is and errors.As see through it.
@@ -316,7 +302,11 @@ type ItemError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *ItemError) Error() string {
-	return fmt.Sprintf("item %q: %s: %v", e.ID, e.Phase, e.Err)
+	cause := causeText(e.Err)
+	if ste, ok := e.Err.(*StateTypeError); ok && ste.ID == e.ID {
+		cause = ste.detail() // the item is named already
+	}
+	return fmt.Sprintf("converge: item %q: %s: %s", e.ID, e.Phase, cause)
 }
 
 // Unwrap returns the item's own error.
@@ -357,16 +347,7 @@ const (
 )
 
 // String returns "reboot" or "shutdown".
-func (a Action) String() string {
-	switch a {
-	case ActionReboot:
-		return "reboot"
-	case ActionShutdown:
-		return "shutdown"
-	default:
-		return fmt.Sprintf("action(%d)", uint8(a))
-	}
-}
+func (a Action) String() string { return enumString("action", actionNames[:], uint8(a)) }
 
 type ctxKey int
 

@@ -178,8 +178,8 @@ type CommandTargets struct {
 // are stepped in memory and never stored) a function. Exactly one is set; the
 // zero value sets none and does not validate.
 type CommandDiscovery struct {
-	// Static lists the node names; an empty list must be non-nil (nil
-	// means "not static").
+	// Static lists the node names; nil means "not static", and a static
+	// list must name at least one node.
 	Static []string
 	// Selector selects nodes by labels and fields; the handler resolves it.
 	Selector *CommandSelector
@@ -263,7 +263,10 @@ type PlanTargetStatus struct {
 	// not count.
 	Attempt int `json:"attempt,omitempty"`
 	// LastUpdatedTimestamp is when State last changed; the target timeout
-	// counts from it while the target is HostSent.
+	// counts from it while the target is HostSent. It is written in RFC
+	// 3339 with the fraction of a second the runner's clock gave (k0s
+	// writes whole seconds and reads both), so a timeout that is not a
+	// whole number of seconds is never found to have run out early.
 	LastUpdatedTimestamp time.Time `json:"lastUpdatedTimestamp"`
 }
 
@@ -338,8 +341,9 @@ type PlanFieldError struct {
 	// Command is the index of the culprit command (or status entry), or -1
 	// for the plan.
 	Command int
-	// Field is the path of the culprit, as in documents; for a status
-	// entry, "status.commands[i]".
+	// Field is the path of the culprit in a document, for example
+	// "spec.commands[0].k0supdate.targets.workers.discovery.static.nodes";
+	// for a status entry, "status.commands[i]".
 	Field  string
 	Reason string
 	// Err is the sentinel the error matches: ErrPlanInvalid or
@@ -349,10 +353,7 @@ type PlanFieldError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *PlanFieldError) Error() string {
-	if e.Command < 0 || e.Err == ErrPlanStatusMismatch {
-		return fmt.Sprintf("converge: plan %s: %s", e.Field, e.Reason)
-	}
-	return fmt.Sprintf("converge: plan command %d: %s: %s", e.Command, e.Field, e.Reason)
+	return fmt.Sprintf("converge: plan %s: %s", e.Field, e.Reason)
 }
 
 // Is makes PlanFieldError match its sentinel (see Err).
@@ -368,13 +369,20 @@ type PlanError struct {
 	PlanID string
 	// Command is the index of the command that failed, or -1.
 	Command int
-	State   PlanState
-	Reason  string
+	// Kind is the kind of the command that failed ("" when Command is -1).
+	Kind  string
+	State PlanState
+	// Reason says why: the failed command's reason (CommandStatus.Reason),
+	// or the plan's when no command failed.
+	Reason string
 }
 
 // Error describes the problem, naming its culprit.
 func (e *PlanError) Error() string {
-	return fmt.Sprintf("converge: plan %q: command %d: %s: %s", e.PlanID, e.Command, e.State, e.Reason)
+	if e.Command < 0 {
+		return fmt.Sprintf("converge: plan %q: %s: %s", e.PlanID, e.State, e.Reason)
+	}
+	return fmt.Sprintf("converge: plan %q: command %d (%s): %s: %s", e.PlanID, e.Command, e.Kind, e.State, e.Reason)
 }
 
 // Is makes PlanError match ErrPlanFailed.
@@ -391,13 +399,17 @@ type PlanCommandError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *PlanCommandError) Error() string {
-	return fmt.Sprintf("converge: plan command %d (%s) in %s: %v", e.Command, e.Kind, e.State, e.Err)
+	return fmt.Sprintf("converge: plan command %d (%s) in %s: %s", e.Command, e.Kind, e.State, causeText(e.Err))
 }
 
 // Unwrap returns the handler's error.
 func (e *PlanCommandError) Unwrap() error { return e.Err }
 
-// Validate reports the first reason p cannot run as a *PlanFieldError.
+// Validate reports the first reason p cannot run as a *PlanFieldError whose
+// Field is the path of the culprit in a document, for example
+// "spec.commands[1].k0supdate.targets.workers.discovery.static.nodes". A
+// command must have at least one target group, and a static group at least
+// one node: a plan that would complete without doing anything is an error.
 func (p Plan) Validate() error {
 	if p.ID == "" {
 		return &PlanFieldError{Command: -1, Field: "spec.id", Reason: "must not be empty"}
@@ -407,21 +419,28 @@ func (p Plan) Validate() error {
 	}
 	for i, c := range p.Commands {
 		if c.Kind == "" {
-			return &PlanFieldError{Command: i, Field: "kind", Reason: "must not be empty"}
+			return &PlanFieldError{Command: i, Field: fmt.Sprintf("spec.commands[%d]", i), Reason: "command kind must not be empty"}
 		}
-		if c.Timeout < 0 || c.TargetTimeout < 0 {
-			return &PlanFieldError{Command: i, Field: c.Kind + ".timeout", Reason: "must not be negative"}
+		body := c.Path(i)
+		if c.Timeout < 0 {
+			return &PlanFieldError{Command: i, Field: body + "." + planKeyTimeout, Reason: "must not be negative"}
 		}
-		for k := range c.Spec {
+		if c.TargetTimeout < 0 {
+			return &PlanFieldError{Command: i, Field: body + "." + planKeyTargetTimeout, Reason: "must not be negative"}
+		}
+		for _, k := range planSortedKeys(c.Spec) {
 			if k == planKeyTargets || k == planKeyTimeout || k == planKeyTargetTimeout || planInlineGroups[k] {
-				return &PlanFieldError{Command: i, Field: c.Kind + "." + k, Reason: "reserved key in Spec; use the Command field"}
+				return &PlanFieldError{Command: i, Field: body + "." + k, Reason: "reserved key in Spec; use the Command field"}
 			}
+		}
+		if len(c.Targets) == 0 {
+			return &PlanFieldError{Command: i, Field: body + "." + planKeyTargets, Reason: "must list at least one target group"}
 		}
 		seen := map[string]bool{}
 		for _, t := range c.Targets {
-			path := c.Kind + "." + t.Group
+			path := c.GroupPath(i, t.Group)
 			if t.Group == "" {
-				return &PlanFieldError{Command: i, Field: c.Kind + ".targets", Reason: "group name must not be empty"}
+				return &PlanFieldError{Command: i, Field: body + "." + planKeyTargets, Reason: "group name must not be empty"}
 			}
 			if seen[t.Group] {
 				return &PlanFieldError{Command: i, Field: path, Reason: "group listed twice"}
@@ -435,20 +454,16 @@ func (p Plan) Validate() error {
 			}
 			d := t.Discovery
 			n := 0
-			if d.Static != nil {
-				n++
-			}
-			if d.Selector != nil {
-				n++
-			}
-			if d.Function != "" {
-				n++
-			}
-			if d.Func != nil {
-				n++
+			for _, set := range []bool{d.Static != nil, d.Selector != nil, d.Function != "", d.Func != nil} {
+				if set {
+					n++
+				}
 			}
 			if n != 1 {
 				return &PlanFieldError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector, function or Func"}
+			}
+			if d.Static != nil && len(d.Static) == 0 {
+				return &PlanFieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "must list at least one node"}
 			}
 			for _, node := range d.Static {
 				if node == "" {
@@ -460,13 +475,27 @@ func (p Plan) Validate() error {
 	return nil
 }
 
+// Path returns the path of the command's body in a document, when it is
+// command i of its plan: "spec.commands[i].<kind>".
+func (c Command) Path(i int) string { return fmt.Sprintf("spec.commands[%d].%s", i, c.Kind) }
+
+// GroupPath returns the path of the command's group in a document, when it
+// is command i of its plan: "spec.commands[i].<kind>.targets.<group>", or
+// without "targets." for InlineTargets.
+func (c Command) GroupPath(i int, group string) string {
+	if c.InlineTargets {
+		return c.Path(i) + "." + group
+	}
+	return c.Path(i) + "." + planKeyTargets + "." + group
+}
+
 // planStorable reports a plan that cannot be written to a document: one
 // with a Go discovery function.
 func planStorable(p Plan) error {
 	for i, c := range p.Commands {
 		for _, t := range c.Targets {
 			if t.Discovery.Func != nil {
-				return &PlanFieldError{Command: i, Field: c.Kind + "." + t.Group + ".discovery",
+				return &PlanFieldError{Command: i, Field: c.GroupPath(i, t.Group) + ".discovery",
 					Reason: "a Go discovery function cannot be stored; register it with the handler and name it in Function"}
 			}
 		}
@@ -523,7 +552,7 @@ func (s *PlanStatus) Retry(now time.Time) error {
 	if !s.State.IsError() {
 		return fmt.Errorf("%w (state %s)", ErrPlanNotFailed, s.State.normal())
 	}
-	now = now.UTC().Truncate(time.Second)
+	now = now.UTC()
 	back := PlanSchedulableWait
 	for i := range s.Commands {
 		cs := &s.Commands[i]

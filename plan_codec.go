@@ -52,9 +52,9 @@ type PlanDecodeError struct {
 // Error describes the problem, naming its culprit.
 func (e *PlanDecodeError) Error() string {
 	if e.Field == "" {
-		return fmt.Sprintf("converge: plan document: %v", e.Err)
+		return "converge: plan document: " + causeText(e.Err)
 	}
-	return fmt.Sprintf("converge: plan document: %s: %v", e.Field, e.Err)
+	return fmt.Sprintf("converge: plan document: %s: %s", e.Field, causeText(e.Err))
 }
 
 // Unwrap returns the underlying error.

@@ -29,6 +29,16 @@ type CommandHandler interface {
 	Schedulable(ctx context.Context, c *CommandContext) (PlanState, error)
 }
 
+// CommandValidator is the optional ability of a CommandHandler to check a
+// command of its kind before the plan is stored: PlanRunner.Create (and
+// PlanRunner.Validate) call ValidateCommand for every command whose handler
+// has it, with the command's index in the plan. It returns nil, or a
+// *PlanFieldError (matching ErrPlanInvalid) naming the culprit field with
+// its document path (see Command.Path).
+type CommandValidator interface {
+	ValidateCommand(index int, cmd Command) error
+}
+
 // CommandContext is what a CommandHandler gets: the command, its status to
 // update, and the clock. The handler owns Status for the duration of the call.
 // The machine builds it; the zero value has no Status and SetTarget panics
@@ -41,8 +51,8 @@ type CommandContext struct {
 	// Status is a copy of the command's status; the machine keeps the
 	// handler's changes when it returns without an error.
 	Status *CommandStatus
-	// Now is the time of this step, in UTC, truncated to the second (the
-	// precision of documents).
+	// Now is the time of this step, in UTC, to the nanosecond: compare
+	// it with the status's timestamps, which have the same precision.
 	Now time.Time
 	// TargetTimeout is the effective timeout of each target once signalled
 	// (the command's, else the runner's default); 0 means none.

@@ -2,11 +2,11 @@ package converge
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"time"
 )
 
@@ -15,7 +15,8 @@ const PlanKeyPrefix = "plan/"
 
 // PlanConfig tunes a PlanRunner. The zero value has no handlers (every plan
 // fails with ErrPlanUnknownCommand), no timeouts, PlanDefaultPollInterval,
-// PlanDefaultLeaseTTL, a random owner name and time.Now.
+// PlanDefaultLeaseTTL, the owner name PlanDefaultOwner returns and
+// time.Now.
 type PlanConfig struct {
 	// Handlers maps a command kind to its handler.
 	Handlers map[string]CommandHandler
@@ -27,7 +28,13 @@ type PlanConfig struct {
 	// PollInterval is the wait between steps that changed nothing, and
 	// after a handler error; 0 means PlanDefaultPollInterval.
 	PollInterval time.Duration
-	// Owner names this runner in the Store's claims; "" means a random name.
+	// Owner names this runner in the Store's claims; "" means
+	// PlanDefaultOwner(), which is the same each time the program starts
+	// on the host, so a runner restarted after a crash takes its plans
+	// back at once instead of waiting for its own claims to expire.
+	// Runners that may work on the same plan at the same time (two in one
+	// process, or two processes of one program on one host) must each set
+	// their own Owner: runners with one owner do not exclude each other.
 	Owner string
 	// LeaseTTL is the duration of the runner's claim on a plan, renewed at
 	// every step; 0 means PlanDefaultLeaseTTL.
@@ -72,6 +79,8 @@ func (c PlanConfig) Validate() error {
 // A plan survives its process only in a durable store: boltstore (one
 // file) when one process runs the plans, pgstore (PostgreSQL) when several
 // runners share them; each runner then needs its own PlanConfig.Owner.
+// The default owner (PlanDefaultOwner) is stable across restarts, so a
+// runner that crashed resumes its plans at once when its program restarts.
 // MemStore keeps plans for the life of the process.
 type PlanRunner struct {
 	cfg   PlanConfig
@@ -91,9 +100,7 @@ func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
 		cfg.LeaseTTL = PlanDefaultLeaseTTL
 	}
 	if cfg.Owner == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		cfg.Owner = "plan-runner-" + hex.EncodeToString(b[:])
+		cfg.Owner = PlanDefaultOwner()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -101,7 +108,31 @@ func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
 	return &PlanRunner{cfg: cfg, store: store}, nil
 }
 
-func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Second) }
+// now is the time of a step, in UTC and to the nanosecond: timeouts compare
+// precise times, so that one never fires before its duration has passed
+// (documents carry the fraction of a second; see PlanTargetStatus).
+func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC() }
+
+// PlanDefaultOwner returns the owner name of a PlanRunner whose
+// PlanConfig.Owner is empty: "plan-runner:" followed by the host name and
+// the path of the program's executable, so it is the same every time the
+// program starts on the host (and differs between hosts and programs).
+func PlanDefaultOwner() string { return planDefaultOwner() }
+
+var planDefaultOwner = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	exe, err := os.Executable()
+	if err != nil || exe == "" {
+		exe = "unknown-program"
+		if len(os.Args) > 0 && os.Args[0] != "" {
+			exe = os.Args[0]
+		}
+	}
+	return "plan-runner:" + host + ":" + exe
+})
 
 // planKey returns the Store key of the plan with id.
 func planKey(id string) string { return PlanKeyPrefix + id }
@@ -145,11 +176,30 @@ func (d *PlanDocument) State() PlanState {
 // Config returns the runner's configuration with its defaults filled in.
 func (r *PlanRunner) Config() PlanConfig { return r.cfg }
 
-// Create validates doc (see PlanDocument.Validate) and stores it as a new
-// plan (with its status, if any). It fails with a *StoreVersionError
-// (ErrStoreStale) when a plan with that ID exists.
-func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
+// Validate reports whether doc can be created on this runner: it is valid
+// (see PlanDocument.Validate) and every command passes the checks of its
+// handler, when the handler is a CommandValidator (autopilot's checks the
+// version of k0s commands, for example). A kind with no handler is not an
+// error here: Run reports it.
+func (r *PlanRunner) Validate(doc *PlanDocument) error {
 	if err := doc.Validate(); err != nil {
+		return err
+	}
+	for i, c := range doc.Spec.Commands {
+		if v, ok := r.cfg.Handlers[c.Kind].(CommandValidator); ok {
+			if err := v.ValidateCommand(i, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Create validates doc (see Validate) and stores it as a new plan (with its
+// status, if any). It fails with a *StoreVersionError (ErrStoreStale) when
+// a plan with that ID exists.
+func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
+	if err := r.Validate(doc); err != nil {
 		return err
 	}
 	b, err := json.Marshal(doc)
@@ -169,7 +219,7 @@ func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64,
 	}
 	doc, err := decodePlan(rec.Value)
 	if err != nil {
-		return nil, 0, fmt.Errorf("converge: stored plan %q: %w", id, err)
+		return nil, 0, fmt.Errorf("converge: stored plan %q: %w", id, bare(err))
 	}
 	return doc, rec.Version, nil
 }
@@ -263,14 +313,14 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 		}
 		if done {
 			if st.State.IsError() {
-				idx := -1
+				pe := &PlanError{PlanID: id, Command: -1, State: st.State, Reason: st.Reason}
 				for i := range st.Commands {
-					if st.Commands[i].State.IsError() {
-						idx = i
+					if cs := &st.Commands[i]; cs.State.IsError() {
+						pe.Command, pe.Kind, pe.Reason = i, cs.Kind, cs.Reason
 						break
 					}
 				}
-				return st, &PlanError{PlanID: id, Command: idx, State: st.State, Reason: st.Reason}
+				return st, pe
 			}
 			return st, nil
 		}

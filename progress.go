@@ -1,7 +1,6 @@
 package converge
 
 import (
-	"fmt"
 	"sync"
 	"time"
 )
@@ -28,12 +27,7 @@ const (
 var eventNames = [...]string{"", "queued", "checking", "applying", "done", "failed", "skipped"}
 
 // String returns the lower-case name of the event kind.
-func (k EventKind) String() string {
-	if int(k) < len(eventNames) && k > 0 {
-		return eventNames[k]
-	}
-	return fmt.Sprintf("event(%d)", uint8(k))
-}
+func (k EventKind) String() string { return enumString("event", eventNames[:], uint8(k)) }
 
 // Event is one progress event of a walk.
 type Event struct {

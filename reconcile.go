@@ -38,14 +38,20 @@ type TargetBuildFunc[T any] func(ctx context.Context, target T) ([]TargetStage, 
 // aggregated item errors, a build error, or ErrTargetNotSettled when its
 // walks kept changing things for MaxRounds walks).
 type TargetStageError struct {
+	// Stage is the stage's name, or "build" when Build failed.
 	Stage string
+	// Round is the walk of the stage that failed, from 1; 0 for a build
+	// error.
 	Round int
 	Err   error
 }
 
 // Error describes the problem, naming its culprit.
 func (e *TargetStageError) Error() string {
-	return fmt.Sprintf("converge: stage %q (walk %d): %v", e.Stage, e.Round, e.Err)
+	if e.Round == 0 {
+		return fmt.Sprintf("converge: stage %q: %s", e.Stage, causeText(e.Err))
+	}
+	return fmt.Sprintf("converge: stage %q (walk %d): %s", e.Stage, e.Round, causeText(e.Err))
 }
 
 // Unwrap returns the stage's error.
@@ -117,10 +123,7 @@ var targetEventNames = [...]string{"", "state-changed", "pass-finished", "pass-f
 
 // String returns the lower-case name of the kind.
 func (k TargetEventKind) String() string {
-	if int(k) < len(targetEventNames) && k > 0 {
-		return targetEventNames[k]
-	}
-	return fmt.Sprintf("target-event(%d)", uint8(k))
+	return enumString("target-event", targetEventNames[:], uint8(k))
 }
 
 // TargetEvent is what subscribers of a TargetReconciler receive.
@@ -236,10 +239,10 @@ func (r *TargetReconciler[T]) signal() {
 func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	b, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("converge: target %q: encode: %w", r.name, err)
+		return fmt.Errorf("converge: target %q: encode: %w", r.name, bare(err))
 	}
 	if err := r.cfg.Store.PutTarget(ctx, r.name, b); err != nil {
-		return fmt.Errorf("converge: target %q: store: %w", r.name, err)
+		return fmt.Errorf("converge: target %q: store: %w", r.name, bare(err))
 	}
 	r.mu.Lock()
 	r.target, r.hasTarget = t, true
@@ -364,11 +367,11 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		switch {
 		case errors.Is(err, ErrStoreNotFound):
 		case err != nil:
-			return fmt.Errorf("converge: target %q: load: %w", r.name, err)
+			return fmt.Errorf("converge: target %q: load: %w", r.name, bare(err))
 		default:
 			var t T
 			if err := json.Unmarshal(b, &t); err != nil {
-				return fmt.Errorf("converge: target %q: decode: %w", r.name, err)
+				return fmt.Errorf("converge: target %q: decode: %w", r.name, bare(err))
 			}
 			r.mu.Lock()
 			if !r.hasTarget {

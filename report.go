@@ -18,13 +18,8 @@ const (
 	ModeClean
 )
 
-// String returns "apply" or "clean".
-func (m Mode) String() string {
-	if m == ModeClean {
-		return "clean"
-	}
-	return "apply"
-}
+// String returns "apply" or "clean" (mode(n) for an undeclared value).
+func (m Mode) String() string { return enumString("mode", modeNames[:], uint8(m)) }
 
 // Outcome is what happened to one item in a walk.
 type Outcome uint8
@@ -50,12 +45,7 @@ const (
 var outcomeNames = [...]string{"pending", "unchanged", "changed", "would-change", "failed", "waiting", "not-run"}
 
 // String returns the lower-case name of the outcome.
-func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return fmt.Sprintf("outcome(%d)", uint8(o))
-}
+func (o Outcome) String() string { return enumString("outcome", outcomeNames[:], uint8(o)) }
 
 // ItemResult is what a walk decided and did for one item.
 type ItemResult struct {
@@ -84,6 +74,31 @@ type ItemResult struct {
 	WaitingFor []ID
 	// Actions are the host actions the item asked for (RequireAction).
 	Actions []RequiredAction
+}
+
+// ResultStates returns the states of r with the item's own state type S
+// (the S of the Item[S] that Wrap adapted): the state discovered before the
+// change and the state after it (simulated in a dry run). A state that is nil
+// (an unknown current state, or an item that did not run so far) is returned
+// as the zero S. ok is false when a state of r is not an S, or when r holds
+// no state at all (an item that failed before discovery, or did not run);
+// both states are then the zero S.
+func ResultStates[S any](r ItemResult) (before, after S, ok bool) {
+	var zero S
+	if r.Before == nil && r.After == nil {
+		return zero, zero, false
+	}
+	if r.Before != nil {
+		if before, ok = r.Before.(S); !ok {
+			return zero, zero, false
+		}
+	}
+	if r.After != nil {
+		if after, ok = r.After.(S); !ok {
+			return zero, zero, false
+		}
+	}
+	return before, after, true
 }
 
 // Report is the result of a walk: one ItemResult per item, in the order the

@@ -28,8 +28,6 @@ const (
 	docStatus  = "status report"
 )
 
-var presenceNames = []string{"present", "absent"}
-
 type desiredWire struct {
 	Revision uint64            `json:"revision"`
 	Items    []desiredItemWire `json:"items"`
@@ -73,7 +71,7 @@ func (c *DesiredConfig) UnmarshalJSON(b []byte) error {
 					case "id":
 						return readValue(r, p, &it.ID)
 					case "presence":
-						v, err := r.enum(p, presenceNames)
+						v, err := r.enum(p, presenceNames[:])
 						it.Presence = Presence(v)
 						return err
 					}
@@ -316,7 +314,7 @@ func (s *StatusReport) UnmarshalJSON(b []byte) error {
 					case "id":
 						return readValue(r, p, &it.ID)
 					case "desired":
-						v, err = r.enum(p, presenceNames)
+						v, err = r.enum(p, presenceNames[:])
 						it.Desired = Presence(v)
 					case "edge":
 						v, err = r.enum(p, edgeStateNames[:])

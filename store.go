@@ -318,7 +318,7 @@ func unixNanos(t time.Time) int64 {
 func (s *MemStore) open(key string, v json.RawMessage) (json.RawMessage, error) {
 	if s.Sealer == nil {
 		if len(v) > 0 && v[0] == 0 {
-			return nil, fmt.Errorf("converge: store key %q: %w (the store has no Sealer)", key, ErrSealed)
+			return nil, fmt.Errorf("converge: store key %q: %w (the store has no Sealer)", key, bare(ErrSealed))
 		}
 		return v, nil
 	}
@@ -327,7 +327,7 @@ func (s *MemStore) open(key string, v json.RawMessage) (json.RawMessage, error) 
 		if !errors.Is(err, ErrSealed) {
 			err = fmt.Errorf("%w: %w", ErrSealed, err)
 		}
-		return nil, fmt.Errorf("converge: store key %q: %w", key, err)
+		return nil, fmt.Errorf("converge: store key %q: %w", key, bare(err))
 	}
 	return plain, nil
 }
@@ -339,7 +339,7 @@ func (s *MemStore) seal(key string, plain json.RawMessage) (json.RawMessage, err
 	}
 	v, err := s.Sealer.Seal(key, plain)
 	if err != nil {
-		return nil, fmt.Errorf("converge: store key %q: seal: %w", key, err)
+		return nil, fmt.Errorf("converge: store key %q: seal: %w", key, bare(err))
 	}
 	return v, nil
 }
@@ -353,7 +353,7 @@ func (s *MemStore) Get(ctx context.Context, key string) (StoreRecord, error) {
 	r, ok := s.records[key]
 	s.mu.RUnlock()
 	if !ok {
-		return StoreRecord{}, fmt.Errorf("converge: store key %q: %w", key, ErrStoreNotFound)
+		return StoreRecord{}, fmt.Errorf("converge: store key %q: %w", key, bare(ErrStoreNotFound))
 	}
 	v, err := s.open(key, r.value)
 	if err != nil {
@@ -383,7 +383,7 @@ func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryE
 	if rec.Token != 0 {
 		l, held := s.leases[rec.Key]
 		if !held || l.Token != rec.Token || !s.now().Before(l.Expires) {
-			return 0, fmt.Errorf("converge: store key %q: fencing token %d is not the current lease: %w", rec.Key, rec.Token, ErrLeaseLost)
+			return 0, fmt.Errorf("converge: store key %q: fencing token %d is not the current lease: %w", rec.Key, rec.Token, bare(ErrLeaseLost))
 		}
 	}
 	cur, ok := s.records[rec.Key]
@@ -486,7 +486,7 @@ func (s *MemStore) Delete(ctx context.Context, key string, version uint64, histo
 	defer s.mu.Unlock()
 	cur, ok := s.records[key]
 	if !ok {
-		return fmt.Errorf("converge: store key %q: %w", key, ErrStoreNotFound)
+		return fmt.Errorf("converge: store key %q: %w", key, bare(ErrStoreNotFound))
 	}
 	if cur.version != version {
 		return &StoreVersionError{Key: key, Want: version, Have: cur.version}
@@ -563,7 +563,7 @@ func (s *MemStore) Target(ctx context.Context, name string) (json.RawMessage, er
 	t, ok := s.targets[name]
 	s.mu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("converge: target %q: %w", name, ErrStoreNotFound)
+		return nil, fmt.Errorf("converge: target %q: %w", name, bare(ErrStoreNotFound))
 	}
 	return s.open(name, t)
 }
@@ -627,7 +627,7 @@ func (s *MemStore) Release(ctx context.Context, lease Lease) error {
 	defer s.mu.Unlock()
 	cur, ok := s.leases[lease.Key]
 	if !ok || cur.Token != lease.Token || cur.Owner != lease.Owner {
-		return fmt.Errorf("converge: lease on %q by %q: %w", lease.Key, lease.Owner, ErrLeaseLost)
+		return fmt.Errorf("converge: lease on %q by %q: %w", lease.Key, lease.Owner, bare(ErrLeaseLost))
 	}
 	delete(s.leases, lease.Key)
 	return nil
@@ -643,7 +643,7 @@ func (s *MemStore) Schedule(ctx context.Context, key string, at time.Time) error
 	defer s.mu.Unlock()
 	r, ok := s.records[key]
 	if !ok {
-		return fmt.Errorf("converge: store key %q: %w", key, ErrStoreNotFound)
+		return fmt.Errorf("converge: store key %q: %w", key, bare(ErrStoreNotFound))
 	}
 	q := r.q
 	if l, held := s.leases[key]; held && s.now().Before(l.Expires) {
@@ -712,7 +712,7 @@ func (s *MemStore) Finish(ctx context.Context, lease Lease, next time.Time) erro
 	defer s.mu.Unlock()
 	cur, ok := s.leases[lease.Key]
 	if !ok || cur.Token != lease.Token || cur.Owner != lease.Owner || !now.Before(cur.Expires) {
-		return fmt.Errorf("converge: lease on %q by %q: %w", lease.Key, lease.Owner, ErrLeaseLost)
+		return fmt.Errorf("converge: lease on %q by %q: %w", lease.Key, lease.Owner, bare(ErrLeaseLost))
 	}
 	delete(s.leases, lease.Key)
 	r, ok := s.records[lease.Key]

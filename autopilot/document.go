@@ -16,7 +16,10 @@ import (
 // YAML reader with the key and its line), values of the wrong type and data
 // after the document are errors. Errors are a *converge.PlanDecodeError naming the
 // command index and the field (it matches converge.ErrPlanDecode), or a
-// *converge.PlanFieldError for a plan that decodes but cannot run.
+// *converge.PlanFieldError for a plan that decodes but cannot run: one
+// that converge.Plan.Validate rejects (a command without targets, an empty
+// static node list, ...), or a k0s command with a version or platforms
+// CommandHandler.ValidateCommand rejects.
 func Decode(data []byte) (*converge.PlanDocument, error) {
 	j := data
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
@@ -36,6 +39,11 @@ func Decode(data []byte) (*converge.PlanDocument, error) {
 	}
 	if err := doc.Spec.Validate(); err != nil {
 		return nil, err
+	}
+	for i, c := range doc.Spec.Commands {
+		if err := validateCommand(i, c); err != nil {
+			return nil, err
+		}
 	}
 	return &doc, nil
 }

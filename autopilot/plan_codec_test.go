@@ -235,19 +235,20 @@ func TestPlanValidate(t *testing.T) {
 		cmd   converge.Command
 		field string
 	}{
-		{name: "empty kind", cmd: converge.Command{}, field: "kind"},
-		{name: "negative timeout", cmd: converge.Command{Kind: "u", Timeout: -1}, field: "u.timeout"},
-		{name: "reserved spec key", cmd: converge.Command{Kind: "u", Spec: map[string]json.RawMessage{"targets": []byte("{}")}}, field: "u.targets"},
-		{name: "group without name", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "u.targets"},
-		{name: "group twice", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "a"), planGroup("w", 1, "b")}}, field: "u.w"},
-		{name: "two discoveries", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Discovery: converge.CommandDiscovery{Static: []string{"a"}, Func: fn}}}}, field: "u.w.discovery"},
-		{name: "negative concurrency", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Concurrent: -2, Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "u.w.limits.concurrent"},
-		{name: "inline group of another name", cmd: converge.Command{Kind: "u", InlineTargets: true, Targets: []converge.CommandTargets{planGroup("edge", 1, "a")}}, field: "u.edge"},
-		{name: "empty node", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "")}}, field: "u.w.discovery.static.nodes"},
+		{name: "empty kind", cmd: converge.Command{}, field: "spec.commands[1]"},
+		{name: "negative timeout", cmd: converge.Command{Kind: "u", Timeout: -1}, field: "spec.commands[1].u.timeout"},
+		{name: "negative target timeout", cmd: converge.Command{Kind: "u", TargetTimeout: -1}, field: "spec.commands[1].u.targetTimeout"},
+		{name: "reserved spec key", cmd: converge.Command{Kind: "u", Spec: map[string]json.RawMessage{"targets": []byte("{}")}}, field: "spec.commands[1].u.targets"},
+		{name: "group without name", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "spec.commands[1].u.targets"},
+		{name: "group twice", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "a"), planGroup("w", 1, "b")}}, field: "spec.commands[1].u.targets.w"},
+		{name: "two discoveries", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Discovery: converge.CommandDiscovery{Static: []string{"a"}, Func: fn}}}}, field: "spec.commands[1].u.targets.w.discovery"},
+		{name: "negative concurrency", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Concurrent: -2, Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "spec.commands[1].u.targets.w.limits.concurrent"},
+		{name: "inline group of another name", cmd: converge.Command{Kind: "u", InlineTargets: true, Targets: []converge.CommandTargets{planGroup("edge", 1, "a")}}, field: "spec.commands[1].u.edge"},
+		{name: "empty node", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "")}}, field: "spec.commands[1].u.targets.w.discovery.static.nodes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := converge.Plan{ID: "p", Commands: []converge.Command{planCmd("ok"), tc.cmd}}.Validate()
+			err := converge.Plan{ID: "p", Commands: []converge.Command{planCmd("ok", planGroup("w", 1, "a")), tc.cmd}}.Validate()
 			var se *converge.PlanFieldError
 			require.ErrorAs(t, err, &se)
 			require.ErrorIs(t, err, converge.ErrPlanInvalid)

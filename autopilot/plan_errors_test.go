@@ -185,7 +185,7 @@ func TestPlanHandlerErrors(t *testing.T) {
 			}
 			r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: handlers})
 			require.NoError(t, err)
-			doc := planOf(converge.Command{Kind: tc.kind})
+			doc := planOf(converge.Command{Kind: tc.kind, Targets: []converge.CommandTargets{planGroup("workers", 1, "w0")}})
 			var stepErr error
 			for i := 0; i < 10 && stepErr == nil; i++ {
 				var step converge.PlanStep

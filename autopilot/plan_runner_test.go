@@ -447,9 +447,9 @@ func TestPlanRunnerFatalErrors(t *testing.T) {
 	_, err = r.Run(ctx, "p1")
 	require.ErrorIs(t, err, converge.ErrPlanUnknownCommand)
 
-	require.ErrorIs(t, r.Create(ctx, planOf(planCmd("update"))), converge.ErrStoreStale, "same ID twice")
+	require.ErrorIs(t, r.Create(ctx, planOf(planCmd("update", planGroup("workers", 1, "worker0")))), converge.ErrStoreStale, "same ID twice")
 	require.ErrorIs(t, r.Create(ctx, &converge.PlanDocument{Spec: converge.Plan{ID: "x"}}), converge.ErrPlanInvalid)
-	bad := planOf(planCmd("update"))
+	bad := planOf(planCmd("update", planGroup("workers", 1, "worker0")))
 	bad.Spec.ID = "p2"
 	bad.Status = &converge.PlanStatus{Commands: []converge.CommandStatus{{Kind: "other"}}}
 	require.ErrorIs(t, r.Create(ctx, bad), converge.ErrPlanStatusMismatch)

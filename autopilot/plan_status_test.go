@@ -114,7 +114,7 @@ func TestPlanStatusRetry(t *testing.T) {
 	}}
 	later := at.Add(time.Hour + 300*time.Millisecond)
 	require.NoError(t, st.Retry(later))
-	now := at.Add(time.Hour)
+	now := later // to the nanosecond: a target timeout counts from it
 	assert.Equal(t, converge.PlanSchedulableWait, st.State)
 	assert.Empty(t, st.Reason)
 	assert.Equal(t, converge.PlanCompleted, st.Commands[0].State)

@@ -234,7 +234,8 @@ func (b *Bus) Sent() []Delivery {
 // k0supdate are two of them). Groups run in order; in a group, at most the
 // group's concurrency limit of targets are signalled and unfinished at once.
 //
-// Error states: IncompleteTargets (a discovered target does not exist),
+// Error states: IncompleteTargets (a discovered target does not exist, or
+// discovery found no target at all: a command that would do nothing),
 // Restricted (its kind is in Restrict), InconsistentTargets (its kind is not
 // the one its group expects, or it is listed twice), MissingPlatform (the
 // command's `platforms` has no entry for its platform) in NewPlan;
@@ -341,11 +342,13 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 	old := c.Status.Targets
 	c.Status.Targets = map[string][]converge.PlanTargetStatus{}
 	seen := map[string]string{}
+	found := 0
 	for _, grp := range c.Command.Targets {
 		nodes, err := h.discover(ctx, grp)
 		if err != nil {
 			return "", err
 		}
+		found += len(nodes)
 		c.Status.Targets[grp.Group] = []converge.PlanTargetStatus{}
 		for _, name := range nodes {
 			if name == "" {
@@ -380,6 +383,9 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 				fail.set(state, reason)
 			}
 		}
+	}
+	if found == 0 {
+		fail.set(converge.PlanIncompleteTargets, "discovery found no target in any group")
 	}
 	return fail.result(c, converge.PlanSchedulableWait)
 }

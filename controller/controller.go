@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/internal/errtext"
 	"github.com/convergekit/converge/internal/workqueue"
 )
 
@@ -181,7 +182,7 @@ type ObjectError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *ObjectError) Error() string {
-	return fmt.Sprintf("controller: %s %q: %v", e.Kind, e.Key, e.Err)
+	return fmt.Sprintf("controller: %s %q: %s", e.Kind, e.Key, errtext.Cause(e.Err, "controller: "))
 }
 
 // Unwrap returns the cause.
@@ -670,7 +671,7 @@ func (c *Controller) waitHandlers(finished <-chan struct{}, cancelHandlers func(
 	case <-t.C:
 		cancelHandlers()
 		<-finished
-		return fmt.Errorf("controller: controller %s: %w after %s", c.cfg.Kind, ErrShutdownTimeout, c.cfg.ShutdownTimeout)
+		return fmt.Errorf("controller: controller %s: %w after %s", c.cfg.Kind, errtext.Bare(ErrShutdownTimeout, "controller: "), c.cfg.ShutdownTimeout)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -707,4 +708,24 @@ func TestControllerRescanSeesOtherReplicas(t *testing.T) {
 		assert.False(t, ok, "removed by someone else: forgotten at the scan")
 		require.NoError(t, stopB())
 	})
+}
+
+// TestObjectErrorsReadOnce checks that an object's errors name the object
+// once, with one "controller: " prefix, whatever they wrap.
+func TestObjectErrorsReadOnce(t *testing.T) {
+	ctx := context.Background()
+	c, err := controller.New(controller.Config{Kind: "vm", Handler: controller.HandlerFunc(
+		func(context.Context, controller.Object) (controller.Result, error) { return controller.NoChange(), nil })})
+	require.NoError(t, err)
+	require.NoError(t, c.Add(ctx, "a", "new", nil))
+	for _, err := range []error{
+		c.Add(ctx, "a", "new", nil),
+		c.Request(ctx, "zz", "delete"),
+		c.Add(ctx, "", "new", nil),
+	} {
+		require.Error(t, err)
+		msg := err.Error()
+		assert.Equal(t, 1, strings.Count(msg, "controller: "), "doubled prefix: %s", msg)
+		assert.True(t, strings.HasPrefix(msg, "controller: vm "), msg)
+	}
 }

@@ -18,7 +18,10 @@ const IntentRetry = "retry"
 
 // PlanObject returns the lifecycle state and the data under which a
 // Controller keeps doc as an object: pass them to Controller.Add with the
-// plan's ID as key. doc is checked first (see converge.PlanDocument.Validate).
+// plan's ID as key. doc is checked first (see converge.PlanDocument.Validate);
+// the checks of the command handlers (autopilot's check of k0s versions, for
+// example) are converge.PlanRunner.Validate's: call it too for a plan built
+// in Go (autopilot.Decode makes them for documents).
 func PlanObject(doc *converge.PlanDocument) (State, json.RawMessage, error) {
 	if err := doc.Validate(); err != nil {
 		return "", nil, err
