@@ -5,12 +5,12 @@ go 1.25.0
 require (
 	github.com/convergekit/converge v0.0.0
 	github.com/convergekit/converge/docker v0.0.0
-	github.com/docker/docker v28.5.2+incompatible
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
 
 require (
+	github.com/docker/docker v28.5.2+incompatible // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
@@ -24,7 +24,7 @@ require (
 	github.com/aymanbagabas/go-udiff v0.4.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/compose-spec/compose-go/v2 v2.16.2 // indirect
-	github.com/containerd/errdefs v1.0.0 // indirect
+	github.com/containerd/errdefs v1.0.0
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/convergekit/converge/pgstore v0.0.0
 	github.com/distribution/reference v0.5.0 // indirect

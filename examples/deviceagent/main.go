@@ -11,25 +11,36 @@
 //
 // Usage:
 //
-//	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down] [-state file] [-resume]
+//	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down [-volumes]] [-state file] [-resume]
 //
 // Without -f it uses a built-in project of two services (db and web, web
 // waiting for db to be healthy). -dry prints the planned action per
 // container and writes nothing; -once applies once and exits; -down removes
-// everything the project owns. Otherwise it runs until interrupted, keeping
+// the project's containers and networks, and with -volumes its volumes (and
+// their data) too, as `docker compose down -v` does. Otherwise it runs until interrupted, keeping
 // its target (the project) in the embedded store file -state, on disk
 // before it is applied; -resume starts from that stored target instead of
 // loading a project, as an agent restarted after a power cut does. With
 // CONVERGE_SEAL_KEY set (a hex AES key) the stored target is sealed, so the
 // environment secrets in it are not on disk in clear.
+//
+// The spec hashes in the containers' labels are keyed (docker.Project's
+// HashKey) with a random key the agent creates once and keeps next to the
+// store, in -state plus ".label-key" (mode 0600): whoever can read the
+// labels cannot test a guessed secret against them, and every mode of the
+// agent (-dry, -once, a restart) computes the same hashes, so nothing is
+// recreated for want of the key.
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -78,7 +89,8 @@ func run() error {
 	demo := flag.Bool("demo-image", false, "build a tiny FROM scratch test image and use it for the built-in project")
 	dry := flag.Bool("dry", false, "print the planned action per container and write nothing")
 	once := flag.Bool("once", false, "apply once and exit")
-	down := flag.Bool("down", false, "remove everything the project owns")
+	down := flag.Bool("down", false, "remove the project's containers and networks")
+	volumes := flag.Bool("volumes", false, "with -down, remove the project's volumes and their data too")
 	state := flag.String("state", defaultState(), "file of the embedded store that keeps the target")
 	resume := flag.Bool("resume", false, "run the target kept in -state instead of loading a project")
 	flag.Parse()
@@ -92,6 +104,13 @@ func run() error {
 	}
 	defer cli.Close()
 
+	if *volumes && !*down {
+		return errors.New("-volumes goes with -down")
+	}
+	key, err := labelKey(*state + ".label-key")
+	if err != nil {
+		return err
+	}
 	var st *stores.Store
 	if !*dry && !*once && !*down {
 		var closeStore func()
@@ -116,7 +135,7 @@ func run() error {
 		}
 		fmt.Printf("resuming project %s from %s\n", p.Name, *state)
 	case *file != "":
-		p, err = docker.LoadComposeFile(ctx, *file, docker.LoadOptions{})
+		p, err = docker.LoadComposeFile(ctx, *file, docker.LoadOptions{HashKey: key})
 	default:
 		img := *image
 		if *demo {
@@ -127,11 +146,13 @@ func run() error {
 			}
 			fmt.Printf("built demo image %s (new: %v)\n", img, built)
 		}
-		p, err = docker.LoadCompose(ctx, []byte(strings.ReplaceAll(builtin, "IMAGE", img)), docker.LoadOptions{})
+		p, err = docker.LoadCompose(ctx, []byte(strings.ReplaceAll(builtin, "IMAGE", img)), docker.LoadOptions{HashKey: key})
 	}
 	if err != nil {
 		return err
 	}
+	p.HashKey = key // a resumed target keeps the key it was stored with; the file is the authority
+	p.RemoveVolumes = *volumes
 	g, err := p.Graph(cli)
 	if err != nil {
 		return err
@@ -214,4 +235,53 @@ func defaultState() string {
 		dir = os.TempDir()
 	}
 	return filepath.Join(dir, "converge", "deviceagent.db")
+}
+
+// labelKey returns the key of the label hashes kept in path, creating a
+// random one (mode 0600) the first time. Two agents starting at once agree:
+// the key is written to a temporary file and linked into place, and the
+// loser reads the winner's key.
+func labelKey(path string) ([]byte, error) {
+	if key, err := readKey(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".label-key-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(hex.EncodeToString(key) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("label key %s: %w", path, err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("label key %s: %w", path, err)
+	}
+	return readKey(path)
+}
+
+// readKey reads a hex key written by labelKey.
+func readKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) < 16 {
+		return nil, fmt.Errorf("label key %s: not a hex key of at least 16 bytes", path)
+	}
+	return key, nil
 }
