@@ -90,7 +90,7 @@ type OwnerError struct {
 
 // Error describes the problem, naming its culprit.
 func (e *OwnerError) Error() string {
-	s := fmt.Sprintf("hostcfg: %s %s: %s %q not found in %s", "owner", displayPath(e.Path), e.Kind, e.Name, e.DB)
+	s := fmt.Sprintf("hostcfg: owner of %s: %s %q not found in %s", displayPath(e.Path), e.Kind, e.Name, e.DB)
 	if e.Err != nil {
 		s += ": " + message(e.Err)
 	}
@@ -164,16 +164,13 @@ func displayPath(p string) string {
 // prefix.
 func message(err error) string {
 	for {
-		var pe *fs.PathError
-		var le *os.LinkError
-		var se *os.SyscallError
-		switch {
-		case errors.As(err, &pe) && pe == err:
-			err = pe.Err
-		case errors.As(err, &le) && le == err:
-			err = le.Err
-		case errors.As(err, &se) && se == err:
-			err = se.Err
+		switch e := err.(type) {
+		case *fs.PathError:
+			err = e.Err
+		case *os.LinkError:
+			err = e.Err
+		case *os.SyscallError:
+			err = e.Err
 		default:
 			return strings.TrimPrefix(err.Error(), "hostcfg: ")
 		}
