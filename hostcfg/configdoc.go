@@ -258,18 +258,20 @@ func (d *ConfigDoc) insert(section, text string, o *lineOrder) {
 	at := d.insertPoint(section)
 	if at < 0 {
 		// No block of this section: open one at the end of the file.
-		d.appendBlock(l)
+		d.appendBlock(l, nil)
 		return
 	}
 	d.insertAt(at, l)
 }
 
-// appendBlock opens a block for the line l at the end of the file.
-func (d *ConfigDoc) appendBlock(l docLine) {
+// appendBlock opens a block for the line l at the end of the file, after
+// a blank line unless the file ends with one or holds nothing else than
+// lines that o manages (which may come and go).
+func (d *ConfigDoc) appendBlock(l docLine, o *lineOrder) {
 	nl := d.newline()
 	d.terminateLast()
-	if n := len(d.lines); n > 0 && d.lines[n-1].kind != lineBlank {
-		d.lines = append(d.lines, parseLine(nl, d.lines[n-1].section))
+	if !d.endsBlank(len(d.lines), o) {
+		d.lines = append(d.lines, parseLine(nl, d.lines[len(d.lines)-1].section))
 	}
 	d.lines = append(d.lines, parseLine(sectionHeader(l.section)+nl, l.section), l)
 }
@@ -302,6 +304,16 @@ type lineOrder struct {
 	line func(docLine) (int, bool)
 	// section returns the smallest number of the items of a section.
 	section func(string) (int, bool)
+}
+
+// manages reports whether l is an entry that an item manages; a nil order
+// manages none.
+func (o *lineOrder) manages(l docLine) bool {
+	if o == nil || l.kind != lineEntry {
+		return false
+	}
+	_, ok := o.line(l)
+	return ok
 }
 
 // insertOrdered adds text as a new line of section, placed by o:
@@ -337,13 +349,7 @@ func (d *ConfigDoc) insertOrdered(section, text string, o *lineOrder) {
 	}
 	h := d.laterBlocks(rank, o)
 	if h < 0 {
-		// At the end, after a blank line unless the file ends with one or
-		// holds nothing else than lines of items (which may come and go).
-		d.terminateLast()
-		if !d.endsBlank(len(d.lines), o) {
-			d.lines = append(d.lines, parseLine(nl, d.lines[len(d.lines)-1].section))
-		}
-		d.lines = append(d.lines, parseLine(sectionHeader(section)+nl, section), l)
+		d.appendBlock(l, o)
 		return
 	}
 	if h == 0 && len(d.lines) > 0 && d.lines[0].kind != lineSection {
@@ -369,13 +375,11 @@ func (d *ConfigDoc) insertOrdered(section, text string, o *lineOrder) {
 }
 
 // endsBlank reports whether the lines before end, not counting the lines
-// of items, end with a blank line or are none.
+// that o manages, end with a blank line or are none.
 func (d *ConfigDoc) endsBlank(end int, o *lineOrder) bool {
 	i := end - 1
-	for ; i >= 0 && d.lines[i].kind == lineEntry; i-- {
-		if _, managed := o.line(d.lines[i]); !managed {
-			break
-		}
+	for i >= 0 && o.manages(d.lines[i]) {
+		i--
 	}
 	return i < 0 || d.lines[i].kind == lineBlank
 }
@@ -409,19 +413,16 @@ func (d *ConfigDoc) lastBlock(section string) (start, end int) {
 }
 
 // anchor returns where a new entry of the block [start, end) goes, not
-// counting the entries that items manage (with an order): after the last other entry,
-// else after the last comment, else at the block's start (after its
-// header).
+// counting the entries that o manages: after the last other entry, else
+// after the last comment, else at the block's start (after its header).
 func (d *ConfigDoc) anchor(start, end int, o *lineOrder) int {
 	lastEntry, lastSolid := -1, -1
 	for i := start; i < end; i++ {
 		l := d.lines[i]
 		switch l.kind {
 		case lineEntry:
-			if o != nil {
-				if _, managed := o.line(l); managed {
-					continue
-				}
+			if o.manages(l) {
+				continue
 			}
 			lastEntry, lastSolid = i, i
 		case lineSection, lineOther:
@@ -458,12 +459,7 @@ func (d *ConfigDoc) laterBlocks(rank int, o *lineOrder) int {
 			section, from = d.lines[b].section, b+1
 		}
 		for _, l := range d.lines[from:end] {
-			if l.kind == lineEntry {
-				if _, managed := o.line(l); managed {
-					continue
-				}
-			}
-			if l.kind != lineBlank {
+			if l.kind != lineBlank && !o.manages(l) {
 				return first
 			}
 		}

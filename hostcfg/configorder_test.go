@@ -15,6 +15,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// configAt writes content to /config.txt of a new root and returns the
+// ConfigFile and the host path.
+func configAt(t *testing.T, content string) (*ConfigFile, string) {
+	t.Helper()
+	r, dir, _ := newRoot(t)
+	p := filepath.Join(dir, "config.txt")
+	writeFile(t, p, content)
+	return NewConfigFile(r, "/config.txt"), p
+}
+
 // applyItem runs one ConfigKey's Apply towards Present (or Absent) directly,
 // so that a test chooses the order items apply in.
 func applyItem(t *testing.T, k *ConfigKey, present bool) {
@@ -88,10 +98,7 @@ func TestConfigKeyRefusesRepeatableKey(t *testing.T) {
 func TestConfigEditsLandInDeclarationOrder(t *testing.T) {
 	const start = "# top\narm_boost=1\n[pi4]\nx=1\n"
 	run := func(reverse bool) string {
-		r, dir, _ := newRoot(t)
-		p := filepath.Join(dir, "config.txt")
-		writeFile(t, p, start)
-		cf := NewConfigFile(r, "/config.txt")
+		cf, p := configAt(t, start)
 		items := []*ConfigKey{
 			cf.Key("", "gpu_mem", "128"),
 			cf.Entry("", "dtoverlay", "a"),
@@ -119,10 +126,7 @@ func TestConfigEditsLandInDeclarationOrder(t *testing.T) {
 // dtparam stays behind the dtoverlay it configures.
 func TestConfigRebuildKeepsDtparamAfterItsOverlay(t *testing.T) {
 	const content = "dtparam=audio=on\ndtoverlay=a\ndtparam=a_speed=1\ndtoverlay=b\ndtparam=b_speed=2\narm_boost=1\n[pi4]\ndtoverlay=c\ndtparam=c_x=1\n"
-	r, dir, _ := newRoot(t)
-	p := filepath.Join(dir, "config.txt")
-	writeFile(t, p, content)
-	cf := NewConfigFile(r, "/config.txt")
+	cf, p := configAt(t, content)
 	items, err := cf.Import(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(p))
@@ -155,10 +159,7 @@ func TestImportReapplyIsNoOp(t *testing.T) {
 		utf8BOM,
 		"[pi4]\n",
 	} {
-		r, dir, _ := newRoot(t)
-		p := filepath.Join(dir, "config.txt")
-		writeFile(t, p, content)
-		cf := NewConfigFile(r, "/config.txt")
+		cf, p := configAt(t, content)
 		items, err := cf.Import(context.Background())
 		require.NoError(t, err)
 		g := converge.NewGraph()
@@ -171,10 +172,7 @@ func TestImportReapplyIsNoOp(t *testing.T) {
 }
 
 func TestConfigKeyKeepsBOM(t *testing.T) {
-	r, dir, _ := newRoot(t)
-	p := filepath.Join(dir, "config.txt")
-	writeFile(t, p, utf8BOM+"arm_boost=1\r\ngpu_mem=16\r\n")
-	cf := NewConfigFile(r, "/config.txt")
+	cf, p := configAt(t, utf8BOM+"arm_boost=1\r\ngpu_mem=16\r\n")
 	mustApply(t, graph(cf.Key("", "arm_boost", "0").Node(), cf.Key("", "hdmi_group", "1").Node()))
 	assert.Equal(t, utf8BOM+"arm_boost=0\r\ngpu_mem=16\r\nhdmi_group=1\r\n", readFile(t, p))
 	v, ok := ParseConfig([]byte(readFile(t, p))).Get("", "arm_boost")
