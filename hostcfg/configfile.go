@@ -15,7 +15,10 @@ import (
 // key. Its items share the file: each edit re-reads it under a per-file
 // lock and changes only its own line, so items of one file never overwrite
 // each other, and the parsed document is shared between them (the file is
-// parsed again only when its bytes changed).
+// parsed again only when its bytes changed). The lines its items add land
+// in the order the ConfigFile handed the items out (Key, Entry, Import),
+// whatever order a walk applies them in; see the package doc for the
+// details and limits.
 //
 // A ConfigFile is safe for concurrent use. Make one with NewConfigFile.
 type ConfigFile struct {
