@@ -237,8 +237,8 @@ func TestConfigDocEntries(t *testing.T) {
 		{Section: "", Key: "a", Value: "1"},
 		{Section: "", Key: "dtoverlay", Value: "x", Repeated: true},
 		{Section: "", Key: "dtoverlay", Value: "y", Repeated: true},
-		{Section: "", Key: "b", Value: "1"},
-		{Section: "", Key: "b", Value: "2"},
+		{Section: "", Key: "b", Value: "1", Repeated: true},
+		{Section: "", Key: "b", Value: "2", Repeated: true},
 		{Section: "pi4", Key: "a", Value: "2"},
 		{Section: "pi4", Key: "dtoverlay", Value: "x", Repeated: true},
 	}, d.Entries())

@@ -15,7 +15,10 @@ import (
 // key. Its items share the file: each edit re-reads it under a per-file
 // lock and changes only its own line, so items of one file never overwrite
 // each other, and the parsed document is shared between them (the file is
-// parsed again only when its bytes changed).
+// parsed again only when its bytes changed). The lines its items add land
+// in the order the ConfigFile handed the items out (Key, Entry, Import),
+// whatever order a walk applies them in; see the package doc for the
+// details and limits.
 //
 // A ConfigFile is safe for concurrent use. Make one with NewConfigFile.
 type ConfigFile struct {
@@ -32,6 +35,16 @@ type ConfigFile struct {
 	mu  sync.Mutex
 	raw []byte
 	doc *ConfigDoc
+	// next numbers the items handed out; keys, entries and sections
+	// record the first number of the Key items of each (section, key), of
+	// the Entry items of each (section, key, value) and of the items of
+	// each section, for the order of new lines.
+	next     int
+	keys     map[[2]string]int
+	entries  map[[3]string]int
+	sections map[string]int
+	// pending holds the items whose Apply changed the file (Reboot set).
+	pending map[converge.ID]bool
 	// snap identifies the file version raw was read from, so that items
 	// can skip reading it again (see current).
 	snap fileSnap
@@ -70,6 +83,70 @@ func (s fileSnap) trusted(rel string, fi fs.FileInfo) bool {
 // as boot configuration (Reboot set).
 func NewConfigFile(root *Root, path string) *ConfigFile {
 	return &ConfigFile{root: root, path: path, Reboot: true}
+}
+
+// register numbers an item handed out by the file.
+func (c *ConfigFile) register(k *ConfigKey) *ConfigKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys, c.entries, c.sections = map[[2]string]int{}, map[[3]string]int{}, map[string]int{}
+	}
+	k.seq = c.next
+	c.next++
+	if _, ok := c.sections[k.Section]; !ok {
+		c.sections[k.Section] = k.seq
+	}
+	if k.Repeated {
+		e := [3]string{k.Section, k.Key, k.Value}
+		if _, ok := c.entries[e]; !ok {
+			c.entries[e] = k.seq
+		}
+	} else if _, ok := c.keys[[2]string{k.Section, k.Key}]; !ok {
+		c.keys[[2]string{k.Section, k.Key}] = k.seq
+	}
+	return k
+}
+
+// order returns the placement of the new lines of the item numbered seq
+// among the lines of the file's other items (see ConfigDoc.insertOrdered).
+func (c *ConfigFile) order(seq int) *lineOrder {
+	return &lineOrder{
+		seq: seq,
+		line: func(l docLine) (int, bool) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			n, ok := c.entries[[3]string{l.section, l.key, l.value}]
+			if m, kok := c.keys[[2]string{l.section, l.key}]; kok && (!ok || m < n) {
+				n, ok = m, true
+			}
+			return n, ok
+		},
+		section: func(s string) (int, bool) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			n, ok := c.sections[s]
+			return n, ok
+		},
+	}
+}
+
+// notePending records that the item id changed boot configuration.
+func (c *ConfigFile) notePending(id converge.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		c.pending = map[converge.ID]bool{}
+	}
+	c.pending[id] = true
+}
+
+// rebootPending reports whether the item id changed boot configuration in
+// this process.
+func (c *ConfigFile) rebootPending(id converge.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[id]
 }
 
 // Path returns the file's canonical path.
@@ -158,44 +235,34 @@ func (c *ConfigFile) Entries(ctx context.Context) ([]ConfigEntry, error) {
 
 // Import turns the settings the file has now into items whose goal is to
 // keep them, so that a first run keeps what the device had: one Key item
-// per single-valued key and section, with its winning (last) value, and one
-// Entry item per entry of a repeatable key (dtoverlay, dtparam, gpio). Add
-// them to a graph with AddConfigKeys, which keeps the order of repeated
-// entries.
+// per single-valued key and section, and one Entry item per entry of a
+// repeatable key (dtoverlay, dtparam, gpio) or of a key the section holds
+// more than once. Applying them to the file unchanged changes no byte, and
+// a file rebuilt from them (after it was lost) has their lines in the
+// file's order, whatever order the walk applies them in: a dtparam stays
+// behind the dtoverlay it configures. Identical entries of one section
+// are one item, so a rebuild keeps only the first of them.
 func (c *ConfigFile) Import(ctx context.Context) ([]*ConfigKey, error) {
 	entries, err := c.Entries(ctx)
 	if err != nil {
 		return nil, err
 	}
-	type sk struct{ s, k string }
-	last := map[sk]string{}
-	for _, e := range entries {
-		if !e.Repeated {
-			last[sk{e.Section, e.Key}] = e.Value
-		}
-	}
-	var out []*ConfigKey
-	seen := map[sk]bool{}
+	out := make([]*ConfigKey, 0, len(entries))
 	for _, e := range entries {
 		if e.Repeated {
 			out = append(out, c.Entry(e.Section, e.Key, e.Value))
-			continue
+		} else {
+			out = append(out, c.Key(e.Section, e.Key, e.Value))
 		}
-		k := sk{e.Section, e.Key}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		out = append(out, c.Key(e.Section, e.Key, last[k]))
 	}
 	return out, nil
 }
 
 // AddConfigKeys adds items (for example from Import) to g as Present,
 // each depending on deps. Every entry of a repeatable key also depends on
-// the entry of the same file, section and key before it in items, so that
-// a file rebuilt from them (after it was lost) keeps their order, which
-// matters for dtoverlay and dtparam.
+// the entry of the same file, section and key before it in items. The
+// order of the lines does not rest on these dependencies: items of one
+// ConfigFile add their lines in the order the file handed them out.
 func AddConfigKeys(g *converge.Graph, items []*ConfigKey, deps ...converge.ID) {
 	type fsk struct{ file, section, key string }
 	prev := map[fsk]converge.ID{}

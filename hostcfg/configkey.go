@@ -10,10 +10,14 @@ import (
 
 // Key returns an item for a single-valued key of section ("" or "all" for
 // unconditional lines): Present gives the key value (rewriting the value of
-// its last entry in the section, or adding a line), Absent removes every
-// entry of the key in the section.
+// its entry in the section, or adding a line), Absent removes its entry.
+//
+// A Key never touches more than its own line: a repeatable key (see
+// IsRepeatable) is refused with an *ItemError, and a key that the section
+// holds more than once fails with a *RepeatedKeyError naming the lines
+// when the item would change it. Manage such keys with Entry.
 func (c *ConfigFile) Key(section, key, value string) *ConfigKey {
-	return &ConfigKey{file: c, Section: normSection(section), Key: key, Value: value}
+	return c.register(&ConfigKey{file: c, Section: normSection(section), Key: key, Value: value})
 }
 
 // Entry returns an item for one entry key=value of a key that may repeat
@@ -21,7 +25,7 @@ func (c *ConfigFile) Key(section, key, value string) *ConfigKey {
 // it, Absent removes that exact entry, and other entries of the key are
 // left alone.
 func (c *ConfigFile) Entry(section, key, value string) *ConfigKey {
-	return &ConfigKey{file: c, Section: normSection(section), Key: key, Value: value, Repeated: true}
+	return c.register(&ConfigKey{file: c, Section: normSection(section), Key: key, Value: value, Repeated: true})
 }
 
 // ConfigKey is an Item for one key (or, when Repeated, one entry) of a
@@ -36,6 +40,10 @@ type ConfigKey struct {
 	// Repeated makes the item manage the one entry Key=Value instead of
 	// the value of Key.
 	Repeated bool
+
+	// seq is the order in which the file handed out the item: lines that
+	// items add land in this order.
+	seq int
 }
 
 // ConfigKeyState is the state of a ConfigKey.
@@ -50,8 +58,10 @@ type ConfigKeyState struct {
 	Value string
 	// Leftovers counts temporary files of ours next to the file.
 	Leftovers int
-	// RebootRequired is set on the state Apply or ApplyDry returns when
-	// they changed (or would change) boot configuration.
+	// RebootRequired is set on the state ApplyDry returns when it would
+	// change boot configuration, and, once Apply changed it, on every state
+	// of the key read through the same ConfigFile (so on the verified state
+	// in ItemResult.After too) until the process ends.
 	RebootRequired bool
 	// Diff is set on the state ApplyDry returns: the unified diff of the
 	// change it simulated.
@@ -93,14 +103,24 @@ func (k *ConfigKey) validate() error {
 	switch {
 	case k.file == nil || k.file.root == nil:
 		return &ItemError{Item: string(k.ID()), Reason: "no ConfigFile (use ConfigFile.Key or Entry)"}
-	case k.Key == "" || strings.ContainsAny(k.Key, "=\r\n#;[") || strings.TrimSpace(k.Key) != k.Key:
+	case k.Key == "" || strings.ContainsAny(k.Key, "=\n"):
 		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid key %q", k.Key)}
-	case strings.ContainsAny(k.Value, "\r\n") || strings.TrimSpace(k.Value) != k.Value:
+	case strings.ContainsRune(k.Value, '\n'):
 		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid value %q", k.Value)}
-	case strings.ContainsAny(k.Section, "[]\r\n"):
+	case strings.ContainsRune(k.Section, '\n') || !readsBack(parseLine("["+k.Section+"]\n", ""), lineSection, k.Section, "", ""):
 		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid section %q", k.Section)}
+	case !readsBack(parseLine(k.Key+"="+k.Value+"\n", k.Section), lineEntry, k.Section, k.Key, k.Value):
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("%s=%s would not read back as that entry", k.Key, k.Value)}
+	case !k.Repeated && IsRepeatable(k.Key):
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("%s may appear several times: use ConfigFile.Entry for each entry", k.Key)}
 	}
 	return nil
+}
+
+// readsBack reports whether a parsed line is of kind with section, key and
+// value: a line the item writes must parse as what it means.
+func readsBack(l docLine, kind lineKind, section, key, value string) bool {
+	return l.kind == kind && l.section == section && l.key == key && l.value == value
 }
 
 // observe reads the key from a document.
@@ -125,7 +145,8 @@ func (k *ConfigKey) StateCurrent(context.Context, converge.Deps) (ConfigKeyState
 		return ConfigKeyState{}, err
 	}
 	present, value := k.observe(doc)
-	return ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers}, nil
+	return ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers,
+		RebootRequired: k.file.rebootPending(k.ID())}, nil
 }
 
 // StateGoal is the key with Value.
@@ -170,25 +191,11 @@ func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write b
 		return ConfigKeyState{}, err
 	}
 	res, err := k.file.root.edit(ctx, k.file.path, write, 0o644, func(cur []byte) ([]byte, error) {
-		doc := k.file.parsed(cur)
-		if present, value := k.observe(doc); present == target.Present && (!present || value == target.Value) {
-			return cur, nil
+		next, err := k.edited(k.file.parsed(cur), target)
+		if err != nil || next == nil || (cur == nil && !target.Present) {
+			return cur, err
 		}
-		if cur == nil && !target.Present {
-			return nil, nil
-		}
-		doc = doc.Clone()
-		switch {
-		case target.Present && k.Repeated:
-			doc.Add(k.Section, k.Key, k.Value)
-		case target.Present:
-			doc.Set(k.Section, k.Key, target.Value)
-		case k.Repeated:
-			doc.DeleteEntry(k.Section, k.Key, k.Value)
-		default:
-			doc.Delete(k.Section, k.Key)
-		}
-		return doc.Bytes(), nil
+		return next.Bytes(), nil
 	})
 	if err != nil {
 		return ConfigKeyState{}, err
@@ -199,6 +206,9 @@ func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write b
 	}
 	if res.changed() && k.file.Reboot {
 		out.RebootRequired = true
+		if write {
+			k.file.notePending(k.ID())
+		}
 		// A dry run reports the reboot the change would need, too.
 		verb := "set in"
 		if !target.Present {
@@ -207,6 +217,37 @@ func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write b
 		converge.RequireAction(ctx, converge.ActionReboot, fmt.Sprintf("%s %s %s", k.describe(), verb, res.name))
 	}
 	return out, nil
+}
+
+// edited returns doc changed to reach target, or nil when doc is there
+// already. doc is not modified. A single-valued key held more than once in
+// the section is a *RepeatedKeyError: changing one entry would leave the
+// others, and removing all would touch lines that are not the item's.
+// New lines go after the lines of the items the file handed out before
+// this one and before those of the items after it, so independent edits
+// give the same bytes in any order.
+func (k *ConfigKey) edited(doc *ConfigDoc, target ConfigKeyState) (*ConfigDoc, error) {
+	if present, value := k.observe(doc); present == target.Present && (!present || value == target.Value) {
+		return nil, nil
+	}
+	if !k.Repeated {
+		if lines := doc.LineNumbers(k.Section, k.Key); len(lines) > 1 {
+			return nil, &RepeatedKeyError{Path: k.file.Path(), Section: k.Section, Key: k.Key, Lines: lines}
+		}
+	}
+	doc = doc.Clone()
+	o := k.file.order(k.seq)
+	switch {
+	case target.Present && k.Repeated:
+		doc.add(k.Section, k.Key, k.Value, o)
+	case target.Present:
+		doc.set(k.Section, k.Key, target.Value, o)
+	case k.Repeated:
+		doc.DeleteEntry(k.Section, k.Key, k.Value)
+	default:
+		doc.Delete(k.Section, k.Key)
+	}
+	return doc, nil
 }
 
 // describe names the key for messages: "[pi4] arm_boost=1".

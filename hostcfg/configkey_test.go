@@ -68,7 +68,7 @@ func TestConfigKeyAbsentAndEntries(t *testing.T) {
 	mustApply(t, g)
 	assert.NoFileExists(t, filepath.Join(dir, "boot/none.txt"))
 	// Invalid keys and values.
-	for _, k := range []*ConfigKey{cf.Key("", "", "1"), cf.Key("", "a=b", "1"), cf.Key("", "a", "1\n"), cf.Key("[x", "a", "1"), {Key: "a"}} {
+	for _, k := range []*ConfigKey{cf.Key("", "", "1"), cf.Key("", "a=b", "1"), cf.Key("", "a", "1\n"), cf.Key("x\ny", "a", "1"), cf.Key("", "dtoverlay", "x"), {Key: "a"}} {
 		_, err := converge.Apply(context.Background(), graph(k.Node()))
 		require.ErrorIs(t, err, ErrInvalidItem, k.ID())
 	}

@@ -12,8 +12,11 @@ import (
 )
 
 // Dir is an Item for a directory (with its missing parents), its mode and,
-// when Owner is set, its owner. Absent removes it when it is empty; a
-// directory that still holds files fails to be removed.
+// when Owner is set, its owner. Every directory created is made durable:
+// the directory holding it is synced. Absent removes it when it is empty;
+// a directory that still holds files fails to be removed, and a path that
+// is a symbolic link (to a directory) is refused with ErrWrongType, the
+// link left alone.
 //
 // The zero value has no Root and fails; set Root and Path at least.
 type Dir struct {
@@ -23,7 +26,8 @@ type Dir struct {
 	// Mode is the desired permission bits; 0 keeps an existing directory's
 	// mode and creates new ones with 0755.
 	Mode fs.FileMode
-	// Owner, when set, is the desired owner and group.
+	// Owner, when set, is the desired owner and group, by number or name
+	// (see Ownership). nil keeps the owner of an existing directory.
 	Owner *Ownership
 }
 
@@ -87,7 +91,12 @@ func (d *Dir) StateGoal(context.Context, converge.Deps) (DirState, error) {
 	}
 	s := DirState{Path: name, Exists: true, Mode: d.Mode, UID: -1, GID: -1}
 	if d.Owner != nil {
-		s.UID, s.GID = d.Owner.UID, d.Owner.GID
+		if d.Root == nil || d.Root.r == nil {
+			return DirState{}, &ItemError{Item: string(d.ID()), Reason: "nil Root"}
+		}
+		if s.UID, s.GID, err = d.Root.ownerIDs(name, d.Owner); err != nil {
+			return DirState{}, err
+		}
 	}
 	return s, nil
 }
@@ -143,12 +152,17 @@ func (d *Dir) converge(ctx context.Context, target DirState, write bool) (DirSta
 	if !target.Exists {
 		out := DirState{Path: name, UID: -1, GID: -1}
 		if cur.Exists {
+			// The path itself must be the directory: a symbolic link to
+			// one is refused, not removed in its place.
+			_, lrel, err := resolveItem(d.Root, d.Path, false)
+			if err != nil {
+				return DirState{}, err
+			}
+			if fi, err := d.Root.r.Lstat(lrel); err == nil && !fi.IsDir() {
+				return DirState{}, wrongType("remove", name, fi.Mode())
+			}
 			out.Diff = fmt.Sprintf("rmdir %s\n", name)
 			if write {
-				_, lrel, err := resolveItem(d.Root, d.Path, false)
-				if err != nil {
-					return DirState{}, err
-				}
 				if err := d.Root.remove(name, lrel); err != nil {
 					return DirState{}, err
 				}
@@ -173,16 +187,45 @@ func (d *Dir) converge(ctx context.Context, target DirState, write bool) (DirSta
 		d.Root.afterResolve(rel)
 	}
 	if !cur.Exists {
-		if err := d.Root.r.MkdirAll(rel, m.mode&fs.ModePerm); err != nil {
-			return DirState{}, d.Root.fail("mkdir", name, err)
-		}
-		cur.Mode, cur.UID, cur.GID = 0, geteuid(), os.Getegid()
-		if err := d.Root.syncDir(name, path.Dir(rel)); err != nil {
+		if err := d.Root.mkdirAll(name, rel, m.mode&fs.ModePerm); err != nil {
 			return DirState{}, err
 		}
+		cur.Mode, cur.UID, cur.GID = 0, geteuid(), os.Getegid()
 	}
 	if err := d.Root.setMeta(name, rel, cur.Mode, cur.UID, cur.GID, m); err != nil {
 		return DirState{}, err
 	}
 	return out, nil
+}
+
+// mkdirAll creates the directory rel (resolved from name) and its missing
+// parents with mode perm, as os.Root.MkdirAll does, and syncs the
+// directory holding each one created.
+func (r *Root) mkdirAll(name, rel string, perm fs.FileMode) error {
+	comps := splitRel(rel)
+	var created []string
+	for i := range comps {
+		p := path.Join(comps[:i+1]...)
+		fi, err := r.r.Lstat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				// A link swapped in is reported as the escape it may be.
+				return r.fail("mkdir", name, fmt.Errorf("%w (a %s)", ErrWrongType, kindOf(fi.Mode())))
+			}
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return r.fail("mkdir", name, err)
+		}
+		if err := r.r.Mkdir(p, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+			return r.fail("mkdir", name, err)
+		}
+		created = append(created, p)
+	}
+	for _, p := range created {
+		if err := r.syncDir(name, path.Dir(p)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -87,3 +87,61 @@ func ExampleRoot() {
 	// Output:
 	// true true
 }
+
+// ExampleConfigFile_Import keeps what a config.txt has: the imported items
+// change nothing, and when the file is lost they write it again in its
+// order (each dtparam after the dtoverlay it configures), although the
+// walk applies them concurrently.
+func ExampleConfigFile_Import() {
+	dir, _ := os.MkdirTemp("", "hostcfg-example-*")
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "config.txt")
+	_ = os.WriteFile(p, []byte("dtoverlay=i2c-rtc,ds3231\ndtparam=wakeup-source\ndtoverlay=gpio-fan\ndtparam=temp=60000\narm_boost=1\n[pi4]\narm_boost=0\n"), 0o644)
+	root, _ := hostcfg.OpenRoot(dir)
+	defer root.Close()
+	boot := hostcfg.NewConfigFile(root, "/config.txt")
+	items, err := boot.Import(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g := converge.NewGraph()
+	hostcfg.AddConfigKeys(g, items)
+	rep, _ := converge.Apply(context.Background(), g)
+	fmt.Println("unchanged:", rep.Count(converge.OutcomeUnchanged) == len(items))
+
+	_ = os.Remove(p)
+	_, _ = converge.Apply(context.Background(), g)
+	b, _ := os.ReadFile(p)
+	fmt.Print(string(b))
+	// Output:
+	// unchanged: true
+	// dtoverlay=i2c-rtc,ds3231
+	// dtparam=wakeup-source
+	// dtoverlay=gpio-fan
+	// dtparam=temp=60000
+	// arm_boost=1
+	// [pi4]
+	// arm_boost=0
+}
+
+// ExampleOwnership names an owner: names resolve in the root's own
+// /etc/passwd, and one that is not there is an error naming it and the
+// file looked in.
+func ExampleOwnership() {
+	dir, _ := os.MkdirTemp("", "hostcfg-example-*")
+	defer os.RemoveAll(dir)
+	_ = os.MkdirAll(filepath.Join(dir, "etc"), 0o755)
+	_ = os.WriteFile(filepath.Join(dir, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
+	root, _ := hostcfg.OpenRoot(dir)
+	defer root.Close()
+
+	f := &hostcfg.File{Root: root, Path: "/etc/app.conf", Content: []byte("x\n"), Owner: &hostcfg.Ownership{User: "app", Group: "app"}}
+	g := converge.NewGraph()
+	g.Add(f.Node(), converge.Present)
+	_, err := converge.Apply(context.Background(), g)
+	var oe *hostcfg.OwnerError
+	fmt.Println(errors.Is(err, hostcfg.ErrUnknownOwner), errors.As(err, &oe) && oe.Kind == "user" && oe.Name == "app")
+	// Output:
+	// true true
+}

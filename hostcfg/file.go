@@ -27,8 +27,9 @@ type File struct {
 	// Mode is the desired permission bits; 0 keeps the mode of an existing
 	// file and creates new files with 0644.
 	Mode fs.FileMode
-	// Owner, when set, is the desired owner and group; changing them needs
-	// root. nil keeps the owner of an existing file.
+	// Owner, when set, is the desired owner and group, by number or name
+	// (see Ownership); changing them needs root. nil keeps the owner of an
+	// existing file.
 	Owner *Ownership
 	// Sensitive keeps the content out of dry-run diffs: the diff says only
 	// that the content changes and its sizes. Use it for keys, tokens and
@@ -102,7 +103,12 @@ func (f *File) StateGoal(context.Context, converge.Deps) (FileState, error) {
 		s.Content = []byte{}
 	}
 	if f.Owner != nil {
-		s.UID, s.GID = f.Owner.UID, f.Owner.GID
+		if f.Root == nil || f.Root.r == nil {
+			return FileState{}, &ItemError{Item: string(f.ID()), Reason: "nil Root"}
+		}
+		if s.UID, s.GID, err = f.Root.ownerIDs(name, f.Owner); err != nil {
+			return FileState{}, err
+		}
 	}
 	return s, nil
 }
@@ -166,6 +172,9 @@ func (f *File) diff(name string, old, new []byte, oldExists, newExists bool) str
 }
 
 func (f *File) converge(ctx context.Context, target FileState, write bool) (FileState, error) {
+	if err := ctx.Err(); err != nil {
+		return FileState{}, err
+	}
 	name, rel, err := resolveItem(f.Root, f.Path, true)
 	if err != nil {
 		return FileState{}, err

@@ -77,8 +77,10 @@ func validHostname(name string) bool {
 	return true
 }
 
-// firstLine returns the first line of content without blanks.
+// firstLine returns the first line of content without blanks (and without
+// a byte-order mark).
 func firstLine(content []byte) string {
+	_, content = cutBOM(content)
 	s := string(content)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
@@ -138,7 +140,8 @@ func (h *Hostname) converge(ctx context.Context, target HostnameState, write boo
 		if cur != nil && firstLine(cur) == target.Name {
 			return cur, nil
 		}
-		return []byte(target.Name + "\n"), nil
+		bom, _ := cutBOM(cur)
+		return []byte(bom + target.Name + "\n"), nil
 	})
 	if err != nil {
 		return HostnameState{}, err

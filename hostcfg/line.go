@@ -1,6 +1,7 @@
 package hostcfg
 
 import (
+	"bytes"
 	"context"
 	"io/fs"
 	"regexp"
@@ -69,8 +70,18 @@ func (l *Line) validate() error {
 	return nil
 }
 
+// cutBOM splits a UTF-8 byte-order mark off the start of content, so that
+// it neither hides the first line nor is lost by a rewrite.
+func cutBOM(content []byte) (bom string, rest []byte) {
+	if rest, ok := bytes.CutPrefix(content, []byte(utf8BOM)); ok {
+		return utf8BOM, rest
+	}
+	return "", content
+}
+
 // hasLine reports whether content holds line as a whole line.
 func hasLine(content []byte, line string) bool {
+	_, content = cutBOM(content)
 	for _, got := range splitLines(string(content)) {
 		if strings.TrimRight(got, "\r\n") == line {
 			return true
@@ -172,6 +183,7 @@ func withLine(content []byte, line string, replace *regexp.Regexp) []byte {
 	if hasLine(content, line) {
 		return content
 	}
+	bom, content := cutBOM(content)
 	lines := splitLines(string(content))
 	nl := "\n"
 	if len(lines) > 0 && strings.HasSuffix(lines[0], "\r\n") {
@@ -182,14 +194,14 @@ func withLine(content []byte, line string, replace *regexp.Regexp) []byte {
 			body := strings.TrimRight(lines[i], "\r\n")
 			if replace.MatchString(body) {
 				lines[i] = line + lines[i][len(body):]
-				return []byte(strings.Join(lines, ""))
+				return []byte(bom + strings.Join(lines, ""))
 			}
 		}
 	}
 	if n := len(lines); n > 0 && !strings.HasSuffix(lines[n-1], "\n") {
 		lines[n-1] += nl
 	}
-	return []byte(strings.Join(lines, "") + line + nl)
+	return []byte(bom + strings.Join(lines, "") + line + nl)
 }
 
 // withoutLine returns content without any copy of line. nil stays nil.
@@ -197,7 +209,9 @@ func withoutLine(content []byte, line string) []byte {
 	if content == nil || !hasLine(content, line) {
 		return content
 	}
+	bom, content := cutBOM(content)
 	var b strings.Builder
+	b.WriteString(bom)
 	for _, got := range splitLines(string(content)) {
 		if strings.TrimRight(got, "\r\n") != line {
 			b.WriteString(got)

@@ -3,26 +3,28 @@ package hostcfg
 import (
 	"io/fs"
 	"os"
-	"syscall"
 )
 
 // permBits are the mode bits hostcfg manages.
 const permBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
-// owner returns the numeric owner of fi, or -1s when unknown.
-func owner(fi fs.FileInfo) (int, int) {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid), int(st.Gid)
-	}
-	return -1, -1
-}
-
 // geteuid is os.Geteuid, replaceable in tests.
 var geteuid = os.Geteuid
 
-// Ownership is a numeric owner and group of a file.
+// Ownership is the owner and group of a file, by number or by name.
+//
+// User, when set, names the owner instead of UID, and Group the group
+// instead of GID. A name resolves in the root's /etc/passwd or /etc/group
+// (<root>/etc/passwd, read through the root: a device image mounted
+// elsewhere resolves its own names, not the host's; name services such as
+// LDAP are not asked); a name that is not there but is a number is that
+// number, and any other is an *OwnerError (ErrUnknownOwner). The zero
+// value is root:root (UID and GID 0). Owners are not supported on Windows
+// (ErrOwnerUnsupported).
 type Ownership struct {
 	UID, GID int
+	// User and Group, when set, name the owner and the group.
+	User, Group string
 }
 
 // meta is the mode and owner a write gives a file.
@@ -43,6 +45,9 @@ func (m meta) spec() writeSpec {
 // the target asks (0 mode and -1 ids mean "keep"); it refuses an owner
 // change without root.
 func planMeta(name string, exists bool, curMode fs.FileMode, curUID, curGID int, mode fs.FileMode, uid, gid int, defMode fs.FileMode) (meta, error) {
+	if !ownersSupported && (uid >= 0 || gid >= 0) {
+		return meta{}, &PathError{Op: "chown", Path: name, Err: ErrOwnerUnsupported}
+	}
 	m := meta{mode: mode, uid: uid, gid: gid}
 	euid, egid := geteuid(), os.Getegid()
 	baseUID, baseGID := euid, egid // what a new file gets

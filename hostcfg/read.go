@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"syscall"
+	"strings"
 )
 
 // fileInfo is what hostcfg reads of a regular file.
@@ -36,8 +36,10 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 	}
 	r.reads.Add(1)
 	// Fast path: no link on the way, one kernel call that cannot leave the
-	// root.
-	if f, missing, ok := r.openBeneath(name[1:]); ok {
+	// root. Paths with ".." take the slow path, whose rel is resolved.
+	if strings.Contains(name, "/..") {
+		// resolveInfo below
+	} else if f, missing, ok := r.openBeneath(name[1:]); ok {
 		if missing {
 			return name, name[1:], fileInfo{}, nil
 		}
@@ -54,7 +56,7 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 	if !seen.Mode().IsRegular() {
 		return "", "", fileInfo{}, wrongType("read", name, seen.Mode())
 	}
-	f, err := os.OpenFile(r.host(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(r.host(rel), os.O_RDONLY|openNoFollow|openNonBlock, 0)
 	if err == nil {
 		if st, serr := f.Stat(); serr != nil || !os.SameFile(st, seen) {
 			f.Close()
@@ -62,7 +64,7 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 		}
 	}
 	if err != nil {
-		if f, err = r.r.Open(rel); err != nil {
+		if f, err = r.r.OpenFile(rel, os.O_RDONLY|openNonBlock, 0); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return name, rel, fileInfo{}, nil
 			}
@@ -74,7 +76,8 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 }
 
 // readOpen reads the open file f, which must be a regular file, and
-// closes it.
+// closes it. f is opened without blocking (openNonBlock), so that a named
+// pipe at the path is refused here instead of waiting for a writer.
 func readOpen(name string, f *os.File) (fileInfo, error) {
 	defer f.Close()
 	st, err := f.Stat()

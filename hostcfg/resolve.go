@@ -3,6 +3,7 @@ package hostcfg
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -13,29 +14,35 @@ import (
 const maxLinks = 40
 
 // cleanPath turns an item path into its canonical form "/a/b" (for IDs and
-// messages), resolving "." and ".." lexically. Climbing above the root is
-// an escape.
+// messages): "." components and repeated slashes go, ".." stays, for it is
+// resolved from where the components before it lead (through links, the
+// way os.Root and the kernel do), not lexically. A path that climbs above
+// the root even lexically is an escape, and one that names the root is
+// invalid.
 func cleanPath(p string) (string, error) {
 	if p == "" || strings.IndexByte(p, 0) >= 0 {
 		return "", &PathError{Op: "resolve", Path: p, Err: ErrInvalidPath}
 	}
-	var stack []string
+	var out []string
+	depth := 0
 	for _, c := range strings.Split(p, "/") {
 		switch c {
 		case "", ".":
+			continue
 		case "..":
-			if len(stack) == 0 {
+			if depth == 0 {
 				return "", &EscapeError{Path: p}
 			}
-			stack = stack[:len(stack)-1]
+			depth--
 		default:
-			stack = append(stack, c)
+			depth++
 		}
+		out = append(out, c)
 	}
-	if len(stack) == 0 {
+	if depth == 0 {
 		return "", &PathError{Op: "resolve", Path: p, Err: ErrInvalidPath}
 	}
-	return "/" + strings.Join(stack, "/"), nil
+	return "/" + strings.Join(out, "/"), nil
 }
 
 // canonical returns the canonical form of p for IDs, or p itself when it is
@@ -83,6 +90,7 @@ func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, e
 	var last fs.FileInfo
 	links := 0
 	missing := false // a component does not exist: the rest cannot be links
+	notDir := ""     // the last component pushed is known not to be a directory
 	for len(comps) > 0 {
 		c := comps[0]
 		comps = comps[1:]
@@ -93,11 +101,20 @@ func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, e
 			if len(stack) == 0 {
 				return "", nil, &EscapeError{Path: name}
 			}
+			// ".." leads up from where the components before it resolved
+			// to; after a missing component or a file it leads nowhere.
+			if missing {
+				return "", nil, &PathError{Op: "resolve", Path: name, Err: fs.ErrNotExist}
+			}
+			if notDir != "" {
+				return "", nil, &PathError{Op: "resolve", Path: name, Err: fmt.Errorf("/%s is not a directory", notDir)}
+			}
 			stack = stack[:len(stack)-1]
 			last = nil
 			continue
 		}
 		last = nil
+		notDir = ""
 		if missing || (!followLast && !hasMore(comps)) {
 			stack = append(stack, c)
 			continue
@@ -115,6 +132,9 @@ func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, e
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			stack = append(stack, c)
 			last = fi
+			if !fi.IsDir() {
+				notDir = strings.Join(stack, "/")
+			}
 			continue
 		}
 		links++

@@ -38,6 +38,8 @@ type Root struct {
 	// afterResolve, when set (tests only), runs after a path was resolved
 	// and before it is written.
 	afterResolve func(rel string)
+	// syncHook, when set (tests only), runs for every directory synced.
+	syncHook func(dir string)
 }
 
 // OpenRoot opens dir as a Root. dir must exist and be a directory.

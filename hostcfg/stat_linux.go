@@ -30,7 +30,7 @@ func (r *Root) openBeneath(rel string) (f *os.File, missing, ok bool) {
 		return nil, false, false
 	}
 	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC,
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
 	for {

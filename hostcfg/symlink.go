@@ -23,6 +23,10 @@ type Symlink struct {
 	// Target is the link's content, relative to the link's directory or
 	// absolute (an absolute target must lie inside the root's directory).
 	Target string
+	// Owner, when set, is the desired owner and group of the link itself
+	// (not of its target), by number or name (see Ownership); changing
+	// them needs root. nil keeps the owner of an existing link.
+	Owner *Ownership
 }
 
 // SymlinkState is the state of a Symlink.
@@ -31,6 +35,12 @@ type SymlinkState struct {
 	Exists bool
 	// Target is the link's content.
 	Target string
+	// UID and GID are the owner of the link; -1 in a goal means "any".
+	UID, GID int
+	// Leftovers counts temporary links of ours next to the link, left by a
+	// crashed run. A current state with leftovers requires Apply, which
+	// removes them.
+	Leftovers int
 	// Diff is set on the state ApplyDry returns: the change it simulated.
 	Diff string
 }
@@ -52,7 +62,7 @@ func (l *Symlink) read(name, rel string) (SymlinkState, error) {
 	fi, err := l.Root.r.Lstat(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return SymlinkState{Path: name}, nil
+			return SymlinkState{Path: name, UID: -1, GID: -1}, nil
 		}
 		return SymlinkState{}, l.Root.fail("stat", name, err)
 	}
@@ -63,7 +73,8 @@ func (l *Symlink) read(name, rel string) (SymlinkState, error) {
 	if err != nil {
 		return SymlinkState{}, l.Root.fail("readlink", name, err)
 	}
-	return SymlinkState{Path: name, Exists: true, Target: t}, nil
+	uid, gid := owner(fi)
+	return SymlinkState{Path: name, Exists: true, Target: t, UID: uid, GID: gid}, nil
 }
 
 // StateCurrent reads the link.
@@ -72,7 +83,12 @@ func (l *Symlink) StateCurrent(ctx context.Context, _ converge.Deps) (SymlinkSta
 	if err != nil {
 		return SymlinkState{}, err
 	}
-	return l.read(name, rel)
+	st, err := l.read(name, rel)
+	if err != nil {
+		return SymlinkState{}, err
+	}
+	st.Leftovers = len(l.Root.leftovers(rel))
+	return st, nil
 }
 
 // StateGoal is the link pointing to Target. A target leading outside the
@@ -92,7 +108,13 @@ func (l *Symlink) StateGoal(context.Context, converge.Deps) (SymlinkState, error
 	} else if escapes(splitDir(rel), l.Target) {
 		return SymlinkState{}, &EscapeError{Path: name, Link: rel, Target: l.Target}
 	}
-	return SymlinkState{Path: name, Exists: true, Target: l.Target}, nil
+	st := SymlinkState{Path: name, Exists: true, Target: l.Target, UID: -1, GID: -1}
+	if l.Owner != nil {
+		if st.UID, st.GID, err = l.Root.ownerIDs(name, l.Owner); err != nil {
+			return SymlinkState{}, err
+		}
+	}
+	return st, nil
 }
 
 // StateClean is the link absent.
@@ -101,12 +123,15 @@ func (l *Symlink) StateClean(context.Context, converge.Deps) (SymlinkState, erro
 	if err != nil {
 		return SymlinkState{}, err
 	}
-	return SymlinkState{Path: name}, nil
+	return SymlinkState{Path: name, UID: -1, GID: -1}, nil
 }
 
-// Check compares existence and target.
+// Check compares existence, target and, when the target state names them,
+// owner and group; leftover temporary links also require Apply.
 func (l *Symlink) Check(_ context.Context, current, target SymlinkState) (converge.Decision, error) {
-	if current.Exists != target.Exists || (target.Exists && current.Target != target.Target) {
+	if current.Exists != target.Exists || current.Leftovers > 0 ||
+		(target.Exists && (current.Target != target.Target ||
+			target.UID >= 0 && current.UID != target.UID || target.GID >= 0 && current.GID != target.GID)) {
 		return converge.Required(1), nil
 	}
 	return converge.NotRequired(), nil
@@ -136,8 +161,13 @@ func (l *Symlink) converge(ctx context.Context, target SymlinkState, write bool)
 	if err != nil {
 		return SymlinkState{}, err
 	}
+	if write {
+		if err := l.Root.sweep(name, rel); err != nil {
+			return SymlinkState{}, err
+		}
+	}
 	if !target.Exists {
-		out := SymlinkState{Path: name}
+		out := SymlinkState{Path: name, UID: -1, GID: -1}
 		if cur.Exists {
 			out.Diff = fmt.Sprintf("rm %s (-> %s)\n", name, cur.Target)
 			if write {
@@ -148,28 +178,69 @@ func (l *Symlink) converge(ctx context.Context, target SymlinkState, write bool)
 		}
 		return out, nil
 	}
-	out := SymlinkState{Path: name, Exists: true, Target: target.Target}
-	if cur.Exists {
+	m, err := planMeta(name, cur.Exists, 0, cur.UID, cur.GID, 0, target.UID, target.GID, 0)
+	if err != nil {
+		return SymlinkState{}, err
+	}
+	out := SymlinkState{Path: name, Exists: true, Target: target.Target, UID: m.uid, GID: m.gid}
+	relink := !cur.Exists || cur.Target != target.Target
+	switch {
+	case !relink:
+		out.Diff = metaDiff(name, 0, 0, cur.UID, cur.GID, m.uid, m.gid)
+	case cur.Exists:
 		out.Diff = fmt.Sprintf("ln -sf %s %s (was -> %s)\n", target.Target, name, cur.Target)
-	} else {
+	default:
 		out.Diff = fmt.Sprintf("ln -s %s %s\n", target.Target, name)
 	}
-	if !write {
+	if !write || out.Diff == "" {
 		return out, nil
 	}
 	if l.Root.afterResolve != nil {
 		l.Root.afterResolve(rel)
 	}
-	dir, tmp := tempName(rel)
-	if err := l.Root.r.Symlink(target.Target, tmp); err != nil {
-		return SymlinkState{}, l.Root.fail("symlink", name, err)
+	if relink {
+		err = l.Root.symlinkAtomic(ctx, name, rel, target.Target, m.spec())
+	} else if err = ctx.Err(); err == nil {
+		if err = l.Root.r.Lchown(rel, m.uid, m.gid); err != nil {
+			err = l.Root.fail("lchown", name, err)
+		}
 	}
-	if err := l.Root.r.Rename(tmp, rel); err != nil {
-		_ = l.Root.r.Remove(tmp)
-		return SymlinkState{}, l.Root.fail("rename", name, err)
-	}
-	if err := l.Root.syncDir(name, dir); err != nil {
+	if err != nil {
 		return SymlinkState{}, err
 	}
 	return out, nil
+}
+
+// symlinkAtomic makes rel (resolved from name) a symbolic link to target,
+// owned as spec says: a temporary link next to it is given its owner,
+// renamed over it, and the directory is synced. The temporary link never
+// outlives a failure.
+func (r *Root) symlinkAtomic(ctx context.Context, name, rel, target string, spec writeSpec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir, tmp := tempName(rel)
+	r.noteTemp(dir, path.Base(tmp))
+	defer r.forgetTemp(dir, path.Base(tmp))
+	if err := r.r.Symlink(target, tmp); err != nil {
+		return r.fail("symlink", name, err)
+	}
+	err := func() error {
+		if spec.uid >= 0 || spec.gid >= 0 {
+			if err := r.r.Lchown(tmp, spec.uid, spec.gid); err != nil {
+				return &PathError{Op: "lchown", Path: name, Err: err}
+			}
+		}
+		if err := r.r.Rename(tmp, rel); err != nil {
+			return r.fail("rename", name, err)
+		}
+		return nil
+	}()
+	if err != nil {
+		if rerr := r.r.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, &PathError{Op: "remove temporary link", Path: name, Err: rerr})
+		}
+		return err
+	}
+	return r.syncDir(name, dir)
 }

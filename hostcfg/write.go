@@ -44,11 +44,13 @@ func (r *Root) writeAtomic(ctx context.Context, name, rel string, data []byte, s
 		r.afterResolve(rel)
 	}
 	dir, tmp := tempName(rel)
+	// Noted before it exists, so that no listing takes it for a leftover.
+	r.noteTemp(dir, path.Base(tmp))
 	f, err := r.r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, spec.mode&fs.ModePerm)
 	if err != nil {
+		r.forgetTemp(dir, path.Base(tmp))
 		return r.fail("write", name, err)
 	}
-	r.noteTemp(dir, path.Base(tmp))
 	ok := false
 	defer func() {
 		if !ok {
@@ -97,6 +99,9 @@ func (r *Root) writeAtomic(ctx context.Context, name, rel string, data []byte, s
 
 // syncDir fsyncs a directory so that a rename or removal in it is durable.
 func (r *Root) syncDir(name, dir string) error {
+	if r.syncHook != nil {
+		r.syncHook(dirName(dir))
+	}
 	d, err := r.r.Open(dirName(dir))
 	if err != nil {
 		return r.fail("sync dir", name, err)
