@@ -2,8 +2,9 @@
 // services needed: in a temporary directory standing for a device's root
 // file system, it builds a graph of hostcfg items (a directory, files in
 // it, a symlink, keys of a Raspberry Pi config.txt, a line of /etc/hosts),
-// then prints a dry run with diffs, an apply with progress, a second apply
-// that changes nothing, and a clean.
+// then prints a dry run with diffs, an apply with progress and the graph
+// it walked (as Mermaid text), a second apply that changes nothing, and a
+// clean.
 //
 //	go run ./examples/quickstart
 package main
@@ -88,6 +89,10 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprint(out, rep.Summary())
+	fmt.Fprintln(out, "\nthe graph, colored by this apply (Mermaid: paste it into Markdown to see it):")
+	if err := g.WriteMermaid(out, rep); err != nil {
+		return err
+	}
 
 	section(out, "3. apply again: already converged")
 	rep, err = quiet.Apply(ctx, g)

@@ -43,6 +43,8 @@ func TestRun(t *testing.T) {
 
 	assert.Contains(t, apply, "[8] changed")
 	assert.Contains(t, apply, "apply: 8 items: 8 changed")
+	assert.Contains(t, apply, "flowchart LR\n\tn0[\"dir:/etc/app<br/>changed\"]\n", "the graph is drawn, colored by the apply")
+	assert.Contains(t, apply, "\tn0 --> n1\n")
 	assert.Contains(t, apply, "reboot       configkey:/boot/firmware/config.txt:gpu_mem: gpu_mem=128 set in /boot/firmware/config.txt")
 
 	assert.Contains(t, again, "apply: 8 items: 8 unchanged")
