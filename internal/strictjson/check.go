@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 var (
@@ -40,8 +41,204 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// frame is one open object or array while walking a document.
+// Check reads the JSON value raw once and reports the first key repeated
+// within one object (a *Error matching ErrDuplicateKey whose Path is the
+// repeated key's path) or data after the value (a *Error matching
+// ErrTrailingData). Syntax errors are returned as encoding/json reports
+// them. Check decodes nothing: a document that passes may still fail to
+// decode for other reasons.
+func Check(raw []byte) error {
+	_, err := Scan(raw, nil)
+	return err
+}
+
+// Summary is what Scan learned about a document that passed it.
+type Summary struct {
+	// Null reports a null literal anywhere in the document.
+	Null bool
+	// Unknown reports a key that is not one of the known keys given to
+	// Scan (compared exactly, after unescaping).
+	Unknown bool
+}
+
+// Scan is Check, and also tells whether the document holds a null and
+// whether every key is one of known (nil: any key is known). A decoder
+// uses it to take a fast path through encoding/json only for documents
+// whose every difference from encoding/json's leniency (repeated keys,
+// keys matched without regard to case, null read as "leave it") is ruled
+// out, and its own exact reader otherwise.
+//
+// A valid document is scanned byte by byte without allocating, except for
+// keys written with escapes; an invalid one is read again token by token so
+// that the error is the one encoding/json gives.
+func Scan(raw []byte, known []string) (Summary, error) {
+	if !json.Valid(raw) {
+		if err := checkTokens(raw); err != nil {
+			return Summary{}, err
+		}
+		return Summary{}, errors.New("invalid JSON") // json.Valid and the decoder disagree: never seen
+	}
+	var sc scanner
+	return sc.scan(raw, known)
+}
+
+// frame is one open object or array of a valid document being scanned.
 type frame struct {
+	array bool
+	index int      // arrays: the index of the current element
+	key   []byte   // objects: the current key, unescaped
+	keys  [][]byte // objects: the keys seen so far
+	set   map[string]struct{}
+}
+
+// manyKeys is the number of keys of one object beyond which repeats are
+// found through a map instead of comparing with every earlier key.
+const manyKeys = 16
+
+type scanner struct {
+	stack []frame
+}
+
+// scan walks a document that json.Valid accepted.
+func (sc *scanner) scan(raw []byte, known []string) (Summary, error) {
+	var sum Summary
+	expectKey := false
+	for i := 0; i < len(raw); {
+		switch c := raw[i]; c {
+		case '{':
+			sc.push(false)
+			expectKey = true
+			i++
+		case '[':
+			sc.push(true)
+			i++
+		case '}', ']':
+			sc.stack = sc.stack[:len(sc.stack)-1]
+			i++
+		case ',':
+			if f := &sc.stack[len(sc.stack)-1]; f.array {
+				f.index++
+			} else {
+				expectKey = true
+			}
+			i++
+		case 'n': // outside strings, only the literal null has an n
+			sum.Null = true
+			i += len("null")
+		case '"':
+			end, escaped := stringEnd(raw, i)
+			if expectKey {
+				expectKey = false
+				key := raw[i+1 : end]
+				if escaped {
+					var s string
+					if err := json.Unmarshal(raw[i:end+1], &s); err != nil {
+						return Summary{}, err
+					}
+					key = []byte(s)
+				}
+				if known != nil && !isKnown(known, key) {
+					sum.Unknown = true
+				}
+				if err := sc.add(key); err != nil {
+					return Summary{}, err
+				}
+			}
+			i = end + 1
+		default: // whitespace, ':', numbers, true, false
+			i++
+		}
+	}
+	return sum, nil
+}
+
+// push opens an object or an array, reusing the memory of frames that were
+// open before at the same depth.
+func (sc *scanner) push(array bool) {
+	if len(sc.stack) < cap(sc.stack) {
+		sc.stack = sc.stack[:len(sc.stack)+1]
+	} else {
+		sc.stack = append(sc.stack, frame{})
+	}
+	f := &sc.stack[len(sc.stack)-1]
+	f.array, f.index, f.key, f.keys = array, 0, nil, f.keys[:0]
+	clear(f.set)
+}
+
+// add records key in the innermost object, or reports it repeated.
+func (sc *scanner) add(key []byte) error {
+	f := &sc.stack[len(sc.stack)-1]
+	dup := false
+	if len(f.keys) < manyKeys {
+		for _, k := range f.keys {
+			if bytes.Equal(k, key) {
+				dup = true
+				break
+			}
+		}
+	} else {
+		if f.set == nil {
+			f.set = make(map[string]struct{})
+		}
+		if len(f.set) == 0 {
+			for _, k := range f.keys {
+				f.set[string(k)] = struct{}{}
+			}
+		}
+		_, dup = f.set[string(key)]
+		f.set[string(key)] = struct{}{}
+	}
+	if dup {
+		return &Error{Path: join(sc.path(), string(key)), Err: ErrDuplicateKey}
+	}
+	f.keys = append(f.keys, key)
+	f.key = key
+	return nil
+}
+
+// path returns the path of the innermost open object or array.
+func (sc *scanner) path() string {
+	var b strings.Builder
+	for _, f := range sc.stack[:len(sc.stack)-1] {
+		if f.array {
+			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.Write(f.key)
+	}
+	return b.String()
+}
+
+// stringEnd returns the index of the closing quote of the string that
+// starts at raw[start], and whether the string holds escapes.
+func stringEnd(raw []byte, start int) (end int, escaped bool) {
+	for i := start + 1; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			escaped = true
+			i++ // the escaped character, which may be a quote
+		case '"':
+			return i, escaped
+		}
+	}
+	return len(raw) - 1, escaped // unreachable for a valid document
+}
+
+func isKnown(known []string, key []byte) bool {
+	for _, k := range known {
+		if k == string(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenFrame is one open object or array while checking a document token
+// by token.
+type tokenFrame struct {
 	path  string
 	array bool
 	index int
@@ -51,16 +248,14 @@ type frame struct {
 	pending bool
 }
 
-// Check reads the JSON value raw once and reports the first key repeated
-// within one object (a *Error matching ErrDuplicateKey whose Path is the
-// repeated key's path) or data after the value (a *Error matching
-// ErrTrailingData). Syntax errors are returned as encoding/json reports
-// them. Check decodes nothing: a document that passes may still fail to
-// decode for other reasons.
-func Check(raw []byte) error {
+// checkTokens is Check for a document json.Valid refused: it walks the
+// tokens of encoding/json's decoder, so that a syntax error is reported as
+// encoding/json reports it, and data after a valid value as
+// ErrTrailingData (with repeated keys before it still found first).
+func checkTokens(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var stack []*frame
+	var stack []*tokenFrame
 	// next returns the path of the value about to be read.
 	next := func() string {
 		if len(stack) == 0 {
@@ -90,7 +285,7 @@ func Check(raw []byte) error {
 		if err != nil {
 			return err
 		}
-		top := (*frame)(nil)
+		top := (*tokenFrame)(nil)
 		if len(stack) > 0 {
 			top = stack[len(stack)-1]
 		}
@@ -108,10 +303,10 @@ func Check(raw []byte) error {
 		case json.Delim:
 			switch d {
 			case '{':
-				stack = append(stack, &frame{path: next(), keys: map[string]struct{}{}})
+				stack = append(stack, &tokenFrame{path: next(), keys: map[string]struct{}{}})
 				continue
 			case '[':
-				stack = append(stack, &frame{path: next(), array: true})
+				stack = append(stack, &tokenFrame{path: next(), array: true})
 				continue
 			default: // '}' or ']'
 				stack = stack[:len(stack)-1]
