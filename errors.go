@@ -10,6 +10,10 @@ import (
 // Config.FailFast.
 var errFailFast = errors.New("stopped by fail-fast after a failure")
 
+// errPreempted is why items were not run in a walk of a reconciler pass
+// that a new target preempted.
+var errPreempted = errors.New("preempted by a new target")
+
 // errPrefix starts every message of the package.
 const errPrefix = "converge: "
 
