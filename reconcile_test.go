@@ -451,10 +451,11 @@ func TestReconcileIntermediatePreemptsRunningPass(t *testing.T) {
 		d := newDevice()
 		d.app.latency = time.Hour
 		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
-		var hostAfterIntermediate string
+		var hostAfterIntermediate any
 		r.Subscribe(func(e converge.TargetEvent) {
-			if e.Intermediate && e.Kind == converge.TargetPassFinished {
-				hostAfterIntermediate = d.host.Current() // the loop goroutine: nothing else runs
+			if e.Intermediate && e.Kind == converge.TargetStateChanged && e.Stage == "host" {
+				res, _ := e.Report.Item("host")
+				hostAfterIntermediate = res.After
 			}
 		})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))
