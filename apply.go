@@ -231,6 +231,7 @@ type walkState struct {
 	id      WalkID
 	ctx     context.Context
 	itemCtx context.Context // the context items see
+	yield   context.Context // walkOpts.yield
 	mode    Mode
 	dry     bool
 	results []ItemResult
@@ -286,6 +287,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		id:        newWalkID(),
 		ctx:       ctx,
 		itemCtx:   ctx,
+		yield:     opts.yield,
 		mode:      mode,
 		dry:       dry,
 		results:   make([]ItemResult, n),
@@ -320,11 +322,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	if opts.yield != nil {
 		stopYield := context.AfterFunc(opts.yield, func() {
 			ws.mu.Lock()
-			if !ws.stop && !ws.finished {
-				ws.stop, ws.stopCause = true, errPreempted
-				ws.interrupted = InterruptGraceful
-			}
-			ws.cond.Broadcast()
+			ws.yieldLocked()
 			ws.mu.Unlock()
 		})
 		defer stopYield()
@@ -438,6 +436,16 @@ func (ws *walkState) onCancelLocked() {
 			ws.mu.Unlock()
 		})
 	}
+}
+
+// yieldLocked stops the walk at the item boundary: the items in flight
+// finish, without a time limit. Callers hold ws.mu.
+func (ws *walkState) yieldLocked() {
+	if !ws.stop && !ws.finished {
+		ws.stop, ws.stopCause = true, errPreempted
+		ws.interrupted = InterruptGraceful
+	}
+	ws.cond.Broadcast()
 }
 
 // stopNowLocked cancels the context of the items in flight. Callers hold
@@ -580,10 +588,13 @@ func (ws *walkState) work() {
 			ws.cond.Wait()
 			waited = true
 		}
+		// The AfterFuncs that set stop run asynchronously: do not start
+		// new work in the meantime.
 		if !ws.cancelSeen && ws.ctx.Err() != nil {
-			// The AfterFunc that sets stop runs asynchronously: do not
-			// start new work in the meantime.
 			ws.onCancelLocked()
+		}
+		if !ws.stop && ws.yield != nil && ws.yield.Err() != nil {
+			ws.yieldLocked()
 		}
 		if ws.stop || ws.resolved == len(ws.results) {
 			return

@@ -147,9 +147,12 @@ func TestReconcileBlockedSubscriberDoesNotStallLoop(t *testing.T) {
 			mu.Unlock()
 			<-release
 		})
-		stop := runReconciler(t, r)
+		var stop func() error
 		for _, app := range []string{"v1", "v2", "v3"} {
 			require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: app}))
+			if stop == nil {
+				stop = runReconciler(t, r)
+			}
 			synctest.Wait()
 		}
 		v, _ := d.app.get()
@@ -180,9 +183,12 @@ func TestReconcileSlowSubscriberIsToldWhatItLost(t *testing.T) {
 				<-release
 			}
 		})
-		stop := runReconciler(t, r)
+		var stop func() error
 		for _, app := range []string{"v1", "v2", "v3"} {
 			require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: app}))
+			if stop == nil {
+				stop = runReconciler(t, r)
+			}
 			synctest.Wait()
 		}
 		close(release)
