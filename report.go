@@ -37,8 +37,8 @@ const (
 	// OutcomeWaiting means the item was not run because items it waits for
 	// (dependencies; dependents for an Absent item) failed or were waiting.
 	OutcomeWaiting
-	// OutcomeNotRun means the walk was cancelled or stopped by fail-fast
-	// before the item started.
+	// OutcomeNotRun means the walk was interrupted, stopped by fail-fast
+	// or preempted by a new target before the item started.
 	OutcomeNotRun
 )
 
