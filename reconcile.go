@@ -377,7 +377,9 @@ func (r *TargetReconciler[T]) emit(e TargetEvent) {
 
 // ApplyIntermediate preempts the regular loop to converge the intermediate
 // target t (stop everything, for example, before the regular target
-// restores it): the running regular pass is cancelled, t gets one pass,
+// restores it): the running regular pass is interrupted (its items see
+// their context cancelled, after Walk.Grace when there is one) and ends
+// with TargetPassPreempted, t gets one pass under a revision of its own,
 // and the regular loop resumes with a pass right after. It blocks until
 // the intermediate pass ends and returns its error, or ctx's error.
 // Intermediate targets are not stored. Run must be running, or be started

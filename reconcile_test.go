@@ -227,6 +227,12 @@ func TestReconcileFailedStageStopsLaterStages(t *testing.T) {
 		require.ErrorAs(t, failed[0].Err, &se)
 		assert.Equal(t, "host", se.Stage)
 		require.ErrorIs(t, failed[0].Err, convergetest.ErrInjected)
+		var ie *converge.ItemError
+		require.ErrorAs(t, failed[0].Err, &ie)
+		assert.NotEmpty(t, se.Walk)
+		assert.Equal(t, se.Walk, ie.Walk, "the stage error names the walk its item failed in")
+		assert.NotContains(t, se.Error(), string(se.Walk))
+		assert.Equal(t, r.Revision(), failed[0].Revision)
 		assert.Equal(t, time.Minute, failed[0].Retry)
 		_, applies := d.app.get()
 		assert.Zero(t, applies, "apps never started")
