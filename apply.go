@@ -119,7 +119,9 @@ var (
 )
 
 func newWalkID() WalkID {
-	return WalkID(walkPrefix + "-" + strconv.FormatUint(walkSeq.Add(1), 10))
+	var buf [32]byte
+	b := append(append(buf[:0], walkPrefix...), '-')
+	return WalkID(strconv.AppendUint(b, walkSeq.Add(1), 10)) // one allocation
 }
 
 // WithInterrupt returns a context for a walk or a TargetReconciler's Run
