@@ -147,35 +147,12 @@ func ExampleTargetReconciler_SetTarget() {
 	// app: v2 config: v2
 }
 
-// lockedApp honours an update lock: it refuses to change unless the change
-// is forced.
-type lockedApp struct{ value string }
-
-func (a *lockedApp) ID() converge.ID { return "app" }
-func (a *lockedApp) StateCurrent(context.Context, converge.Deps) (string, error) {
-	return a.value, nil
-}
-func (a *lockedApp) StateGoal(context.Context, converge.Deps) (string, error) { return "v2", nil }
-func (a *lockedApp) Check(_ context.Context, cur, target string) (converge.Decision, error) {
-	if cur == target {
-		return converge.NotRequired(), nil
-	}
-	return converge.Required(1), nil
-}
-func (a *lockedApp) Apply(ctx context.Context, cur, target string) (string, error) {
-	if !converge.Forced(ctx) {
-		return cur, fmt.Errorf("app is busy: %w", converge.ErrLocked)
-	}
-	a.value = target
-	return target, nil
-}
-func (a *lockedApp) ApplyDry(_ context.Context, _, target string) (string, error) { return target, nil }
-
 // A one-shot walk is forced past update locks with WithForce; items see it
 // through Forced.
 func ExampleWithForce() {
 	g := converge.NewGraph()
-	g.Add(converge.Wrap[string](&lockedApp{value: "v1"}), converge.Present)
+	// lockItem refuses to change while locked, unless Forced(ctx).
+	g.Add(converge.Wrap[string](&lockItem{id: "app", value: "v1", goal: "v2", locked: true}), converge.Present)
 	_, err := converge.Apply(context.Background(), g)
 	fmt.Println("locked:", errors.Is(err, converge.ErrLocked))
 	rep, err := converge.Apply(converge.WithForce(context.Background()), g)

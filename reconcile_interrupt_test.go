@@ -134,6 +134,20 @@ func TestReconcileSecondInterruptStopsRunAtOnce(t *testing.T) {
 	})
 }
 
+// runThreeTargets runs r through targets v1, v2 and v3 in turn, each until
+// nothing moves, and returns the function that stops it.
+func runThreeTargets(t *testing.T, r *converge.TargetReconciler[spec]) (stop func() error) {
+	t.Helper()
+	for _, app := range []string{"v1", "v2", "v3"} {
+		require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: app}))
+		if stop == nil {
+			stop = runReconciler(t, r)
+		}
+		synctest.Wait()
+	}
+	return stop
+}
+
 func TestReconcileBlockedSubscriberDoesNotStallLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
@@ -147,14 +161,7 @@ func TestReconcileBlockedSubscriberDoesNotStallLoop(t *testing.T) {
 			mu.Unlock()
 			<-release
 		})
-		var stop func() error
-		for _, app := range []string{"v1", "v2", "v3"} {
-			require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: app}))
-			if stop == nil {
-				stop = runReconciler(t, r)
-			}
-			synctest.Wait()
-		}
+		stop := runThreeTargets(t, r)
 		v, _ := d.app.get()
 		assert.Equal(t, "v3", v, "the loop went on while a subscriber was blocked")
 		assert.Len(t, ev.of(converge.TargetPassFinished), 3, "the other subscriber got every event")
@@ -183,14 +190,7 @@ func TestReconcileSlowSubscriberIsToldWhatItLost(t *testing.T) {
 				<-release
 			}
 		})
-		var stop func() error
-		for _, app := range []string{"v1", "v2", "v3"} {
-			require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: app}))
-			if stop == nil {
-				stop = runReconciler(t, r)
-			}
-			synctest.Wait()
-		}
+		stop := runThreeTargets(t, r)
 		close(release)
 		synctest.Wait()
 		require.NoError(t, stop())
