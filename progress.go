@@ -73,9 +73,10 @@ type Event struct {
 // its items are done, a walk waits up to Config.EventDrain for the
 // observer to take the events still waiting, so an observer that keeps up
 // gets every event before the walk returns. After that the walk returns
-// anyway: the events not delivered are counted in Report.EventsDropped and
-// the observer gets no more events of that walk. An Observe call that
-// never returns holds only the goroutine that delivers that walk's events.
+// anyway: the events not delivered are counted in Report.EventsDropped,
+// and the observer gets no more events of that walk (at most the one it
+// was being handed at that moment). An Observe call that never returns
+// holds only the goroutine that delivers that walk's events.
 type Observer interface {
 	Observe(Event)
 }
