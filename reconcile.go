@@ -125,7 +125,7 @@ const (
 	TargetActionRequired
 	// TargetPassPreempted means a new target (SetTarget) or an
 	// intermediate one (ApplyIntermediate) ended the pass before it
-	// finished; the next pass runs the new target. It is not a failure.
+	// finished; the next pass runs that target. It is not a failure.
 	TargetPassPreempted
 )
 
