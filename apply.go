@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +26,7 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // Config tunes a walk. The zero value is usable: it means DefaultParallelism,
-// no fail-fast, no observer and time.Now.
+// no fail-fast, no grace period, no observer and time.Now.
 type Config struct {
 	// Parallelism is the most items processed at once; 0 means
 	// DefaultParallelism. Negative values are invalid.
@@ -32,9 +34,27 @@ type Config struct {
 	// FailFast stops scheduling new items after the first failure. Items
 	// already running finish; the rest are reported as not run.
 	FailFast bool
+	// Grace is how long the items already running may go on when the walk
+	// is interrupted (its context ends): no new item starts, the items in
+	// flight keep a context that is not cancelled until they finish or
+	// Grace runs out, and the rest are reported as OutcomeNotRun. When
+	// Grace runs out, or a second interrupt arrives (see WithInterrupt),
+	// their context is cancelled at once. Report.Interrupted says which of
+	// the two happened. 0 means no grace: an interrupt cancels the items'
+	// context at once. Negative values are invalid.
+	Grace time.Duration
 	// Observer receives progress events; nil means none. See Observer for
-	// the ordering guarantees.
+	// the ordering guarantees and what happens when it is slow.
 	Observer Observer
+	// EventBuffer is how many events wait for a busy Observer before the
+	// oldest are dropped; 0 means DefaultEventBuffer. Negative values are
+	// invalid.
+	EventBuffer int
+	// EventDrain is how long a walk whose items are done waits for its
+	// Observer to take the events still waiting before it returns anyway
+	// (a TargetReconciler's Run waits as long for its subscribers); 0
+	// means DefaultEventDrain. Negative values are invalid.
+	EventDrain time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -47,8 +67,15 @@ func DefaultConfig() Config {
 
 // Validate reports the first field out of range as a *ConfigError.
 func (c Config) Validate() error {
-	if c.Parallelism < 0 {
+	switch {
+	case c.Parallelism < 0:
 		return &ConfigError{Field: "Parallelism", Reason: fmt.Sprintf("must not be negative, got %d", c.Parallelism)}
+	case c.Grace < 0:
+		return &ConfigError{Field: "Grace", Reason: fmt.Sprintf("must not be negative, got %s", c.Grace)}
+	case c.EventBuffer < 0:
+		return &ConfigError{Field: "EventBuffer", Reason: fmt.Sprintf("must not be negative, got %d", c.EventBuffer)}
+	case c.EventDrain < 0:
+		return &ConfigError{Field: "EventDrain", Reason: fmt.Sprintf("must not be negative, got %s", c.EventDrain)}
 	}
 	return nil
 }
@@ -70,7 +97,68 @@ func NewWalker(cfg Config) (*Walker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.EventBuffer == 0 {
+		cfg.EventBuffer = DefaultEventBuffer
+	}
+	if cfg.EventDrain == 0 {
+		cfg.EventDrain = DefaultEventDrain
+	}
 	return &Walker{cfg: cfg}, nil
+}
+
+// WalkID identifies one walk: it is in the walk's Report, in each of its
+// progress events and in each of its *ItemError values, so that the events
+// and log lines of concurrent or successive walks can be told apart. It is
+// unique within the process: a random prefix chosen when the process
+// starts, a dash and a counter ("3f9a2c1e-17").
+type WalkID string
+
+var (
+	walkPrefix = fmt.Sprintf("%08x", rand.Uint32())
+	walkSeq    atomic.Uint64
+)
+
+func newWalkID() WalkID {
+	var buf [32]byte
+	b := append(append(buf[:0], walkPrefix...), '-')
+	return WalkID(strconv.AppendUint(b, walkSeq.Add(1), 10)) // one allocation
+}
+
+// WithInterrupt returns a context for a walk or a TargetReconciler's Run
+// that can be interrupted in two steps, as a program's first and second
+// Ctrl-C, and the function that interrupts it. The first call cancels ctx:
+// a graceful interrupt (no new item starts; the items already running get
+// Config.Grace to finish). The second call is immediate: the contexts of
+// the items still running are cancelled at once. Further calls do nothing.
+// Cancelling parent is an immediate interrupt too.
+//
+// Without WithInterrupt, cancelling a walk's context is a graceful
+// interrupt that only the end of Config.Grace makes immediate. With a
+// Grace of 0 every interrupt is immediate. The contexts hold resources of
+// parent until interrupt was called twice or parent ends.
+//
+//	ctx, interrupt := converge.WithInterrupt(context.Background())
+//	sig := make(chan os.Signal, 2)
+//	signal.Notify(sig, os.Interrupt)
+//	go func() {
+//		for range sig {
+//			interrupt()
+//		}
+//	}()
+//	rep, err := walker.Apply(ctx, g)
+func WithInterrupt(parent context.Context) (ctx context.Context, interrupt func()) {
+	hard, stopNow := context.WithCancel(parent)
+	soft, stop := context.WithCancel(context.WithValue(hard, keyHardStop, hard))
+	var calls atomic.Int32
+	return soft, func() {
+		switch calls.Add(1) {
+		case 1:
+			stop()
+		case 2:
+			stop()
+			stopNow()
+		}
+	}
 }
 
 var defaultWalker, _ = NewWalker(DefaultConfig())
@@ -94,9 +182,14 @@ func Clean(ctx context.Context, g *Graph) (*Report, error) { return defaultWalke
 // applies when required, then discovers and checks again: an item that
 // still requires work fails in PhaseVerify with ErrNotConverged. When an
 // item fails, the items that wait on it are reported as OutcomeWaiting, and
-// independent branches go on (unless Config.FailFast). Cancelling ctx stops
-// new work; items in flight see the cancelled context; the rest are reported
-// as OutcomeNotRun.
+// independent branches go on (unless Config.FailFast). Cancelling ctx
+// interrupts the walk: no new item starts and the rest are reported as
+// OutcomeNotRun; items in flight see their context cancelled at once, or,
+// with a Config.Grace, only when it runs out or a second interrupt arrives
+// (see WithInterrupt); Report.Interrupted says which.
+//
+// Items see the values of ctx: a walk under WithForce(ctx) is forced past
+// update locks (Forced(ctx) is true in every item).
 //
 // Apply returns a Report for every valid graph, even when items failed, and
 // an error aggregating the item errors (nil when everything converged). An
@@ -124,11 +217,23 @@ func (w *Walker) CleanDry(ctx context.Context, g *Graph) (*Report, error) {
 	return w.walk(ctx, g, ModeClean, true)
 }
 
+// walkOpts are what a reconciler adds to a walk.
+type walkOpts struct {
+	// rev is the revision of the target the walk belongs to.
+	rev uint64
+	// yield, when it ends, stops the walk at the next item boundary: no
+	// new item starts, the items in flight finish, without a time limit.
+	yield context.Context
+}
+
 // walkState is the state of one walk.
 type walkState struct {
 	cfg     *Config
 	c       *compiled
+	id      WalkID
 	ctx     context.Context
+	itemCtx context.Context // the context items see
+	yield   context.Context // walkOpts.yield
 	mode    Mode
 	dry     bool
 	results []ItemResult
@@ -147,11 +252,23 @@ type walkState struct {
 	stop      bool
 	stopCause error
 	failures  int
+
+	// Interrupts: see onCancelLocked.
+	hardCtx     context.Context         // the immediate interrupt, from WithInterrupt
+	hard        context.CancelCauseFunc // cancels itemCtx; nil when items see ctx
+	grace       *time.Timer
+	cancelSeen  bool
+	finished    bool
+	interrupted Interrupt
 }
 
 type stateRef struct{ v any }
 
 func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Report, error) {
+	return w.walkWith(ctx, g, mode, dry, walkOpts{})
+}
+
+func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, opts walkOpts) (*Report, error) {
 	if g == nil {
 		return nil, &GraphError{Err: ErrNilItem, Index: -1}
 	}
@@ -169,7 +286,10 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 	ws := &walkState{
 		cfg:       &w.cfg,
 		c:         c,
+		id:        newWalkID(),
 		ctx:       ctx,
+		itemCtx:   ctx,
+		yield:     opts.yield,
 		mode:      mode,
 		dry:       dry,
 		results:   make([]ItemResult, n),
@@ -181,7 +301,33 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 	}
 	ws.cond.L = &ws.mu
 	if w.cfg.Observer != nil {
-		ws.em = newEmitter(w.cfg.Observer, w.cfg.Now)
+		ws.em = newEmitter(w.cfg.Observer, &w.cfg, ws.id, opts.rev)
+	}
+	if w.cfg.Grace > 0 {
+		// Items get a context of their own that an interrupt cancels only
+		// when the grace period ends, or at a second interrupt.
+		var itemCtx context.Context
+		itemCtx, ws.hard = context.WithCancelCause(context.WithoutCancel(ctx))
+		ws.itemCtx = itemCtx
+		defer ws.hard(nil)
+		if hard, ok := ctx.Value(keyHardStop).(context.Context); ok {
+			ws.hardCtx = hard
+			stopHard := context.AfterFunc(hard, func() {
+				ws.mu.Lock()
+				ws.onCancelLocked()
+				ws.stopNowLocked()
+				ws.mu.Unlock()
+			})
+			defer stopHard()
+		}
+	}
+	if opts.yield != nil {
+		stopYield := context.AfterFunc(opts.yield, func() {
+			ws.mu.Lock()
+			ws.yieldLocked()
+			ws.mu.Unlock()
+		})
+		defer stopYield()
 	}
 	sch := c.schedule(mode)
 	ws.succs = sch.succs
@@ -200,10 +346,7 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 
 	stopWatch := context.AfterFunc(ctx, func() {
 		ws.mu.Lock()
-		if !ws.stop {
-			ws.stop, ws.stopCause = true, ctx.Err()
-		}
-		ws.cond.Broadcast()
+		ws.onCancelLocked()
 		ws.mu.Unlock()
 	})
 	workers := min(w.cfg.Parallelism, n)
@@ -217,6 +360,13 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 	}
 	wg.Wait()
 	stopWatch()
+	ws.mu.Lock()
+	ws.finished = true
+	if ws.grace != nil {
+		ws.grace.Stop()
+	}
+	interrupted := ws.interrupted
+	ws.mu.Unlock()
 
 	// Whatever was not resolved was never started.
 	var notRun int
@@ -229,18 +379,23 @@ func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Repo
 			ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeNotRun, Err: r.Err})
 		}
 	}
+	var dropped int
 	if ws.em != nil {
-		ws.em.close()
+		dropped = closeMailboxes(w.cfg.EventDrain, ws.em.box)[0]
 	}
 	rep := &Report{
-		Mode:     mode,
-		Dry:      dry,
-		Items:    ws.results,
-		Started:  start,
-		Duration: w.cfg.Now().Sub(start),
-		index:    c.index,
-		notRun:   notRun,
-		cause:    ws.stopCause,
+		Walk:          ws.id,
+		Revision:      opts.rev,
+		Mode:          mode,
+		Dry:           dry,
+		Items:         ws.results,
+		Started:       start,
+		Duration:      w.cfg.Now().Sub(start),
+		Interrupted:   interrupted,
+		EventsDropped: dropped,
+		index:         c.index,
+		notRun:        notRun,
+		cause:         ws.stopCause,
 	}
 	return rep, rep.Err()
 }
@@ -253,6 +408,56 @@ func checkCleanable(c *compiled) error {
 		}
 	}
 	return joinGraphErrors(errs)
+}
+
+// onCancelLocked interrupts the walk when its context ended: no new item
+// starts; the items in flight see their context cancelled at once, or when
+// the grace period ends. Callers hold ws.mu.
+func (ws *walkState) onCancelLocked() {
+	if ws.finished || ws.cancelSeen {
+		return
+	}
+	ws.cancelSeen = true
+	if !ws.stop {
+		ws.stop, ws.stopCause = true, ws.ctx.Err()
+		if ws.stopCause == nil { // only the immediate interrupt ended
+			ws.stopCause = context.Canceled
+		}
+	}
+	ws.cond.Broadcast()
+	switch {
+	case ws.hard == nil: // items see ctx: cancelled already
+		ws.interrupted = InterruptImmediate
+	case ws.hardCtx != nil && ws.hardCtx.Err() != nil:
+		ws.stopNowLocked()
+	default:
+		ws.interrupted = InterruptGraceful
+		ws.grace = time.AfterFunc(ws.cfg.Grace, func() {
+			ws.mu.Lock()
+			ws.stopNowLocked()
+			ws.mu.Unlock()
+		})
+	}
+}
+
+// yieldLocked stops the walk at the item boundary: the items in flight
+// finish, without a time limit. Callers hold ws.mu.
+func (ws *walkState) yieldLocked() {
+	if !ws.stop && !ws.finished {
+		ws.stop, ws.stopCause = true, errPreempted
+		ws.interrupted = InterruptGraceful
+	}
+	ws.cond.Broadcast()
+}
+
+// stopNowLocked cancels the context of the items in flight. Callers hold
+// ws.mu.
+func (ws *walkState) stopNowLocked() {
+	if ws.finished || ws.interrupted == InterruptImmediate {
+		return
+	}
+	ws.interrupted = InterruptImmediate
+	ws.hard(context.Cause(ws.ctx))
 }
 
 // presence is the presence item k converges to in this walk.
@@ -385,10 +590,13 @@ func (ws *walkState) work() {
 			ws.cond.Wait()
 			waited = true
 		}
-		if !ws.stop && ws.ctx.Err() != nil {
-			// The AfterFunc that sets stop runs asynchronously: do not
-			// start new work in the meantime.
-			ws.stop, ws.stopCause = true, ws.ctx.Err()
+		// The AfterFuncs that set stop run asynchronously: do not start
+		// new work in the meantime.
+		if !ws.cancelSeen && ws.ctx.Err() != nil {
+			ws.onCancelLocked()
+		}
+		if !ws.stop && ws.yield != nil && ws.yield.Err() != nil {
+			ws.yieldLocked()
 		}
 		if ws.stop || ws.resolved == len(ws.results) {
 			return
@@ -509,14 +717,14 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	now := ws.cfg.Now
 	*res = ItemResult{ID: it.id, Presence: ws.presence(k), Started: start}
 	ws.emit(Event{ID: it.id, Kind: EventChecking})
-	ctx := ws.ctx
+	ctx := ws.itemCtx
 	deps := &ws.views[k]
 	var run *itemRun
 	phase := PhaseDiscover
 	fail := func(err error) {
 		res.Outcome = OutcomeFailed
 		res.Phase = phase
-		res.Err = &ItemError{ID: it.id, Phase: phase, Err: err}
+		res.Err = &ItemError{ID: it.id, Phase: phase, Err: err, Walk: ws.id}
 		end = now()
 		res.Duration = end.Sub(res.Started)
 		if run != nil {

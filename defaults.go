@@ -8,6 +8,14 @@ const (
 	// DefaultParallelism is the number of items a walk runs at once when
 	// Config.Parallelism is zero.
 	DefaultParallelism = 8
+	// DefaultEventBuffer is how many progress events wait for a busy
+	// Observer (or TargetReconciler subscriber) before the oldest are
+	// dropped, when Config.EventBuffer is zero.
+	DefaultEventBuffer = 1024
+	// DefaultEventDrain is how long a finished walk waits for its Observer
+	// (and a stopping TargetReconciler for its subscribers) when
+	// Config.EventDrain is zero.
+	DefaultEventDrain = time.Second
 
 	// TargetDefaultMaxRounds bounds the walks of one stage in one pass when
 	// TargetConfig.MaxRounds is zero.

@@ -29,15 +29,25 @@
 // verified by reading it again. ApplyDry does the same with no writes, and
 // Clean removes everything in reverse order. The Report says, per item,
 // what was decided and what happened; its Err aggregates the failures as
-// *ItemError values that carry the item ID and the phase. ResultStates
+// *ItemError values that carry the item ID, the phase and the walk's ID
+// (every walk has a WalkID, in its Report and its events). ResultStates
 // reads an item's states back with the item's own state type. An Observer
-// receives progress events without ever slowing the walk. The enums of
-// reports, results and events (Presence, Exec, Phase, Outcome, Mode,
-// Action, EventKind, TargetEventKind) encode to text and JSON by name and
-// decode only from a name (an unknown one is a *NameError).
+// receives progress events without ever slowing the walk: one that falls
+// behind loses the oldest events and is told how many (Event.Dropped), and
+// a walk waits at most Config.EventDrain for it. The enums of reports,
+// results and events (Presence, Exec, Phase, Outcome, Mode, Action,
+// Interrupt, EventKind, TargetEventKind) encode to text and JSON by name
+// and decode only from a name (an unknown one is a *NameError).
 //
 //	rep, err := converge.Apply(ctx, g)
 //	fmt.Print(rep.Summary())
+//
+// Cancelling a walk's context interrupts it: nothing new starts and the
+// rest is reported as not run. With a Config.Grace the items already
+// applying may finish first; a second interrupt (WithInterrupt, as for a
+// second Ctrl-C) or the end of the grace period cancels them at once, and
+// Report.Interrupted says which happened. WithForce forces a walk past
+// update locks (items check Forced).
 //
 // # Status
 //
@@ -52,7 +62,11 @@
 // TargetReconciler keeps one device at its target: it walks the target's
 // stages until a pass changes nothing, coalesces triggers, backs off after
 // failures, honours update locks (ErrLocked) unless forced, and persists
-// the last target in a Store so a restart resumes it. The controller
+// the last target in a Store so a restart resumes it. Every target has a
+// revision that its events and reports carry; a new target preempts the
+// running pass at the next item boundary. Subscribers each get their own
+// goroutine, so a slow one only loses events (TargetEvent.Dropped), and
+// Run stops as a walk is interrupted, gracefully within Walk.Grace. The controller
 // package moves many objects through lifecycle states on the same Store
 // contract.
 //

@@ -6,8 +6,8 @@ import (
 )
 
 // ErrUnknownName means a text or JSON value is not the name of any value of
-// an enum (Presence, Exec, Phase, Outcome, Mode, Action, EventKind,
-// TargetEventKind), or a value to encode has no name. See *NameError.
+// an enum (Presence, Exec, Phase, Outcome, Mode, Action, Interrupt,
+// EventKind, TargetEventKind), or a value to encode has no name. See *NameError.
 var ErrUnknownName = errors.New("converge: unknown name")
 
 // NameError reports a name that is none of an enum's names, or (when
@@ -148,6 +148,18 @@ func (k EventKind) MarshalText() ([]byte, error) {
 // *NameError.
 func (k *EventKind) UnmarshalText(b []byte) error {
 	return enumUnmarshal(k, "event", eventNames[:], b)
+}
+
+// MarshalText encodes i as "none", "graceful" or "immediate"; an
+// undeclared value is a *NameError.
+func (i Interrupt) MarshalText() ([]byte, error) {
+	return enumMarshal("interrupt", interruptNames[:], uint8(i))
+}
+
+// UnmarshalText decodes "none", "graceful" or "immediate"; any other text is
+// a *NameError.
+func (i *Interrupt) UnmarshalText(b []byte) error {
+	return enumUnmarshal(i, "interrupt", interruptNames[:], b)
 }
 
 // MarshalText encodes k by its name (see String); the zero value and

@@ -52,8 +52,12 @@ func enumCases() []enumCase {
 	}
 	for v, n := range map[converge.TargetEventKind]string{converge.TargetStateChanged: "state-changed",
 		converge.TargetPassFinished: "pass-finished", converge.TargetPassFailed: "pass-failed",
-		converge.TargetActionRequired: "action-required"} {
+		converge.TargetActionRequired: "action-required", converge.TargetPassPreempted: "pass-preempted"} {
 		add(v, n, func() encoding.TextUnmarshaler { return new(converge.TargetEventKind) })
+	}
+	for v, n := range map[converge.Interrupt]string{converge.InterruptNone: "none", converge.InterruptGraceful: "graceful",
+		converge.InterruptImmediate: "immediate"} {
+		add(v, n, func() encoding.TextUnmarshaler { return new(converge.Interrupt) })
 	}
 	return out
 }
@@ -102,7 +106,7 @@ func TestEnumsRejectUnknownNames(t *testing.T) {
 		})
 	}
 	for _, v := range []encoding.TextMarshaler{converge.Presence(9), converge.Exec(9), converge.Phase(99), converge.Outcome(99),
-		converge.Mode(9), converge.Action(0), converge.Action(9), converge.EventKind(0), converge.TargetEventKind(0)} {
+		converge.Mode(9), converge.Action(0), converge.Action(9), converge.EventKind(0), converge.TargetEventKind(0), converge.Interrupt(9)} {
 		_, err := v.MarshalText()
 		require.ErrorIs(t, err, converge.ErrUnknownName, "%T(%v)", v, v)
 		_, err = json.Marshal(v)
@@ -142,6 +146,8 @@ func deref(v encoding.TextUnmarshaler) any {
 	case *converge.EventKind:
 		return *p
 	case *converge.TargetEventKind:
+		return *p
+	case *converge.Interrupt:
 		return *p
 	}
 	panic(fmt.Sprintf("deref %T", v))

@@ -10,6 +10,10 @@ import (
 // Config.FailFast.
 var errFailFast = errors.New("stopped by fail-fast after a failure")
 
+// errPreempted is why items were not run in a walk of a reconciler pass
+// that a new target preempted.
+var errPreempted = errors.New("preempted by a new target")
+
 // errPrefix starts every message of the package.
 const errPrefix = "converge: "
 
@@ -34,8 +38,9 @@ var (
 	ErrNotConverged = errors.New("converge: item did not converge")
 	// ErrPanic means an item method panicked; see *PanicError.
 	ErrPanic = errors.New("converge: item panicked")
-	// ErrNotRun means items were not run because the walk was cancelled or
-	// stopped by fail-fast.
+	// ErrNotRun means items were not run because the walk was interrupted
+	// (its context cancelled), stopped by fail-fast, or preempted by a new
+	// target of a TargetReconciler.
 	ErrNotRun = errors.New("converge: item not run")
 	// ErrStateType means a state of the wrong Go type reached an item.
 	ErrStateType = errors.New("converge: wrong state type")

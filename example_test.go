@@ -82,19 +82,28 @@ func ExampleItemError() {
 	var ie *converge.ItemError
 	if errors.As(err, &ie) {
 		fmt.Println("failed:", ie.ID, "in phase", ie.Phase)
+		// ie.Walk is the walk's ID, as in the report and its events: a
+		// field to log, to tell concurrent walks apart.
+		fmt.Println("in this walk:", ie.Walk == rep.Walk)
 	}
 	web, _ := rep.Item("web")
 	fmt.Println("web:", web.Outcome, "for", web.WaitingFor)
 	// Output:
 	// failed: db in phase apply
+	// in this walk: true
 	// web: waiting for [db]
 }
 
-// Progress events arrive in order, without slowing the walk.
+// Progress events arrive in order, without slowing the walk. An observer
+// that falls behind by more than Config.EventBuffer events loses the
+// oldest, and the next event it gets says how many (Event.Dropped).
 func ExampleObserver() {
 	w, _ := converge.NewWalker(converge.Config{
 		Parallelism: 1,
 		Observer: converge.ObserverFunc(func(e converge.Event) {
+			if e.Dropped > 0 {
+				fmt.Printf("(%d events lost)\n", e.Dropped)
+			}
 			if e.Kind == converge.EventApplying {
 				fmt.Printf("%s %s %d/%d\n", e.ID, e.Kind, e.Done, e.Total)
 				return

@@ -292,12 +292,16 @@ var phaseNames = [...]string{"none", "discover", "goal", "check", "apply", "veri
 // String returns the lower-case name of the phase.
 func (p Phase) String() string { return enumString("phase", phaseNames[:], uint8(p)) }
 
-// ItemError is the error of one item in a walk: which item, in which phase.
-// It wraps the item's own error, so errors.Is and errors.As see through it.
+// ItemError is the error of one item in a walk: which item, in which phase,
+// in which walk. It wraps the item's own error, so errors.Is and errors.As
+// see through it.
 type ItemError struct {
 	ID    ID
 	Phase Phase
 	Err   error
+	// Walk is the walk the item failed in (Report.Walk). The message does
+	// not repeat it; log it as a field of its own.
+	Walk WalkID
 }
 
 // Error describes the problem, naming its culprit.
@@ -354,6 +358,7 @@ type ctxKey int
 const (
 	keyItemRun ctxKey = iota
 	keyForce
+	keyHardStop
 )
 
 // itemRun is what the walk hands an item through its context: a sink for
@@ -402,12 +407,17 @@ func RequireAction(ctx context.Context, a Action, reason string) {
 
 // WithForce returns a context that tells items the change is forced past
 // update locks: an item that honours locks proceeds instead of returning
-// ErrLocked.
+// ErrLocked. Pass it to a one-shot walk (Apply, Clean and their dry runs)
+// to force every item of the walk; a TargetReconciler forces a pass with
+// TriggerForced instead.
 func WithForce(ctx context.Context) context.Context {
 	return context.WithValue(ctx, keyForce, true)
 }
 
-// Forced reports whether ctx was made by WithForce.
+// Forced reports whether the change is forced past update locks: whether
+// ctx was made by WithForce, or is the context of an item in a
+// TargetReconciler pass raised by TriggerForced. Items that honour update
+// locks call it in Apply with the context they were given.
 func Forced(ctx context.Context) bool {
 	v, _ := ctx.Value(keyForce).(bool)
 	return v

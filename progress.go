@@ -31,11 +31,17 @@ func (k EventKind) String() string { return enumString("event", eventNames[:], u
 
 // Event is one progress event of a walk.
 type Event struct {
-	// Seq numbers the events of one walk from 1, in delivery order.
-	Seq  uint64
-	Time time.Time
-	ID   ID
-	Kind EventKind
+	// Seq numbers the events of one walk from 1, in the order they were
+	// emitted; a gap means events were dropped (see Dropped).
+	Seq uint64
+	// Walk is the walk the event belongs to (Report.Walk).
+	Walk WalkID
+	// Revision is the revision of the TargetReconciler target whose pass
+	// ran the walk (TargetEvent.Revision); 0 for a walk run on its own.
+	Revision uint64
+	Time     time.Time
+	ID       ID
+	Kind     EventKind
 	// Done and Total are the work units of EventApplying.
 	Done, Total int
 	// Outcome is set on EventDone, EventFailed and EventSkipped.
@@ -46,6 +52,9 @@ type Event struct {
 	Phase Phase
 	// WaitingFor is set on EventSkipped for a waiting item.
 	WaitingFor []ID
+	// Dropped is how many events of the walk were dropped just before this
+	// one because the observer was too slow (see Observer); usually 0.
+	Dropped int
 }
 
 // Observer receives the progress events of a walk.
@@ -55,11 +64,19 @@ type Event struct {
 // EventQueued, EventChecking, zero or more EventApplying, then exactly one
 // of EventDone or EventFailed; or, for an item that never starts, exactly
 // one EventSkipped and nothing else. An item's EventDone is delivered before
-// the EventQueued of any item that waited for it. Every event is delivered
-// before the walk returns.
+// the EventQueued of any item that waited for it.
 //
-// Emitting never blocks the walk: events are buffered without bound while
-// the observer is slow, so a slow observer costs memory, not time.
+// Observing never slows the walk. Events wait in a buffer of
+// Config.EventBuffer events while the observer is busy; when it is full,
+// the oldest waiting event is dropped, and the next event delivered says
+// how many were dropped before it (Event.Dropped, and a gap in Seq). Once
+// its items are done, a walk waits up to Config.EventDrain for the
+// observer to take the events still waiting, so an observer that keeps up
+// gets every event before the walk returns. After that the walk returns
+// anyway: the events not delivered are counted in Report.EventsDropped,
+// and the observer gets no more events of that walk (at most the one it
+// was being handed at that moment). An Observe call that never returns
+// holds only the goroutine that delivers that walk's events.
 type Observer interface {
 	Observe(Event)
 }
@@ -70,63 +87,181 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// emitter buffers events and delivers them from one goroutine.
+// emitter stamps a walk's events and hands them to a mailbox that delivers
+// them to the observer.
 type emitter struct {
-	obs    Observer
-	now    func() time.Time
-	mu     sync.Mutex
-	cond   sync.Cond
-	buf    []Event
-	seq    uint64
-	closed bool
-	done   chan struct{}
+	walk WalkID
+	rev  uint64
+	now  func() time.Time
+	box  *mailbox[Event]
 }
 
-func newEmitter(obs Observer, now func() time.Time) *emitter {
-	e := &emitter{obs: obs, now: now, done: make(chan struct{})}
-	e.cond.L = &e.mu
-	go e.loop()
-	return e
+func newEmitter(obs Observer, cfg *Config, walk WalkID, rev uint64) *emitter {
+	return &emitter{walk: walk, rev: rev, now: cfg.Now,
+		box: newMailbox(cfg.EventBuffer, func(ev Event, seq uint64, dropped int) {
+			ev.Seq, ev.Dropped = seq, dropped
+			obs.Observe(ev)
+		})}
 }
 
 func (e *emitter) emit(ev Event) {
-	e.mu.Lock()
-	e.seq++
-	ev.Seq = e.seq
+	ev.Walk, ev.Revision = e.walk, e.rev
 	if ev.Time.IsZero() {
 		ev.Time = e.now()
 	}
-	e.buf = append(e.buf, ev)
-	e.mu.Unlock()
-	e.cond.Signal()
+	e.box.push(ev)
 }
 
-func (e *emitter) loop() {
-	defer close(e.done)
-	var batch []Event
-	for {
-		e.mu.Lock()
-		for len(e.buf) == 0 && !e.closed {
-			e.cond.Wait()
-		}
-		if len(e.buf) == 0 && e.closed {
-			e.mu.Unlock()
-			return
-		}
-		batch, e.buf = e.buf, batch[:0]
-		e.mu.Unlock()
-		for _, ev := range batch {
-			e.obs.Observe(ev)
-		}
-		clear(batch)
+// mailbox hands values to one consumer from a goroutine of its own, in
+// order, without ever blocking the sender: it holds at most limit values,
+// and when it is full it drops the oldest, counting it against the next
+// value delivered. The goroutine starts with the first value.
+type mailbox[E any] struct {
+	deliver func(v E, seq uint64, dropped int)
+	limit   int
+
+	mu      sync.Mutex
+	queue   []boxed[E]
+	seq     uint64 // values pushed
+	lost    int    // values never delivered
+	started bool
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+type boxed[E any] struct {
+	v       E
+	seq     uint64
+	dropped int
+}
+
+func newMailbox[E any](limit int, deliver func(E, uint64, int)) *mailbox[E] {
+	return &mailbox[E]{deliver: deliver, limit: max(limit, 1),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (m *mailbox[E]) push(v E) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.seq++
+	var carry int
+	if len(m.queue) == m.limit {
+		// Drop the oldest: the value after it says so.
+		carry = m.queue[0].dropped + 1
+		m.lost++
+		m.queue[0] = boxed[E]{}
+		m.queue = m.queue[1:]
+	}
+	m.queue = append(m.queue, boxed[E]{v: v, seq: m.seq})
+	m.queue[0].dropped += carry
+	if !m.started {
+		m.started = true
+		go m.loop()
+	}
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
 	}
 }
 
-// close delivers what is buffered and waits for the delivering goroutine.
-func (e *emitter) close() {
-	e.mu.Lock()
-	e.closed = true
-	e.mu.Unlock()
-	e.cond.Signal()
-	<-e.done
+func (m *mailbox[E]) loop() {
+	defer close(m.done)
+	for {
+		m.mu.Lock()
+		for len(m.queue) == 0 && !m.closed {
+			m.mu.Unlock()
+			<-m.wake
+			m.mu.Lock()
+		}
+		if len(m.queue) == 0 {
+			m.mu.Unlock()
+			return
+		}
+		b := m.queue[0]
+		m.queue[0] = boxed[E]{}
+		m.queue = m.queue[1:]
+		m.mu.Unlock()
+		m.deliver(b.v, b.seq, b.dropped)
+	}
+}
+
+// shut accepts no more values; the goroutine delivers what is queued and
+// ends.
+func (m *mailbox[E]) shut() {
+	m.mu.Lock()
+	m.closed = true
+	started := m.started
+	m.mu.Unlock()
+	if !started {
+		return
+	}
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finished is closed when the goroutine has delivered everything, or nil
+// when it never started.
+func (m *mailbox[E]) finished() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started {
+		return nil
+	}
+	return m.done
+}
+
+// abandon drops what is still queued and returns how many values were
+// never delivered in all.
+func (m *mailbox[E]) abandon() int {
+	m.mu.Lock()
+	m.closed = true
+	m.lost += len(m.queue)
+	clear(m.queue)
+	m.queue = nil
+	lost := m.lost
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+	return lost
+}
+
+// closeMailboxes shuts every mailbox, waits up to drain for their
+// consumers to take what is queued, and abandons the rest. It returns the
+// values each never delivered.
+func closeMailboxes[E any](drain time.Duration, boxes ...*mailbox[E]) []int {
+	for _, m := range boxes {
+		m.shut()
+	}
+	var timeout <-chan time.Time
+	for _, m := range boxes {
+		done := m.finished()
+		if done == nil {
+			continue
+		}
+		if timeout == nil {
+			t := time.NewTimer(drain)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-done:
+			continue
+		case <-timeout:
+		}
+		break // out of time: abandon the rest
+	}
+	lost := make([]int, len(boxes))
+	for i, m := range boxes {
+		lost[i] = m.abandon()
+	}
+	return lost
 }

@@ -44,6 +44,9 @@ type TargetStageError struct {
 	// error.
 	Round int
 	Err   error
+	// Walk is the walk that failed (empty for a build error); the message
+	// does not repeat it.
+	Walk WalkID
 }
 
 // Error describes the problem, naming its culprit.
@@ -73,7 +76,10 @@ type TargetConfig[T any] struct {
 	// Give the store a Sealer when the target holds secrets (environment
 	// variables, credentials): the target is then sealed at rest.
 	Store Store
-	// Walk configures the walks.
+	// Walk configures the walks. Its Grace is also what Run gives the
+	// items in flight when it stops, its EventBuffer bounds the events
+	// waiting for each subscriber, and its EventDrain how long a stopping
+	// Run waits for them.
 	Walk Config
 	// MaxRounds bounds the walks of one stage in one pass (apply, re-read,
 	// apply again until nothing changes); 0 means TargetDefaultMaxRounds.
@@ -117,9 +123,13 @@ const (
 	// TargetActionRequired means an item asked for a reboot or shutdown;
 	// Event.Action says which.
 	TargetActionRequired
+	// TargetPassPreempted means a new target (SetTarget) or an
+	// intermediate one (ApplyIntermediate) ended the pass before it
+	// finished; the next pass runs that target. It is not a failure.
+	TargetPassPreempted
 )
 
-var targetEventNames = [...]string{"", "state-changed", "pass-finished", "pass-failed", "action-required"}
+var targetEventNames = [...]string{"", "state-changed", "pass-finished", "pass-failed", "action-required", "pass-preempted"}
 
 // String returns the lower-case name of the kind.
 func (k TargetEventKind) String() string {
@@ -131,6 +141,11 @@ type TargetEvent struct {
 	Kind TargetEventKind
 	// Pass numbers the passes of the reconciler from 1.
 	Pass int
+	// Revision is the revision of the target the pass converges (see
+	// TargetReconciler.Revision): events of one target never carry
+	// another's revision, even when a new target arrives while a pass
+	// runs. The Report of a TargetStateChanged event carries it too.
+	Revision uint64
 	// Intermediate is true for a pass of an intermediate target.
 	Intermediate bool
 	// Forced is true when the pass ran (or was raised to run) past update
@@ -152,6 +167,9 @@ type TargetEvent struct {
 	Action RequiredAction
 	// Duration is how long the pass took (pass events).
 	Duration time.Duration
+	// Dropped is how many events this subscriber lost just before this
+	// one because it was too slow (see Subscribe); usually 0.
+	Dropped int
 }
 
 // TargetReconciler keeps one device converged to a target (see DESIGN §3):
@@ -159,8 +177,10 @@ type TargetEvent struct {
 // walked again until a walk changes nothing, then the next stage starts.
 // Triggers coalesce into at most one pending pass; a forced trigger raises
 // the flag of the running pass (items see it through Forced) and of the
-// pending one; failed passes back off; intermediate targets preempt the
-// regular loop and hand back to it; the last target is kept in the Store.
+// pending one; failed passes back off; a new target preempts the running
+// pass at the next item boundary; intermediate targets preempt the regular
+// loop and hand back to it; the last target is kept in the Store. Every
+// target gets a revision, which its events and reports carry.
 //
 // Create it with NewTargetReconciler (the zero value is not usable), set a
 // target and call Run once. Its methods are safe for concurrent use.
@@ -172,6 +192,8 @@ type TargetReconciler[T any] struct {
 	mu           sync.Mutex
 	target       T
 	hasTarget    bool
+	rev          uint64 // revision of target
+	revs         uint64 // revisions handed out
 	pending      bool
 	pendingForce bool
 	notBefore    time.Time // backoff: regular passes wait until then
@@ -181,7 +203,7 @@ type TargetReconciler[T any] struct {
 	passes       int
 	started      bool
 	stopped      bool
-	subs         map[int]func(TargetEvent)
+	subs         map[int]*mailbox[TargetEvent]
 	nextSub      int
 
 	wake chan struct{}
@@ -189,14 +211,17 @@ type TargetReconciler[T any] struct {
 
 type targetIntermediate[T any] struct {
 	target T
+	rev    uint64
 	done   chan error
 }
 
 // targetRun is the pass being walked.
 type targetRun struct {
-	force     atomic.Bool
-	preempted atomic.Bool
-	cancel    context.CancelFunc
+	force      atomic.Bool
+	preempted  atomic.Bool // by an intermediate target: cancelled
+	superseded atomic.Bool // by a new target: yields at an item boundary
+	cancel     context.CancelFunc
+	yield      context.CancelFunc
 }
 
 // NewTargetReconciler validates cfg and returns a reconciler that is not
@@ -221,7 +246,7 @@ func NewTargetReconciler[T any](cfg TargetConfig[T]) (*TargetReconciler[T], erro
 	}
 	return &TargetReconciler[T]{
 		cfg: cfg, walker: w, name: name,
-		subs: map[int]func(TargetEvent){},
+		subs: map[int]*mailbox[TargetEvent]{},
 		wake: make(chan struct{}, 1),
 	}, nil
 }
@@ -233,9 +258,12 @@ func (r *TargetReconciler[T]) signal() {
 	}
 }
 
-// SetTarget stores t as the last target and asks for a pass, resetting the
-// backoff. When the store fails, the target is not changed and the error is
-// returned.
+// SetTarget stores t as the last target, gives it the next revision and
+// asks for a pass, resetting the backoff. A pass of the previous target
+// that is running stops at the next item boundary (the items applying
+// finish; no item is cut in the middle), ends with TargetPassPreempted,
+// and the new target's pass starts. When the store fails, the target is
+// not changed and the error is returned.
 func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	b, err := json.Marshal(t)
 	if err != nil {
@@ -246,11 +274,29 @@ func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	}
 	r.mu.Lock()
 	r.target, r.hasTarget = t, true
+	r.revs++
+	r.rev = r.revs
 	r.pending = true
 	r.failures, r.notBefore = 0, time.Time{}
+	if r.running != nil {
+		r.running.superseded.Store(true)
+		r.running.yield()
+	}
 	r.mu.Unlock()
 	r.signal()
 	return nil
+}
+
+// Revision returns the revision of the current target: targets are
+// numbered from 1 in the order they were set (by SetTarget, or loaded by
+// Run), and ApplyIntermediate's targets take numbers from the same count.
+// It is 0 when no target is set. Called right after SetTarget from the
+// goroutine that set it, it is that target's revision, as the TargetEvent
+// values of its passes carry it.
+func (r *TargetReconciler[T]) Revision() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rev
 }
 
 // Target returns the current target, and false when none is set.
@@ -285,18 +331,30 @@ func (r *TargetReconciler[T]) TriggerForced() {
 }
 
 // Subscribe registers f for every event from now on and returns the
-// function that unregisters it. f is called from the loop goroutine, in
-// order, and must not block.
+// function that unregisters it.
+//
+// Each subscriber has a goroutine of its own that calls f in order, so a
+// slow subscriber never stalls the loop nor the other subscribers: its
+// events wait in a buffer of Walk.EventBuffer events, the oldest are
+// dropped when it is full, and the next event f gets says how many it lost
+// (TargetEvent.Dropped). When Run stops, it waits at most Walk.EventDrain
+// for the subscribers to take their events, then drops the rest. An f that
+// never returns holds only its own goroutine, which ends when f returns.
 func (r *TargetReconciler[T]) Subscribe(f func(TargetEvent)) (unsubscribe func()) {
+	box := newMailbox(r.walker.cfg.EventBuffer, func(e TargetEvent, _ uint64, dropped int) {
+		e.Dropped = dropped
+		f(e)
+	})
 	r.mu.Lock()
 	id := r.nextSub
 	r.nextSub++
-	r.subs[id] = f
+	r.subs[id] = box
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
 		delete(r.subs, id)
 		r.mu.Unlock()
+		box.abandon()
 	}
 }
 
@@ -307,19 +365,21 @@ func (r *TargetReconciler[T]) emit(e TargetEvent) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	fs := make([]func(TargetEvent), 0, len(ids))
+	boxes := make([]*mailbox[TargetEvent], 0, len(ids))
 	for _, id := range ids {
-		fs = append(fs, r.subs[id])
+		boxes = append(boxes, r.subs[id])
 	}
 	r.mu.Unlock()
-	for _, f := range fs {
-		f(e)
+	for _, b := range boxes {
+		b.push(e)
 	}
 }
 
 // ApplyIntermediate preempts the regular loop to converge the intermediate
 // target t (stop everything, for example, before the regular target
-// restores it): the running regular pass is cancelled, t gets one pass,
+// restores it): the running regular pass is interrupted (its items see
+// their context cancelled, after Walk.Grace when there is one) and ends
+// with TargetPassPreempted, t gets one pass under a revision of its own,
 // and the regular loop resumes with a pass right after. It blocks until
 // the intermediate pass ends and returns its error, or ctx's error.
 // Intermediate targets are not stored. Run must be running, or be started
@@ -331,6 +391,8 @@ func (r *TargetReconciler[T]) ApplyIntermediate(ctx context.Context, t T) error 
 		r.mu.Unlock()
 		return ErrTargetStopped
 	}
+	r.revs++
+	req.rev = r.revs
 	r.inter = append(r.inter, req)
 	if r.running != nil {
 		r.running.preempted.Store(true)
@@ -347,10 +409,14 @@ func (r *TargetReconciler[T]) ApplyIntermediate(ctx context.Context, t T) error 
 }
 
 // Run loads the last target from the Store (unless SetTarget was called)
-// and reconciles until ctx is cancelled, then stops the running pass
-// (items in flight see a cancelled context) and returns nil once it ended.
-// It fails when the stored target cannot be read or decoded. Run may be
-// called only once.
+// and reconciles until ctx ends. Then it interrupts the running pass as a
+// walk is interrupted: no new item starts, and the items already applying
+// get Walk.Grace to finish before their context is cancelled (at once
+// when Grace is 0, or at a second interrupt of a ctx made by
+// WithInterrupt). Once the pass ended and the subscribers took their
+// events (waiting at most Walk.EventDrain), Run returns nil. It fails when
+// the stored target cannot be read or decoded. Run may be called only
+// once.
 func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.started {
@@ -376,6 +442,8 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 			r.mu.Lock()
 			if !r.hasTarget {
 				r.target, r.hasTarget, r.pending = t, true, true
+				r.revs++
+				r.rev = r.revs
 			}
 			r.mu.Unlock()
 		}
@@ -396,14 +464,15 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		}
 		var inter *targetIntermediate[T]
 		var target T
+		var rev uint64
 		var force, run bool
 		switch {
 		case len(r.inter) > 0:
 			inter = r.inter[0]
 			r.inter = r.inter[1:]
-			target, run = inter.target, true
+			target, rev, run = inter.target, inter.rev, true
 		case r.pending && r.hasTarget && (r.pendingForce || !now.Before(r.notBefore)):
-			target, force, run = r.target, r.pendingForce, true
+			target, rev, force, run = r.target, r.rev, r.pendingForce, true
 			r.pending, r.pendingForce = false, false
 		}
 		if !run {
@@ -431,18 +500,25 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		passCtx, cancel := context.WithCancel(ctx)
 		run1 := &targetRun{cancel: cancel}
 		run1.force.Store(force)
+		var yield context.Context
 		if inter == nil {
+			yield, run1.yield = context.WithCancel(context.Background())
 			r.running = run1
 		}
 		r.passes++
-		pass := r.passes
+		info := passInfo{pass: r.passes, rev: rev, inter: inter != nil, yield: yield}
 		r.mu.Unlock()
 
 		start := time.Now()
-		err := r.pass(&forceCtx{Context: passCtx, run: run1}, pass, inter != nil, target)
+		err := r.pass(&forceCtx{Context: passCtx, run: run1}, info, target)
 		cancel()
+		if run1.yield != nil {
+			run1.yield()
+		}
 		took := time.Since(start)
 		forced := run1.force.Load()
+		pass := info.pass
+		ev := TargetEvent{Pass: pass, Revision: rev, Intermediate: inter != nil, Forced: forced, Duration: took}
 
 		r.mu.Lock()
 		r.running = nil
@@ -451,9 +527,13 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		case inter != nil:
 			// Hand back to the regular loop at once.
 			r.pending, r.notBefore = true, time.Time{}
-		case run1.preempted.Load() && ctx.Err() == nil:
-			r.pending = true // preempted: run again after the intermediate
+		case err != nil && ctx.Err() == nil && (run1.preempted.Load() || run1.superseded.Load()):
+			// Preempted: the next pass runs the intermediate or the new
+			// target, then the regular loop goes on.
+			r.pending = true
 			r.mu.Unlock()
+			ev.Kind = TargetPassPreempted
+			r.emit(ev)
 			continue
 		case err == nil:
 			r.failures, r.notBefore = 0, time.Time{}
@@ -477,7 +557,6 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		if ctx.Err() != nil && err != nil {
 			return nil
 		}
-		ev := TargetEvent{Pass: pass, Intermediate: inter != nil, Forced: forced, Duration: took}
 		if err == nil {
 			ev.Kind = TargetPassFinished
 		} else {
@@ -487,21 +566,37 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 	}
 }
 
-// stop fails the intermediate targets still waiting.
+// stop fails the intermediate targets still waiting and lets the
+// subscribers take their events, for Walk.EventDrain at most.
 func (r *TargetReconciler[T]) stop() {
 	r.mu.Lock()
 	r.stopped = true
 	inter := r.inter
 	r.inter = nil
+	boxes := make([]*mailbox[TargetEvent], 0, len(r.subs))
+	for _, b := range r.subs {
+		boxes = append(boxes, b)
+	}
 	r.mu.Unlock()
 	for _, in := range inter {
 		in.done <- ErrTargetStopped
 	}
+	closeMailboxes(r.walker.cfg.EventDrain, boxes...)
+}
+
+// passInfo is what the events and walks of a pass carry.
+type passInfo struct {
+	pass  int
+	rev   uint64
+	inter bool
+	// yield ends when a new target preempts the pass (nil for an
+	// intermediate pass).
+	yield context.Context
 }
 
 // pass walks every stage of target in order, each until a walk changes
-// nothing.
-func (r *TargetReconciler[T]) pass(ctx context.Context, pass int, inter bool, target T) error {
+// nothing. A preempted pass stops at the next item boundary.
+func (r *TargetReconciler[T]) pass(ctx context.Context, info passInfo, target T) error {
 	stages, err := r.cfg.Build(ctx, target)
 	if err != nil {
 		return &TargetStageError{Stage: "build", Err: err}
@@ -509,29 +604,39 @@ func (r *TargetReconciler[T]) pass(ctx context.Context, pass int, inter bool, ta
 	seen := map[RequiredAction]bool{}
 	for _, st := range stages {
 		for round := 1; ; round++ {
-			walk := r.walker.Apply
-			if st.Clean {
-				walk = r.walker.Clean
+			if info.yield != nil && info.yield.Err() != nil {
+				return errPreempted
 			}
-			rep, err := walk(ctx, st.Graph)
+			mode := ModeApply
+			if st.Clean {
+				mode = ModeClean
+			}
+			rep, err := r.walker.walkWith(ctx, st.Graph, mode, false, walkOpts{rev: info.rev, yield: info.yield})
 			forced := Forced(ctx)
+			ev := TargetEvent{Pass: info.pass, Revision: info.rev, Intermediate: info.inter, Forced: forced, Stage: st.Name}
 			for _, a := range rep.Actions() {
 				if !seen[a] {
 					seen[a] = true
-					r.emit(TargetEvent{Kind: TargetActionRequired, Pass: pass, Intermediate: inter, Forced: forced, Stage: st.Name, Action: a})
+					ev.Kind, ev.Action = TargetActionRequired, a
+					r.emit(ev)
 				}
 			}
 			if rep.Changed() {
-				r.emit(TargetEvent{Kind: TargetStateChanged, Pass: pass, Intermediate: inter, Forced: forced, Stage: st.Name, Report: rep})
+				ev.Kind, ev.Action, ev.Report = TargetStateChanged, RequiredAction{}, rep
+				r.emit(ev)
 			}
 			if err != nil {
-				return &TargetStageError{Stage: st.Name, Round: round, Err: err}
+				se := &TargetStageError{Stage: st.Name, Round: round, Err: err}
+				if rep != nil {
+					se.Walk = rep.Walk
+				}
+				return se
 			}
 			if !rep.Changed() {
 				break
 			}
 			if round == r.cfg.MaxRounds {
-				return &TargetStageError{Stage: st.Name, Round: round, Err: fmt.Errorf("%w: still changing after %d walks", ErrTargetNotSettled, round)}
+				return &TargetStageError{Stage: st.Name, Round: round, Walk: rep.Walk, Err: fmt.Errorf("%w: still changing after %d walks", ErrTargetNotSettled, round)}
 			}
 		}
 	}

@@ -38,7 +38,7 @@ func ExampleTargetReconciler() {
 	r.Subscribe(func(e converge.TargetEvent) {
 		switch e.Kind {
 		case converge.TargetStateChanged:
-			fmt.Printf("pass %d, stage %s: changed %v\n", e.Pass, e.Stage, e.Report.IDs(converge.OutcomeChanged))
+			fmt.Printf("pass %d (revision %d), stage %s: changed %v\n", e.Pass, e.Revision, e.Stage, e.Report.IDs(converge.OutcomeChanged))
 		case converge.TargetPassFinished:
 			fmt.Printf("pass %d finished\n", e.Pass)
 			close(done)
@@ -58,8 +58,8 @@ func ExampleTargetReconciler() {
 	fmt.Println("stopped:", <-stopped)
 	fmt.Println("hostname:", hostname.Current(), "app:", app.Current())
 	// Output:
-	// pass 1, stage host: changed [hostname]
-	// pass 1, stage apps: changed [container:web]
+	// pass 1 (revision 1), stage host: changed [hostname]
+	// pass 1 (revision 1), stage apps: changed [container:web]
 	// pass 1 finished
 	// stopped: <nil>
 	// hostname: edge-1 app: web:1.2

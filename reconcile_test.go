@@ -227,6 +227,12 @@ func TestReconcileFailedStageStopsLaterStages(t *testing.T) {
 		require.ErrorAs(t, failed[0].Err, &se)
 		assert.Equal(t, "host", se.Stage)
 		require.ErrorIs(t, failed[0].Err, convergetest.ErrInjected)
+		var ie *converge.ItemError
+		require.ErrorAs(t, failed[0].Err, &ie)
+		assert.NotEmpty(t, se.Walk)
+		assert.Equal(t, se.Walk, ie.Walk, "the stage error names the walk its item failed in")
+		assert.NotContains(t, se.Error(), string(se.Walk))
+		assert.Equal(t, r.Revision(), failed[0].Revision)
 		assert.Equal(t, time.Minute, failed[0].Retry)
 		_, applies := d.app.get()
 		assert.Zero(t, applies, "apps never started")
@@ -451,10 +457,11 @@ func TestReconcileIntermediatePreemptsRunningPass(t *testing.T) {
 		d := newDevice()
 		d.app.latency = time.Hour
 		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
-		var hostAfterIntermediate string
+		var hostAfterIntermediate any
 		r.Subscribe(func(e converge.TargetEvent) {
-			if e.Intermediate && e.Kind == converge.TargetPassFinished {
-				hostAfterIntermediate = d.host.Current() // the loop goroutine: nothing else runs
+			if e.Intermediate && e.Kind == converge.TargetStateChanged && e.Stage == "host" {
+				res, _ := e.Report.Item("host")
+				hostAfterIntermediate = res.After
 			}
 		})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))

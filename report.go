@@ -37,8 +37,8 @@ const (
 	// OutcomeWaiting means the item was not run because items it waits for
 	// (dependencies; dependents for an Absent item) failed or were waiting.
 	OutcomeWaiting
-	// OutcomeNotRun means the walk was cancelled or stopped by fail-fast
-	// before the item started.
+	// OutcomeNotRun means the walk was interrupted, stopped by fail-fast
+	// or preempted by a new target before the item started.
 	OutcomeNotRun
 )
 
@@ -101,14 +101,48 @@ func ResultStates[S any](r ItemResult) (before, after S, ok bool) {
 	return before, after, true
 }
 
+// Interrupt says whether and how a walk was interrupted (see Config.Grace
+// and WithInterrupt).
+type Interrupt uint8
+
+const (
+	// InterruptNone means the walk was not interrupted.
+	InterruptNone Interrupt = iota
+	// InterruptGraceful means the walk was interrupted and the items
+	// already running finished with their context intact; the items that
+	// had not started are OutcomeNotRun.
+	InterruptGraceful
+	// InterruptImmediate means the walk was interrupted and the context of
+	// the items still running was cancelled: Config.Grace is 0 or ran out,
+	// or a second interrupt arrived.
+	InterruptImmediate
+)
+
+var interruptNames = [...]string{"none", "graceful", "immediate"}
+
+// String returns "none", "graceful" or "immediate".
+func (i Interrupt) String() string { return enumString("interrupt", interruptNames[:], uint8(i)) }
+
 // Report is the result of a walk: one ItemResult per item, in the order the
 // items were added to the graph.
 type Report struct {
+	// Walk identifies the walk; its events and item errors carry it too.
+	Walk WalkID
+	// Revision is the revision of the TargetReconciler target whose pass
+	// ran the walk (TargetEvent.Revision); 0 for a walk run on its own.
+	Revision uint64
 	Mode     Mode
 	Dry      bool
 	Items    []ItemResult
 	Started  time.Time
 	Duration time.Duration
+	// Interrupted says whether the walk was interrupted, and whether the
+	// items in flight could finish (graceful) or had their context
+	// cancelled (immediate).
+	Interrupted Interrupt
+	// EventsDropped is how many progress events the Observer did not get
+	// because it was too slow (see Observer).
+	EventsDropped int
 
 	index  map[ID]int
 	notRun int
@@ -225,6 +259,9 @@ func (r *Report) Summary() string {
 	verb := r.Mode.String()
 	if r.Dry {
 		verb += " (dry run)"
+	}
+	if r.Interrupted != InterruptNone {
+		verb += " (interrupted, " + r.Interrupted.String() + ")"
 	}
 	fmt.Fprintf(&b, "%s: %d items: ", verb, len(r.Items))
 	first := true
