@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/convergekit/converge/internal/strictjson"
 )
 
 // The JSON wire format of the three status documents is described on the
@@ -112,11 +114,53 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	w := edgeWire{Revision: r.Revision, Time: r.Time, Items: make([]edgeItemWire, len(r.Items))}
-	for i, it := range r.Items {
-		w.Items[i] = edgeItemWire(it)
+	return r.appendJSON(make([]byte, 0, 64+len(r.Items)*96))
+}
+
+// appendJSON appends the report's document to dst: the bytes
+// encoding/json writes for edgeWire, without reflection.
+func (r EdgeReport) appendJSON(dst []byte) ([]byte, error) {
+	var err error
+	dst = append(dst, `{"revision":`...)
+	dst = strconv.AppendUint(dst, r.Revision, 10)
+	if !r.Time.IsZero() {
+		dst = append(dst, `,"time":`...)
+		if dst, err = appendJSONTime(dst, r.Time); err != nil {
+			return nil, err
+		}
 	}
-	return json.Marshal(w)
+	dst = append(dst, `,"items":[`...)
+	for i, it := range r.Items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = appendJSONString(dst, string(it.ID))
+		dst = append(dst, `,"state":`...)
+		dst = appendJSONString(dst, it.State.String())
+		if len(it.WaitingFor) > 0 {
+			dst = append(dst, `,"waitingFor":[`...)
+			for k, id := range it.WaitingFor {
+				if k > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendJSONString(dst, string(id))
+			}
+			dst = append(dst, ']')
+		}
+		if it.Message != "" {
+			dst = append(dst, `,"message":`...)
+			dst = appendJSONString(dst, it.Message)
+		}
+		if !it.Time.IsZero() {
+			dst = append(dst, `,"time":`...)
+			if dst, err = appendJSONTime(dst, it.Time); err != nil {
+				return nil, err
+			}
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...), nil
 }
 
 // UnmarshalJSON decodes an edge report strictly and validates it; on error e
@@ -129,6 +173,20 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 // where state is an EdgeState name other than "not-reported"; revision,
 // items, and id and state of every item are required.
 func (e *EdgeReport) UnmarshalJSON(b []byte) error {
+	out, ok := decodeEdgeFast(b)
+	if !ok {
+		var err error
+		if out, err = decodeEdgeExact(b); err != nil {
+			return err
+		}
+	}
+	*e = out
+	return nil
+}
+
+// decodeEdgeExact reads an edge report token by token, naming the field
+// path of the first problem.
+func decodeEdgeExact(b []byte) (EdgeReport, error) {
 	var out EdgeReport
 	r := newJSONReader(docEdge, b)
 	err := r.document([]string{"revision", "items"}, func(key, p string) error {
@@ -164,13 +222,87 @@ func (e *EdgeReport) UnmarshalJSON(b []byte) error {
 		return errNoField
 	})
 	if err != nil {
-		return err
+		return EdgeReport{}, err
 	}
 	if err := out.Validate(); err != nil {
-		return err
+		return EdgeReport{}, err
 	}
-	*e = out
-	return nil
+	return out, nil
+}
+
+// edgeKeys are the keys of an edge report document, at any depth.
+var edgeKeys = []string{"revision", "time", "items", "id", "state", "waitingFor", "message"}
+
+// decodeEdgeFast decodes a valid edge report through encoding/json in one
+// pass. It reports false for anything the exact reader must look at: a
+// document strictjson.Scan does not clear, one encoding/json refuses, a
+// missing required field, or one that fails Validate. The exact reader
+// then produces the error with its field path, so both paths give the same
+// result.
+func decodeEdgeFast(b []byte) (EdgeReport, bool) {
+	var w edgeWire
+	if !decodeFast(b, edgeKeys, &w) || w.Revision == 0 || w.Items == nil {
+		return EdgeReport{}, false
+	}
+	out := EdgeReport{Revision: w.Revision, Time: w.Time}
+	if len(w.Items) > 0 {
+		out.Items = make([]EdgeItem, len(w.Items))
+	}
+	for i, it := range w.Items {
+		if it.ID == "" || it.State == EdgeNotReported {
+			return EdgeReport{}, false
+		}
+		if len(it.WaitingFor) == 0 {
+			it.WaitingFor = nil
+		}
+		out.Items[i] = EdgeItem(it)
+	}
+	if out.Validate() != nil {
+		return EdgeReport{}, false
+	}
+	return out, true
+}
+
+// decodeFast decodes b into w with encoding/json when strictjson.Scan
+// finds no repeated key, no null and no key outside known: then
+// encoding/json's leniencies (last repeated key wins, keys matched without
+// regard to case, null leaves a value alone) cannot apply, and unknown
+// fields are refused by the decoder.
+func decodeFast[W any](b []byte, known []string, w *W) bool {
+	sum, err := strictjson.Scan(b, known)
+	if err != nil || sum.Null || sum.Unknown {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(w) == nil
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it. Plain
+// ASCII, the common case, is copied; anything encoding/json escapes
+// (quotes, control characters, HTML characters, non-ASCII) goes through
+// encoding/json itself.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// appendJSONTime appends t as encoding/json writes a time.Time.
+func appendJSONTime(dst []byte, t time.Time) ([]byte, error) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		q, err := t.MarshalJSON() // the same error encoding/json gives
+		return append(dst, q...), err
+	}
+	dst = append(dst, '"')
+	dst = t.AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, '"'), nil
 }
 
 type statusWire struct {
