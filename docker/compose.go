@@ -235,6 +235,13 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 		}
 		for k, v := range s.Labels {
+			if k == LabelUpdateLock {
+				spec.UpdateLock = v
+				if reason := checkUpdateLock(v); reason != "" {
+					return nil, &SpecError{Object: "service " + name, Service: name, Field: "labels." + k, Reason: reason}
+				}
+				continue
+			}
 			if spec.Labels == nil {
 				spec.Labels = map[string]string{}
 			}

@@ -157,6 +157,18 @@ func (s *snapshot) owned() []string {
 	return out
 }
 
+// locks returns the update lock path of every container that declares one
+// (LabelUpdateLock), by name.
+func (s *snapshot) locks() map[string]string {
+	out := map[string]string{}
+	for name, c := range s.containers {
+		if l := c.Labels[LabelUpdateLock]; l != "" {
+			out[name] = l
+		}
+	}
+	return out
+}
+
 func (s *snapshot) listImages(ctx context.Context, eng Engine, refs []string) error {
 	found, err := listImages(ctx, eng, refs)
 	if err != nil {

@@ -45,6 +45,10 @@ type ContainerState struct {
 	// Leftover is the container a recreate interrupted half-way left under
 	// the temporary name (see TempName); the zero value means none.
 	Leftover Leftover
+	// UpdateLock is the path of the container's update lock file
+	// (LabelUpdateLock; ContainerSpec.UpdateLock for a target); "" when it
+	// takes none.
+	UpdateLock string
 
 	snap *snapshot // the walk's snapshot this state was read from
 }
@@ -197,14 +201,15 @@ func diffFields(current, target ContainerState) []string {
 // stateFromSummary reads a container from a list entry, without inspecting.
 func stateFromSummary(s container.Summary) ContainerState {
 	st := ContainerState{
-		Exists:   true,
-		ID:       s.ID,
-		Status:   string(s.State),
-		Paused:   s.State == container.StatePaused,
-		Image:    s.Image,
-		ImageID:  s.ImageID,
-		SpecHash: s.Labels[LabelSpecHash],
-		Fields:   decodeFields(s.Labels[LabelSpecFields]),
+		Exists:     true,
+		ID:         s.ID,
+		Status:     string(s.State),
+		Paused:     s.State == container.StatePaused,
+		Image:      s.Image,
+		ImageID:    s.ImageID,
+		SpecHash:   s.Labels[LabelSpecHash],
+		Fields:     decodeFields(s.Labels[LabelSpecFields]),
+		UpdateLock: s.Labels[LabelUpdateLock],
 	}
 	if len(s.Names) > 0 {
 		st.Name = strings.TrimPrefix(s.Names[0], "/")
@@ -253,6 +258,7 @@ func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) Containe
 		st.Image = r.Config.Image
 		st.SpecHash = r.Config.Labels[LabelSpecHash]
 		st.Fields = decodeFields(r.Config.Labels[LabelSpecFields])
+		st.UpdateLock = r.Config.Labels[LabelUpdateLock]
 		if spec != nil {
 			env := map[string]string{}
 			for _, kv := range r.Config.Env {

@@ -53,9 +53,11 @@ const (
 	ContainerRename  = "ContainerRename"
 	ContainerUnpause = "ContainerUnpause"
 	ContainerLogs    = "ContainerLogs"
-	ImageList        = "ImageList"
-	ImagePull        = "ImagePull"
-	ImageRemove      = "ImageRemove"
+	// ContainerStatPath looks a path up in a container's filesystem.
+	ContainerStatPath = "ContainerStatPath"
+	ImageList         = "ImageList"
+	ImagePull         = "ImagePull"
+	ImageRemove       = "ImageRemove"
 	// DistributionInspect asks the registry about a reference.
 	DistributionInspect = "DistributionInspect"
 	NetworkList         = "NetworkList"
@@ -89,6 +91,9 @@ type Container struct {
 	ImageID  string
 	// Log is what ContainerLogs returns (as standard output).
 	Log string
+	// Files are the paths ContainerStatPath finds in the container (see
+	// SetFile); nil means none.
+	Files map[string]bool
 }
 
 type img struct {
@@ -235,6 +240,7 @@ func (e *Engine) Containers() []Container {
 	for _, c := range e.containers {
 		cp := *c
 		cp.Networks = maps.Clone(c.Networks)
+		cp.Files = maps.Clone(c.Files)
 		out = append(out, cp)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -250,6 +256,7 @@ func (e *Engine) Container(nameOrID string) (Container, bool) {
 		return Container{}, false
 	}
 	cp := *c
+	cp.Files = maps.Clone(c.Files)
 	return cp, true
 }
 
@@ -305,6 +312,25 @@ func (e *Engine) Tamper(name string, f func(c *Container)) {
 	defer e.mu.Unlock()
 	if c := e.find(name); c != nil {
 		f(c)
+	}
+}
+
+// SetFile makes path exist (present true) or not in the filesystem of the
+// container with the given name or ID, as an application writing or
+// removing a file would: ContainerStatPath finds it. It is how tests hold
+// and release an update lock (docker.ContainerSpec.UpdateLock).
+func (e *Engine) SetFile(nameOrID, path string, present bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.find(nameOrID); c != nil {
+		if c.Files == nil {
+			c.Files = map[string]bool{}
+		}
+		if present {
+			c.Files[path] = true
+		} else {
+			delete(c.Files, path)
+		}
 	}
 }
 
@@ -628,6 +654,25 @@ func (e *Engine) ContainerLogs(ctx context.Context, id string, opts container.Lo
 	var buf bytes.Buffer
 	_, _ = stdcopy.NewStdWriter(&buf, stdcopy.Stdout).Write([]byte(strings.Join(lines, "")))
 	return io.NopCloser(&buf), nil
+}
+
+// ContainerStatPath implements docker.Engine: a path set with SetFile is
+// found (as a regular file); any other is not found, as is a container
+// that does not exist.
+func (e *Engine) ContainerStatPath(ctx context.Context, id, path string) (container.PathStat, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.call(ctx, ContainerStatPath, false); err != nil {
+		return container.PathStat{}, err
+	}
+	c := e.find(id)
+	if c == nil {
+		return container.PathStat{}, notFound("container", id)
+	}
+	if !c.Files[path] {
+		return container.PathStat{}, fmt.Errorf("Could not find the file %s in container %s: %w", path, c.Name, errdefs.ErrNotFound)
+	}
+	return container.PathStat{Name: path[strings.LastIndexByte(path, '/')+1:], Mode: 0o644}, nil
 }
 
 // DistributionInspect implements docker.Engine: references registered with
