@@ -135,7 +135,9 @@ func (c *Container) StateCurrent(ctx context.Context, deps converge.Deps) (Conta
 func (c *Container) key() string { return "container:" + c.name }
 
 // StateGoal is the container created from the spec, in its run mode, on
-// the image ID its image item reached (when it has one).
+// the image ID its image item reached (when it has one): a container on
+// another image ID (the tag moved) is recreated, as is one on an image the
+// registry no longer serves under its tag (PullAlways).
 func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerState, error) {
 	f := c.spec.fields(c.hashKey)
 	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(c.hashKey, f), Fields: f, Run: c.spec.Run,
@@ -145,8 +147,13 @@ func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerS
 	}
 	sort.Strings(st.Networks)
 	st.Networks = slices.Compact(st.Networks)
-	if c.imageID != "" {
-		if is, err := converge.DepState[ImageState](deps, c.imageID); err == nil {
+	if is, err := converge.DepState[ImageState](deps, c.imageID); err == nil {
+		switch { // a newer image is (or will be) pulled: leave the present one
+		case is.Outdated:
+			st.staleImage = is.ID
+		case is.replaces != "":
+			st.staleImage = is.replaces
+		default:
 			st.ImageID = is.ID
 		}
 	}
@@ -286,7 +293,8 @@ func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState
 			}
 		}
 		if c.spec.Update == KillThenDownload {
-			if err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}); err != nil {
+			refresh := c.spec.Pull == PullAlways && slices.Contains(plan.Fields, "image-id")
+			if _, err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}, refresh); err != nil {
 				return err
 			}
 		}

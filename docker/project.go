@@ -220,15 +220,11 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	g.Add(converge.Wrap[ProjectState](&orphansItem{p: cp, eng: eng}), converge.Present, orphanDeps...)
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
-		deps := []converge.ID{pid, oid}
 		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: eng, projectID: pid,
-			poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
+			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
+		deps := []converge.ID{pid, oid, c.imageID}
 		if c.poll <= 0 {
 			c.poll = DefaultPollInterval
-		}
-		if s.Update != KillThenDownload {
-			c.imageID = ImageID(s.Image)
-			deps = append(deps, c.imageID)
 		}
 		for _, n := range s.Networks {
 			if netIDs[n.Name] && !slices.Contains(deps, NetworkID(n.Name)) {

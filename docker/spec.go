@@ -209,6 +209,12 @@ const (
 	PullMissing PullPolicy = iota
 	// PullNever never pulls; a missing image is an error (ErrImageMissing).
 	PullNever
+	// PullAlways asks the registry, once per walk and image
+	// (DistributionInspect, a read), which image the reference names now,
+	// and pulls it when the local image is another one (or missing); the
+	// containers on the old image are then recreated. When the registry
+	// cannot be asked, a local image is kept.
+	PullAlways
 )
 
 // Dependency is one depends_on entry: wait for Service to meet Condition,
@@ -327,7 +333,7 @@ func (s *ContainerSpec) validate(object string) error {
 		return bad("Run", "unknown run mode %d", s.Run)
 	case s.Update > KillThenDownload:
 		return bad("Update", "unknown update strategy %d", s.Update)
-	case s.Pull > PullNever:
+	case s.Pull > PullAlways:
 		return bad("Pull", "unknown pull policy %d", s.Pull)
 	case s.StopTimeout != nil && *s.StopTimeout < 0:
 		return bad("StopTimeout", "must not be negative")

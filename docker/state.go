@@ -51,6 +51,10 @@ type ContainerState struct {
 	UpdateLock string
 
 	snap *snapshot // the walk's snapshot this state was read from
+	// staleImage is, for a target, the ID of a local image the registry
+	// no longer serves under the tag (PullAlways): a container on it is
+	// recreated on the newer one.
+	staleImage string
 }
 
 // Leftover is an owned container found under the temporary name of a
@@ -181,7 +185,9 @@ func diffFields(current, target ContainerState) []string {
 			diff = append(diff, "spec")
 		}
 	}
-	if target.ImageID != "" && current.ImageID != "" && current.ImageID != target.ImageID && !slices.Contains(diff, "image") {
+	moved := target.ImageID != "" && current.ImageID != "" && current.ImageID != target.ImageID
+	stale := target.staleImage != "" && current.ImageID == target.staleImage
+	if (moved || stale) && !slices.Contains(diff, "image") {
 		diff = append(diff, "image-id")
 	}
 	for _, n := range target.Networks {

@@ -37,6 +37,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/convergekit/converge/docker"
@@ -97,8 +98,9 @@ type Container struct {
 }
 
 type img struct {
-	id   string
-	tags []string
+	id      string
+	tags    []string
+	digests []string // repository digests, of a pulled image
 }
 
 // Engine is the fake engine. It is safe for concurrent use.
@@ -108,6 +110,7 @@ type Engine struct {
 	containers map[string]*Container // by ID
 	images     map[string]*img       // by ID
 	pullable   map[string][]int64    // ref -> layer sizes
+	published  map[string]string     // ref -> the registry's manifest digest
 	networks   map[string]network.Summary
 	volumes    map[string]volume.Volume
 	calls      map[string]int
@@ -133,6 +136,7 @@ func New() *Engine {
 		containers: map[string]*Container{},
 		images:     map[string]*img{},
 		pullable:   map[string][]int64{},
+		published:  map[string]string{},
 		networks: map[string]network.Summary{
 			"bridge": {Name: "bridge", ID: "net-bridge", Driver: "bridge"},
 		},
@@ -171,11 +175,14 @@ func (e *Engine) addImage(ref string) string {
 }
 
 // Pullable lets ImagePull fetch ref, streaming progress for layers of the
-// given sizes.
+// given sizes. Each call publishes a new version of ref, as a push to the
+// registry would: DistributionInspect reports a new manifest digest, and
+// the next pull makes a new image with that repository digest.
 func (e *Engine) Pullable(ref string, layers ...int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pullable[norm(ref)] = layers
+	e.published[norm(ref)] = "sha256:" + e.nextID("manifest")
 }
 
 // FailWrites makes every write call fail with probability p, before it
@@ -683,10 +690,11 @@ func (e *Engine) DistributionInspect(ctx context.Context, ref, _ string) (regist
 	if err := e.call(ctx, DistributionInspect, false); err != nil {
 		return registry.DistributionInspect{}, err
 	}
-	if _, ok := e.pullable[norm(ref)]; !ok {
+	d, ok := e.published[norm(ref)]
+	if !ok {
 		return registry.DistributionInspect{}, fmt.Errorf("manifest for %s: %w", ref, errdefs.ErrNotFound)
 	}
-	return registry.DistributionInspect{}, nil
+	return registry.DistributionInspect{Descriptor: ocispec.Descriptor{Digest: digest.Digest(d)}}, nil
 }
 
 // ImageList implements docker.Engine.
@@ -709,7 +717,7 @@ func (e *Engine) ImageList(ctx context.Context, opts image.ListOptions) ([]image
 			}
 		}
 		if ok {
-			out = append(out, image.Summary{ID: im.id, RepoTags: slices.Clone(im.tags)})
+			out = append(out, image.Summary{ID: im.id, RepoTags: slices.Clone(im.tags), RepoDigests: slices.Clone(im.digests)})
 		}
 	}
 	return out, nil
@@ -737,7 +745,23 @@ func (e *Engine) ImagePull(ctx context.Context, ref string, _ image.PullOptions)
 		}
 	}
 	_ = enc.Encode(map[string]any{"status": "Status: Downloaded newer image for " + ref})
-	e.addImage(norm(ref))
+	n := norm(ref)
+	repo := n
+	if i := strings.LastIndexByte(n, ':'); i > strings.LastIndexByte(n, '/') {
+		repo = n[:i]
+	}
+	rd := repo + "@" + e.published[n]
+	for _, im := range e.images {
+		if slices.Contains(im.digests, rd) { // up to date: the tag points to it
+			for _, o := range e.images {
+				o.tags = slices.DeleteFunc(o.tags, func(t string) bool { return t == n })
+			}
+			im.tags = append(im.tags, n)
+			return io.NopCloser(&buf), nil
+		}
+	}
+	id := e.addImage(n)
+	e.images[id].digests = []string{rd}
 	return io.NopCloser(&buf), nil
 }
 
