@@ -188,7 +188,7 @@ func (c *Container) Check(_ context.Context, current, target ContainerState) (co
 func (c *Container) Apply(ctx context.Context, current, target ContainerState) (ContainerState, error) {
 	current.snap.invalidate(c.key())
 	plan := PlanFor(current, target)
-	if err := c.apply(ctx, plan, current); err != nil {
+	if err := c.apply(ctx, plan, current, target); err != nil {
 		switch {
 		case described(err): // names its own culprit
 		case plan.Action == ActionRecreate:
@@ -236,7 +236,7 @@ func simulate(current, target ContainerState, plan Plan) ContainerState {
 	return next
 }
 
-func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState) error {
+func (c *Container) apply(ctx context.Context, plan Plan, current, target ContainerState) error {
 	switch {
 	case !current.Exists:
 	case plan.Action == ActionRecreate, plan.Action == ActionStop, plan.Action == ActionRemove && plan.Container == c.name:
@@ -293,7 +293,9 @@ func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState
 			}
 		}
 		if c.spec.Update == KillThenDownload {
-			refresh := c.spec.Pull == PullAlways && slices.Contains(plan.Fields, "image-id")
+			// A newer image in the registry (PullAlways) is pulled even
+			// though the old one is present.
+			refresh := target.staleImage != ""
 			if _, err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}, refresh); err != nil {
 				return err
 			}

@@ -240,7 +240,7 @@ func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy, s
 	if li, ok := found[ref]; ok && !refresh {
 		return li.ID, nil
 	}
-	if pull == PullNever {
+	if pull == PullNever && !refresh {
 		return "", &ImageError{Ref: ref, Services: services, Err: ErrImageMissing}
 	}
 	if err := pullImage(ctx, eng, ref); err != nil {

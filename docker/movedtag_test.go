@@ -43,7 +43,7 @@ func TestPullAlwaysPullsWhatTheRegistryMoved(t *testing.T) {
 			f.Pullable("reg.example/app:stable", 100)
 			p := &docker.Project{Name: "pa", Containers: []docker.ContainerSpec{
 				{Service: "a", Image: "reg.example/app:stable", Pull: docker.PullAlways, Update: update},
-				{Service: "b", Image: "reg.example/app:stable", Pull: docker.PullAlways, Update: update},
+				{Service: "b", Image: "reg.example/app:stable", Update: update}, // the image is asked about for a
 				{Service: "c", Image: "app:1"},
 			}}
 			apply(t, f, p)
@@ -59,7 +59,7 @@ func TestPullAlwaysPullsWhatTheRegistryMoved(t *testing.T) {
 			assert.LessOrEqual(t, f.TotalCalls(), 3, "calls: %v", f.Calls())
 
 			// A new version is pushed under the same tag: the dry run
-			// plans the recreate, Apply pulls it once and recreates both
+			// plans the recreate, Apply pulls it and recreates both
 			// containers on it.
 			f.Pullable("reg.example/app:stable", 200)
 			f.ResetCalls()

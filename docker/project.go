@@ -191,6 +191,9 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 			images = append(images, &Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages, deferred: true})
 		}
 		images[j].services = append(images[j].services, s.Service)
+		if s.Pull == PullAlways { // one service asking is enough to ask the registry
+			images[j].Pull = PullAlways
+		}
 		if s.Update != KillThenDownload {
 			images[j].deferred = false
 		}
