@@ -181,10 +181,10 @@ func (c *Container) Check(_ context.Context, current, target ContainerState) (co
 // unpause, stop or remove. Before a recreate, stop or remove of a
 // container with an update lock (current.UpdateLock) it looks the lock
 // file up, and while it exists fails with a *LockError, changing nothing,
-// unless ctx is forced (converge.Forced). It waits for the depends_on conditions before
-// starting anything, and watches a container it started for one poll
-// interval: one that exits (or turns unhealthy) in that time fails with a
-// *ContainerError carrying the tail of its log.
+// unless ctx is forced (converge.Forced). It waits for the depends_on
+// conditions before starting anything, and watches a container it started
+// for one poll interval: one that exits (or turns unhealthy) in that time
+// fails with a *ContainerError carrying the tail of its log.
 func (c *Container) Apply(ctx context.Context, current, target ContainerState) (ContainerState, error) {
 	current.snap.invalidate(c.key())
 	plan := PlanFor(current, target)

@@ -9,7 +9,9 @@
 // Limits: containers run nothing. A started container stays running (and
 // healthy when it has a healthcheck) until Kill, Exit or SetHealth say
 // otherwise, or an OnStart hook decides; ports are not checked for
-// conflicts; pulls succeed only for references registered with Pullable.
+// conflicts; pulls succeed only for references registered with Pullable;
+// a container's filesystem holds only the paths SetFile put there (per
+// container: nothing is shared through volumes).
 package dockertest
 
 import (
