@@ -132,11 +132,13 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 // maintained loader, which validates against the Compose schema). It
 // carries out, per service: image, command, entrypoint, environment,
 // labels, ports, volumes (named and bind), networks with aliases, restart,
-// healthcheck, stop_grace_period, pull_policy (missing or never),
+// healthcheck, stop_grace_period, pull_policy (missing, never or always),
 // container_name and depends_on with its conditions; and the top-level
 // networks and volumes (external ones are used, not created). Two
 // extensions are read: x-timeout on a depends_on entry (a duration) and
 // x-update on a service ("download-then-kill" or "kill-then-download").
+// The label io.convergekit.update-lock (LabelUpdateLock) on a service sets
+// its ContainerSpec.UpdateLock instead of a label.
 // A service that others wait for with service_completed_successfully runs
 // Once. Any other field set is unsupported (see LoadOptions.IgnoreUnsupported).
 func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Project, error) {
@@ -235,6 +237,13 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 		}
 		for k, v := range s.Labels {
+			if k == LabelUpdateLock {
+				spec.UpdateLock = v
+				if reason := checkUpdateLock(v); reason != "" {
+					return nil, &SpecError{Object: "service " + name, Service: name, Field: "labels." + k, Reason: reason}
+				}
+				continue
+			}
 			if spec.Labels == nil {
 				spec.Labels = map[string]string{}
 			}
@@ -304,6 +313,8 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		case "", types.PullPolicyMissing, types.PullPolicyIfNotPresent:
 		case types.PullPolicyNever:
 			spec.Pull = PullNever
+		case types.PullPolicyAlways:
+			spec.Pull = PullAlways
 		default:
 			unsupported = append(unsupported, prefix+"pull_policy("+s.PullPolicy+")")
 		}

@@ -135,17 +135,25 @@ func (c *Container) StateCurrent(ctx context.Context, deps converge.Deps) (Conta
 func (c *Container) key() string { return "container:" + c.name }
 
 // StateGoal is the container created from the spec, in its run mode, on
-// the image ID its image item reached (when it has one).
+// the image ID its image item reached (when it has one): a container on
+// another image ID (the tag moved) is recreated, as is one on an image the
+// registry no longer serves under its tag (PullAlways).
 func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerState, error) {
 	f := c.spec.fields(c.hashKey)
-	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(c.hashKey, f), Fields: f, Run: c.spec.Run}
+	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(c.hashKey, f), Fields: f, Run: c.spec.Run,
+		UpdateLock: c.spec.UpdateLock}
 	for _, n := range c.spec.Networks {
 		st.Networks = append(st.Networks, n.Name)
 	}
 	sort.Strings(st.Networks)
 	st.Networks = slices.Compact(st.Networks)
-	if c.imageID != "" {
-		if is, err := converge.DepState[ImageState](deps, c.imageID); err == nil {
+	if is, err := converge.DepState[ImageState](deps, c.imageID); err == nil {
+		switch { // a newer image is (or will be) pulled: leave the present one
+		case is.Outdated:
+			st.staleImage = is.ID
+		case is.replaces != "":
+			st.staleImage = is.replaces
+		default:
 			st.ImageID = is.ID
 		}
 	}
@@ -170,14 +178,17 @@ func (c *Container) Check(_ context.Context, current, target ContainerState) (co
 // Apply carries out the plan: create, recreate (create under TempName,
 // stop, remove, rename, start; or for KillThenDownload stop, remove, pull,
 // create, start), adopt a leftover of an interrupted recreate, start,
-// unpause, stop or remove. It waits for the depends_on conditions before
-// starting anything, and watches a container it started for one poll
-// interval: one that exits (or turns unhealthy) in that time fails with a
-// *ContainerError carrying the tail of its log.
+// unpause, stop or remove. Before a recreate, stop or remove of a
+// container with an update lock (current.UpdateLock) it looks the lock
+// file up, and while it exists fails with a *LockError, changing nothing,
+// unless ctx is forced (converge.Forced). It waits for the depends_on
+// conditions before starting anything, and watches a container it started
+// for one poll interval: one that exits (or turns unhealthy) in that time
+// fails with a *ContainerError carrying the tail of its log.
 func (c *Container) Apply(ctx context.Context, current, target ContainerState) (ContainerState, error) {
 	current.snap.invalidate(c.key())
 	plan := PlanFor(current, target)
-	if err := c.apply(ctx, plan, current); err != nil {
+	if err := c.apply(ctx, plan, current, target); err != nil {
 		switch {
 		case described(err): // names its own culprit
 		case plan.Action == ActionRecreate:
@@ -225,7 +236,14 @@ func simulate(current, target ContainerState, plan Plan) ContainerState {
 	return next
 }
 
-func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState) error {
+func (c *Container) apply(ctx context.Context, plan Plan, current, target ContainerState) error {
+	switch {
+	case !current.Exists:
+	case plan.Action == ActionRecreate, plan.Action == ActionStop, plan.Action == ActionRemove && plan.Container == c.name:
+		if err := checkLock(ctx, c.eng, c.name, current.UpdateLock, plan.Action); err != nil {
+			return err
+		}
+	}
 	left := current.Leftover
 	adoptable := left.ID != "" && (plan.Action == ActionAdopt || plan.Action == ActionRecreate) &&
 		left.SpecHash == hashFields(c.hashKey, c.spec.fields(c.hashKey))
@@ -275,7 +293,10 @@ func (c *Container) apply(ctx context.Context, plan Plan, current ContainerState
 			}
 		}
 		if c.spec.Update == KillThenDownload {
-			if err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}); err != nil {
+			// A newer image in the registry (PullAlways) is pulled even
+			// though the old one is present.
+			refresh := target.staleImage != ""
+			if _, err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}, refresh); err != nil {
 				return err
 			}
 		}
@@ -376,6 +397,9 @@ func (c *Container) create(ctx context.Context, name string) error {
 	labels[LabelService] = s.Service
 	labels[LabelSpecHash] = hashFields(c.hashKey, f)
 	labels[LabelSpecFields] = encodeFields(f)
+	if s.UpdateLock != "" {
+		labels[LabelUpdateLock] = s.UpdateLock
+	}
 	cfg := &container.Config{
 		Image:      s.Image,
 		Cmd:        s.Command,
@@ -568,6 +592,50 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 		case <-poll.C:
 		}
 	}
+}
+
+// LockError is a change refused because the update lock of a container
+// is held (see ContainerSpec.UpdateLock): its lock file exists. It matches
+// converge.ErrLocked, so a converge.TargetReconciler retries the pass with
+// backoff, and TriggerForced goes past it.
+type LockError struct {
+	// Container is the engine name of the container.
+	Container string
+	// Lock is the path of the lock file inside the container.
+	Lock string
+	// Action is what was refused: ActionRecreate, ActionStop or
+	// ActionRemove.
+	Action Action
+}
+
+// Error names the container, the lock and the refused action.
+func (e *LockError) Error() string {
+	done := map[Action]string{ActionRecreate: "recreated", ActionStop: "stopped", ActionRemove: "removed"}[e.Action]
+	if done == "" {
+		done = string(e.Action)
+	}
+	return fmt.Sprintf("docker: container %s: update lock %s is held, so it is not %s (a forced pass goes past it)", e.Container, e.Lock, done)
+}
+
+// Unwrap returns converge.ErrLocked.
+func (e *LockError) Unwrap() error { return converge.ErrLocked }
+
+// checkLock returns a *LockError when the update lock file lock of the
+// container name exists, nil when it does not, when lock is "" or when ctx
+// is forced; an engine failure is returned as it is, so a lock that cannot
+// be read is never taken as released.
+func checkLock(ctx context.Context, eng Engine, name, lock string, action Action) error {
+	if lock == "" || converge.Forced(ctx) {
+		return nil
+	}
+	_, err := eng.ContainerStatPath(ctx, name, lock)
+	switch {
+	case err == nil:
+		return &LockError{Container: name, Lock: lock, Action: action}
+	case errdefs.IsNotFound(err):
+		return nil
+	}
+	return fmt.Errorf("update lock %s: %w", lock, err)
 }
 
 // Bounds of the log tail an error carries.

@@ -44,10 +44,38 @@
 //     container's log (at most LogTailLines lines and LogTailBytes bytes),
 //     with secret values redacted.
 //
+// Update locks, as on device supervisors: a container whose application
+// must not be interrupted declares the path of a lock file inside it
+// (ContainerSpec.UpdateLock; in a Compose file the service label
+// io.convergekit.update-lock, LabelUpdateLock). The application creates the
+// file around its critical work, in a volume or bind mount (or its own
+// filesystem; not a tmpfs), and removes it afterwards. Right before
+// recreating, stopping or removing a container that declares a lock —
+// including as an orphan, or in Clean — the item asks the engine whether
+// the file exists (ContainerStatPath, a read), and while it does fails with
+// a *LockError naming the container and the lock, matching
+// converge.ErrLocked, and changes nothing of that container; the other
+// containers of the walk go on. Starting a stopped container, unpausing
+// one and creating a missing one are not refused. A forced walk
+// (converge.WithForce, or TargetReconciler.TriggerForced) goes past locks.
+// The lock is per container, looked up only before a change it guards,
+// and a lock that cannot be read (engine error) fails the change rather
+// than counting as released.
+//
+// Images: a tag that now points to another image ID (someone ran docker
+// tag, or a pull updated it) is noticed, and the containers still running
+// the old image ID are recreated (plan field "image-id"). Under PullAlways
+// the registry is asked once per walk and image (DistributionInspect)
+// which manifest the tag names; when the local image does not carry that
+// repository digest it is pulled again (or, for KillThenDownload, after
+// the old container is removed) and its containers are recreated. When the
+// registry cannot be asked, the local image stands.
+//
 // Confirming that a converged project is converged costs a constant number
 // of engine calls, whatever the number of containers: the project item
 // lists the project's containers by label and the images they use, once
-// per walk, and only what differs is inspected. Dry runs (converge.ApplyDry)
+// per walk, and only what differs is inspected. PullAlways adds one
+// registry question per image (not per container). Dry runs (converge.ApplyDry)
 // call no write endpoint; Plans turns their report into the action planned
 // for each container.
 //

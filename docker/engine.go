@@ -20,6 +20,7 @@ import (
 // that counts calls per endpoint.
 //
 // The read endpoints are ContainerList, ContainerInspect, ContainerLogs,
+// ContainerStatPath (which looks for a container's update lock file),
 // ImageList, DistributionInspect (which asks the registry whether a
 // reference can be pulled, without pulling it), NetworkList, VolumeList and
 // Events; every other method writes.
@@ -33,6 +34,7 @@ type Engine interface {
 	ContainerRename(ctx context.Context, containerID, newContainerName string) error
 	ContainerUnpause(ctx context.Context, containerID string) error
 	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
 
 	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
 	ImagePull(ctx context.Context, refStr string, options image.PullOptions) (io.ReadCloser, error)

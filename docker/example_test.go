@@ -192,3 +192,81 @@ services:
 	// true
 	// false
 }
+
+// An application declares an update lock; while its lock file exists the
+// container is not recreated, stopped or removed, and a forced walk goes
+// past it.
+func ExampleLockError() {
+	ctx := context.Background()
+	eng := dockertest.New()
+	eng.AddImage("app:1")
+	p, err := docker.LoadCompose(ctx, []byte(`
+name: demo
+services:
+  player:
+    image: app:1
+    environment: {TRACK: "1"}
+    volumes: ["/var/lib/agent/locks/player:/run/lock"]
+    labels:
+      io.convergekit.update-lock: /run/lock/updates.lock
+`), docker.LoadOptions{})
+	if err != nil {
+		panic(err)
+	}
+	walk := func(ctx context.Context) error {
+		g, err := p.Graph(eng)
+		if err != nil {
+			panic(err)
+		}
+		_, err = converge.Apply(ctx, g)
+		return err
+	}
+	if err := walk(ctx); err != nil {
+		panic(err)
+	}
+	eng.SetFile("demo-player", "/run/lock/updates.lock", true) // the application takes its lock
+	p.Containers[0].Env["TRACK"] = "2"
+
+	err = walk(ctx)
+	var le *docker.LockError
+	fmt.Println(errors.Is(err, converge.ErrLocked), errors.As(err, &le))
+	fmt.Println(le)
+	fmt.Println("forced:", walk(converge.WithForce(ctx)))
+	// Output:
+	// true true
+	// docker: container demo-player: update lock /run/lock/updates.lock is held, so it is not recreated (a forced pass goes past it)
+	// forced: <nil>
+}
+
+// Under PullAlways each walk asks the registry, once per image, which
+// image the tag names; a new push is pulled and the containers on the old
+// image are recreated.
+func ExamplePullAlways() {
+	ctx := context.Background()
+	eng := dockertest.New()
+	eng.Pullable("registry.example/player:stable", 1000) // published
+	p := &docker.Project{Name: "demo", Containers: []docker.ContainerSpec{
+		{Service: "player", Image: "registry.example/player:stable", Pull: docker.PullAlways},
+	}}
+	g, err := p.Graph(eng)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := converge.Apply(ctx, g); err != nil {
+		panic(err)
+	}
+	eng.Pullable("registry.example/player:stable", 2000) // a new version pushed under the same tag
+	rep, _ := converge.ApplyDry(ctx, g)
+	for _, pl := range docker.Plans(rep) {
+		fmt.Println(pl)
+	}
+	if _, err := converge.Apply(ctx, g); err != nil {
+		panic(err)
+	}
+	eng.ResetCalls()
+	rep, _ = converge.Apply(ctx, g)
+	fmt.Println("changed:", len(rep.IDs(converge.OutcomeChanged)), "registry questions:", eng.Calls()[dockertest.DistributionInspect])
+	// Output:
+	// demo-player: recreate (image-id)
+	// changed: 0 registry questions: 1
+}

@@ -22,6 +22,10 @@ type ImageState struct {
 	Ref     string
 	Present bool
 	ID      string
+	// Outdated is true when the registry serves another image under Ref
+	// than the one present locally (ID): a PullAlways image to pull again.
+	// The registry is asked only under PullAlways.
+	Outdated bool
 
 	snap     *snapshot
 	keep     bool // a clean target that leaves the image alone
@@ -30,15 +34,20 @@ type ImageState struct {
 	// pulled (its registry does not serve it); nil when it can or when it
 	// was not asked.
 	unpullable error
+	// replaces is, in a dry run, the ID of the local image a pull of an
+	// Outdated image will replace.
+	replaces string
 }
 
 // Image is the item of one image reference: Present pulls it when it is
-// missing (reporting bytes as units of progress), Absent removes it when no
+// missing, or under PullAlways when the registry serves a newer one
+// (reporting bytes as units of progress); Absent removes it when no
 // container uses it.
 type Image struct {
 	// Ref is the image reference.
 	Ref string
-	// Pull says whether a missing image may be pulled.
+	// Pull says whether a missing image may be pulled, and whether the
+	// registry is asked for a newer one (PullAlways).
 	Pull PullPolicy
 
 	eng      Engine
@@ -59,25 +68,38 @@ func (im *Image) ID() converge.ID { return ImageID(im.Ref) }
 func (im *Image) key() string { return "image:" + im.Ref }
 
 // StateCurrent reads the project's snapshot when there is one, else lists
-// the reference. The image of KillThenDownload containers only, when it is
-// missing and may be pulled, is also looked up in its registry
-// (DistributionInspect, a read), so that an image nobody can pull fails
-// before the old container is removed.
+// the reference. Under PullAlways a present image is looked up in its
+// registry (DistributionInspect, a read, once per walk): when the
+// registry's manifest digest is not among the local image's repository
+// digests the state is Outdated; when the registry cannot be asked, the
+// local image stands. The image of KillThenDownload containers only, when
+// it is missing and may be pulled, is also looked up in its registry, so
+// that an image nobody can pull fails before the old container is
+// removed.
 func (im *Image) StateCurrent(ctx context.Context, deps converge.Deps) (ImageState, error) {
 	ref := normalizeRef(im.Ref)
-	var st ImageState
+	var (
+		st ImageState
+		li localImage
+	)
 	if ps, err := converge.DepState[ProjectState](deps, im.project); im.project != "" && err == nil && ps.snap.usable(im.key()) {
-		id, ok := ps.snap.images[ref]
-		st = ImageState{Ref: ref, Present: ok, ID: id, snap: ps.snap}
+		var ok bool
+		li, ok = ps.snap.images[ref]
+		st = ImageState{Ref: ref, Present: ok, ID: li.ID, snap: ps.snap}
 	} else {
 		found, err := listImages(ctx, im.eng, []string{ref})
 		if err != nil {
 			return ImageState{}, err
 		}
-		id, ok := found[ref]
-		st = ImageState{Ref: ref, Present: ok, ID: id}
+		var ok bool
+		li, ok = found[ref]
+		st = ImageState{Ref: ref, Present: ok, ID: li.ID}
 	}
-	if im.deferred && !st.Present && im.Pull != PullNever {
+	switch {
+	case st.Present && im.Pull == PullAlways:
+		d, err := im.eng.DistributionInspect(ctx, ref, "")
+		st.Outdated = err == nil && d.Descriptor.Digest != "" && !li.servedAs(string(d.Descriptor.Digest))
+	case !st.Present && im.deferred && im.Pull != PullNever:
 		if _, err := im.eng.DistributionInspect(ctx, ref, ""); err != nil {
 			st.unpullable = &PullError{Ref: ref, Err: err}
 		}
@@ -97,13 +119,20 @@ func (im *Image) StateClean(context.Context, converge.Deps) (ImageState, error) 
 	return ImageState{Ref: normalizeRef(im.Ref), keep: im.keep}, nil
 }
 
-// Check compares presence only. A missing image that may not be pulled
-// (PullNever) is an *ImageError matching ErrImageMissing, in a dry run as
-// in Apply. The image of KillThenDownload containers only is pulled by the
-// container after the old one is removed, so its item requires nothing,
-// unless its registry does not serve it: that is an *ImageError too.
+// Check compares presence, and requires a pull of an Outdated image. A
+// missing image that may not be pulled (PullNever) is an *ImageError
+// matching ErrImageMissing, in a dry run as in Apply. The image of
+// KillThenDownload containers only is pulled by the container after the
+// old one is removed, so its item requires nothing, unless its registry
+// does not serve it: that is an *ImageError too.
 func (im *Image) Check(_ context.Context, current, target ImageState) (converge.Decision, error) {
-	if current.Present == target.Present || target.keep {
+	if target.keep {
+		return converge.NotRequired(), nil
+	}
+	if current.Present && target.Present && current.Outdated && !target.deferred {
+		return converge.Required(converge.UnitsUnknown), nil
+	}
+	if current.Present == target.Present {
 		return converge.NotRequired(), nil
 	}
 	if target.Present && im.Pull == PullNever {
@@ -118,14 +147,17 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 	return converge.Required(converge.UnitsUnknown), nil
 }
 
-// Apply pulls or removes the image.
+// Apply pulls or removes the image. The state it returns after a pull has
+// the ID of the image pulled, so the containers on the old one are
+// recreated.
 func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageState, error) {
 	current.snap.invalidate(im.key())
 	if target.Present {
-		if err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services); err != nil {
+		id, err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services, current.Outdated)
+		if err != nil {
 			return current, err
 		}
-		return ImageState{Ref: target.Ref, Present: true, ID: current.ID}, nil
+		return ImageState{Ref: target.Ref, Present: true, ID: id}, nil
 	}
 	used, err := im.eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("ancestor", target.Ref))})
 	if err != nil {
@@ -144,12 +176,19 @@ func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageSt
 // ApplyDry returns the target without pulling or removing anything. An
 // image to pull is looked up in its registry (DistributionInspect, a read):
 // one the registry does not serve is an *ImageError wrapping a *PullError,
-// as the pull would be.
+// as the pull would be. For an Outdated image the state remembers the ID
+// the pull replaces, so the dry run plans the recreate of the containers
+// on it.
 func (im *Image) ApplyDry(ctx context.Context, current, target ImageState) (ImageState, error) {
 	if target.Present && !current.Present {
 		if _, err := im.eng.DistributionInspect(ctx, target.Ref, ""); err != nil {
 			return current, &ImageError{Ref: target.Ref, Services: im.services, Err: &PullError{Ref: target.Ref, Err: err}}
 		}
+	}
+	if target.Present && current.Outdated && !target.deferred {
+		next := target
+		next.replaces = current.ID
+		return next, nil
 	}
 	return target, nil
 }
@@ -189,24 +228,28 @@ func (e *ImageError) Error() string {
 // Unwrap returns the cause.
 func (e *ImageError) Unwrap() error { return e.Err }
 
-// ensureImage pulls ref when it is not present locally; services are the
-// users named in the *ImageError it returns.
-func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy, services []string) error {
+// ensureImage pulls ref when it is not present locally, or when refresh
+// is set, and returns the ID of the local image; services are the users
+// named in the *ImageError it returns.
+func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy, services []string, refresh bool) (string, error) {
 	ref = normalizeRef(ref)
 	found, err := listImages(ctx, eng, []string{ref})
 	if err != nil {
-		return &ImageError{Ref: ref, Services: services, Err: err}
+		return "", &ImageError{Ref: ref, Services: services, Err: err}
 	}
-	if _, ok := found[ref]; ok {
-		return nil
+	if li, ok := found[ref]; ok && !refresh {
+		return li.ID, nil
 	}
-	if pull == PullNever {
-		return &ImageError{Ref: ref, Services: services, Err: ErrImageMissing}
+	if pull == PullNever && !refresh {
+		return "", &ImageError{Ref: ref, Services: services, Err: ErrImageMissing}
 	}
 	if err := pullImage(ctx, eng, ref); err != nil {
-		return &ImageError{Ref: ref, Services: services, Err: err}
+		return "", &ImageError{Ref: ref, Services: services, Err: err}
 	}
-	return nil
+	if found, err = listImages(ctx, eng, []string{ref}); err != nil {
+		return "", &ImageError{Ref: ref, Services: services, Err: err}
+	}
+	return found[ref].ID, nil
 }
 
 // PullError is a pull that failed, with the engine's message.

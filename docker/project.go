@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -190,6 +191,9 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 			images = append(images, &Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages, deferred: true})
 		}
 		images[j].services = append(images[j].services, s.Service)
+		if s.Pull == PullAlways { // one service asking is enough to ask the registry
+			images[j].Pull = PullAlways
+		}
 		if s.Update != KillThenDownload {
 			images[j].deferred = false
 		}
@@ -219,15 +223,11 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	g.Add(converge.Wrap[ProjectState](&orphansItem{p: cp, eng: eng}), converge.Present, orphanDeps...)
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
-		deps := []converge.ID{pid, oid}
 		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: eng, projectID: pid,
-			poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
+			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
+		deps := []converge.ID{pid, oid, c.imageID}
 		if c.poll <= 0 {
 			c.poll = DefaultPollInterval
-		}
-		if s.Update != KillThenDownload {
-			c.imageID = ImageID(s.Image)
-			deps = append(deps, c.imageID)
 		}
 		for _, n := range s.Networks {
 			if netIDs[n.Name] && !slices.Contains(deps, NetworkID(n.Name)) {
@@ -282,6 +282,7 @@ type ProjectState struct {
 	Project    string
 	Containers []string
 	snap       *snapshot
+	locks      map[string]string // container name -> its update lock path
 }
 
 // Orphans returns the containers of current the target does not name. The
@@ -316,7 +317,7 @@ func (it *projectItem) StateCurrent(ctx context.Context, _ converge.Deps) (Proje
 	if err != nil {
 		return ProjectState{}, err
 	}
-	return ProjectState{Project: it.p.Name, Containers: snap.owned(), snap: snap}, nil
+	return ProjectState{Project: it.p.Name, Containers: snap.owned(), snap: snap, locks: snap.locks()}, nil
 }
 
 func (it *projectItem) StateGoal(context.Context, converge.Deps) (ProjectState, error) {
@@ -353,14 +354,14 @@ func (it *orphansItem) key() string { return "orphans" }
 // project item ran) lists the project's containers.
 func (it *orphansItem) StateCurrent(ctx context.Context, deps converge.Deps) (ProjectState, error) {
 	if ps, err := converge.DepState[ProjectState](deps, ProjectID(it.p.Name)); err == nil && ps.snap.usable(it.key()) {
-		return ProjectState{Project: it.p.Name, Containers: ps.Containers, snap: ps.snap}, nil
+		return ProjectState{Project: it.p.Name, Containers: ps.Containers, snap: ps.snap, locks: ps.locks}, nil
 	}
 	list, err := listProjectContainers(ctx, it.eng, it.p.Name)
 	if err != nil {
 		return ProjectState{}, err
 	}
 	snap := &snapshot{containers: list}
-	return ProjectState{Project: it.p.Name, Containers: snap.owned()}, nil
+	return ProjectState{Project: it.p.Name, Containers: snap.owned(), locks: snap.locks()}, nil
 }
 
 func (it *orphansItem) StateGoal(context.Context, converge.Deps) (ProjectState, error) {
@@ -383,16 +384,31 @@ func (it *orphansItem) Check(_ context.Context, current, target ProjectState) (c
 	return converge.NotRequired(), nil
 }
 
+// Apply removes the orphans. One whose update lock is held stays, and
+// the others are removed: the item then fails with its *LockError
+// (joined, when several are locked), unless ctx is forced.
 func (it *orphansItem) Apply(ctx context.Context, current, target ProjectState) (ProjectState, error) {
 	current.snap.invalidate(it.key())
 	orphans := current.Orphans(target)
+	next := current
+	next.Containers = slices.Clone(current.Containers)
+	var locked []error
 	for i, name := range orphans {
-		if err := removeContainer(ctx, it.eng, name, nil); err != nil {
-			return current, fmt.Errorf("docker: project %s: orphan container %s: %w", it.p.Name, name, err)
+		err := checkLock(ctx, it.eng, name, current.locks[name], ActionRemove)
+		if errors.Is(err, converge.ErrLocked) {
+			locked = append(locked, err)
+			continue
 		}
+		if err == nil {
+			err = removeContainer(ctx, it.eng, name, nil)
+		}
+		if err != nil {
+			return next, fmt.Errorf("docker: project %s: orphan container %s: %w", it.p.Name, name, err)
+		}
+		next.Containers = slices.DeleteFunc(next.Containers, func(c string) bool { return c == name })
 		converge.ReportUnits(ctx, i+1, len(orphans))
 	}
-	return it.ApplyDry(ctx, current, target)
+	return next, errors.Join(locked...)
 }
 
 func (it *orphansItem) ApplyDry(_ context.Context, current, target ProjectState) (ProjectState, error) {

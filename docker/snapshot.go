@@ -24,7 +24,7 @@ import (
 // and reads the engine directly afterwards.
 type snapshot struct {
 	containers map[string]container.Summary // by name
-	images     map[string]string            // normalized ref -> image ID
+	images     map[string]localImage        // by normalized ref
 	networks   map[string]objectInfo        // by name; confirmed or listed
 	volumes    map[string]objectInfo
 
@@ -63,7 +63,7 @@ func (s *snapshot) usable(key string) bool {
 func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error) {
 	s := &snapshot{
 		containers: map[string]container.Summary{},
-		images:     map[string]string{},
+		images:     map[string]localImage{},
 		networks:   map[string]objectInfo{},
 		volumes:    map[string]objectInfo{},
 	}
@@ -157,6 +157,18 @@ func (s *snapshot) owned() []string {
 	return out
 }
 
+// locks returns the update lock path of every container that declares one
+// (LabelUpdateLock), by name.
+func (s *snapshot) locks() map[string]string {
+	out := map[string]string{}
+	for name, c := range s.containers {
+		if l := c.Labels[LabelUpdateLock]; l != "" {
+			out[name] = l
+		}
+	}
+	return out
+}
+
 func (s *snapshot) listImages(ctx context.Context, eng Engine, refs []string) error {
 	found, err := listImages(ctx, eng, refs)
 	if err != nil {
@@ -177,9 +189,21 @@ func normalizeRef(ref string) string {
 	return reference.FamiliarString(reference.TagNameOnly(named))
 }
 
-// listImages returns the IDs of the given references present locally, in
-// one call.
-func listImages(ctx context.Context, eng Engine, refs []string) (map[string]string, error) {
+// localImage is an image present locally: its ID and its repository
+// digests ("repo@sha256:...", those of the registry it was pulled from).
+type localImage struct {
+	ID      string
+	digests []string
+}
+
+// servedAs reports whether the image is the one a registry serves under
+// the manifest digest d.
+func (li localImage) servedAs(d string) bool {
+	return slices.ContainsFunc(li.digests, func(rd string) bool { return strings.HasSuffix(rd, "@"+d) })
+}
+
+// listImages returns the given references present locally, in one call.
+func listImages(ctx context.Context, eng Engine, refs []string) (map[string]localImage, error) {
 	args := filters.NewArgs()
 	want := map[string]bool{}
 	for _, r := range refs {
@@ -197,11 +221,11 @@ func listImages(ctx context.Context, eng Engine, refs []string) (map[string]stri
 	if err != nil {
 		return nil, fmt.Errorf("docker: list images: %w", err)
 	}
-	found := map[string]string{}
+	found := map[string]localImage{}
 	for _, im := range list {
 		for _, t := range slices.Concat(im.RepoTags, im.RepoDigests) {
 			if n := normalizeRef(t); want[n] {
-				found[n] = im.ID
+				found[n] = localImage{ID: im.ID, digests: im.RepoDigests}
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -32,6 +33,10 @@ const (
 	// LabelSpecFields holds one short hash per user-specified field, so a
 	// changed spec can be explained field by field without inspecting.
 	LabelSpecFields = "io.convergekit.spec-fields"
+	// LabelUpdateLock holds the path, inside the container, of its update
+	// lock file (ContainerSpec.UpdateLock). The package sets it; in a
+	// Compose file it is how a service declares its lock.
+	LabelUpdateLock = "io.convergekit.update-lock"
 )
 
 // Sentinel errors of the package, to match with errors.Is. Typed errors
@@ -105,9 +110,10 @@ func described(err error) bool {
 		oe *objectError
 		ce *ContainerError
 		ie *ImageError
+		le *LockError
 	)
 	return errors.As(err, &de) || errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &oe) ||
-		errors.As(err, &ce) || errors.As(err, &ie)
+		errors.As(err, &ce) || errors.As(err, &ie) || errors.As(err, &le)
 }
 
 // Is makes SpecError match ErrInvalidSpec.
@@ -203,6 +209,12 @@ const (
 	PullMissing PullPolicy = iota
 	// PullNever never pulls; a missing image is an error (ErrImageMissing).
 	PullNever
+	// PullAlways asks the registry, once per walk and image
+	// (DistributionInspect, a read), which image the reference names now,
+	// and pulls it when the local image is another one (or missing); the
+	// containers on the old image are then recreated. When the registry
+	// cannot be asked, a local image is kept.
+	PullAlways
 )
 
 // Dependency is one depends_on entry: wait for Service to meet Condition,
@@ -281,6 +293,16 @@ type ContainerSpec struct {
 	// SecretEnv lists environment keys whose values are secret on top of
 	// those matched by the default pattern (see IsSecretEnv).
 	SecretEnv []string
+	// UpdateLock is the absolute path, inside the container, of its update
+	// lock file; "" means the container takes no lock. While the file
+	// exists the container is not recreated, stopped or removed: the item
+	// fails with a *LockError matching converge.ErrLocked, unless the walk
+	// is forced (converge.WithForce). The application creates the file
+	// (exclusively, as with lockfile(1)) around work that must not be
+	// interrupted and removes it when done. The path must be on the
+	// container's filesystem, a named volume or a bind mount (not a
+	// tmpfs), where the engine can look it up.
+	UpdateLock string
 }
 
 var secretKey = regexp.MustCompile(`(?i)(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)`)
@@ -311,10 +333,16 @@ func (s *ContainerSpec) validate(object string) error {
 		return bad("Run", "unknown run mode %d", s.Run)
 	case s.Update > KillThenDownload:
 		return bad("Update", "unknown update strategy %d", s.Update)
-	case s.Pull > PullNever:
+	case s.Pull > PullAlways:
 		return bad("Pull", "unknown pull policy %d", s.Pull)
 	case s.StopTimeout != nil && *s.StopTimeout < 0:
 		return bad("StopTimeout", "must not be negative")
+	}
+	if reason := checkUpdateLock(s.UpdateLock); reason != "" {
+		return bad("UpdateLock", "%s", reason)
+	}
+	if _, ok := s.Labels[LabelUpdateLock]; ok {
+		return bad("Labels", "%s is set by the package: set UpdateLock instead", LabelUpdateLock)
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -378,6 +406,15 @@ func (s *ContainerSpec) validate(object string) error {
 		}
 	}
 	return nil
+}
+
+// checkUpdateLock returns why an update lock path is invalid, or "": it
+// must be "" or a clean absolute path to a file.
+func checkUpdateLock(p string) string {
+	if p != "" && (!path.IsAbs(p) || path.Clean(p) != p || p == "/") {
+		return fmt.Sprintf("%q is not a clean absolute path to a file", p)
+	}
+	return ""
 }
 
 // checkHostPort returns why a published host port ("", "8080" or a range
@@ -451,6 +488,7 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	put("restart", s.Restart, s.Restart != "")
 	put("healthcheck", s.Healthcheck, s.Healthcheck != nil)
 	put("stop-timeout", s.StopTimeout, s.StopTimeout != nil)
+	put("update-lock", s.UpdateLock, s.UpdateLock != "")
 	return f
 }
 

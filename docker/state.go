@@ -45,8 +45,16 @@ type ContainerState struct {
 	// Leftover is the container a recreate interrupted half-way left under
 	// the temporary name (see TempName); the zero value means none.
 	Leftover Leftover
+	// UpdateLock is the path of the container's update lock file
+	// (LabelUpdateLock; ContainerSpec.UpdateLock for a target); "" when it
+	// takes none.
+	UpdateLock string
 
 	snap *snapshot // the walk's snapshot this state was read from
+	// staleImage is, for a target, the ID of a local image the registry
+	// no longer serves under the tag (PullAlways): a container on it is
+	// recreated on the newer one.
+	staleImage string
 }
 
 // Leftover is an owned container found under the temporary name of a
@@ -177,7 +185,9 @@ func diffFields(current, target ContainerState) []string {
 			diff = append(diff, "spec")
 		}
 	}
-	if target.ImageID != "" && current.ImageID != "" && current.ImageID != target.ImageID && !slices.Contains(diff, "image") {
+	moved := target.ImageID != "" && current.ImageID != "" && current.ImageID != target.ImageID
+	stale := target.staleImage != "" && current.ImageID == target.staleImage
+	if (moved || stale) && !slices.Contains(diff, "image") {
 		diff = append(diff, "image-id")
 	}
 	for _, n := range target.Networks {
@@ -197,14 +207,15 @@ func diffFields(current, target ContainerState) []string {
 // stateFromSummary reads a container from a list entry, without inspecting.
 func stateFromSummary(s container.Summary) ContainerState {
 	st := ContainerState{
-		Exists:   true,
-		ID:       s.ID,
-		Status:   string(s.State),
-		Paused:   s.State == container.StatePaused,
-		Image:    s.Image,
-		ImageID:  s.ImageID,
-		SpecHash: s.Labels[LabelSpecHash],
-		Fields:   decodeFields(s.Labels[LabelSpecFields]),
+		Exists:     true,
+		ID:         s.ID,
+		Status:     string(s.State),
+		Paused:     s.State == container.StatePaused,
+		Image:      s.Image,
+		ImageID:    s.ImageID,
+		SpecHash:   s.Labels[LabelSpecHash],
+		Fields:     decodeFields(s.Labels[LabelSpecFields]),
+		UpdateLock: s.Labels[LabelUpdateLock],
 	}
 	if len(s.Names) > 0 {
 		st.Name = strings.TrimPrefix(s.Names[0], "/")
@@ -253,6 +264,7 @@ func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) Containe
 		st.Image = r.Config.Image
 		st.SpecHash = r.Config.Labels[LabelSpecHash]
 		st.Fields = decodeFields(r.Config.Labels[LabelSpecFields])
+		st.UpdateLock = r.Config.Labels[LabelUpdateLock]
 		if spec != nil {
 			env := map[string]string{}
 			for _, kv := range r.Config.Env {

@@ -126,6 +126,12 @@ func (c *Counter) ContainerLogs(ctx context.Context, id string, o container.Logs
 	return c.Engine.ContainerLogs(ctx, id, o)
 }
 
+// ContainerStatPath counts and delegates.
+func (c *Counter) ContainerStatPath(ctx context.Context, id, path string) (container.PathStat, error) {
+	c.inc(ContainerStatPath)
+	return c.Engine.ContainerStatPath(ctx, id, path)
+}
+
 // DistributionInspect counts and delegates.
 func (c *Counter) DistributionInspect(ctx context.Context, ref, auth string) (registry.DistributionInspect, error) {
 	c.inc(DistributionInspect)

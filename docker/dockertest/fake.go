@@ -9,7 +9,9 @@
 // Limits: containers run nothing. A started container stays running (and
 // healthy when it has a healthcheck) until Kill, Exit or SetHealth say
 // otherwise, or an OnStart hook decides; ports are not checked for
-// conflicts; pulls succeed only for references registered with Pullable.
+// conflicts; pulls succeed only for references registered with Pullable;
+// a container's filesystem holds only the paths SetFile put there (per
+// container: nothing is shared through volumes).
 package dockertest
 
 import (
@@ -37,6 +39,7 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/convergekit/converge/docker"
@@ -53,9 +56,11 @@ const (
 	ContainerRename  = "ContainerRename"
 	ContainerUnpause = "ContainerUnpause"
 	ContainerLogs    = "ContainerLogs"
-	ImageList        = "ImageList"
-	ImagePull        = "ImagePull"
-	ImageRemove      = "ImageRemove"
+	// ContainerStatPath looks a path up in a container's filesystem.
+	ContainerStatPath = "ContainerStatPath"
+	ImageList         = "ImageList"
+	ImagePull         = "ImagePull"
+	ImageRemove       = "ImageRemove"
 	// DistributionInspect asks the registry about a reference.
 	DistributionInspect = "DistributionInspect"
 	NetworkList         = "NetworkList"
@@ -89,11 +94,15 @@ type Container struct {
 	ImageID  string
 	// Log is what ContainerLogs returns (as standard output).
 	Log string
+	// Files are the paths ContainerStatPath finds in the container (see
+	// SetFile); nil means none.
+	Files map[string]bool
 }
 
 type img struct {
-	id   string
-	tags []string
+	id      string
+	tags    []string
+	digests []string // repository digests, of a pulled image
 }
 
 // Engine is the fake engine. It is safe for concurrent use.
@@ -103,6 +112,7 @@ type Engine struct {
 	containers map[string]*Container // by ID
 	images     map[string]*img       // by ID
 	pullable   map[string][]int64    // ref -> layer sizes
+	published  map[string]string     // ref -> the registry's manifest digest
 	networks   map[string]network.Summary
 	volumes    map[string]volume.Volume
 	calls      map[string]int
@@ -128,6 +138,7 @@ func New() *Engine {
 		containers: map[string]*Container{},
 		images:     map[string]*img{},
 		pullable:   map[string][]int64{},
+		published:  map[string]string{},
 		networks: map[string]network.Summary{
 			"bridge": {Name: "bridge", ID: "net-bridge", Driver: "bridge"},
 		},
@@ -166,11 +177,14 @@ func (e *Engine) addImage(ref string) string {
 }
 
 // Pullable lets ImagePull fetch ref, streaming progress for layers of the
-// given sizes.
+// given sizes. Each call publishes a new version of ref, as a push to the
+// registry would: DistributionInspect reports a new manifest digest, and
+// the next pull makes a new image with that repository digest.
 func (e *Engine) Pullable(ref string, layers ...int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pullable[norm(ref)] = layers
+	e.published[norm(ref)] = "sha256:" + e.nextID("manifest")
 }
 
 // FailWrites makes every write call fail with probability p, before it
@@ -235,6 +249,7 @@ func (e *Engine) Containers() []Container {
 	for _, c := range e.containers {
 		cp := *c
 		cp.Networks = maps.Clone(c.Networks)
+		cp.Files = maps.Clone(c.Files)
 		out = append(out, cp)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -250,6 +265,7 @@ func (e *Engine) Container(nameOrID string) (Container, bool) {
 		return Container{}, false
 	}
 	cp := *c
+	cp.Files = maps.Clone(c.Files)
 	return cp, true
 }
 
@@ -305,6 +321,25 @@ func (e *Engine) Tamper(name string, f func(c *Container)) {
 	defer e.mu.Unlock()
 	if c := e.find(name); c != nil {
 		f(c)
+	}
+}
+
+// SetFile makes path exist (present true) or not in the filesystem of the
+// container with the given name or ID, as an application writing or
+// removing a file would: ContainerStatPath finds it. It is how tests hold
+// and release an update lock (docker.ContainerSpec.UpdateLock).
+func (e *Engine) SetFile(nameOrID, path string, present bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.find(nameOrID); c != nil {
+		if c.Files == nil {
+			c.Files = map[string]bool{}
+		}
+		if present {
+			c.Files[path] = true
+		} else {
+			delete(c.Files, path)
+		}
 	}
 }
 
@@ -630,6 +665,25 @@ func (e *Engine) ContainerLogs(ctx context.Context, id string, opts container.Lo
 	return io.NopCloser(&buf), nil
 }
 
+// ContainerStatPath implements docker.Engine: a path set with SetFile is
+// found (as a regular file); any other is not found, as is a container
+// that does not exist.
+func (e *Engine) ContainerStatPath(ctx context.Context, id, path string) (container.PathStat, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.call(ctx, ContainerStatPath, false); err != nil {
+		return container.PathStat{}, err
+	}
+	c := e.find(id)
+	if c == nil {
+		return container.PathStat{}, notFound("container", id)
+	}
+	if !c.Files[path] {
+		return container.PathStat{}, fmt.Errorf("Could not find the file %s in container %s: %w", path, c.Name, errdefs.ErrNotFound)
+	}
+	return container.PathStat{Name: path[strings.LastIndexByte(path, '/')+1:], Mode: 0o644}, nil
+}
+
 // DistributionInspect implements docker.Engine: references registered with
 // Pullable exist in the registry, others do not.
 func (e *Engine) DistributionInspect(ctx context.Context, ref, _ string) (registry.DistributionInspect, error) {
@@ -638,10 +692,11 @@ func (e *Engine) DistributionInspect(ctx context.Context, ref, _ string) (regist
 	if err := e.call(ctx, DistributionInspect, false); err != nil {
 		return registry.DistributionInspect{}, err
 	}
-	if _, ok := e.pullable[norm(ref)]; !ok {
+	d, ok := e.published[norm(ref)]
+	if !ok {
 		return registry.DistributionInspect{}, fmt.Errorf("manifest for %s: %w", ref, errdefs.ErrNotFound)
 	}
-	return registry.DistributionInspect{}, nil
+	return registry.DistributionInspect{Descriptor: ocispec.Descriptor{Digest: digest.Digest(d)}}, nil
 }
 
 // ImageList implements docker.Engine.
@@ -664,7 +719,7 @@ func (e *Engine) ImageList(ctx context.Context, opts image.ListOptions) ([]image
 			}
 		}
 		if ok {
-			out = append(out, image.Summary{ID: im.id, RepoTags: slices.Clone(im.tags)})
+			out = append(out, image.Summary{ID: im.id, RepoTags: slices.Clone(im.tags), RepoDigests: slices.Clone(im.digests)})
 		}
 	}
 	return out, nil
@@ -692,7 +747,23 @@ func (e *Engine) ImagePull(ctx context.Context, ref string, _ image.PullOptions)
 		}
 	}
 	_ = enc.Encode(map[string]any{"status": "Status: Downloaded newer image for " + ref})
-	e.addImage(norm(ref))
+	n := norm(ref)
+	repo := n
+	if i := strings.LastIndexByte(n, ':'); i > strings.LastIndexByte(n, '/') {
+		repo = n[:i]
+	}
+	rd := repo + "@" + e.published[n]
+	for _, im := range e.images {
+		if slices.Contains(im.digests, rd) { // up to date: the tag points to it
+			for _, o := range e.images {
+				o.tags = slices.DeleteFunc(o.tags, func(t string) bool { return t == n })
+			}
+			im.tags = append(im.tags, n)
+			return io.NopCloser(&buf), nil
+		}
+	}
+	id := e.addImage(n)
+	e.images[id].digests = []string{rd}
 	return io.NopCloser(&buf), nil
 }
 

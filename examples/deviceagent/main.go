@@ -13,6 +13,10 @@
 //
 //	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down [-volumes]] [-state file] [-resume]
 //
+// A service that labels itself io.convergekit.update-lock=<path> is not
+// recreated, stopped or removed while that file exists in it (a pass
+// waits and retries); SIGUSR1 forces a pass past such locks.
+//
 // Without -f it uses a built-in project of two services (db and web, web
 // waiting for db to be healthy). -dry prints the planned action per
 // container and writes nothing; -once applies once and exits; -down removes
@@ -193,9 +197,30 @@ func run() error {
 		case converge.TargetPassFinished:
 			fmt.Printf("pass %d: converged in %s\n", e.Pass, e.Duration.Round(1e6))
 		case converge.TargetPassFailed:
+			if e.Locked { // a container's update lock is held (docker.LockError)
+				fmt.Printf("pass %d waits for an update lock (retry in %s; kill -USR1 %d to force): %v\n",
+					e.Pass, e.Retry.Round(1e6), os.Getpid(), e.Err)
+				return
+			}
 			fmt.Printf("pass %d failed (retry in %s): %v\n", e.Pass, e.Retry.Round(1e6), e.Err)
 		}
 	})
+	// SIGUSR1 forces a pass past the containers' update locks, as a
+	// supervisor's "force update" does.
+	force := make(chan os.Signal, 1)
+	signal.Notify(force, syscall.SIGUSR1)
+	defer signal.Stop(force)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-force:
+				fmt.Println("SIGUSR1: forcing a pass past update locks")
+				r.TriggerForced()
+			}
+		}
+	}()
 	if !*resume {
 		// Stored (fsynced) before it is applied: a restart with -resume
 		// finds it.
