@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/convergekit/converge/internal/strictjson"
 )
 
 // The JSON wire format of the three status documents is described on the
@@ -114,7 +112,7 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return r.appendJSON(make([]byte, 0, 64+len(r.Items)*96))
+	return r.appendJSON(make([]byte, 0, 64+len(r.Items)*160))
 }
 
 // appendJSON appends the report's document to dst: the bytes
@@ -228,54 +226,6 @@ func decodeEdgeExact(b []byte) (EdgeReport, error) {
 		return EdgeReport{}, err
 	}
 	return out, nil
-}
-
-// edgeKeys are the keys of an edge report document, at any depth.
-var edgeKeys = []string{"revision", "time", "items", "id", "state", "waitingFor", "message"}
-
-// decodeEdgeFast decodes a valid edge report through encoding/json in one
-// pass. It reports false for anything the exact reader must look at: a
-// document strictjson.Scan does not clear, one encoding/json refuses, a
-// missing required field, or one that fails Validate. The exact reader
-// then produces the error with its field path, so both paths give the same
-// result.
-func decodeEdgeFast(b []byte) (EdgeReport, bool) {
-	var w edgeWire
-	if !decodeFast(b, edgeKeys, &w) || w.Revision == 0 || w.Items == nil {
-		return EdgeReport{}, false
-	}
-	out := EdgeReport{Revision: w.Revision, Time: w.Time}
-	if len(w.Items) > 0 {
-		out.Items = make([]EdgeItem, len(w.Items))
-	}
-	for i, it := range w.Items {
-		if it.ID == "" || it.State == EdgeNotReported {
-			return EdgeReport{}, false
-		}
-		if len(it.WaitingFor) == 0 {
-			it.WaitingFor = nil
-		}
-		out.Items[i] = EdgeItem(it)
-	}
-	if out.Validate() != nil {
-		return EdgeReport{}, false
-	}
-	return out, true
-}
-
-// decodeFast decodes b into w with encoding/json when strictjson.Scan
-// finds no repeated key, no null and no key outside known: then
-// encoding/json's leniencies (last repeated key wins, keys matched without
-// regard to case, null leaves a value alone) cannot apply, and unknown
-// fields are refused by the decoder.
-func decodeFast[W any](b []byte, known []string, w *W) bool {
-	sum, err := strictjson.Scan(b, known)
-	if err != nil || sum.Null || sum.Unknown {
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(w) == nil
 }
 
 // appendJSONString appends s quoted as encoding/json quotes it. Plain

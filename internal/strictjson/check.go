@@ -47,39 +47,19 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrTrailingData). Syntax errors are returned as encoding/json reports
 // them. Check decodes nothing: a document that passes may still fail to
 // decode for other reasons.
-func Check(raw []byte) error {
-	_, err := Scan(raw, nil)
-	return err
-}
-
-// Summary is what Scan learned about a document that passed it.
-type Summary struct {
-	// Null reports a null literal anywhere in the document.
-	Null bool
-	// Unknown reports a key that is not one of the known keys given to
-	// Scan (compared exactly, after unescaping).
-	Unknown bool
-}
-
-// Scan is Check, and also tells whether the document holds a null and
-// whether every key is one of known (nil: any key is known). A decoder
-// uses it to take a fast path through encoding/json only for documents
-// whose every difference from encoding/json's leniency (repeated keys,
-// keys matched without regard to case, null read as "leave it") is ruled
-// out, and its own exact reader otherwise.
 //
 // A valid document is scanned byte by byte without allocating, except for
-// keys written with escapes; an invalid one is read again token by token so
-// that the error is the one encoding/json gives.
-func Scan(raw []byte, known []string) (Summary, error) {
+// keys written with escapes; an invalid one is read again token by token,
+// so that the error is the one encoding/json gives.
+func Check(raw []byte) error {
 	if !json.Valid(raw) {
 		if err := checkTokens(raw); err != nil {
-			return Summary{}, err
+			return err
 		}
-		return Summary{}, errors.New("invalid JSON") // json.Valid and the decoder disagree: never seen
+		return errors.New("invalid JSON") // json.Valid and the decoder disagree: never seen
 	}
 	var sc scanner
-	return sc.scan(raw, known)
+	return sc.scan(raw)
 }
 
 // frame is one open object or array of a valid document being scanned.
@@ -99,9 +79,9 @@ type scanner struct {
 	stack []frame
 }
 
-// scan walks a document that json.Valid accepted.
-func (sc *scanner) scan(raw []byte, known []string) (Summary, error) {
-	var sum Summary
+// scan walks a document that json.Valid accepted; on any other it stops
+// without panicking.
+func (sc *scanner) scan(raw []byte) error {
 	expectKey := false
 	for i := 0; i < len(raw); {
 		switch c := raw[i]; c {
@@ -113,43 +93,46 @@ func (sc *scanner) scan(raw []byte, known []string) (Summary, error) {
 			sc.push(true)
 			i++
 		case '}', ']':
+			if len(sc.stack) == 0 {
+				return nil // not valid JSON
+			}
 			sc.stack = sc.stack[:len(sc.stack)-1]
 			i++
 		case ',':
+			if len(sc.stack) == 0 {
+				return nil // not valid JSON
+			}
 			if f := &sc.stack[len(sc.stack)-1]; f.array {
 				f.index++
 			} else {
 				expectKey = true
 			}
 			i++
-		case 'n': // outside strings, only the literal null has an n
-			sum.Null = true
-			i += len("null")
 		case '"':
 			end, escaped := stringEnd(raw, i)
-			if expectKey {
+			if end < 0 {
+				return nil // not valid JSON
+			}
+			if expectKey && len(sc.stack) > 0 {
 				expectKey = false
 				key := raw[i+1 : end]
 				if escaped {
 					var s string
 					if err := json.Unmarshal(raw[i:end+1], &s); err != nil {
-						return Summary{}, err
+						return err
 					}
 					key = []byte(s)
 				}
-				if known != nil && !isKnown(known, key) {
-					sum.Unknown = true
-				}
 				if err := sc.add(key); err != nil {
-					return Summary{}, err
+					return err
 				}
 			}
 			i = end + 1
-		default: // whitespace, ':', numbers, true, false
+		default: // whitespace, ':', numbers, true, false, null
 			i++
 		}
 	}
-	return sum, nil
+	return nil
 }
 
 // push opens an object or an array, reusing the memory of frames that were
@@ -213,7 +196,8 @@ func (sc *scanner) path() string {
 }
 
 // stringEnd returns the index of the closing quote of the string that
-// starts at raw[start], and whether the string holds escapes.
+// starts at raw[start] (-1 when there is none), and whether the string
+// holds escapes.
 func stringEnd(raw []byte, start int) (end int, escaped bool) {
 	for i := start + 1; i < len(raw); i++ {
 		switch raw[i] {
@@ -224,16 +208,7 @@ func stringEnd(raw []byte, start int) (end int, escaped bool) {
 			return i, escaped
 		}
 	}
-	return len(raw) - 1, escaped // unreachable for a valid document
-}
-
-func isKnown(known []string, key []byte) bool {
-	for _, k := range known {
-		if k == string(key) {
-			return true
-		}
-	}
-	return false
+	return -1, escaped // not valid JSON
 }
 
 // tokenFrame is one open object or array while checking a document token
