@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// State names the lifecycle state of an object ("provisioning",
+// "ready", ...). The empty state is not a valid state of a stored object.
+type State string
+
+// Object is one object of a Controller: its key, lifecycle state and data.
+// It serializes to JSON as it is stored: {"state", "since", "reason",
+// "data", "intents"}; Key and Version are kept by the store beside it.
+type Object struct {
+	// Key names the object within its controller's kind.
+	Key string `json:"-"`
+	// State is the lifecycle state. Only the handler changes it.
+	State State `json:"state"`
+	// Since is when the object entered State.
+	Since time.Time `json:"since"`
+	// Reason is the reason of the last Wait, or of the last transition.
+	Reason string `json:"reason,omitempty"`
+	// Data is the object's own JSON document, for the handler to use.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Intents are the requests others queued for the handler with
+	// Controller.Request, oldest first. They are cleared once a handler
+	// run that saw them succeeds.
+	Intents []string `json:"intents,omitempty"`
+	// Version is the store version the object was read at.
+	Version uint64 `json:"-"`
+}
+
+// Verdict is what a handler decided about an object.
+type Verdict uint8
+
+const (
+	// VerdictNoChange leaves the object as it is until the next periodic
+	// pass. It is the zero verdict.
+	VerdictNoChange Verdict = iota
+	// VerdictTransition moves the object to Result.Next and runs the
+	// handler again at once.
+	VerdictTransition
+	// VerdictWait leaves the state unchanged and records a reason.
+	VerdictWait
+	// VerdictDeleted removes the object; its history is kept.
+	VerdictDeleted
+)
+
+var verdictNames = [...]string{"no-change", "transition", "wait", "deleted"}
+
+// String returns the lower-case name of the verdict.
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return fmt.Sprintf("verdict(%d)", uint8(v))
+}
+
+// Result is a handler's answer for one object. Build it with
+// Transition, Wait, NoChange or Deleted. The zero value means NoChange.
+type Result struct {
+	Verdict Verdict
+	// Next is the state to move to (VerdictTransition only).
+	Next State
+	// Reason explains a wait or a transition; it is stored with the object
+	// and, for a transition, in the history.
+	Reason string
+	// Data, when not nil, replaces the object's data.
+	Data json.RawMessage
+	// RequeueAfter, when positive, replaces the periodic pass for this
+	// object's next run (not used by VerdictTransition and VerdictDeleted).
+	RequeueAfter time.Duration
+}
+
+// Transition returns the result that moves an object to next; the handler
+// runs again at once in the new state.
+func Transition(next State) Result {
+	return Result{Verdict: VerdictTransition, Next: next}
+}
+
+// Wait returns the result that keeps the state and records why the object
+// waits; the handler runs again at the next periodic pass.
+func Wait(reason string) Result { return Result{Verdict: VerdictWait, Reason: reason} }
+
+// NoChange returns the result that changes nothing; the handler runs again
+// at the next periodic pass.
+func NoChange() Result { return Result{} }
+
+// Deleted returns the result that removes the object from the store.
+func Deleted() Result { return Result{Verdict: VerdictDeleted} }
+
+// Because returns r with its reason set.
+func (r Result) Because(reason string) Result { r.Reason = reason; return r }
+
+// WithData returns r with the data that replaces the object's data.
+func (r Result) WithData(data json.RawMessage) Result { r.Data = data; return r }
+
+// After returns r with the delay before the next run, instead of the
+// periodic pass.
+func (r Result) After(d time.Duration) Result { r.RequeueAfter = d; return r }
+
+// Handler drives objects of one kind through their lifecycle. Handle is
+// called with a copy of the object; it does the work the state calls for
+// and returns the verdict, or an error to be retried with backoff. It is
+// never called for one object twice at once, but is called for different
+// objects in parallel. It must honour ctx.
+type Handler interface {
+	Handle(ctx context.Context, obj Object) (Result, error)
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc func(ctx context.Context, obj Object) (Result, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, obj Object) (Result, error) {
+	return f(ctx, obj)
+}
