@@ -28,6 +28,9 @@ const (
 	// DefaultPoll is how often a replica looks for due objects
 	// when Config.Poll is zero.
 	DefaultPoll = time.Second
+	// DefaultHandlerHistory is how many transitions a handler sees in
+	// Object.History when Config.HandlerHistory is zero.
+	DefaultHandlerHistory = 10
 )
 
 // Config configures a Controller. Kind and Handler are required;
@@ -59,9 +62,31 @@ type Config struct {
 	// converge.DefaultBackoff.
 	Backoff converge.Backoff
 	// SLA is the longest an object should stay in a state; states without
-	// an entry have none. Objects over it are reported by AboveSLA and
-	// Metrics.AboveSLA.
+	// an entry have none. Objects over it are reported by AboveSLA,
+	// Metrics.AboveSLA and OnSLA.
 	SLA map[State]time.Duration
+	// OnSLA, when set, is called once when an object is found above its
+	// state's SLA (Breached true), and once more when that object leaves
+	// the state or is deleted (Breached false). The breach is stored with
+	// the object (Object.SLABreached) before OnSLA is called, so neither a
+	// periodic pass, nor another replica, nor a restarted controller
+	// reports it again: each event is reported once across replicas,
+	// unless the process ends between storing it and calling OnSLA, when
+	// it is lost (at most once). OnSLA is called from the controller's
+	// workers and must not block for long.
+	OnSLA func(SLAEvent)
+	// QuarantineAfter is how many handler failures in a row, in one
+	// state, quarantine an object: it is no longer run (Object.Halted is
+	// HaltQuarantined) until Controller.Release. 0 never quarantines.
+	QuarantineAfter int
+	// QuarantineAfterIn overrides QuarantineAfter for the states it names;
+	// 0 never quarantines in that state.
+	QuarantineAfterIn map[State]int
+	// HandlerHistory is how many of an object's newest transitions the
+	// handler sees in Object.History; 0 means DefaultHandlerHistory, and
+	// a negative value none. The controller reads them from the store
+	// when it has not written them itself.
+	HandlerHistory int
 	// Metrics receives measurements; nil means MetricsNop.
 	Metrics Metrics
 	// ShutdownTimeout is how long Run lets running handlers finish after
@@ -110,6 +135,13 @@ func (c Config) Validate() error {
 		return &converge.ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.LeaseTTL)}
 	case c.Poll < 0:
 		return &converge.ConfigError{Field: "Poll", Reason: fmt.Sprintf("must not be negative, got %s", c.Poll)}
+	case c.QuarantineAfter < 0:
+		return &converge.ConfigError{Field: "QuarantineAfter", Reason: fmt.Sprintf("must not be negative, got %d", c.QuarantineAfter)}
+	}
+	for s, n := range c.QuarantineAfterIn {
+		if n < 0 {
+			return &converge.ConfigError{Field: "QuarantineAfterIn", Reason: fmt.Sprintf("state %q: must not be negative, got %d", s, n)}
+		}
 	}
 	if _, ok := c.Store.(converge.Queue); c.Owner != "" && c.Store != nil && !ok {
 		return &converge.ConfigError{Field: "Store", Reason: fmt.Sprintf("%T does not implement converge.Queue, which replicas (Owner set) need", c.Store)}

@@ -35,7 +35,12 @@ type Controller struct {
 	metrics Metrics
 	now     func() time.Time
 
-	timed bool // measure handler latency (Metrics is not MetricsNop)
+	timed bool        // measure handler latency (Metrics is not MetricsNop)
+	halts HaltMetrics // the metrics, when they count halted objects
+
+	// terminal counts the objects of the view halted by a terminal error,
+	// so that Enqueue looks for one to wake only when there is one.
+	terminal atomic.Int64
 
 	mu      sync.RWMutex
 	objs    map[string]*ctrlEntry
@@ -46,13 +51,17 @@ type Controller struct {
 // ctrlEntry is the controller's view of one object. The object is kept in
 // the entry, and so is its queue item, so that a worker reaches everything
 // about an object in one allocation, without a lookup; the queue owns qi
-// (see workqueue.New). mu guards obj.
+// (see workqueue.New). mu guards obj, hist and histAt.
 type ctrlEntry struct {
 	qi    workqueue.Item[ctrlEntry]
 	mu    sync.Mutex
 	obj   Object
 	flags atomic.Uint32
-	fails atomic.Int32 // consecutive handler failures (replicas only)
+	fails atomic.Int32 // consecutive store failures (replicas only)
+	// hist is the newest history of the object at version histAt (0:
+	// not read yet), for the handler's Object.History.
+	hist   []converge.HistoryEntry
+	histAt uint64
 }
 
 func newCtrlEntry(obj *Object) *ctrlEntry {
@@ -73,6 +82,15 @@ func (e *ctrlEntry) store(o *Object) {
 	e.mu.Lock()
 	e.obj = *o
 	e.mu.Unlock()
+}
+
+// swap replaces the object and returns the one it replaced.
+func (e *ctrlEntry) swap(o *Object) Object {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.obj
+	e.obj = *o
+	return old
 }
 
 // version returns the stored version of the object.
@@ -118,7 +136,14 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Poll == 0 {
 		cfg.Poll = DefaultPoll
 	}
+	switch {
+	case cfg.HandlerHistory == 0:
+		cfg.HandlerHistory = DefaultHandlerHistory
+	case cfg.HandlerHistory < 0:
+		cfg.HandlerHistory = 0
+	}
 	cfg.SLA = maps.Clone(cfg.SLA)
+	cfg.QuarantineAfterIn = maps.Clone(cfg.QuarantineAfterIn)
 	c := &Controller{
 		cfg:     cfg,
 		prefix:  cfg.Kind + "/",
@@ -131,6 +156,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	_, nop := c.metrics.(MetricsNop)
 	c.timed = !nop
+	if hm, ok := c.metrics.(HaltMetrics); ok && !nop {
+		c.halts = hm
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -187,6 +215,7 @@ func (c *Controller) adopt(obj *Object, queue bool) {
 	if isNew {
 		c.metrics.ObjectsInState(c.cfg.Kind, obj.State, 1)
 		c.metrics.StateEntered(c.cfg.Kind, obj.State)
+		c.countHalt(obj, 1)
 	}
 	if q != nil && queue {
 		q.Add(obj.Key)
@@ -219,20 +248,50 @@ func (c *Controller) decode(rec converge.StoreRecord) (*Object, error) {
 // makes the stored object due at once, which wakes the replica that will
 // run it; it then fails with ErrObjectNotFound for a key that is not
 // stored, or with the store's error.
+//
+// An object halted by a terminal error (HaltTerminal) is woken: the halt
+// is cleared in the store first, and the handler runs again. A
+// quarantined object is not: see Release.
 func (c *Controller) Enqueue(ctx context.Context, key string) error {
 	if sq, ok := c.shared(); ok {
-		if err := sq.Schedule(ctx, c.prefix+key, c.now()); err != nil {
-			if errors.Is(err, converge.ErrStoreNotFound) {
-				err = ErrObjectNotFound
-			}
-			return c.objErr(key, err)
+		// Another replica may have halted the object since this one
+		// last looked: read it.
+		if err := c.update(ctx, key, wakeTerminal); err != nil {
+			return err
 		}
-		return nil
+		return c.schedule(ctx, sq, key)
+	}
+	if c.terminal.Load() > 0 {
+		if e := c.entry(key); e != nil && e.load().Halted == HaltTerminal {
+			if err := c.update(ctx, key, wakeTerminal); err != nil {
+				return err
+			}
+		}
 	}
 	if q := c.q.Load(); q != nil {
 		q.Add(key)
 	}
 	return nil
+}
+
+// schedule makes key due at once in the shared store sq.
+func (c *Controller) schedule(ctx context.Context, sq converge.Queue, key string) error {
+	if err := sq.Schedule(ctx, c.prefix+key, c.now()); err != nil {
+		if errors.Is(err, converge.ErrStoreNotFound) {
+			err = ErrObjectNotFound
+		}
+		return c.objErr(key, err)
+	}
+	return nil
+}
+
+// wakeTerminal clears a halt by a terminal error, for Enqueue.
+func wakeTerminal(o *Object) bool {
+	if o.Halted != HaltTerminal {
+		return false
+	}
+	o.Halted, o.Retries = "", 0
+	return true
 }
 
 // shared returns the store as a queue when replicas share it (Owner set).
@@ -244,10 +303,11 @@ func (c *Controller) shared() (converge.Queue, bool) {
 	return sq, ok
 }
 
-// Request queues an intent for the handler of key (for example "delete"):
-// it is stored with the object, the object is enqueued, and the handler
-// sees it in Object.Intents. Only the handler acts on it.
-func (c *Controller) Request(ctx context.Context, key, intent string) error {
+// update reads the stored object of key, lets change modify it, and
+// stores it when change returns true, reading again when someone else
+// wrote in between. The controller's view reads it again before the
+// object is handled next. A missing key fails with ErrObjectNotFound.
+func (c *Controller) update(ctx context.Context, key string, change func(*Object) bool) error {
 	for {
 		rec, err := c.cfg.Store.Get(ctx, c.prefix+key)
 		if errors.Is(err, converge.ErrStoreNotFound) {
@@ -260,7 +320,9 @@ func (c *Controller) Request(ctx context.Context, key, intent string) error {
 		if err != nil {
 			return c.objErr(key, err)
 		}
-		obj.Intents = append(obj.Intents, intent)
+		if !change(obj) {
+			return nil
+		}
 		_, err = c.put(ctx, obj, rec.Version, 0)
 		if errors.Is(err, converge.ErrStoreStale) {
 			continue // someone wrote in between: read again
@@ -268,14 +330,77 @@ func (c *Controller) Request(ctx context.Context, key, intent string) error {
 		if err != nil {
 			return c.objErr(key, err)
 		}
-		c.mu.RLock()
-		e := c.objs[key]
-		c.mu.RUnlock()
-		if e != nil {
+		if e := c.entry(key); e != nil {
 			e.flags.Or(entryReload)
 		}
-		return c.Enqueue(ctx, key)
+		return nil
 	}
+}
+
+// Request queues an intent for the handler of key (for example "delete"):
+// it is stored with the object, the object is enqueued, and the handler
+// sees it in Object.Intents. Only the handler acts on it. A new intent
+// wakes an object halted by a terminal error (HaltTerminal), but not a
+// quarantined one: it waits for Release with the intent stored.
+func (c *Controller) Request(ctx context.Context, key, intent string) error {
+	err := c.update(ctx, key, func(o *Object) bool {
+		o.Intents = append(o.Intents, intent)
+		wakeTerminal(o)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return c.Enqueue(ctx, key)
+}
+
+// Release wakes an object that was halted, by a quarantine or by a
+// terminal error: the halt is cleared in the store, its count of failures
+// in a row (Object.Retries) starts again from zero, and the object is
+// enqueued. Releasing an object that is not halted does nothing. A
+// missing key fails with ErrObjectNotFound.
+func (c *Controller) Release(ctx context.Context, key string) error {
+	released := false
+	err := c.update(ctx, key, func(o *Object) bool {
+		if o.Halted == "" {
+			return false
+		}
+		o.Halted, o.Retries = "", 0
+		released = true
+		return true
+	})
+	if err != nil || !released {
+		return err
+	}
+	if sq, ok := c.shared(); ok {
+		return c.schedule(ctx, sq, key)
+	}
+	if q := c.q.Load(); q != nil {
+		q.Add(key)
+	}
+	return nil
+}
+
+// Quarantined returns the stored objects of the kind that are
+// quarantined (Object.Halted is HaltQuarantined), sorted by key. It reads
+// the store, so it sees the quarantines of every replica and of earlier
+// runs.
+func (c *Controller) Quarantined(ctx context.Context) ([]Object, error) {
+	recs, err := c.cfg.Store.List(ctx, c.prefix)
+	if err != nil {
+		return nil, fmt.Errorf("controller: list %s: %w", c.cfg.Kind, err)
+	}
+	var out []Object
+	for _, rec := range recs {
+		obj, err := c.decode(rec)
+		if err != nil {
+			continue // not ours to read: the scan counts it
+		}
+		if obj.Halted == HaltQuarantined {
+			out = append(out, *obj)
+		}
+	}
+	return out, nil
 }
 
 // Get returns the object as the controller last saw it, and false when it
@@ -515,8 +640,7 @@ func (c *Controller) dropGone(ctx context.Context, keys []string) {
 			continue
 		}
 		if e := c.entry(k); e != nil {
-			obj := e.load()
-			c.forget(k, e, &obj)
+			c.forget(k, e)
 		}
 	}
 }

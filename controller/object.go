@@ -5,15 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/convergekit/converge"
 )
 
 // State names the lifecycle state of an object ("provisioning",
 // "ready", ...). The empty state is not a valid state of a stored object.
 type State string
 
-// Object is one object of a Controller: its key, lifecycle state and data.
-// It serializes to JSON as it is stored: {"state", "since", "reason",
-// "data", "intents"}; Key and Version are kept by the store beside it.
+// Object is one object of a Controller: its key, lifecycle state and data,
+// and what the controller knows of its failures. It serializes to JSON as
+// it is stored: {"state", "since", "reason", "data", "intents",
+// "failures", "retries", "lastError", "halted", "slaBreached"}, the empty
+// ones left out; Key and Version are kept by the store beside it, and
+// History by the store's history.
+//
+// Failures, Retries, LastError, Halted and SLABreached are kept by the
+// controller (a handler cannot set them): they are stored, so every
+// replica and a restarted controller see them, and a transition clears
+// them all.
 type Object struct {
 	// Key names the object within its controller's kind.
 	Key string `json:"-"`
@@ -29,9 +39,60 @@ type Object struct {
 	// Controller.Request, oldest first. They are cleared once a handler
 	// run that saw them succeeds.
 	Intents []string `json:"intents,omitempty"`
+	// Failures is how many handler runs failed since the object entered
+	// State.
+	Failures int `json:"failures,omitempty"`
+	// Retries is how many handler runs failed in a row, up to this one: a
+	// handler called with Retries above zero is retrying, and may take
+	// another path after a few failures. The backoff before the next run
+	// and the quarantine (Config.QuarantineAfter) go by it; a run that
+	// succeeds and Controller.Release set it back to zero.
+	Retries int `json:"retries,omitempty"`
+	// LastError is the newest handler error in State, nil when there was
+	// none.
+	LastError *Failure `json:"lastError,omitempty"`
+	// Halted, when not empty, says why the controller does not run the
+	// handler of the object any more (HaltTerminal, HaltQuarantined) and
+	// LastError says what the handler returned.
+	Halted Halt `json:"halted,omitempty"`
+	// SLABreached means the object has been in State longer than the
+	// state's SLA and that was reported (see Config.OnSLA).
+	SLABreached bool `json:"slaBreached,omitempty"`
+	// History holds the object's newest transitions, oldest first, at
+	// most Config.HandlerHistory of them, for the handler to look back
+	// on (a state it keeps coming back to, say). It is filled for the
+	// handler only and is shared: do not modify it.
+	History []converge.HistoryEntry `json:"-"`
 	// Version is the store version the object was read at.
 	Version uint64 `json:"-"`
 }
+
+// Failure is a handler error as an Object keeps it.
+type Failure struct {
+	// At is when the handler returned the error.
+	At time.Time `json:"at"`
+	// Error is the error's message, cut to its first MaxErrorText bytes.
+	Error string `json:"error"`
+}
+
+// MaxErrorText is the longest error message an Object keeps in
+// Failure.Error; a longer one is cut and ends with "…".
+const MaxErrorText = 1024
+
+// Halt says why a Controller stopped running the handler of an object.
+// The zero value means it did not.
+type Halt string
+
+const (
+	// HaltTerminal means the handler returned an error matching
+	// ErrTerminal (see Terminal): retrying would not help. Controller.Enqueue,
+	// Controller.Request and Controller.Release wake the object.
+	HaltTerminal Halt = "terminal"
+	// HaltQuarantined means the handler failed Config.QuarantineAfter
+	// times in a row in the object's state. Only Controller.Release wakes
+	// the object; Controller.Quarantined lists such objects.
+	HaltQuarantined Halt = "quarantined"
+)
 
 // Verdict is what a handler decided about an object.
 type Verdict uint8
