@@ -134,6 +134,8 @@ func TestControllerConfigValidate(t *testing.T) {
 		{"negative lease", controller.Config{Kind: "k", Handler: h, LeaseTTL: -1}, "LeaseTTL"},
 		{"zero sla", controller.Config{Kind: "k", Handler: h, SLA: map[controller.State]time.Duration{"x": 0}}, "SLA"},
 		{"bad backoff", controller.Config{Kind: "k", Handler: h, Backoff: converge.Backoff{Jitter: 3}}, "Backoff.Jitter"},
+		{"negative quarantine", controller.Config{Kind: "k", Handler: h, QuarantineAfter: -1}, "QuarantineAfter"},
+		{"negative state quarantine", controller.Config{Kind: "k", Handler: h, QuarantineAfterIn: map[controller.State]int{"x": -2}}, "QuarantineAfterIn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -165,9 +165,12 @@ func (r Result) After(d time.Duration) Result { r.RequeueAfter = d; return r }
 
 // Handler drives objects of one kind through their lifecycle. Handle is
 // called with a copy of the object; it does the work the state calls for
-// and returns the verdict, or an error to be retried with backoff. It is
-// never called for one object twice at once, but is called for different
-// objects in parallel. It must honour ctx.
+// and returns the verdict, or an error to be retried with backoff (an
+// error made with Terminal is not retried; Config.QuarantineAfter bounds
+// the retries in one state). The object tells it how often it failed
+// (Object.Failures, Object.Retries) and what happened before
+// (Object.History). It is never called for one object twice at once, but
+// is called for different objects in parallel. It must honour ctx.
 type Handler interface {
 	Handle(ctx context.Context, obj Object) (Result, error)
 }
