@@ -192,8 +192,8 @@ func ExampleSLAEvent() {
 	var installed atomic.Bool
 	events := make(chan controller.SLAEvent, 2)
 	c, err := controller.New(controller.Config{
-		Kind: "machine",
-		SLA:  map[controller.State]time.Duration{"installing": 20 * time.Millisecond},
+		Kind:  "machine",
+		SLA:   map[controller.State]time.Duration{"installing": 20 * time.Millisecond},
 		OnSLA: func(ev controller.SLAEvent) { events <- ev },
 		Handler: controller.HandlerFunc(func(ctx context.Context, m controller.Object) (controller.Result, error) {
 			if m.State == "installing" {
