@@ -48,13 +48,9 @@ func (c *Controller) checkSLA(ctx context.Context, e *ctrlEntry, obj *Object, to
 	}
 	upd := *obj
 	upd.SLABreached = true
-	v, err := c.put(ctx, &upd, obj.Version, token)
-	if err != nil {
+	if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
 		return nil, err
 	}
-	upd.Version = v
-	c.replace(e, &upd)
-	c.histMoved(e, obj.Version, v)
 	c.reportSLA(&upd, now, true)
 	return &upd, nil
 }

@@ -140,14 +140,24 @@ func (c *Controller) failed(ctx context.Context, e *ctrlEntry, obj *Object, herr
 	case limit > 0 && upd.Retries >= limit:
 		upd.Halted = HaltQuarantined
 	}
-	v, err := c.put(ctx, &upd, obj.Version, token)
-	if err != nil {
+	if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
 		return nil, err
 	}
-	upd.Version = v
-	c.replace(e, &upd)
-	c.histMoved(e, obj.Version, v)
 	return &upd, nil
+}
+
+// rewrite stores upd, obj (read at obj.Version, entry e) changed in
+// anything but its state, fencing the write with token when it is not
+// zero, and installs it in the view with its new version.
+func (c *Controller) rewrite(ctx context.Context, e *ctrlEntry, obj, upd *Object, token uint64) error {
+	v, err := c.put(ctx, upd, obj.Version, token)
+	if err != nil {
+		return err
+	}
+	upd.Version = v
+	c.replace(e, upd)
+	c.histMoved(e, obj.Version, v)
+	return nil
 }
 
 // quarantineAfter returns the failures in a row that quarantine an object
@@ -296,13 +306,9 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 			upd.Data = slices.Clone(res.Data)
 		}
 		if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 || obj.Retries > 0 {
-			v, err := c.put(ctx, &upd, obj.Version, token)
-			if err != nil {
+			if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
 				return 0, 0, err
 			}
-			upd.Version = v
-			c.replace(e, &upd)
-			c.histMoved(e, obj.Version, v)
 		}
 	}
 	d := res.RequeueAfter
