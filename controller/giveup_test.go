@@ -462,3 +462,38 @@ func TestReplicaLeaseKeptWhileHandlerRunsAndFreedOnStop(t *testing.T) {
 		})
 	}
 }
+
+func TestHaltedObjectStillReportsSLA(t *testing.T) {
+	inEachMode(t, func(t *testing.T, owner string) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		var events []controller.SLAEvent
+		var runs atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Owner: owner,
+			SLA: map[controller.State]time.Duration{"provisioning": time.Minute},
+			OnSLA: func(ev controller.SLAEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				events = append(events, ev)
+			},
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				runs.Add(1)
+				return controller.Result{}, controller.Terminal(errors.New("quota exceeded"))
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "provisioning", nil))
+		stop := startController(t, c)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		require.NoError(t, stop())
+		assert.Equal(t, int32(1), runs.Load(), "halted at the first run")
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, events, 1, "the halted object is still looked at when its SLA runs out")
+		assert.True(t, events[0].Breached)
+		assert.Equal(t, "a", events[0].Key)
+		o, _ := c.Get("a")
+		assert.Equal(t, controller.HaltTerminal, o.Halted, "and stays halted")
+	})
+}
