@@ -66,8 +66,9 @@ type Config struct {
 	// Metrics.AboveSLA and OnSLA.
 	SLA map[State]time.Duration
 	// OnSLA, when set, is called once when an object is found above its
-	// state's SLA (Breached true), and once more when that object leaves
-	// the state or is deleted (Breached false). The breach is stored with
+	// state's SLA (Breached true: when the SLA runs out, or for a replica
+	// at its next Poll after that), and once more when that object leaves
+	// the state or is deleted by its handler (Breached false). The breach is stored with
 	// the object (Object.SLABreached) before OnSLA is called, so neither a
 	// periodic pass, nor another replica, nor a restarted controller
 	// reports it again: each event is reported once across replicas,
