@@ -251,7 +251,9 @@ func (c *Controller) decode(rec converge.StoreRecord) (*Object, error) {
 //
 // An object halted by a terminal error (HaltTerminal) is woken: the halt
 // is cleared in the store first, and the handler runs again. A
-// quarantined object is not: see Release.
+// quarantined object is not: see Release. With Config.Owner set, Enqueue
+// reads the stored object for that (another replica may have halted it),
+// so it costs a read besides the write that makes the object due.
 func (c *Controller) Enqueue(ctx context.Context, key string) error {
 	if sq, ok := c.shared(); ok {
 		// Another replica may have halted the object since this one
