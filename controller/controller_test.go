@@ -30,6 +30,7 @@ type ctrlMetrics struct {
 	entered   map[controller.State]int
 	exited    map[controller.State]int
 	timeIn    map[controller.State]time.Duration
+	halted    map[controller.Halt]map[controller.State]int
 	latencies int
 }
 
@@ -38,6 +39,7 @@ func newCtrlMetrics() *ctrlMetrics {
 		inState: map[controller.State]int{}, aboveSLA: map[controller.State]int{},
 		errors: map[controller.State]int{}, entered: map[controller.State]int{},
 		exited: map[controller.State]int{}, timeIn: map[controller.State]time.Duration{},
+		halted: map[controller.Halt]map[controller.State]int{},
 	}
 }
 
@@ -71,6 +73,20 @@ func (m *ctrlMetrics) HandlerLatency(string, controller.State, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.latencies++
+}
+
+func (m *ctrlMetrics) Halted(_ string, s controller.State, cause controller.Halt, d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.halted[cause] == nil {
+		m.halted[cause] = map[controller.State]int{}
+	}
+	m.halted[cause][s] += d
+}
+
+// haltedIn returns the gauge of objects in state halted for cause.
+func (m *ctrlMetrics) haltedIn(cause controller.Halt, s controller.State) int {
+	return m.get(func(m *ctrlMetrics) int { return m.halted[cause][s] })
 }
 
 func (m *ctrlMetrics) get(f func(m *ctrlMetrics) int) int {
@@ -118,6 +134,8 @@ func TestControllerConfigValidate(t *testing.T) {
 		{"negative lease", controller.Config{Kind: "k", Handler: h, LeaseTTL: -1}, "LeaseTTL"},
 		{"zero sla", controller.Config{Kind: "k", Handler: h, SLA: map[controller.State]time.Duration{"x": 0}}, "SLA"},
 		{"bad backoff", controller.Config{Kind: "k", Handler: h, Backoff: converge.Backoff{Jitter: 3}}, "Backoff.Jitter"},
+		{"negative quarantine", controller.Config{Kind: "k", Handler: h, QuarantineAfter: -1}, "QuarantineAfter"},
+		{"negative state quarantine", controller.Config{Kind: "k", Handler: h, QuarantineAfterIn: map[controller.State]int{"x": -2}}, "QuarantineAfterIn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,22 @@
 // time and Config.Workers objects in parallel; a periodic pass (with
 // jitter) looks at every object again. Every transition is stored with its
 // time in the converge.Store's history, states may carry an SLA (see
-// Controller.AboveSLA), and Metrics receives per-state measurements.
+// Controller.AboveSLA, and Config.OnSLA for an event when an object goes
+// above it and when it leaves the state), and Metrics receives per-state
+// measurements.
+//
+// Giving up is part of the lifecycle. A handler that knows retrying will
+// not help returns Terminal(err): the object is halted (Object.Halted),
+// the error and its time are stored with it (Object.LastError), and it
+// waits for Controller.Enqueue, Controller.Request or Controller.Release.
+// An object whose handler fails Config.QuarantineAfter times in a row in
+// one state (Config.QuarantineAfterIn per state) is quarantined until
+// Controller.Release; Controller.Quarantined lists such objects. Both
+// are stored, so they survive a restart and every replica sees them, and
+// a Metrics that implements HaltMetrics counts them. The handler sees how
+// often the object failed in its state (Object.Failures, and
+// Object.Retries in a row, both stored) and its newest transitions
+// (Object.History), so it can take another path after repeated failures.
 //
 // Several controllers (replicas, in one process or many) may share one
 // store that implements converge.Queue, such as pgstore: with Config.Owner
@@ -19,7 +34,9 @@
 // that fences its writes, and hands the object back with the time it is
 // due next; an Enqueue on one replica wakes the one that will run the
 // object, and the objects of a replica that died are taken over when their
-// leases expire. The view that Get, Objects and AboveSLA return is then
+// leases expire. A replica that stops lets its running handlers finish
+// (within Config.ShutdownTimeout) and gives their leases back, so the
+// others take its objects over at once. The view that Get, Objects and AboveSLA return is then
 // refreshed from the store every Resync.
 //
 // Plans of the root package run as objects too: Plans returns the Handler

@@ -7,6 +7,9 @@ import "time"
 // example Prometheus) maps each method to one metric with "kind" and
 // "state" labels. Methods are called from the controller's workers, in
 // parallel, and must not block.
+//
+// A Metrics that also implements HaltMetrics counts the objects the
+// controller stopped running, too.
 type Metrics interface {
 	// ObjectsInState adds delta to the number of objects in state (a gauge).
 	ObjectsInState(kind string, state State, delta int)
@@ -24,11 +27,25 @@ type Metrics interface {
 	HandlerLatency(kind string, state State, d time.Duration)
 }
 
+// HaltMetrics is implemented by a Metrics that counts the objects a
+// Controller does not run any more (see Object.Halted): the controller
+// checks for it with a type assertion, so a Metrics written before it
+// keeps working.
+type HaltMetrics interface {
+	// Halted adds delta to the number of objects in state halted for
+	// cause (a gauge per kind, state and cause): a terminal error, or a
+	// quarantine.
+	Halted(kind string, state State, cause Halt, delta int)
+}
+
 // MetricsNop is the Metrics that records nothing; a Controller without
 // Metrics uses it. The zero value is ready.
 type MetricsNop struct{}
 
-var _ Metrics = MetricsNop{}
+var (
+	_ Metrics     = MetricsNop{}
+	_ HaltMetrics = MetricsNop{}
+)
 
 // ObjectsInState implements Metrics and does nothing.
 func (MetricsNop) ObjectsInState(string, State, int) {}
@@ -47,3 +64,6 @@ func (MetricsNop) StateExited(string, State, time.Duration) {}
 
 // HandlerLatency implements Metrics and does nothing.
 func (MetricsNop) HandlerLatency(string, State, time.Duration) {}
+
+// Halted implements HaltMetrics and does nothing.
+func (MetricsNop) Halted(string, State, Halt, int) {}

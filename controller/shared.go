@@ -140,49 +140,43 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 	defer lost(nil)
 	var next time.Time
 	for round := 1; ; round++ {
-		if _, ok := c.cfg.SLA[obj.State]; ok {
-			c.checkSLA(e, obj, c.now())
-		}
-		res, err := c.run(hctx, obj)
-		if err == nil {
-			var how settled
-			var d time.Duration
-			how, d, err = c.settle(hctx, e, obj, res, lease.Token)
-			switch {
-			case err == nil && how == settledAgain && round < maxRounds:
-				e.fails.Store(0)
-				cur = e.load()
-				obj = &cur
-				continue
-			case err == nil && how == settledAgain:
-				e.fails.Store(0)
-				next = c.now()
-			case err == nil && how == settledGone:
-				next = time.Time{}
-			case err == nil:
-				e.fails.Store(0)
-				next = c.now().Add(d)
-			case errors.Is(err, converge.ErrLeaseLost):
-				return // someone else holds the object now
-			case errors.Is(err, converge.ErrStoreStale):
-				// Written by someone else (an intent): read it again and
-				// run the handler on what is stored.
-				rec, gerr := c.cfg.Store.Get(hctx, cl.Record.Key)
-				if gerr == nil {
-					if fresh, derr := c.decode(rec); derr == nil && round < maxRounds {
-						c.replace(e, obj, fresh)
-						obj = fresh
-						continue
-					}
+		how, d, err := c.step(hctx, e, obj, lease.Token)
+		switch {
+		case how == stepAgain && round < maxRounds:
+			e.fails.Store(0)
+			cur = e.load()
+			obj = &cur
+			continue
+		case how == stepAgain:
+			e.fails.Store(0)
+			next = c.now()
+		case how == stepGone:
+			next = time.Time{}
+		case how == stepLater, how == stepFailed, how == stepHalted && d >= 0:
+			e.fails.Store(0)
+			next = c.now().Add(d)
+		case how == stepHalted:
+			e.fails.Store(0)
+			next = time.Time{} // not due until woken (Enqueue, Request, Release)
+		case errors.Is(err, converge.ErrLeaseLost):
+			return // someone else holds the object now
+		case hctx.Err() != nil && ctx.Err() == nil:
+			return // the lease was lost while the handler ran
+		case errors.Is(err, converge.ErrStoreStale):
+			// Written by someone else (an intent): read it again and
+			// run the handler on what is stored.
+			rec, gerr := c.cfg.Store.Get(hctx, cl.Record.Key)
+			if gerr == nil {
+				if fresh, derr := c.decode(rec); derr == nil && round < maxRounds {
+					c.replace(e, fresh)
+					obj = fresh
+					continue
 				}
-				next = c.now()
-				err = nil
 			}
-		}
-		if err != nil {
-			if hctx.Err() != nil && ctx.Err() == nil {
-				return // the lease was lost while the handler ran
-			}
+			next = c.now()
+		default:
+			// The store failed, or the controller is stopping: try again
+			// after a backoff.
 			fails := int(e.fails.Add(1))
 			c.metrics.HandlerError(c.cfg.Kind, obj.State)
 			next = c.now().Add(c.cfg.Backoff.Delay(fails, rand.Float64()))
@@ -256,7 +250,7 @@ func (c *Controller) view(obj *Object) *ctrlEntry {
 		return c.entry(obj.Key)
 	}
 	if old := e.load(); old.Version < obj.Version {
-		c.replace(e, &old, obj)
+		c.replace(e, obj)
 	}
 	return e
 }

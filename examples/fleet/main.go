@@ -5,6 +5,14 @@
 // to report, as a real agent would. The program prints the number of hosts
 // per state as the fleet converges, then one host's history.
 //
+// Some hosts do not go smoothly. Two have a failed disk: their provisioning
+// fails every time, and after 10 failures in a row the controller
+// quarantines them (it stops retrying) until the operator, having
+// replaced the disks, releases them. One host's install agent is slow: it
+// stays installing longer than the state's SLA, and the controller reports
+// it once when the SLA runs out and once more when the host leaves the
+// state.
+//
 // The hosts' states and histories are kept in a durable store: PostgreSQL
 // when a DSN is given (-pg, or CONVERGE_PG_DSN), where several copies of
 // the program may run at once as replicas sharing the work; otherwise the
@@ -44,7 +52,25 @@ const (
 	stateReady        controller.State = "ready"
 )
 
-var errProviderBusy = errors.New("provider: try again")
+var (
+	errProviderBusy = errors.New("provider: try again")
+	errDiskFailed   = errors.New("disk failed")
+)
+
+// What does not go smoothly: hosts with a failed disk, and a slow agent.
+var (
+	badDisks  = []string{"host-013", "host-404"}
+	slowAgent = "host-042"
+)
+
+const (
+	// installSLA is how long a host should take to install.
+	installSLA = 2 * time.Second
+	// quarantineAfter is how many provisioning failures in a row
+	// quarantine a host: the provider refuses one request in five, so
+	// ten in a row means something else is wrong.
+	quarantineAfter = 10
+)
 
 func main() {
 	var opts stores.Options
@@ -68,7 +94,10 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 	}
 	defer closeStore()
 	appCtx := ctx
-	prov := &provider{installed: map[string]bool{}, started: map[string]bool{}, rand: rand.New(rand.NewPCG(1, 2))}
+	prov := &provider{installed: map[string]bool{}, started: map[string]bool{}, badDisk: map[string]bool{}, rand: rand.New(rand.NewPCG(1, 2))}
+	for _, h := range badDisks {
+		prov.badDisk[h] = true
+	}
 	var ctrl *controller.Controller
 	handler := controller.HandlerFunc(func(ctx context.Context, h controller.Object) (controller.Result, error) {
 		switch h.State {
@@ -95,13 +124,19 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 			return controller.NoChange(), nil
 		}
 	})
+	// The controller reports SLA events from its workers: pass them on
+	// to the loop that prints (room for one breach and one recovery per
+	// host, so the workers never wait).
+	slaEvents := make(chan controller.SLAEvent, 2*hosts)
 	cfg := controller.Config{
-		Kind:    "host",
-		Store:   st.Store,
-		Handler: handler,
-		Workers: 16,
-		Backoff: converge.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Jitter: 0.5},
-		SLA:     map[controller.State]time.Duration{stateInstalling: time.Minute},
+		Kind:            "host",
+		Store:           st.Store,
+		Handler:         handler,
+		Workers:         16,
+		Backoff:         converge.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond, Jitter: 0.5},
+		SLA:             map[controller.State]time.Duration{stateInstalling: installSLA},
+		OnSLA:           func(ev controller.SLAEvent) { slaEvents <- ev },
+		QuarantineAfter: quarantineAfter,
 	}
 	if st.Shared {
 		// Other copies of the program may share the database: each is a
@@ -122,7 +157,8 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 		}
 	}
 	// Hosts added by an earlier run are known once Run has read the store.
-	last := render(countStates(ctrl))
+	counts, quarantined := countStates(ctrl)
+	last := render(counts, len(quarantined))
 	if last != "" {
 		fmt.Fprintln(out, last)
 	}
@@ -132,16 +168,31 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	released := 0
 	for {
-		counts := countStates(ctrl)
-		if line := render(counts); line != last {
+		counts, quarantined := countStates(ctrl)
+		if line := render(counts, len(quarantined)); line != last {
 			fmt.Fprintln(out, line)
 			last = line
 		}
 		if counts[stateReady] == hosts {
 			break
 		}
+		if len(quarantined) > 0 && counts[stateReady]+len(quarantined) == hosts {
+			// Every other host is ready: the operator looks at the
+			// quarantined ones, replaces their disks and releases them.
+			n, err := releaseQuarantined(ctx, out, ctrl, prov)
+			if err != nil {
+				stop()
+				<-stopped
+				prov.wait()
+				return err
+			}
+			released += n
+		}
 		select {
+		case ev := <-slaEvents:
+			printSLA(out, ev)
 		case <-tick.C:
 		case <-ctx.Done():
 			stop()
@@ -155,7 +206,10 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 		return err
 	}
 	prov.wait()
-	fmt.Fprintf(out, "all %d hosts ready; provider refused %d requests, each retried\n", hosts, prov.refusals())
+	for len(slaEvents) > 0 {
+		printSLA(out, <-slaEvents)
+	}
+	fmt.Fprintf(out, "all %d hosts ready; provider refused %d requests, each retried; %d hosts released from quarantine\n", hosts, prov.refusals(), released)
 
 	history, err := ctrl.History(ctx, "host-007")
 	if err != nil {
@@ -168,15 +222,21 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 	return nil
 }
 
-func countStates(c *controller.Controller) map[controller.State]int {
+// countStates returns the number of hosts per state, and the hosts that
+// are quarantined.
+func countStates(c *controller.Controller) (map[controller.State]int, []string) {
 	counts := map[controller.State]int{}
+	var quarantined []string
 	for _, o := range c.Objects() {
 		counts[o.State]++
+		if o.Halted == controller.HaltQuarantined {
+			quarantined = append(quarantined, o.Key)
+		}
 	}
-	return counts
+	return counts, quarantined
 }
 
-func render(counts map[controller.State]int) string {
+func render(counts map[controller.State]int, quarantined int) string {
 	states := make([]string, 0, len(counts))
 	for s := range counts {
 		states = append(states, string(s))
@@ -186,7 +246,37 @@ func render(counts map[controller.State]int) string {
 	for i, s := range states {
 		parts[i] = fmt.Sprintf("%s=%d", s, counts[controller.State(s)])
 	}
+	if quarantined > 0 {
+		parts = append(parts, fmt.Sprintf("(quarantined=%d)", quarantined))
+	}
 	return strings.Join(parts, " ")
+}
+
+// releaseQuarantined prints the quarantined hosts, as the store has them,
+// has their disks replaced and releases them. It returns how many it
+// released.
+func releaseQuarantined(ctx context.Context, out io.Writer, ctrl *controller.Controller, prov *provider) (int, error) {
+	quarantined, err := ctrl.Quarantined(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, h := range quarantined {
+		fmt.Fprintf(out, "quarantined: %s in %s after %d failures in a row: %s\n", h.Key, h.State, h.Retries, h.LastError.Error)
+		prov.replaceDisk(h.Key)
+		if err := ctrl.Release(ctx, h.Key); err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(out, "released: %s, its disk replaced\n", h.Key)
+	}
+	return len(quarantined), nil
+}
+
+func printSLA(out io.Writer, ev controller.SLAEvent) {
+	if ev.Breached {
+		fmt.Fprintf(out, "sla: %s has been %s longer than %s\n", ev.Key, ev.State, ev.SLA)
+		return
+	}
+	fmt.Fprintf(out, "sla: %s left %s, no longer above its SLA\n", ev.Key, ev.State)
 }
 
 // provider simulates the machine provider and the hosts' install agents.
@@ -195,14 +285,19 @@ type provider struct {
 	rand      *rand.Rand
 	installed map[string]bool
 	started   map[string]bool
+	badDisk   map[string]bool
 	refused   int
 	wg        sync.WaitGroup
 }
 
-// provision fails one request in five, as a busy provider does.
+// provision fails one request in five, as a busy provider does, and every
+// request for a host with a failed disk.
 func (p *provider) provision(host string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.badDisk[host] {
+		return fmt.Errorf("provision %s: %w", host, errDiskFailed)
+	}
 	if p.rand.IntN(5) == 0 {
 		p.refused++
 		return fmt.Errorf("provision %s: %w", host, errProviderBusy)
@@ -210,8 +305,16 @@ func (p *provider) provision(host string) error {
 	return nil
 }
 
-// install finishes after a few milliseconds and calls done, as a host
-// agent reporting back would.
+// replaceDisk fixes the disk of host.
+func (p *provider) replaceDisk(host string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.badDisk, host)
+}
+
+// install finishes after a few milliseconds (the slow agent: after longer
+// than the installing SLA) and calls done, as a host agent reporting back
+// would.
 func (p *provider) install(host string, done func()) {
 	p.mu.Lock()
 	p.started[host] = true
@@ -219,7 +322,11 @@ func (p *provider) install(host string, done func()) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		time.Sleep(time.Duration(2+len(host)%5) * time.Millisecond)
+		d := time.Duration(2+len(host)%5) * time.Millisecond
+		if host == slowAgent {
+			d = installSLA + time.Second
+		}
+		time.Sleep(d)
 		p.mu.Lock()
 		p.installed[host] = true
 		p.mu.Unlock()

@@ -24,6 +24,22 @@ func TestFleetConverges(t *testing.T) {
 	assert.Contains(t, s, "ready=500\n")
 	assert.Contains(t, s, "all 500 hosts ready")
 	assert.Contains(t, s, `"installing"   -> "ready"        agent reported`)
+	assertQuarantineAndSLA(t, s)
+}
+
+// assertQuarantineAndSLA checks that the output of a first run shows the
+// hosts with a failed disk quarantined and released, and the slow agent's
+// SLA breach reported once, and its end once.
+func assertQuarantineAndSLA(t *testing.T, s string) {
+	t.Helper()
+	for _, h := range badDisks {
+		assert.Contains(t, s, "quarantined: "+h+" in provisioning after 10 failures in a row: provision "+h+": disk failed\n")
+		assert.Contains(t, s, "released: "+h+", its disk replaced\n")
+	}
+	assert.Contains(t, s, "(quarantined=2)\n", "the counts show the quarantine")
+	assert.Contains(t, s, "; 2 hosts released from quarantine\n")
+	assert.Equal(t, 1, strings.Count(s, "sla: "+slowAgent+" has been installing longer than 2s\n"), "the breach is reported once:\n%s", s)
+	assert.Equal(t, 1, strings.Count(s, "sla: "+slowAgent+" left installing, no longer above its SLA\n"), "and its end once:\n%s", s)
 }
 
 func TestFleetResumesFromItsStateFile(t *testing.T) {
@@ -39,6 +55,9 @@ func TestFleetResumesFromItsStateFile(t *testing.T) {
 		}
 	}
 	assert.Contains(t, s, "all 500 hosts ready; provider refused 0 requests", "no host was provisioned again")
+	assert.Contains(t, s, "; 0 hosts released from quarantine\n", "the released hosts stayed ready")
+	assert.NotContains(t, s, "sla: ", "the slow agent was done in the first run")
+	assertQuarantineAndSLA(t, first.String())
 	assert.Contains(t, second.String(), `"installing"   -> "ready"        agent reported`, "history survives the restart")
 }
 
@@ -49,4 +68,5 @@ func TestFleetOnPostgres(t *testing.T) {
 	assert.Contains(t, s, "state kept in PostgreSQL\n")
 	assert.Contains(t, s, "all 500 hosts ready")
 	assert.Contains(t, s, `"installing"   -> "ready"        agent reported`)
+	assertQuarantineAndSLA(t, s)
 }

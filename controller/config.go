@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/convergekit/converge"
+)
+
+// Controller defaults.
+const (
+	// DefaultWorkers is the number of handlers run at once when
+	// Config.Workers is zero.
+	DefaultWorkers = 4
+	// DefaultResync is the periodic pass interval when
+	// Config.Resync is zero.
+	DefaultResync = 30 * time.Second
+	// DefaultJitter is the periodic pass jitter when
+	// Config.ResyncJitter is zero.
+	DefaultJitter = 0.1
+	// DefaultShutdownTimeout is how long Run lets running
+	// handlers finish when Config.ShutdownTimeout is zero.
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultLeaseTTL is the lease duration when
+	// Config.Owner is set and LeaseTTL is zero.
+	DefaultLeaseTTL = time.Minute
+	// DefaultPoll is how often a replica looks for due objects
+	// when Config.Poll is zero.
+	DefaultPoll = time.Second
+	// DefaultHandlerHistory is how many transitions a handler sees in
+	// Object.History when Config.HandlerHistory is zero.
+	DefaultHandlerHistory = 10
+)
+
+// Config configures a Controller. Kind and Handler are required;
+// every other zero field takes its default.
+type Config struct {
+	// Kind names the object type. Objects are stored under "Kind/key".
+	Kind string
+	// Handler decides what happens to each object.
+	Handler Handler
+	// Store keeps the objects and their history; nil means a new
+	// converge.MemStore, which forgets them when the process ends. A
+	// controller that must come back with every object's state after a
+	// restart passes a durable store: boltstore (one file, one process),
+	// or pgstore (PostgreSQL) for several replicas, each with its own
+	// Owner. History is bounded per object by the store's
+	// converge.Retention.
+	Store converge.Store
+	// Workers is the most handlers run at once; 0 means
+	// DefaultWorkers.
+	Workers int
+	// Resync is the interval of the periodic pass; 0 means
+	// DefaultResync.
+	Resync time.Duration
+	// ResyncJitter is the fraction (0..1) of Resync added at random to each
+	// object's periodic pass, so objects spread out; 0 means
+	// DefaultJitter. Negative disables jitter.
+	ResyncJitter float64
+	// Backoff is the per-object backoff after errors; the zero value means
+	// converge.DefaultBackoff.
+	Backoff converge.Backoff
+	// SLA is the longest an object should stay in a state; states without
+	// an entry have none. Objects over it are reported by AboveSLA,
+	// Metrics.AboveSLA and OnSLA.
+	SLA map[State]time.Duration
+	// OnSLA, when set, is called once when an object is found above its
+	// state's SLA (Breached true: when the SLA runs out, or for a replica
+	// at its next Poll after that), and once more when that object leaves
+	// the state or is deleted by its handler (Breached false). The breach is stored with
+	// the object (Object.SLABreached) before OnSLA is called, so neither a
+	// periodic pass, nor another replica, nor a restarted controller
+	// reports it again: each event is reported once across replicas,
+	// unless the process ends between storing it and calling OnSLA, when
+	// it is lost (at most once). OnSLA is called from the controller's
+	// workers and must not block for long.
+	OnSLA func(SLAEvent)
+	// QuarantineAfter is how many handler failures in a row, in one
+	// state, quarantine an object: it is no longer run (Object.Halted is
+	// HaltQuarantined) until Controller.Release. 0 never quarantines.
+	QuarantineAfter int
+	// QuarantineAfterIn overrides QuarantineAfter for the states it names;
+	// 0 never quarantines in that state.
+	QuarantineAfterIn map[State]int
+	// HandlerHistory is how many of an object's newest transitions the
+	// handler sees in Object.History; 0 means DefaultHandlerHistory, and
+	// a negative value none. The controller reads them from the store
+	// when it has not written them itself, and keeps them in memory with
+	// the object (about 80 bytes per transition): a controller whose
+	// handlers do not look at History saves that with a negative value.
+	HandlerHistory int
+	// Metrics receives measurements; nil means MetricsNop.
+	Metrics Metrics
+	// ShutdownTimeout is how long Run lets running handlers finish after
+	// its context is cancelled, before cancelling theirs; 0 means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Owner, when set, names this controller among replicas that share
+	// one Store, which must then implement converge.Queue (MemStore and
+	// the durable stores do). The store is the queue: each replica claims
+	// due objects in batches (converge.Queue.ClaimDue), handles them under
+	// a lease renewed while the handler runs and fencing every write, and
+	// finishes the lease with the time the object is due next. A
+	// replica's Enqueue or Request wakes the replica that will run the
+	// object (through converge.Queue.Watch), and the objects of a replica
+	// that died are taken over when their leases expire. Owners must be
+	// unique among the replicas (a host name plus a process ID, say).
+	Owner string
+	// LeaseTTL is how long a claim lasts without renewal, so how soon a
+	// dead replica's objects are taken over; 0 means DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// Poll is how often a replica (Owner set) asks the store for due
+	// objects when nothing woke it; 0 means DefaultPoll.
+	Poll time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports the first field out of range as a *converge.ConfigError.
+func (c Config) Validate() error {
+	switch {
+	case c.Kind == "":
+		return &converge.ConfigError{Field: "Kind", Reason: "must not be empty"}
+	case strings.Contains(c.Kind, "/"):
+		return &converge.ConfigError{Field: "Kind", Reason: fmt.Sprintf("must not contain '/', got %q", c.Kind)}
+	case c.Handler == nil:
+		return &converge.ConfigError{Field: "Handler", Reason: "must not be nil"}
+	case c.Workers < 0:
+		return &converge.ConfigError{Field: "Workers", Reason: fmt.Sprintf("must not be negative, got %d", c.Workers)}
+	case c.Resync < 0:
+		return &converge.ConfigError{Field: "Resync", Reason: fmt.Sprintf("must not be negative, got %s", c.Resync)}
+	case c.ResyncJitter > 1:
+		return &converge.ConfigError{Field: "ResyncJitter", Reason: fmt.Sprintf("must be at most 1, got %g", c.ResyncJitter)}
+	case c.ShutdownTimeout < 0:
+		return &converge.ConfigError{Field: "ShutdownTimeout", Reason: fmt.Sprintf("must not be negative, got %s", c.ShutdownTimeout)}
+	case c.LeaseTTL < 0:
+		return &converge.ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.LeaseTTL)}
+	case c.Poll < 0:
+		return &converge.ConfigError{Field: "Poll", Reason: fmt.Sprintf("must not be negative, got %s", c.Poll)}
+	case c.QuarantineAfter < 0:
+		return &converge.ConfigError{Field: "QuarantineAfter", Reason: fmt.Sprintf("must not be negative, got %d", c.QuarantineAfter)}
+	}
+	for s, n := range c.QuarantineAfterIn {
+		if n < 0 {
+			return &converge.ConfigError{Field: "QuarantineAfterIn", Reason: fmt.Sprintf("state %q: must not be negative, got %d", s, n)}
+		}
+	}
+	if _, ok := c.Store.(converge.Queue); c.Owner != "" && c.Store != nil && !ok {
+		return &converge.ConfigError{Field: "Store", Reason: fmt.Sprintf("%T does not implement converge.Queue, which replicas (Owner set) need", c.Store)}
+	}
+	for s, d := range c.SLA {
+		if d <= 0 {
+			return &converge.ConfigError{Field: "SLA", Reason: fmt.Sprintf("state %q: must be positive, got %s", s, d)}
+		}
+	}
+	return c.Backoff.Validate()
+}

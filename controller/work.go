@@ -1,0 +1,420 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/internal/workqueue"
+)
+
+// process runs the handler once for the key of it and acts on its
+// verdict. It returns what the worker tells the queue: whether to reset
+// the key's backoff, and when to run it next (negative: not at all, the
+// error paths having queued it with backoff already, or the object being
+// halted).
+func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry], it *workqueue.Item[ctrlEntry]) (forget bool, next time.Duration) {
+	key := it.Key
+	e := it.Entry
+	if e == nil || e.flags.Load()&entryGone != 0 {
+		if e = c.entry(key); e == nil {
+			return true, -1
+		}
+		it.Entry = e // only the worker holding it touches it.Entry
+	}
+	cur := e.load()
+	obj := &cur
+	if e.flags.Load()&entryReload != 0 {
+		e.flags.And(^entryReload)
+		rec, err := c.cfg.Store.Get(ctx, c.prefix+key)
+		switch {
+		case errors.Is(err, converge.ErrStoreNotFound):
+			c.forget(key, e)
+			return true, -1
+		case err != nil:
+			e.flags.Or(entryReload)
+			c.fail(q, key, obj)
+			return false, -1
+		}
+		fresh, err := c.decode(rec)
+		if err != nil {
+			c.fail(q, key, obj)
+			return false, -1
+		}
+		c.replace(e, fresh)
+		obj = fresh
+	}
+	how, d, err := c.step(ctx, e, obj, 0)
+	switch how {
+	case stepAgain:
+		return true, 0
+	case stepGone:
+		return true, -1
+	case stepLater, stepHalted:
+		return true, d
+	case stepFailed:
+		return false, d
+	}
+	return false, c.storeFailed(q, key, e, obj, err)
+}
+
+// stepped says what one step of an object came to.
+type stepped uint8
+
+const (
+	stepLater  stepped = iota // handled: run again after the returned delay
+	stepAgain                 // transitioned: run again at once
+	stepGone                  // deleted
+	stepFailed                // the handler failed: run again after the returned delay
+	stepHalted                // halted: not run, or look again after the returned delay (negative: never)
+	stepStore                 // the store failed (the returned error): nothing was stored
+)
+
+// step is one turn of an object in either mode: it reports a breach of
+// the state's SLA, runs the handler on obj (read at obj.Version, entry e)
+// unless the object is halted, and stores what follows, fencing every
+// write with token when it is not zero. For stepLater, stepFailed and
+// stepHalted it returns the delay before the next run (negative: none);
+// for stepStore the store's error, or the cause of ctx when the handler
+// failed because ctx ended.
+func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token uint64) (stepped, time.Duration, error) {
+	obj, err := c.checkSLA(ctx, e, obj, token)
+	if err != nil {
+		return stepStore, 0, err
+	}
+	if obj.Halted != "" {
+		return stepHalted, c.untilSLA(obj), nil
+	}
+	if err := c.recent(ctx, e, obj); err != nil {
+		return stepStore, 0, err
+	}
+	res, herr := c.run(ctx, obj)
+	if herr == nil {
+		how, d, err := c.settle(ctx, e, obj, res, token)
+		switch {
+		case errors.Is(err, errVerdict):
+			herr = err
+		case err != nil:
+			return stepStore, 0, err
+		case how == settledAgain:
+			return stepAgain, 0, nil
+		case how == settledGone:
+			return stepGone, 0, nil
+		default:
+			return stepLater, d, nil
+		}
+	}
+	if ctx.Err() != nil {
+		// Stopping, or the lease was lost: not the handler's failure.
+		return stepStore, 0, context.Cause(ctx)
+	}
+	failed, err := c.failed(ctx, e, obj, herr, token)
+	if err != nil {
+		return stepStore, 0, err
+	}
+	if failed.Halted != "" {
+		return stepHalted, c.untilSLA(failed), nil
+	}
+	return stepFailed, c.cfg.Backoff.Delay(failed.Retries, rand.Float64()), nil
+}
+
+// failed stores a failure of the handler of obj with herr: one more
+// failure in the state and in a row, the error, and the halt it calls
+// for (a terminal error, or as many failures in a row as the state's
+// quarantine). It returns the object as stored.
+func (c *Controller) failed(ctx context.Context, e *ctrlEntry, obj *Object, herr error, token uint64) (*Object, error) {
+	c.metrics.HandlerError(c.cfg.Kind, obj.State)
+	upd := *obj
+	upd.History = nil
+	upd.Failures++
+	upd.Retries++
+	upd.LastError = &Failure{At: c.now(), Error: clipText(herr.Error(), MaxErrorText)}
+	switch limit := c.quarantineAfter(obj.State); {
+	case errors.Is(herr, ErrTerminal):
+		upd.Halted = HaltTerminal
+	case limit > 0 && upd.Retries >= limit:
+		upd.Halted = HaltQuarantined
+	}
+	if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
+		return nil, err
+	}
+	return &upd, nil
+}
+
+// rewrite stores upd, obj (read at obj.Version, entry e) changed in
+// anything but its state, fencing the write with token when it is not
+// zero, and installs it in the view with its new version.
+func (c *Controller) rewrite(ctx context.Context, e *ctrlEntry, obj, upd *Object, token uint64) error {
+	v, err := c.put(ctx, upd, obj.Version, token)
+	if err != nil {
+		return err
+	}
+	upd.Version = v
+	c.replace(e, upd)
+	c.histMoved(e, obj.Version, v)
+	return nil
+}
+
+// quarantineAfter returns the failures in a row that quarantine an object
+// in state (0: never).
+func (c *Controller) quarantineAfter(state State) int {
+	if n, ok := c.cfg.QuarantineAfterIn[state]; ok {
+		return n
+	}
+	return c.cfg.QuarantineAfter
+}
+
+// clipText returns s cut to at most n bytes, on a rune boundary, ending
+// with "…" when it was cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+// recent sets obj.History to the newest transitions of obj for its
+// handler, from the entry's copy when it is of obj's version, else from
+// the store.
+func (c *Controller) recent(ctx context.Context, e *ctrlEntry, obj *Object) error {
+	n := c.cfg.HandlerHistory
+	if n == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	if e.histAt != 0 && e.histAt == obj.Version {
+		obj.History = e.hist
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.Unlock()
+	h, err := c.cfg.Store.History(ctx, c.prefix+obj.Key)
+	if err != nil {
+		return err
+	}
+	h = slices.Clone(h[max(len(h)-n, 0):])
+	e.mu.Lock()
+	e.hist, e.histAt = h, obj.Version
+	e.mu.Unlock()
+	obj.History = h
+	return nil
+}
+
+// histMoved notes that the controller wrote version to of an object,
+// appending add to the history of version from: the entry's copy of the
+// history stays valid when it was of version from.
+func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.HistoryEntry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.histAt == 0 || e.histAt != from {
+		return
+	}
+	if len(add) > 0 {
+		h := append(slices.Clip(e.hist), add...)
+		e.hist = h[max(len(h)-c.cfg.HandlerHistory, 0):]
+	}
+	e.histAt = to
+}
+
+// run runs the handler on obj, measuring its latency.
+func (c *Controller) run(ctx context.Context, obj *Object) (Result, error) {
+	var start time.Time
+	if c.timed {
+		start = c.now()
+	}
+	res, err := c.handle(ctx, *obj)
+	if c.timed {
+		c.metrics.HandlerLatency(c.cfg.Kind, obj.State, c.now().Sub(start))
+	}
+	return res, err
+}
+
+// settled says what follows a handler's verdict once it is stored.
+type settled uint8
+
+const (
+	settledLater settled = iota // run again after the returned delay
+	settledAgain                // transitioned: run again at once
+	settledGone                 // deleted
+)
+
+// errVerdict means a handler returned a verdict that cannot be carried
+// out (a transition without a next state); it counts as a handler error.
+var errVerdict = errors.New("controller: transition without a next state")
+
+// settle stores what the handler's res says about obj (read at
+// obj.Version, entry e), fencing the write with token when it is not
+// zero, and updates the controller's view. For settledLater it returns
+// the delay before the object's next run. A store error is returned as is
+// (nothing changed in the view); errVerdict means res is not valid.
+func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res Result, token uint64) (settled, time.Duration, error) {
+	key := obj.Key
+	switch res.Verdict {
+	case VerdictTransition:
+		if res.Next == "" {
+			return 0, 0, errVerdict
+		}
+		now := c.now()
+		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data}
+		if res.Data != nil {
+			next.Data = slices.Clone(res.Data)
+		}
+		h := converge.HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason}
+		v, err := c.put(ctx, next, obj.Version, token, h)
+		if err != nil {
+			return 0, 0, err
+		}
+		next.Version = v
+		c.replace(e, next)
+		c.histMoved(e, obj.Version, v, h)
+		if obj.SLABreached {
+			c.reportSLA(obj, now, false)
+		}
+		return settledAgain, 0, nil
+	case VerdictDeleted:
+		now := c.now()
+		err := c.cfg.Store.Delete(ctx, c.prefix+key, obj.Version, converge.HistoryEntry{At: now, From: string(obj.State), Reason: "deleted"})
+		if err != nil && !errors.Is(err, converge.ErrStoreNotFound) {
+			return 0, 0, err
+		}
+		c.forget(key, e)
+		if err == nil && obj.SLABreached {
+			c.reportSLA(obj, now, false)
+		}
+		return settledGone, 0, nil
+	}
+	// VerdictNoChange, VerdictWait: store what changed besides the state.
+	if res.Verdict == VerdictWait || res.Data != nil || len(obj.Intents) > 0 || obj.Retries > 0 {
+		upd := *obj
+		upd.History = nil
+		upd.Intents = nil
+		upd.Retries = 0
+		if res.Verdict == VerdictWait {
+			upd.Reason = res.Reason
+		}
+		if res.Data != nil {
+			upd.Data = slices.Clone(res.Data)
+		}
+		if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 || obj.Retries > 0 {
+			if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	d := res.RequeueAfter
+	if d <= 0 {
+		d = c.resync()
+	}
+	if until := c.untilSLA(obj); until >= 0 {
+		// Look again when the SLA runs out, so a breach is seen on time.
+		d = min(d, until)
+	}
+	return settledLater, d, nil
+}
+
+// handle runs the handler, turning a panic into an error.
+func (c *Controller) handle(ctx context.Context, obj Object) (res Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &converge.PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return c.cfg.Handler.Handle(ctx, obj)
+}
+
+func (c *Controller) resync() time.Duration {
+	d := c.cfg.Resync
+	if c.cfg.ResyncJitter > 0 {
+		d += time.Duration(float64(d) * c.cfg.ResyncJitter * rand.Float64())
+	}
+	return d
+}
+
+// fail counts an error of obj and retries it with backoff.
+func (c *Controller) fail(q *workqueue.Queue[ctrlEntry], key string, obj *Object) {
+	c.metrics.HandlerError(c.cfg.Kind, obj.State)
+	q.AddRateLimited(key)
+}
+
+// storeFailed handles a failed write: a stale version means someone else
+// wrote, so read again and run at once (it returns 0); any other error may
+// or may not have been written, so read again after a backoff (it returns
+// -1, having queued the key with backoff).
+func (c *Controller) storeFailed(q *workqueue.Queue[ctrlEntry], key string, e *ctrlEntry, obj *Object, err error) time.Duration {
+	e.flags.Or(entryReload)
+	if errors.Is(err, converge.ErrStoreStale) {
+		return 0
+	}
+	c.fail(q, key, obj)
+	return -1
+}
+
+// replace installs next in e and accounts for what changed since the
+// object it replaces: its state, and its halt.
+func (c *Controller) replace(e *ctrlEntry, next *Object) {
+	prev := e.swap(next)
+	if (prev.Halted != "" || next.Halted != "") && (prev.Halted != next.Halted || prev.State != next.State) {
+		c.countHalt(&prev, -1)
+		c.countHalt(next, 1)
+	}
+	if prev.State == next.State && prev.Since.Equal(next.Since) {
+		return
+	}
+	kind := c.cfg.Kind
+	if e.flags.Load()&entryAboveSLA != 0 {
+		e.flags.And(^entryAboveSLA)
+		c.metrics.AboveSLA(kind, prev.State, -1)
+	}
+	if prev.State != next.State {
+		c.metrics.ObjectsInState(kind, prev.State, -1)
+		c.metrics.ObjectsInState(kind, next.State, 1)
+	}
+	c.metrics.StateExited(kind, prev.State, next.Since.Sub(prev.Since))
+	c.metrics.StateEntered(kind, next.State)
+}
+
+// countHalt adds delta to the count of halted objects for obj, when it is
+// halted.
+func (c *Controller) countHalt(obj *Object, delta int) {
+	if obj.Halted == "" {
+		return
+	}
+	if obj.Halted == HaltTerminal {
+		c.terminal.Add(int64(delta))
+	}
+	if c.halts != nil {
+		c.halts.Halted(c.cfg.Kind, obj.State, obj.Halted, delta)
+	}
+}
+
+// forget drops a deleted object from the view.
+func (c *Controller) forget(key string, e *ctrlEntry) {
+	e.flags.Or(entryGone)
+	c.mu.Lock()
+	known := c.objs[key] == e
+	if known {
+		delete(c.objs, key)
+	}
+	c.mu.Unlock()
+	if !known {
+		return // forgotten already
+	}
+	obj := e.load()
+	kind := c.cfg.Kind
+	if e.flags.Load()&entryAboveSLA != 0 {
+		c.metrics.AboveSLA(kind, obj.State, -1)
+	}
+	c.countHalt(&obj, -1)
+	c.metrics.ObjectsInState(kind, obj.State, -1)
+	c.metrics.StateExited(kind, obj.State, c.now().Sub(obj.Since))
+}
