@@ -105,6 +105,11 @@ type planStored struct {
 	// fixed is the encoding of the document without its status and closing
 	// brace (see planEncodeBase), once a compaction made it.
 	fixed []byte
+	// spare, when not nil, is a private copy of doc.Status for the next
+	// step to work on: a step does not copy the whole status, and after a
+	// stored step the replaced status, brought up to date with the delta,
+	// becomes the spare.
+	spare *PlanStatus
 }
 
 func planBaseKey(id string, seq uint64) string {
@@ -250,11 +255,15 @@ func planApplyDelta(doc *PlanDocument, raw json.RawMessage, seq uint64) (uint64,
 	if d.N < 0 || d.N > len(doc.Spec.Commands) {
 		return seq, fmt.Errorf("delta %d: %d commands for a plan of %d", d.Seq, d.N, len(doc.Spec.Commands))
 	}
-	st := doc.Status
-	if st == nil {
-		st = &PlanStatus{}
-		doc.Status = st
+	if doc.Status == nil {
+		doc.Status = &PlanStatus{}
 	}
+	return d.Seq, d.apply(doc.Status)
+}
+
+// apply makes st what d says; it fails, having changed part of st, when d
+// does not fit st.
+func (d *planDelta) apply(st *PlanStatus) error {
 	st.State, st.Reason, st.Abort = d.State, d.Reason, d.Abort
 	for len(st.Commands) < d.N {
 		st.Commands = append(st.Commands, CommandStatus{})
@@ -262,7 +271,7 @@ func planApplyDelta(doc *PlanDocument, raw json.RawMessage, seq uint64) (uint64,
 	st.Commands = st.Commands[:d.N]
 	for _, cd := range d.Commands {
 		if cd.Index < 0 || cd.Index >= d.N {
-			return seq, fmt.Errorf("delta %d: command %d out of range", d.Seq, cd.Index)
+			return fmt.Errorf("delta %d: command %d out of range", d.Seq, cd.Index)
 		}
 		cs := &st.Commands[cd.Index]
 		if cd.Full != nil {
@@ -273,14 +282,14 @@ func planApplyDelta(doc *PlanDocument, raw json.RawMessage, seq uint64) (uint64,
 		for _, td := range cd.Targets {
 			ts := cs.Targets[td.Group]
 			if td.Index < 0 || td.Index >= len(ts) {
-				return seq, fmt.Errorf("delta %d: command %d: target %s[%d] out of range", d.Seq, cd.Index, td.Group, td.Index)
+				return fmt.Errorf("delta %d: command %d: target %s[%d] out of range", d.Seq, cd.Index, td.Group, td.Index)
 			}
 			t := PlanTargetStatus(td.Target)
 			t.LastUpdatedTimestamp = t.LastUpdatedTimestamp.UTC()
 			ts[td.Index] = t
 		}
 	}
-	return d.Seq, nil
+	return nil
 }
 
 // planTargetEqual reports whether a and b are the same target status.
@@ -389,7 +398,11 @@ func (r *PlanRunner) commit(ctx context.Context, ps *planStored, st *PlanStatus,
 		}
 		return err
 	}
-	*ps = planStored{id: ps.id, doc: &doc, version: version, journal: j, deltaBytes: deltaBytes, baseBytes: baseBytes, fixed: ps.fixed}
+	var spare *PlanStatus
+	if old := ps.doc.Status; old != nil && old != st && d.apply(old) == nil {
+		spare = old
+	}
+	*ps = planStored{id: ps.id, doc: &doc, version: version, journal: j, deltaBytes: deltaBytes, baseBytes: baseBytes, fixed: ps.fixed, spare: spare}
 	if oldBase.Key != "" {
 		// Best effort: a base left behind is deleted by dropBases.
 		_ = r.store.Delete(context.WithoutCancel(ctx), oldBase.Key, oldBase.Version)

@@ -167,16 +167,21 @@ func planAllowed(from, to PlanState) bool {
 // that cannot follow (ErrPlanTransition), or a handler fails (a
 // *PlanCommandError wrapping its error; worth trying again).
 func (r *PlanRunner) Step(ctx context.Context, doc *PlanDocument) (PlanStep, error) {
-	step, _, err := r.step(ctx, doc)
+	step, _, err := r.step(ctx, doc, nil)
 	return step, err
 }
 
-// step is Step, returning also what changed in the status.
-func (r *PlanRunner) step(ctx context.Context, doc *PlanDocument) (PlanStep, planDelta, error) {
+// step is Step, returning also what changed in the status. It works on
+// work, a copy of doc.Status that it may change even when it fails, or on
+// a fresh copy when work is nil.
+func (r *PlanRunner) step(ctx context.Context, doc *PlanDocument, work *PlanStatus) (PlanStep, planDelta, error) {
 	if err := doc.Spec.Validate(); err != nil {
 		return PlanStep{Command: -1}, planDelta{}, err
 	}
-	st := doc.Status.Clone()
+	st := work
+	if st == nil {
+		st = doc.Status.Clone()
+	}
 	if st == nil {
 		st = &PlanStatus{State: PlanNewPlan}
 	}

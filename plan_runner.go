@@ -41,9 +41,9 @@ type PlanConfig struct {
 	LeaseTTL time.Duration
 	// OnStep, when set, is called after every step that changed the status
 	// (after it is stored), from the goroutine running the plan. The status
-	// is the one stored, which the runner shares and never changes again:
-	// OnStep may keep it but must not modify it (Clone it for a copy to
-	// change). A copy per step would cost as much as the plan's size.
+	// is the runner's own and valid during the call only: OnStep must not
+	// modify it, nor use it after it returns (Clone it to keep it). A copy
+	// per step would cost as much as the plan's size.
 	OnStep func(id string, step PlanStep, status *PlanStatus)
 	// OnError, when set, is called by Run with every error it retries (a
 	// handler or store error) before it waits PollInterval.
@@ -406,9 +406,17 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 		return nil, nil, false, err
 	}
 	work := *ps.doc
-	step, delta, err := r.step(ctx, &work)
+	spare := ps.spare
+	if spare == nil {
+		spare = ps.doc.Status.Clone()
+	}
+	ps.spare = nil // the step changes it; commit makes the next one
+	step, delta, err := r.step(ctx, &work, spare)
 	if err != nil {
 		return ps, ps.doc.Status, false, err
+	}
+	if !step.Changed {
+		ps.spare = work.Status // the same as the stored status
 	}
 	if step.Changed {
 		hist := []HistoryEntry{}
