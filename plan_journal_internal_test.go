@@ -53,3 +53,37 @@ func TestPlanBaseEncodingReadsBackAsJSON(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"p/1"`)
 }
+
+// FuzzPlanApplyDelta feeds arbitrary stored deltas to a plan's status:
+// they apply or fail, never panic, and a delta that applies leaves a
+// status that encodes.
+func FuzzPlanApplyDelta(f *testing.F) {
+	newDoc := func() *PlanDocument {
+		return &PlanDocument{Spec: Plan{ID: "p", Commands: []Command{{Kind: "update",
+			Targets: []CommandTargets{{Group: "workers", Discovery: CommandDiscovery{Static: []string{"w0", "w1"}}}}}}},
+			Status: &PlanStatus{State: PlanSchedulableWait, Commands: []CommandStatus{{Kind: "update", State: PlanSchedulableWait,
+				Targets: map[string][]PlanTargetStatus{"workers": {{Name: "w0"}, {Name: "w1"}}}}}}}
+	}
+	f.Add([]byte(`{"seq":1,"state":"SchedulableWait","n":1,"commands":[{"i":0,"state":"Schedulable","started":"2026-01-01T00:00:00Z","targets":[{"g":"workers","i":1,"t":{"name":"w1","state":"SignalSent","lastUpdatedTimestamp":"2026-01-01T00:00:00Z"}}]}]}`))
+	f.Add([]byte(`{"seq":1,"state":"NewPlan","n":1,"commands":[{"i":0,"full":{"id":0,"state":"NewPlan","update":{"workers":[]}}}]}`))
+	f.Add([]byte(`{"seq":1,"n":1,"commands":[{"i":0,"targets":[{"g":"workers","i":7,"t":{}}]}]}`))
+	f.Add([]byte(`{"seq":2,"n":0}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		doc := newDoc()
+		if _, err := planApplyDelta(doc, raw, 0); err != nil {
+			return
+		}
+		if _, _, err := planEncodeBase(doc, nil); err != nil {
+			var anyYear bool
+			for _, cs := range doc.Status.Commands {
+				anyYear = anyYear || cs.Started.Year() > 9999 || cs.Started.Year() < 0
+				for _, ts := range cs.Targets {
+					for _, tg := range ts {
+						anyYear = anyYear || tg.LastUpdatedTimestamp.Year() > 9999 || tg.LastUpdatedTimestamp.Year() < 0
+					}
+				}
+			}
+			require.True(t, anyYear, "only a timestamp out of range fails to encode: %v", err)
+		}
+	})
+}

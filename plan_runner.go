@@ -269,7 +269,9 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 // the targets already signalled finish (or fail, or time out) as usual, and
 // then the active command and the plan end in PlanAborted with the reason,
 // which every target that was still pending gets too (in HostAborted). A
-// plan that is not running yet ends at once. Abort returns once the request
+// plan that is not running yet ends at once. A signalled target that fails
+// or times out meanwhile ends the plan in that error state instead, as
+// without the abort. Abort returns once the request
 // is stored (see PlanStatus.Abort); Run returns a *PlanError for the
 // aborted plan. It fails with ErrPlanFinished when the plan is already
 // Completed or in an error state, and keeps the first reason when the plan
