@@ -22,6 +22,13 @@ import (
 // should say why. A returned error means "could not decide now, try again":
 // the plan's status is left as it was, including any change the handler made
 // to c.Status.
+//
+// A step's changes are stored after the handler returns, so a handler whose
+// work has an effect outside the status (a signal to a host) should record
+// its intent in one step and act in a later one, once the intent is stored,
+// with an effect that is harmless to repeat (an ID the host recognises): a
+// runner that dies between acting and storing then never acts twice.
+// autopilot.CommandHandler does so.
 type CommandHandler interface {
 	NewPlan(ctx context.Context, c *CommandContext) (PlanState, error)
 	SchedulableWait(ctx context.Context, c *CommandContext) (PlanState, error)
