@@ -353,10 +353,11 @@ func planDiff(old, cur *PlanStatus) (planDelta, bool) {
 }
 
 // commit stores st, which differs from ps's status by d (see planDiff), as
-// the status of ps's plan, with the version ps read,
-// as a delta on the journal or, when the journal is due for compaction, as
-// a new base. On success ps holds the stored plan; on failure (a stale
-// version among others) ps is unchanged.
+// the status of ps's plan, with the head version ps read: as a delta on the
+// journal or, when the journal is due for compaction, as a new base. On
+// success ps holds the stored plan, and the status it replaced, brought up
+// to date with d, becomes ps.spare; on failure (a stale version among
+// others) ps is unchanged but for its cached encoding of the spec.
 func (r *PlanRunner) commit(ctx context.Context, ps *planStored, st *PlanStatus, d planDelta, hist ...HistoryEntry) error {
 	d.Seq = ps.journal.Seq + 1
 	raw, err := json.Marshal(d)
