@@ -72,22 +72,27 @@ type planDelta struct {
 }
 
 // planCommandDelta is the change of one command's status: the whole
-// status (Full) when its targets changed shape, else its own fields and
-// the targets that changed.
+// status (Full) when its targets changed shape, else its state, its reason
+// and start time when they changed, and the targets that changed.
 type planCommandDelta struct {
 	Index   int               `json:"i"`
 	Full    *CommandStatus    `json:"full,omitempty"`
 	State   PlanState         `json:"state,omitempty"`
-	Reason  string            `json:"reason,omitempty"`
-	Started time.Time         `json:"started"`
+	Reason  *string           `json:"reason,omitempty"`
+	Started *time.Time        `json:"started,omitempty"`
 	Targets []planTargetDelta `json:"targets,omitempty"`
 }
 
-// planTargetDelta is the new status of the target at Index in Group.
+// planTargetDelta is the new status of the target at Index in Group, with
+// short keys: deltas are written at every step.
 type planTargetDelta struct {
-	Group  string         `json:"g"`
-	Index  int            `json:"i"`
-	Target planTargetWire `json:"t"`
+	Group   string          `json:"g"`
+	Index   int             `json:"i"`
+	Name    string          `json:"n"`
+	State   PlanTargetState `json:"s"`
+	Reason  string          `json:"r,omitempty"`
+	Attempt int             `json:"a,omitempty"`
+	Updated time.Time       `json:"t"`
 }
 
 // planStored is a plan as a runner last read or wrote it.
@@ -278,15 +283,20 @@ func (d *planDelta) apply(st *PlanStatus) error {
 			*cs = *cd.Full
 			continue
 		}
-		cs.State, cs.Reason, cs.Started = cd.State, cd.Reason, cd.Started.UTC()
+		cs.State = cd.State
+		if cd.Reason != nil {
+			cs.Reason = *cd.Reason
+		}
+		if cd.Started != nil {
+			cs.Started = cd.Started.UTC()
+		}
 		for _, td := range cd.Targets {
 			ts := cs.Targets[td.Group]
 			if td.Index < 0 || td.Index >= len(ts) {
 				return fmt.Errorf("delta %d: command %d: target %s[%d] out of range", d.Seq, cd.Index, td.Group, td.Index)
 			}
-			t := PlanTargetStatus(td.Target)
-			t.LastUpdatedTimestamp = t.LastUpdatedTimestamp.UTC()
-			ts[td.Index] = t
+			ts[td.Index] = PlanTargetStatus{Name: td.Name, State: td.State, Reason: td.Reason, Attempt: td.Attempt,
+				LastUpdatedTimestamp: td.Updated.UTC()}
 		}
 	}
 	return nil
@@ -335,16 +345,23 @@ func planDiff(old, cur *PlanStatus) (planDelta, bool) {
 			continue
 		}
 		o := &old.Commands[i]
-		cd := planCommandDelta{Index: i, State: c.State, Reason: c.Reason, Started: c.Started}
+		cd := planCommandDelta{Index: i, State: c.State}
+		if o.Reason != c.Reason {
+			cd.Reason = &c.Reason
+		}
+		if !o.Started.Equal(c.Started) {
+			cd.Started = &c.Started
+		}
 		for g, ts := range c.Targets {
 			ots := o.Targets[g]
 			for j := range ts {
-				if !planTargetEqual(&ots[j], &ts[j]) {
-					cd.Targets = append(cd.Targets, planTargetDelta{Group: g, Index: j, Target: planTargetWire(ts[j])})
+				if t := &ts[j]; !planTargetEqual(&ots[j], t) {
+					cd.Targets = append(cd.Targets, planTargetDelta{Group: g, Index: j, Name: t.Name, State: t.State,
+						Reason: t.Reason, Attempt: t.Attempt, Updated: t.LastUpdatedTimestamp})
 				}
 			}
 		}
-		if len(cd.Targets) > 0 || o.State != c.State || o.Reason != c.Reason || !o.Started.Equal(c.Started) {
+		if len(cd.Targets) > 0 || o.State != c.State || cd.Reason != nil || cd.Started != nil {
 			d.Commands = append(d.Commands, cd)
 			changed = true
 		}

@@ -64,9 +64,9 @@ func FuzzPlanApplyDelta(f *testing.F) {
 			Status: &PlanStatus{State: PlanSchedulableWait, Commands: []CommandStatus{{Kind: "update", State: PlanSchedulableWait,
 				Targets: map[string][]PlanTargetStatus{"workers": {{Name: "w0"}, {Name: "w1"}}}}}}}
 	}
-	f.Add([]byte(`{"seq":1,"state":"SchedulableWait","n":1,"commands":[{"i":0,"state":"Schedulable","started":"2026-01-01T00:00:00Z","targets":[{"g":"workers","i":1,"t":{"name":"w1","state":"SignalSent","lastUpdatedTimestamp":"2026-01-01T00:00:00Z"}}]}]}`))
+	f.Add([]byte(`{"seq":1,"state":"SchedulableWait","n":1,"commands":[{"i":0,"state":"Schedulable","reason":"x","started":"2026-01-01T00:00:00Z","targets":[{"g":"workers","i":1,"n":"w1","s":"SignalSent","t":"2026-01-01T00:00:00Z"}]}]}`))
 	f.Add([]byte(`{"seq":1,"state":"NewPlan","n":1,"commands":[{"i":0,"full":{"id":0,"state":"NewPlan","update":{"workers":[]}}}]}`))
-	f.Add([]byte(`{"seq":1,"n":1,"commands":[{"i":0,"targets":[{"g":"workers","i":7,"t":{}}]}]}`))
+	f.Add([]byte(`{"seq":1,"n":1,"commands":[{"i":0,"targets":[{"g":"workers","i":7,"n":"w7"}]}]}`))
 	f.Add([]byte(`{"seq":2,"n":0}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		doc := newDoc()
