@@ -127,3 +127,42 @@ func TestPlanRunnerAbortBeforeStart(t *testing.T) {
 		assert.Len(t, bus.Sent(), 1)
 	})
 }
+
+// TestPlanRunnerAbortFailureWins aborts a plan whose signalled worker then
+// fails: the plan ends in Failed, as without the abort, and a retry clears
+// the abort and finishes the plan.
+func TestPlanRunnerAbortFailureWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := planAutoBus(time.Minute, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+			if node == "w0" && s.Attempt == 0 {
+				return converge.HostFailed, "disk full"
+			}
+			return converge.HostCompleted, ""
+		}, planWrk("w0"), planWrk("w1"))
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "w0", "w1"))))
+		ctx := context.Background()
+		var st *converge.PlanStatus
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			st, err = r.Run(ctx, "p1")
+		}()
+		synctest.Wait()
+		require.NoError(t, r.Abort(ctx, "p1", "stop"))
+		<-done
+		var pe *converge.PlanError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, converge.PlanFailed, pe.State)
+		assert.Equal(t, "stop", st.Abort, "the abort is still asked")
+		assert.Equal(t, converge.HostFailed, st.Commands[0].Target("workers", "w0").State)
+		assert.Equal(t, converge.HostPending, st.Commands[0].Target("workers", "w1").State, "w1 was never signalled")
+
+		require.NoError(t, r.Retry(ctx, "p1"))
+		st, err = r.Run(ctx, "p1")
+		require.NoError(t, err)
+		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, map[string]int{"w0 p1/0/0": 1, "w0 p1/0/1": 1, "w1 p1/0/0": 1}, planDeliveries(bus))
+	})
+}
