@@ -76,7 +76,13 @@ func (c PlanConfig) Validate() error {
 // plan so that one runner at a time works on it. A runner that dies mid-plan
 // loses nothing: another runner (after the claim expires) resumes from the
 // stored status, and signals are never sent twice to a target that answered.
-// It is safe for concurrent use. The zero value is not usable: create one
+// A stored step costs what it changed, not the size of the plan: while it
+// holds the claim, the runner keeps the plan in memory, reads only the
+// small head record under PlanKeyPrefix + id to learn whether anyone else
+// wrote, and stores each transition as a delta in that record; every few
+// dozen steps the deltas are folded into a base record holding the whole
+// document. Get reads the whole document back; read plans through the
+// runner, not the Store. It is safe for concurrent use. The zero value is not usable: create one
 // with NewPlanRunner.
 //
 // A plan survives its process only in a durable store: boltstore (one
