@@ -92,9 +92,17 @@
 // restarts on the host: see PlanDefaultOwner). Create refuses, with a
 // *PlanFieldError naming the document path, a plan that would do nothing
 // (a command without targets, an empty static node list) and whatever a
-// handler's CommandValidator rejects (autopilot: an unknown k0s version). PlanDocument encodes to and
-// decodes from JSON in the shape of k0s autopilot plans; the autopilot
-// package adds YAML and the host-side signalling.
+// handler's CommandValidator rejects (autopilot: an unknown k0s version).
+// A stored step costs what it changed, not the plan's size: the runner
+// keeps the plan in memory while it holds the claim and stores each
+// transition as a small delta on a base document, compacted now and then
+// (PlanRunner.Get reads the whole document back). PlanRunner.Abort stops a
+// running plan (signalled hosts finish, nothing new starts, the plan ends
+// in PlanAborted with the reason on every host that did not run), and
+// PlanRunner.Retry resumes a failed or aborted plan from the command that
+// stopped, keeping the failure reasons in the history. PlanDocument encodes
+// to and decodes from JSON in the shape of k0s autopilot plans; the
+// autopilot package adds YAML and the host-side signalling.
 //
 // Other packages: controller (the fleet object controller), autopilot
 // (k0s autopilot plan documents and signalling), hostcfg (host

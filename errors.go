@@ -105,6 +105,9 @@ var (
 	// ErrPlanNotFailed means Retry was asked of a plan that is not in an
 	// error state.
 	ErrPlanNotFailed = errors.New("converge: plan is not in an error state")
+	// ErrPlanFinished means Abort was asked of a plan that is Completed or
+	// already stopped in an error state.
+	ErrPlanFinished = errors.New("converge: plan is finished")
 
 	// Status documents and edge reports. Every *StatusFieldError matches
 	// ErrStatusInvalid and one of the more specific sentinels; every

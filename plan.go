@@ -47,6 +47,9 @@ const (
 	PlanTimedOut PlanState = "TimedOut"
 	// PlanFailed: a target reported that it could not do the command.
 	PlanFailed PlanState = "Failed"
+	// PlanAborted: the plan was asked to stop (PlanRunner.Abort); the
+	// reason says why.
+	PlanAborted PlanState = "Aborted"
 )
 
 // normal returns s with the zero value read as PlanNewPlan.
@@ -98,6 +101,9 @@ const (
 	HostMissingPlatform PlanTargetState = "SignalMissingPlatform"
 	// HostInconsistent: the target does not match its group.
 	HostInconsistent PlanTargetState = "SignalInconsistent"
+	// HostAborted: the target was still pending when its plan was
+	// aborted; it was never signalled for this attempt.
+	HostAborted PlanTargetState = "SignalAborted"
 )
 
 func (s PlanTargetState) normal() PlanTargetState {
@@ -228,7 +234,12 @@ func (t CommandTargets) Limit() int {
 type PlanStatus struct {
 	State PlanState `json:"state"`
 	// Reason says why the plan is in an error state.
-	Reason   string          `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Abort, when not empty, is the reason the plan was asked to stop
+	// (PlanRunner.Abort): no target is signalled and no command starts any
+	// more, and once the signalled targets finish, the plan ends in
+	// PlanAborted. "" means no abort was asked.
+	Abort    string          `json:"abort,omitempty"`
 	Commands []CommandStatus `json:"commands"`
 }
 
@@ -538,22 +549,24 @@ func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
 	return changed, nil
 }
 
-// Retry makes a plan stopped in an error state runnable again. A command
-// that failed while it was active goes back to SchedulableWait: its targets in
-// a failure state go back to HostPending with Attempt raised (so a node's
-// report of the failed attempt does not count), targets still HostSent stay
-// signalled with a fresh timestamp, and completed targets stay completed, so
-// the next run signals again only what did not complete. A command that failed
-// in NewPlan (before it was active) goes back to NewPlan, which discovers its
-// targets again and keeps the completed ones. The command timeout counts
-// again from when the command is next active. Retry returns ErrPlanNotFailed
-// (wrapped) when the plan is not in an error state, and then changes nothing.
+// Retry makes a plan stopped in an error state runnable again, from the
+// command that failed. A command that failed while it was active goes back to
+// SchedulableWait: its targets in a failure state go back to HostPending with
+// Attempt raised (so a node's report of the failed attempt does not count)
+// and their reason cleared (PlanRunner.Retry keeps the reasons in the
+// history), targets still HostSent stay signalled with a fresh timestamp, and
+// completed targets stay completed, so the next run signals again only what
+// did not complete. A command that failed in NewPlan (before it was active)
+// goes back to NewPlan, which discovers its targets again and keeps the
+// completed ones. The commands after the failed one keep their status. The
+// command timeout counts again from when the command is next active, and an
+// abort request is cleared. Retry returns ErrPlanNotFailed (wrapped) when the
+// plan is not in an error state, and then changes nothing.
 func (s *PlanStatus) Retry(now time.Time) error {
 	if !s.State.IsError() {
 		return fmt.Errorf("%w (state %s)", ErrPlanNotFailed, s.State.normal())
 	}
 	now = now.UTC()
-	back := PlanSchedulableWait
 	for i := range s.Commands {
 		cs := &s.Commands[i]
 		if !cs.State.IsError() {
@@ -575,14 +588,19 @@ func (s *PlanStatus) Retry(now time.Time) error {
 		}
 		if cs.Started.IsZero() {
 			cs.State = PlanNewPlan
-			back = PlanNewPlan
 		} else {
 			cs.State = PlanSchedulableWait
 		}
 		cs.Reason = ""
 		cs.Started = time.Time{}
 	}
-	s.State = back
+	s.State = planAggregate(s)
+	for i := range s.Commands {
+		if s.Commands[i].State.normal() == PlanNewPlan {
+			s.State = PlanNewPlan
+		}
+	}
 	s.Reason = ""
+	s.Abort = ""
 	return nil
 }

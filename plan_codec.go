@@ -510,8 +510,9 @@ func (s PlanStatus) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		State    PlanState       `json:"state"`
 		Reason   string          `json:"reason,omitempty"`
+		Abort    string          `json:"abort,omitempty"`
 		Commands []CommandStatus `json:"commands"`
-	}{s.State.normal(), s.Reason, cmds})
+	}{s.State.normal(), s.Reason, s.Abort, cmds})
 }
 
 // UnmarshalJSON decodes the `status` of a document; errors are
@@ -528,6 +529,7 @@ func (s *PlanStatus) decode(b []byte, path string) error {
 	err := planDecodeObject(b, -1, path, map[string]func(json.RawMessage) error{
 		"state":  func(r json.RawMessage) error { return planDecodeValue(r, &st.State, -1, planJoin(path, "state")) },
 		"reason": func(r json.RawMessage) error { return planDecodeValue(r, &st.Reason, -1, planJoin(path, "reason")) },
+		"abort":  func(r json.RawMessage) error { return planDecodeValue(r, &st.Abort, -1, planJoin(path, "abort")) },
 		"commands": func(r json.RawMessage) error {
 			var err error
 			st.Commands, err = planDecodeList(r, -1, planJoin(path, "commands"), func(c *CommandStatus, raw json.RawMessage, i int, p string) error {

@@ -3,7 +3,6 @@ package converge
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 )
 
@@ -23,6 +22,13 @@ import (
 // should say why. A returned error means "could not decide now, try again":
 // the plan's status is left as it was, including any change the handler made
 // to c.Status.
+//
+// A step's changes are stored after the handler returns, so a handler whose
+// work has an effect outside the status (a signal to a host) should record
+// its intent in one step and act in a later one, once the intent is stored,
+// with an effect that is harmless to repeat (an ID the host recognises): a
+// runner that dies between acting and storing then never acts twice.
+// autopilot.CommandHandler does so.
 type CommandHandler interface {
 	NewPlan(ctx context.Context, c *CommandContext) (PlanState, error)
 	SchedulableWait(ctx context.Context, c *CommandContext) (PlanState, error)
@@ -156,21 +162,38 @@ func planAllowed(from, to PlanState) bool {
 // active command; it is Completed when every command is, and takes the error
 // state of a command that fails.
 //
+// While the status asks for an abort (PlanStatus.Abort), no handler is
+// called in NewPlan or Schedulable: the active command's handler is called
+// in SchedulableWait while some of its targets are HostSent, and once none
+// is, the command and the plan end in PlanAborted and its pending targets in
+// HostAborted, all with the abort's reason.
+//
 // Step returns an error, and leaves doc unchanged, when the spec is invalid
 // (ErrPlanInvalid), the status cannot answer the spec (ErrPlanStatusMismatch),
 // a kind has no handler (ErrPlanUnknownCommand), a handler returns a state
 // that cannot follow (ErrPlanTransition), or a handler fails (a
 // *PlanCommandError wrapping its error; worth trying again).
 func (r *PlanRunner) Step(ctx context.Context, doc *PlanDocument) (PlanStep, error) {
+	step, _, err := r.step(ctx, doc, nil)
+	return step, err
+}
+
+// step is Step, returning also what changed in the status. It works on
+// work, a copy of doc.Status that it may change even when it fails, or on
+// a fresh copy when work is nil.
+func (r *PlanRunner) step(ctx context.Context, doc *PlanDocument, work *PlanStatus) (PlanStep, planDelta, error) {
 	if err := doc.Spec.Validate(); err != nil {
-		return PlanStep{Command: -1}, err
+		return PlanStep{Command: -1}, planDelta{}, err
 	}
-	st := doc.Status.Clone()
+	st := work
+	if st == nil {
+		st = doc.Status.Clone()
+	}
 	if st == nil {
 		st = &PlanStatus{State: PlanNewPlan}
 	}
 	if _, err := planReconcileStatus(doc.Spec, st); err != nil {
-		return PlanStep{Command: -1}, err
+		return PlanStep{Command: -1}, planDelta{}, err
 	}
 	from := st.State.normal()
 	st.State = from
@@ -179,19 +202,20 @@ func (r *PlanRunner) Step(ctx context.Context, doc *PlanDocument) (PlanStep, err
 	var err error
 	switch {
 	case from.IsFinal():
-	case from == PlanNewPlan:
+	case from == PlanNewPlan && st.Abort == "":
 		err = r.stepNewPlan(ctx, doc.Spec, st, now)
 	default:
 		step, err = r.stepActive(ctx, doc.Spec, st, now, step)
 	}
 	if err != nil {
-		return PlanStep{Command: step.Command, From: from, To: from}, err
+		return PlanStep{Command: step.Command, From: from, To: from}, planDelta{}, err
 	}
 	step.To = st.State
 	step.Done = st.State.IsFinal()
-	step.Changed = !reflect.DeepEqual(doc.Status, st)
+	d, changed := planDiff(doc.Status, st)
+	step.Changed = changed
 	doc.Status = st
-	return step, nil
+	return step, d, nil
 }
 
 func (r *PlanRunner) handler(i int, kind string) (CommandHandler, error) {
@@ -218,8 +242,10 @@ func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStat
 		return err
 	}
 	state := cs.State.normal()
-	work := cs.Clone()
-	cc := r.context(spec, i, &work, now)
+	// cs belongs to Step's copy of the status, which Step drops on error:
+	// the handler can work on it in place.
+	work := cs
+	cc := r.context(spec, i, work, now)
 	var next PlanState
 	switch state {
 	case PlanNewPlan:
@@ -245,7 +271,6 @@ func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStat
 	if !next.IsError() {
 		work.Reason = ""
 	}
-	*cs = work
 	return nil
 }
 
@@ -294,6 +319,11 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 	cs := &st.Commands[active]
 	step.Command = active
 	step.CommandFrom = cs.State.normal()
+	if st.Abort != "" && (cs.State.normal() == PlanNewPlan || !planInFlight(cs)) {
+		planAbortCommand(st, active, now)
+		step.CommandTo = cs.State
+		return step, nil
+	}
 	if cs.State.normal() == PlanNewPlan {
 		// A repaired status: NewPlan fills the missing entries first.
 		st.State = PlanNewPlan
@@ -318,8 +348,19 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 			}
 		}
 		cs.State, cs.Reason = PlanTimedOut, reason
-	} else if err := r.call(ctx, spec, active, cs, now); err != nil {
-		return step, err
+	} else {
+		if st.Abort != "" && cs.State == PlanSchedulable {
+			cs.State = PlanSchedulableWait // read back, signal nothing
+		}
+		if err := r.call(ctx, spec, active, cs, now); err != nil {
+			return step, err
+		}
+		if st.Abort != "" && !cs.State.IsFinal() {
+			cs.State = PlanSchedulableWait
+			if !planInFlight(cs) {
+				planAbortCommand(st, active, now)
+			}
+		}
 	}
 	step.CommandTo = cs.State
 	if cs.State.IsError() {
@@ -329,4 +370,33 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 	}
 	st.State = planAggregate(st)
 	return step, nil
+}
+
+// planInFlight reports whether a target of cs is signalled and unfinished.
+func planInFlight(cs *CommandStatus) bool {
+	for _, ts := range cs.Targets {
+		for i := range ts {
+			if ts[i].State == HostSent {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// planAbortCommand ends command i, which has no target in flight, and the
+// plan in PlanAborted with the abort's reason, which its pending targets get
+// too.
+func planAbortCommand(st *PlanStatus, i int, now time.Time) {
+	cs := &st.Commands[i]
+	for _, ts := range cs.Targets {
+		for j := range ts {
+			if t := &ts[j]; t.State.normal() == HostPending {
+				t.State, t.Reason, t.LastUpdatedTimestamp = HostAborted, st.Abort, now
+			}
+		}
+	}
+	cs.State, cs.Reason = PlanAborted, st.Abort
+	st.State = PlanAborted
+	st.Reason = fmt.Sprintf("command %d (%s): %s", i, cs.Kind, st.Abort)
 }

@@ -40,7 +40,10 @@ type PlanConfig struct {
 	// every step; 0 means PlanDefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// OnStep, when set, is called after every step that changed the status
-	// (after it is stored), from the goroutine running the plan.
+	// (after it is stored), from the goroutine running the plan. The status
+	// is the runner's own and valid during the call only: OnStep must not
+	// modify it, nor use it after it returns (Clone it to keep it). A copy
+	// per step would cost as much as the plan's size.
 	OnStep func(id string, step PlanStep, status *PlanStatus)
 	// OnError, when set, is called by Run with every error it retries (a
 	// handler or store error) before it waits PollInterval.
@@ -73,7 +76,13 @@ func (c PlanConfig) Validate() error {
 // plan so that one runner at a time works on it. A runner that dies mid-plan
 // loses nothing: another runner (after the claim expires) resumes from the
 // stored status, and signals are never sent twice to a target that answered.
-// It is safe for concurrent use. The zero value is not usable: create one
+// A stored step costs what it changed, not the size of the plan: while it
+// holds the claim, the runner keeps the plan in memory, reads only the
+// small head record under PlanKeyPrefix + id to learn whether anyone else
+// wrote, and stores each transition as a delta in that record; every few
+// dozen steps the deltas are folded into a base record holding the whole
+// document. Get reads the whole document back; read plans through the
+// runner, not the Store. It is safe for concurrent use. The zero value is not usable: create one
 // with NewPlanRunner.
 //
 // A plan survives its process only in a durable store: boltstore (one
@@ -211,45 +220,99 @@ func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
 	return err
 }
 
-// Get returns the stored plan with id and its store version.
+// Get returns the stored plan with id and its store version (the version of
+// the record under PlanKeyPrefix + id).
 func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64, error) {
-	rec, err := r.store.Get(ctx, planKey(id))
+	ps, err := r.load(ctx, id)
 	if err != nil {
 		return nil, 0, err
 	}
-	doc, err := decodePlan(rec.Value)
-	if err != nil {
-		return nil, 0, fmt.Errorf("converge: stored plan %q: %w", id, bare(err))
-	}
-	return doc, rec.Version, nil
+	return ps.doc, ps.version, nil
 }
 
 // Retry makes the stored plan id, stopped in an error state, runnable again
-// (see PlanStatus.Retry) and stores it; Run then signals again only the
-// targets that did not complete. It fails with ErrPlanNotFailed when the plan
-// is not in an error state.
+// from the command that failed (see PlanStatus.Retry) and stores it; Run
+// then signals again only the targets that did not complete. The history
+// keeps why: an entry for the plan ("retry") and one per target that goes
+// back to pending, with the state and reason it failed with. It fails with
+// ErrPlanNotFailed when the plan is not in an error state.
 func (r *PlanRunner) Retry(ctx context.Context, id string) error {
-	doc, version, err := r.Get(ctx, id)
+	ps, err := r.load(ctx, id)
 	if err != nil {
 		return err
 	}
-	if doc.Status == nil {
+	if ps.doc.Status == nil {
 		return fmt.Errorf("%w (not started)", ErrPlanNotFailed)
 	}
-	from := doc.Status.State
-	if err := doc.Status.Retry(r.cfg.Now()); err != nil {
+	st := ps.doc.Status.Clone()
+	from := st.State
+	now := r.cfg.Now()
+	hist := []HistoryEntry{{At: now, From: string(from), Reason: "retry"}}
+	for i := range st.Commands {
+		cs := &st.Commands[i]
+		if !cs.State.IsError() {
+			continue
+		}
+		for _, g := range planSortedKeys(cs.Targets) {
+			for _, t := range cs.Targets[g] {
+				if t.State.IsFailure() {
+					hist = append(hist, HistoryEntry{At: now, From: string(t.State), To: string(HostPending),
+						Reason: fmt.Sprintf("retry command %d (%s) target %s/%s attempt %d: %s", i, cs.Kind, g, t.Name, t.Attempt, t.Reason)})
+				}
+			}
+		}
+	}
+	if err := st.Retry(now); err != nil {
 		return err
 	}
-	return r.put(ctx, doc, version, HistoryEntry{At: r.cfg.Now(), From: string(from), To: string(doc.Status.State), Reason: "retry"})
+	hist[0].To = string(st.State)
+	d, _ := planDiff(ps.doc.Status, st)
+	return r.commit(ctx, ps, st, d, hist...)
 }
 
-func (r *PlanRunner) put(ctx context.Context, doc *PlanDocument, version uint64, h ...HistoryEntry) error {
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return err
+// Abort asks the stored plan id to stop, for reason: from the next step of
+// whoever runs it, no target is signalled any more and no command starts;
+// the targets already signalled finish (or fail, or time out) as usual, and
+// then the active command and the plan end in PlanAborted with the reason,
+// which every target that was still pending gets too (in HostAborted). A
+// plan that is not running yet ends at once. A signalled target that fails
+// or times out meanwhile ends the plan in that error state instead, as
+// without the abort. Abort returns once the request
+// is stored (see PlanStatus.Abort); Run returns a *PlanError for the
+// aborted plan. It fails with ErrPlanFinished when the plan is already
+// Completed or in an error state, and keeps the first reason when the plan
+// is already being aborted. An empty reason is stored as "aborted".
+func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
+	if reason == "" {
+		reason = "aborted"
 	}
-	_, err = r.store.Put(ctx, StoreRecord{Key: planKey(doc.Spec.ID), Version: version, Value: b}, h...)
-	return err
+	for {
+		ps, err := r.load(ctx, id)
+		if err != nil {
+			return err
+		}
+		st := ps.doc.Status.Clone()
+		if st == nil {
+			st = &PlanStatus{State: PlanNewPlan}
+		}
+		if st.State.IsFinal() {
+			return fmt.Errorf("converge: abort plan %q: %w (state %s)", id, ErrPlanFinished, st.State)
+		}
+		if st.Abort != "" {
+			return nil
+		}
+		if _, err := planReconcileStatus(ps.doc.Spec, st); err != nil {
+			return err
+		}
+		st.Abort = reason
+		state := string(st.State.normal())
+		d, _ := planDiff(ps.doc.Status, st)
+		err = r.commit(ctx, ps, st, d, HistoryEntry{At: r.cfg.Now(), From: state, To: state, Reason: "abort requested: " + reason})
+		if !errors.Is(err, ErrStoreStale) {
+			return err
+		}
+		// A runner stored a step meanwhile: ask again on its status.
+	}
 }
 
 // planFatal reports errors that trying again cannot cure.
@@ -277,6 +340,8 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 			_ = r.store.Release(context.WithoutCancel(ctx), *lease)
 		}
 	}()
+	var ps *planStored
+	cleaned := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -295,7 +360,13 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 			return nil, err
 		}
 		lease = &l
-		st, done, err := r.runStep(ctx, id)
+		var st *PlanStatus
+		var done bool
+		ps, st, done, err = r.runStep(ctx, id, ps)
+		if err == nil && !cleaned && ps != nil {
+			cleaned = true
+			r.dropBases(ctx, ps)
+		}
 		if err != nil {
 			if planFatal(err) || ctx.Err() != nil {
 				if ctx.Err() != nil {
@@ -327,17 +398,33 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 	}
 }
 
-// runStep loads the plan, steps it until a step changes nothing or it is
-// done, storing every change. It returns the last status and whether the
-// plan is done; when nothing changed and it is not done, it waits first.
-func (r *PlanRunner) runStep(ctx context.Context, id string) (*PlanStatus, bool, error) {
-	doc, version, err := r.Get(ctx, id)
-	if err != nil {
-		return nil, false, err
+// runStep brings ps up to date with the store (loading the plan when ps is
+// nil; reading only the small head record when nobody else wrote), steps
+// it once and stores what changed. It returns the plan as stored (nil when
+// it could not be read), the last status and whether the plan is done;
+// when nothing changed and it is not done, it waits first.
+func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*planStored, *PlanStatus, bool, error) {
+	var err error
+	if ps == nil {
+		ps, err = r.load(ctx, id)
+	} else {
+		ps, err = r.refresh(ctx, ps)
 	}
-	step, err := r.Step(ctx, doc)
 	if err != nil {
-		return doc.Status, false, err
+		return nil, nil, false, err
+	}
+	work := *ps.doc
+	spare := ps.spare
+	if spare == nil {
+		spare = ps.doc.Status.Clone()
+	}
+	ps.spare = nil // the step changes it; commit makes the next one
+	step, delta, err := r.step(ctx, &work, spare)
+	if err != nil {
+		return ps, ps.doc.Status, false, err
+	}
+	if !step.Changed {
+		ps.spare = work.Status // the same as the stored status
 	}
 	if step.Changed {
 		hist := []HistoryEntry{}
@@ -346,25 +433,25 @@ func (r *PlanRunner) runStep(ctx context.Context, id string) (*PlanStatus, bool,
 		}
 		if step.Command >= 0 && step.CommandFrom != step.CommandTo {
 			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
-				Reason: fmt.Sprintf("command %d (%s)", step.Command, doc.Spec.Commands[step.Command].Kind)})
+				Reason: fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind)})
 		}
-		if err := r.put(ctx, doc, version, hist...); err != nil {
+		if err := r.commit(ctx, ps, work.Status, delta, hist...); err != nil {
 			// A stale version means someone else wrote: step again on
 			// the fresh status. Anything else is retried after a wait.
 			if errors.Is(err, ErrStoreStale) {
-				return doc.Status, false, nil
+				return ps, ps.doc.Status, false, nil
 			}
-			return doc.Status, false, err
+			return ps, ps.doc.Status, false, err
 		}
 		if r.cfg.OnStep != nil {
-			r.cfg.OnStep(id, step, doc.Status.Clone())
+			r.cfg.OnStep(id, step, work.Status)
 		}
-		return doc.Status, step.Done, nil
+		return ps, work.Status, step.Done, nil
 	}
 	if step.Done {
-		return doc.Status, true, nil
+		return ps, work.Status, true, nil
 	}
-	return doc.Status, false, r.wait(ctx)
+	return ps, work.Status, false, r.wait(ctx)
 }
 
 func (r *PlanRunner) wait(ctx context.Context) error {

@@ -12,6 +12,10 @@
 // the converge.CommandHandler that runs a command by signalling hosts
 // through a Sender: it discovers and checks the hosts of each group,
 // signals them group by group within the group's concurrency limit, and
-// reads back what each host reported. Bus is the in-process Sender for
-// tests, examples and programs whose hosts live in the same process.
+// reads back what each host reported. It never makes a host act twice on
+// a signal: the runner stores that a host is to be signalled before the
+// signal is sent, and a signal sent again after a crash carries the same
+// ID (SignalID), which a host must recognise. Bus is the in-process Sender
+// for tests, examples and programs whose hosts live in the same process;
+// its hosts ignore a repeated signal.
 package autopilot

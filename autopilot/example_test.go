@@ -1,6 +1,7 @@
 package autopilot_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -28,4 +29,26 @@ spec:
 	// Output:
 	// spec.commands[0].k0supdate.version
 	// converge: plan spec.commands[0].k0supdate.version: "latest" is not a k0s version of Kubernetes (as v1.30.4+k0s.0)
+}
+
+// ExampleBus_Send shows a node that acts once on a signal sent twice, as a
+// runner that resumes a plan may send it when it cannot tell whether the
+// node got it: the repeat has the same ID.
+func ExampleBus_Send() {
+	ctx := context.Background()
+	bus := autopilot.NewBus(autopilot.Host{Name: "worker0", Kind: "worker"})
+	bus.OnSignal = func(node string, s autopilot.Signal) { fmt.Println(node, "acts on", s.ID) }
+	sig := autopilot.Signal{ID: autopilot.SignalID("plan1", 0, 0), PlanID: "plan1", Kind: "update"}
+	for range 2 {
+		if err := bus.Send(ctx, "worker0", sig); err != nil {
+			panic(err)
+		}
+	}
+	for _, d := range bus.Sent() {
+		fmt.Println("delivered", d.Signal.ID, "repeat:", d.Repeat)
+	}
+	// Output:
+	// worker0 acts on plan1/0/0
+	// delivered plan1/0/0 repeat: false
+	// delivered plan1/0/0 repeat: true
 }

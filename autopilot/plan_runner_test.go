@@ -251,6 +251,8 @@ func TestPlanRunnerRetry(t *testing.T) {
 			retried = retried || (h.From == "Failed" && h.To == "SchedulableWait" && h.Reason == "retry")
 		}
 		assert.True(t, retried, "the retry is in the history: %+v", hist)
+		assert.True(t, planHistoryHas(hist, "SignalFailed", "SignalPending", "retry command 1 (update) target workers/w1 attempt 0: disk full"),
+			"the failed target's reason is in the history: %+v", hist)
 	})
 }
 
@@ -297,6 +299,14 @@ type planKillStore struct {
 }
 
 var errPlanDead = errors.New("process killed")
+
+// kill makes the store die now, as if the process were killed.
+func (s *planKillStore) kill() {
+	s.mu.Lock()
+	s.dead = true
+	s.mu.Unlock()
+	s.cancel()
+}
 
 func (s *planKillStore) check() error {
 	s.mu.Lock()
@@ -383,6 +393,9 @@ func TestPlanRunnerCrashResume(t *testing.T) {
 					assert.Equal(t, 1, n, "signal %s delivered %d times", k, n)
 				}
 				assert.Len(t, bus.Sent(), 3)
+				recs, err := mem.List(context.Background(), "")
+				require.NoError(t, err)
+				assert.Len(t, recs, 2, "the plan is its head and one base; bases left by the dead runner are gone")
 			})
 		})
 		if !killed || t.Failed() {

@@ -122,24 +122,32 @@ func TestPlanAutopilotSequence(t *testing.T) {
 			targets: target{"airgapupdate/workers/worker0": pend, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
 		{name: "airgapupdate can proceed", changed: true, plan: sched, commands: []converge.PlanState{sched, sw},
 			targets: target{"airgapupdate/workers/worker0": pend, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
-		{name: "airgapupdate signals worker0", changed: true, plan: sw, commands: []converge.PlanState{sw, sw},
+		{name: "airgapupdate records that worker0 is signalled", changed: true, plan: sw, commands: []converge.PlanState{sw, sw},
 			targets:   target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend},
 			golden:    "testdata/plan/autopilot-status.yaml",
+			signalled: []string{}},
+		{name: "airgapupdate signals worker0", changed: false, plan: sw, commands: []converge.PlanState{sw, sw},
+			targets:   target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend},
 			signalled: []string{"worker0 id123/0/0"}},
 		{name: "worker0 still working", changed: false, plan: sw, commands: []converge.PlanState{sw, sw},
-			targets: target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
+			targets:   target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend},
+			signalled: []string{"worker0 id123/0/0"}},
 		{name: "worker0 done: airgapupdate completed", respond: "worker0", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
 		{name: "k0supdate can proceed", changed: true, plan: sched, commands: []converge.PlanState{done, sched},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
-		{name: "k0supdate signals controller0 first", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+		{name: "k0supdate picks controller0 first", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": sent, "k0supdate/workers/worker0": pend},
+			signalled: []string{"worker0 id123/0/0"}},
+		{name: "k0supdate signals controller0; workers wait for the controllers", changed: false, plan: sw, commands: []converge.PlanState{done, sw},
 			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": sent, "k0supdate/workers/worker0": pend},
 			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0"}},
-		{name: "workers wait for the controllers", changed: false, plan: sw, commands: []converge.PlanState{done, sw},
-			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": sent, "k0supdate/workers/worker0": pend}},
 		{name: "controller0 done: workers can proceed", respond: "controller0", changed: true, plan: sched, commands: []converge.PlanState{done, sched},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": pend}},
-		{name: "k0supdate signals worker0", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+		{name: "k0supdate records that worker0 is signalled", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": sent},
+			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0"}},
+		{name: "k0supdate signals worker0", changed: false, plan: sw, commands: []converge.PlanState{done, sw},
 			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": sent},
 			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0", "worker0 id123/1/0"}},
 		{name: "worker0 done: plan completed", respond: "worker0", changed: true, plan: done, commands: []converge.PlanState{done, done},
@@ -160,7 +168,7 @@ func TestPlanAutopilotSequence(t *testing.T) {
 		assert.Equal(t, s.targets, planTargets(doc.Status), "step %d %s: targets", i, s.name)
 		assert.Equal(t, s.plan == done, step.Done, "step %d %s: done", i, s.name)
 		if s.signalled != nil {
-			var got []string
+			got := []string{}
 			for _, d := range bus.Sent() {
 				got = append(got, d.Node+" "+d.Signal.ID)
 			}

@@ -64,8 +64,11 @@ type Sender interface {
 	// Probe describes the node, or fails with an error matching
 	// ErrHostNotFound when it does not exist.
 	Probe(ctx context.Context, node string) (Host, error)
-	// Send delivers s to the node. Delivering the same signal twice must
-	// be harmless, but CommandHandler avoids it.
+	// Send delivers s to the node. The node must recognise a signal whose
+	// ID is the one it last got and not act on it again: CommandHandler
+	// sends a signal again (with the same ID) when a runner resumes a plan
+	// and the node's report does not show the signal, because the runner
+	// that sent it may have died before learning whether it arrived.
 	Send(ctx context.Context, node string, s Signal) error
 	// Read returns the node's report about the last signal it got (the
 	// zero report when none), or an error matching ErrHostNotFound.
@@ -76,6 +79,9 @@ type Sender interface {
 type Delivery struct {
 	Node   string
 	Signal Signal
+	// Repeat reports that the node had already got this signal (the same
+	// ID) and did not act on it again.
+	Repeat bool
 }
 
 // Bus is an in-process Sender for tests, examples and programs
@@ -155,7 +161,9 @@ func (b *Bus) Probe(ctx context.Context, name string) (Host, error) {
 }
 
 // Send implements Sender: the node's last signal becomes s and its
-// report becomes "working on s" (converge.HostSent).
+// report becomes "working on s" (converge.HostSent). A repeated signal, with
+// the ID of the node's last one, is recorded (Delivery.Repeat) and changes
+// nothing else: the report stays, and OnSignal is not called.
 func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -165,6 +173,11 @@ func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
 	if err != nil {
 		b.mu.Unlock()
 		return err
+	}
+	if n.last != nil && n.last.ID == s.ID {
+		b.sent = append(b.sent, Delivery{Node: name, Signal: s, Repeat: true})
+		b.mu.Unlock()
+		return nil
 	}
 	sig := s
 	n.last = &sig
@@ -243,7 +256,17 @@ func (b *Bus) Sent() []Delivery {
 // changed) when signalling; Failed (a target reported failure) and TimedOut
 // (a target ran past the target timeout) when waiting.
 //
+// A target is signalled in two steps, so that a signal is never acted on
+// twice: Schedulable records the intent (the target becomes HostSent, which
+// the runner stores), and SchedulableWait then sends the signal to every
+// HostSent target whose report does not show it yet. A runner that dies
+// after sending and before storing anything leaves the intent stored: the
+// runner that resumes waits for the node's report, sending the signal again
+// (same ID, which the node ignores if it got it) only when the report does
+// not show it. Within one process, a signal is sent once per node.
+//
 // The zero value has no Sender and must not be used; set at least Sender.
+// A CommandHandler must not be copied after first use.
 type CommandHandler struct {
 	// Sender reaches the nodes; it is required.
 	Sender Sender
@@ -260,9 +283,29 @@ type CommandHandler struct {
 	// converge.CommandDiscovery.Function names; a name not in it makes the command
 	// fail to start (a handler error).
 	Discover map[string]converge.CommandDiscoverFunc
+
+	mu sync.Mutex
+	// sent maps a node to the ID of the last signal this handler sent it.
+	sent map[string]string
 }
 
 var _ converge.CommandHandler = (*CommandHandler)(nil)
+
+// sentBefore reports whether this handler already sent signal id to node.
+func (h *CommandHandler) sentBefore(node, id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sent[node] == id
+}
+
+func (h *CommandHandler) markSent(node, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sent == nil {
+		h.sent = map[string]string{}
+	}
+	h.sent[node] = id
+}
 
 // Discovery errors of CommandHandler.
 var (
@@ -443,9 +486,10 @@ func planActiveGroup(c *converge.CommandContext) int {
 	return -1
 }
 
-// SchedulableWait implements CommandHandler: it reads back the signalled
-// targets, applies the target timeout, and says whether there is more to
-// signal now.
+// SchedulableWait implements CommandHandler: it sends the signal of every
+// HostSent target whose report does not show it yet (see CommandHandler),
+// reads back the signalled targets, applies the target timeout, and says
+// whether there is more to signal now.
 func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 	var fail planFail
 	for _, grp := range c.Command.Targets {
@@ -454,7 +498,7 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 			if t.State != converge.HostSent {
 				continue
 			}
-			rep, err := h.Sender.Read(ctx, t.Name)
+			rep, err := h.deliver(ctx, c, grp.Group, t)
 			if errors.Is(err, ErrHostNotFound) {
 				reason := fmt.Sprintf("node %q disappeared while working on the command", t.Name)
 				c.SetTarget(grp.Group, t.Name, converge.HostMissing, reason)
@@ -506,10 +550,29 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 	return converge.PlanSchedulableWait, nil
 }
 
-// Schedulable implements CommandHandler: it signals the next pending
-// targets of the active group, up to its concurrency limit. A target that
-// already got this very signal (the runner stopped between sending and
-// storing) is not signalled again.
+// deliver reads the report of t, signalled (HostSent), and sends t its
+// signal first when the report does not show it and this handler has not
+// sent it: the intent was stored by a step of this runner or of one that
+// died, maybe before it could send.
+func (h *CommandHandler) deliver(ctx context.Context, c *converge.CommandContext, group string, t *converge.PlanTargetStatus) (Report, error) {
+	rep, err := h.Sender.Read(ctx, t.Name)
+	id := SignalID(c.PlanID, c.Index, t.Attempt)
+	if err != nil || rep.SignalID == id || h.sentBefore(t.Name, id) {
+		return rep, err
+	}
+	sig := Signal{ID: id, PlanID: c.PlanID, Command: c.Index, Kind: c.Command.Kind, Group: group, Attempt: t.Attempt, Spec: c.Command.Spec}
+	if err := h.Sender.Send(ctx, t.Name, sig); err != nil {
+		return Report{}, err
+	}
+	h.markSent(t.Name, id)
+	// The node may have answered at once.
+	return h.Sender.Read(ctx, t.Name)
+}
+
+// Schedulable implements CommandHandler: it picks the next pending targets
+// of the active group, up to its concurrency limit, checks that they still
+// exist and fit their group, and records that they are to be signalled
+// (HostSent); SchedulableWait sends the signals once that is stored.
 func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 	gi := planActiveGroup(c)
 	if gi < 0 {
@@ -546,17 +609,6 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 			c.SetTarget(grp.Group, t.Name, converge.HostInconsistent, reason)
 			fail.set(converge.PlanInconsistentTargets, reason)
 			break
-		}
-		id := SignalID(c.PlanID, c.Index, t.Attempt)
-		rep, err := h.Sender.Read(ctx, t.Name)
-		if err != nil && !errors.Is(err, ErrHostNotFound) {
-			return "", err
-		}
-		if rep.SignalID != id {
-			sig := Signal{ID: id, PlanID: c.PlanID, Command: c.Index, Kind: c.Command.Kind, Group: grp.Group, Attempt: t.Attempt, Spec: c.Command.Spec}
-			if err := h.Sender.Send(ctx, t.Name, sig); err != nil {
-				return "", err
-			}
 		}
 		c.SetTarget(grp.Group, t.Name, converge.HostSent, "")
 		inflight++

@@ -3,8 +3,12 @@
 // plan (download the bundle to the workers, then update k0s on the
 // controllers one at a time and on the workers two at a time), printing each
 // transition as it is stored. The nodes live in this process and answer
-// after a short delay; one worker fails its first attempt, and the program
-// retries the failed plan, which signals only that worker again.
+// after a short delay. Once the controllers are updated, an operator aborts
+// the plan (PlanRunner.Abort) to look at them first: no worker is signalled,
+// and the plan ends in Aborted with the operator's reason on every worker.
+// The program then retries it (PlanRunner.Retry); one worker fails its first
+// attempt, and the program retries the failed plan, which signals only that
+// worker again.
 //
 // The plan and its status are kept in a durable store: PostgreSQL when a
 // DSN is given (-pg, or CONVERGE_PG_DSN), otherwise the embedded boltstore
@@ -77,7 +81,10 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 	defer cluster.wait()
 	handler := &autopilot.CommandHandler{Sender: cluster.bus}
 	var last string
-	runner, err := converge.NewPlanRunner(store, converge.PlanConfig{
+	var runner *converge.PlanRunner
+	paused := false
+	var pauseErr error
+	runner, err = converge.NewPlanRunner(store, converge.PlanConfig{
 		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
 		PollInterval: 2 * time.Millisecond,
 		OnStep: func(id string, step converge.PlanStep, st *converge.PlanStatus) {
@@ -88,6 +95,11 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 			if line := progress(step.Command, st.Commands[step.Command]); line != last {
 				fmt.Fprintln(out, line)
 				last = line
+			}
+			// The operator pauses the rollout once the controllers are done.
+			if !paused && step.Command == 1 && completed(st.Commands[1], "controllers") {
+				paused = true
+				pauseErr = runner.Abort(ctx, id, pauseReason)
 			}
 		},
 	})
@@ -106,14 +118,21 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 		return err
 	}
 	status, err := runner.Run(ctx, doc.Spec.ID)
-	if errors.Is(err, converge.ErrPlanFailed) {
+	for retries := 0; errors.Is(err, converge.ErrPlanFailed) && retries < 3; retries++ {
 		fmt.Fprintf(out, "plan stopped in %s:\n", status.State)
 		printFailures(out, status)
-		fmt.Fprintln(out, "retrying the failed plan: only what did not complete is signalled again")
+		if status.State == converge.PlanAborted {
+			fmt.Fprintln(out, "the controllers look fine: retrying the aborted plan, which goes on with the workers")
+		} else {
+			fmt.Fprintln(out, "retrying the failed plan: only what did not complete is signalled again")
+		}
 		if err := runner.Retry(ctx, doc.Spec.ID); err != nil {
 			return err
 		}
 		status, err = runner.Run(ctx, doc.Spec.ID)
+	}
+	if pauseErr != nil {
+		return pauseErr
 	}
 	if err != nil {
 		return err
@@ -127,6 +146,20 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 		return fmt.Errorf("plan ended in %s", status.State)
 	}
 	return nil
+}
+
+// pauseReason is why the operator aborts the plan.
+const pauseReason = "operator pause: check the controllers before the workers"
+
+// completed reports whether every target of the group completed.
+func completed(c converge.CommandStatus, group string) bool {
+	ts := c.Targets[group]
+	for _, t := range ts {
+		if t.State != converge.HostCompleted {
+			return false
+		}
+	}
+	return len(ts) > 0
 }
 
 // progress renders one command's status as a line: per group, how many

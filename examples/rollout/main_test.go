@@ -24,6 +24,11 @@ func TestRolloutRetriesOnlyWhatFailed(t *testing.T) {
 	assert.Contains(t, s, "plan finished: Completed")
 	// Controllers were updated one at a time, before any worker.
 	assert.Regexp(t, regexp.MustCompile(`controllers 1/3 workers 0/6[\s\S]*controllers 2/3 workers 0/6[\s\S]*controllers 3/3 workers 0/6`), s)
+	// The operator aborted the plan once the controllers were done: no
+	// worker was signalled, each kept the reason, and a retry went on.
+	assert.Regexp(t, regexp.MustCompile(`k0supdate +Aborted +controllers 3/3 workers 0/6\nplan stopped in Aborted:`), s)
+	assert.Contains(t, s, "command 1 workers worker0: SignalAborted (operator pause: check the controllers before the workers)")
+	assert.Contains(t, s, "retrying the aborted plan")
 	// Every node got the airgap bundle (workers) and one update; the
 	// retry signalled worker4 alone.
 	for node, want := range map[string]string{"controller0": "1", "worker0": "2", "worker5": "2", "worker4": "3"} {
