@@ -192,15 +192,17 @@ func childController(path, logPath string) error {
 	return nil
 }
 
-// enteredMetrics is a controller.Metrics that calls itself on StateEntered.
+// enteredMetrics is a converge.Metrics that calls itself with the state of
+// every controller.MetricStateEntered count (labels: controller, state).
 type enteredMetrics func(controller.State)
 
-func (enteredMetrics) ObjectsInState(string, controller.State, int)           {}
-func (enteredMetrics) AboveSLA(string, controller.State, int)                 {}
-func (enteredMetrics) HandlerError(string, controller.State)                  {}
-func (f enteredMetrics) StateEntered(_ string, s controller.State)            { f(s) }
-func (enteredMetrics) StateExited(string, controller.State, time.Duration)    {}
-func (enteredMetrics) HandlerLatency(string, controller.State, time.Duration) {}
+func (f enteredMetrics) Add(m *converge.Metric, _ float64, labels ...string) {
+	if m == controller.MetricStateEntered {
+		f(controller.State(labels[1]))
+	}
+}
+func (enteredMetrics) Set(*converge.Metric, float64, ...string)     {}
+func (enteredMetrics) Observe(*converge.Metric, float64, ...string) {}
 
 // transition is one stored or logged change of state of an object.
 type transition struct {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ type Config struct {
 	Backoff converge.Backoff
 	// SLA is the longest an object should stay in a state; states without
 	// an entry have none. Objects over it are reported by AboveSLA,
-	// Metrics.AboveSLA and OnSLA.
+	// MetricAboveSLA and OnSLA.
 	SLA map[State]time.Duration
 	// OnSLA, when set, is called once when an object is found above its
 	// state's SLA (Breached true: when the SLA runs out, or for a replica
@@ -90,8 +91,19 @@ type Config struct {
 	// the object (about 80 bytes per transition): a controller whose
 	// handlers do not look at History saves that with a negative value.
 	HandlerHistory int
-	// Metrics receives measurements; nil means MetricsNop.
-	Metrics Metrics
+	// Metrics receives the controller's measurements, the metrics
+	// declared in this package (MetricObjects, MetricErrors, ... see
+	// AllMetrics), with the controller's Kind as their "controller" label;
+	// nil means converge.MetricsNop.
+	Metrics converge.Metrics
+	// Logger, when set, receives a record of every handler run and of
+	// what followed, with the attributes "controller" (Kind), "key",
+	// "state", "outcome" (a Verdict's name, "error", "terminal",
+	// "quarantined") and "error"; nil logs nothing. Transitions and
+	// deletions are logged at Info, handler errors at Warn, halts at
+	// Error, everything else at Debug. Messages and errors are logged as
+	// the handler returned them: a handler must not put secrets in them.
+	Logger *slog.Logger
 	// ShutdownTimeout is how long Run lets running handlers finish after
 	// its context is cancelled, before cancelling theirs; 0 means
 	// DefaultShutdownTimeout.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -32,11 +33,11 @@ import (
 type Controller struct {
 	cfg     Config
 	prefix  string
-	metrics Metrics
+	metrics converge.Metrics
+	log     *slog.Logger // nil: no logging
 	now     func() time.Time
 
-	timed bool        // measure handler latency (Metrics is not MetricsNop)
-	halts HaltMetrics // the metrics, when they count halted objects
+	timed bool // measure handler latency (Metrics is not MetricsNop)
 
 	// terminal counts the objects of the view halted by a terminal error,
 	// so that Enqueue looks for one to wake only when there is one.
@@ -102,7 +103,7 @@ func (e *ctrlEntry) version() uint64 {
 
 const (
 	entryReload   uint32 = 1 << iota // read the object from the store before handling
-	entryAboveSLA                    // counted in Metrics.AboveSLA
+	entryAboveSLA                    // counted in MetricAboveSLA
 	entryGone                        // deleted: look the key up again
 )
 
@@ -148,17 +149,15 @@ func New(cfg Config) (*Controller, error) {
 		cfg:     cfg,
 		prefix:  cfg.Kind + "/",
 		metrics: cfg.Metrics,
+		log:     cfg.Logger,
 		now:     cfg.Now,
 		objs:    map[string]*ctrlEntry{},
 	}
 	if c.metrics == nil {
-		c.metrics = MetricsNop{}
+		c.metrics = converge.MetricsNop{}
 	}
-	_, nop := c.metrics.(MetricsNop)
+	_, nop := c.metrics.(converge.MetricsNop)
 	c.timed = !nop
-	if hm, ok := c.metrics.(HaltMetrics); ok && !nop {
-		c.halts = hm
-	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -213,8 +212,8 @@ func (c *Controller) adopt(obj *Object, queue bool) {
 	c.mu.Unlock()
 	q := c.q.Load()
 	if isNew {
-		c.metrics.ObjectsInState(c.cfg.Kind, obj.State, 1)
-		c.metrics.StateEntered(c.cfg.Kind, obj.State)
+		c.metrics.Add(MetricObjects, 1, c.cfg.Kind, string(obj.State))
+		c.metrics.Add(MetricStateEntered, 1, c.cfg.Kind, string(obj.State))
 		c.countHalt(obj, 1)
 	}
 	if q != nil && queue {
@@ -488,6 +487,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	kind := c.cfg.Kind
+	q.SetObserver(func(depth int, added bool) {
+		c.metrics.Set(MetricQueueDepth, float64(depth), kind)
+		if added {
+			c.metrics.Add(MetricQueueAdds, 1, kind)
+		}
+	})
 	c.q.Store(q)
 	known := make([]string, 0, len(c.objs))
 	for k := range c.objs {
@@ -610,7 +616,7 @@ func (c *Controller) scan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) er
 		if err != nil {
 			// A record we cannot read is not ours to fix: count it and
 			// leave it alone.
-			c.metrics.HandlerError(c.cfg.Kind, "")
+			c.metrics.Add(MetricErrors, 1, c.cfg.Kind, "")
 			continue
 		}
 		c.adopt(obj, true)

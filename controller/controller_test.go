@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,78 +22,102 @@ import (
 	"github.com/convergekit/converge/convergetest"
 )
 
-// ctrlMetrics records what a Controller reports.
+// ctrlMetrics records what a Controller reports through converge.Metrics,
+// and the misuse of a metric: a wrong number of labels, a method that does
+// not fit the metric's kind, a counter going down.
 type ctrlMetrics struct {
-	mu        sync.Mutex
-	inState   map[controller.State]int
-	aboveSLA  map[controller.State]int
-	errors    map[controller.State]int
-	entered   map[controller.State]int
-	exited    map[controller.State]int
-	timeIn    map[controller.State]time.Duration
-	halted    map[controller.Halt]map[controller.State]int
-	latencies int
+	mu     sync.Mutex
+	values map[string]float64 // counters and gauges by series
+	obs    map[string][]float64
+	misuse []string
 }
 
 func newCtrlMetrics() *ctrlMetrics {
-	return &ctrlMetrics{
-		inState: map[controller.State]int{}, aboveSLA: map[controller.State]int{},
-		errors: map[controller.State]int{}, entered: map[controller.State]int{},
-		exited: map[controller.State]int{}, timeIn: map[controller.State]time.Duration{},
-		halted: map[controller.Halt]map[controller.State]int{},
+	return &ctrlMetrics{values: map[string]float64{}, obs: map[string][]float64{}}
+}
+
+// series names one series of m.
+func series(m *converge.Metric, labels ...string) string {
+	return m.Name + "{" + strings.Join(labels, ",") + "}"
+}
+
+func (r *ctrlMetrics) check(m *converge.Metric, ok bool, labels []string) string {
+	k := series(m, labels...)
+	if !ok || len(labels) != len(m.Labels) {
+		r.misuse = append(r.misuse, k)
 	}
+	return k
 }
 
-func (m *ctrlMetrics) ObjectsInState(_ string, s controller.State, d int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.inState[s] += d
-}
-func (m *ctrlMetrics) AboveSLA(_ string, s controller.State, d int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.aboveSLA[s] += d
-}
-func (m *ctrlMetrics) HandlerError(_ string, s controller.State) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.errors[s]++
-}
-func (m *ctrlMetrics) StateEntered(_ string, s controller.State) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.entered[s]++
-}
-func (m *ctrlMetrics) StateExited(_ string, s controller.State, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.exited[s]++
-	m.timeIn[s] += d
-}
-func (m *ctrlMetrics) HandlerLatency(string, controller.State, time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.latencies++
+func (r *ctrlMetrics) Add(m *converge.Metric, d float64, labels ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.check(m, m.Kind == converge.MetricGauge || m.Kind == converge.MetricCounter && d >= 0, labels)
+	r.values[k] += d
 }
 
-func (m *ctrlMetrics) Halted(_ string, s controller.State, cause controller.Halt, d int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.halted[cause] == nil {
-		m.halted[cause] = map[controller.State]int{}
+func (r *ctrlMetrics) Set(m *converge.Metric, v float64, labels ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.values[r.check(m, m.Kind == converge.MetricGauge, labels)] = v
+}
+
+func (r *ctrlMetrics) Observe(m *converge.Metric, v float64, labels ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.check(m, m.Kind == converge.MetricHistogram, labels)
+	r.obs[k] = append(r.obs[k], v)
+}
+
+// value returns the counter or gauge of a series, as an int.
+func (r *ctrlMetrics) value(m *converge.Metric, labels ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return int(r.values[series(m, labels...)])
+}
+
+// observed returns the values a histogram series observed.
+func (r *ctrlMetrics) observed(m *converge.Metric, labels ...string) []float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.obs[series(m, labels...)])
+}
+
+// seriesCount returns the number of distinct series recorded.
+func (r *ctrlMetrics) seriesCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for k := range r.values {
+		seen[k] = true
 	}
-	m.halted[cause][s] += d
+	for k := range r.obs {
+		seen[k] = true
+	}
+	return len(seen)
 }
 
-// haltedIn returns the gauge of objects in state halted for cause.
-func (m *ctrlMetrics) haltedIn(cause controller.Halt, s controller.State) int {
-	return m.get(func(m *ctrlMetrics) int { return m.halted[cause][s] })
+// misused returns the series used against their metric's declaration.
+func (r *ctrlMetrics) misused() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.misuse)
 }
 
-func (m *ctrlMetrics) get(f func(m *ctrlMetrics) int) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return f(m)
+// in returns the gauge of objects of kind "vm" in state.
+func (r *ctrlMetrics) in(state controller.State) int {
+	return r.value(controller.MetricObjects, "vm", string(state))
+}
+
+// errs returns the errors counted for kind "vm" in state.
+func (r *ctrlMetrics) errs(state controller.State) int {
+	return r.value(controller.MetricErrors, "vm", string(state))
+}
+
+// haltedIn returns the gauge of objects of kind "vm" in state halted for
+// cause.
+func (r *ctrlMetrics) haltedIn(cause controller.Halt, s controller.State) int {
+	return r.value(controller.MetricHalted, "vm", string(s), string(cause))
 }
 
 // startController runs c until the returned stop function is called, which
@@ -234,11 +259,17 @@ func TestControllerTransitionsRunAtOnceAndAreStored(t *testing.T) {
 		assert.JSONEq(t, fmt.Sprintf(`{"state":"ready","since":%q,"data":{"ip":"10.0.0.7"}}`, start.Format(time.RFC3339Nano)), string(rec.Value))
 
 		require.NoError(t, stop())
-		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.inState["ready"] }))
-		assert.Equal(t, 0, m.get(func(m *ctrlMetrics) int { return m.inState["new"] }))
-		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.entered["provisioning"] }))
-		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.exited["provisioning"] }))
-		assert.Equal(t, 3, m.get(func(m *ctrlMetrics) int { return m.latencies }))
+		assert.Equal(t, 1, m.in("ready"))
+		assert.Equal(t, 0, m.in("new"))
+		assert.Equal(t, 1, m.value(controller.MetricStateEntered, "vm", "provisioning"))
+		assert.Equal(t, 1, m.value(controller.MetricStateExited, "vm", "provisioning"))
+		assert.Len(t, m.observed(controller.MetricTimeInState, "vm", "provisioning"), 1)
+		runs := 0
+		for _, s := range []string{"new", "provisioning", "ready"} {
+			runs += len(m.observed(controller.MetricHandlerDuration, "vm", s))
+		}
+		assert.Equal(t, 3, runs)
+		assert.Empty(t, m.misused())
 	})
 }
 
@@ -369,7 +400,7 @@ func TestControllerBackoffGrowsCapsAndResets(t *testing.T) {
 		assert.Equal(t, time.Second, runs[n+1].Sub(runs[n]))
 		mu.Unlock()
 		require.NoError(t, stop())
-		assert.Equal(t, 10, m.get(func(m *ctrlMetrics) int { return m.errors["provisioning"] }), "8 failures, one success, 2 failures")
+		assert.Equal(t, 10, m.errs("provisioning"), "8 failures, one success, 2 failures")
 	})
 }
 
@@ -402,7 +433,7 @@ func TestControllerSLA(t *testing.T) {
 		require.NoError(t, c.Add(ctx, "a", "provisioning", nil))
 		require.NoError(t, c.Add(ctx, "b", "ready", nil))
 		stop := startController(t, c)
-		above := func() int { return m.get(func(m *ctrlMetrics) int { return m.aboveSLA["provisioning"] }) }
+		above := func() int { return m.value(controller.MetricAboveSLA, "vm", "provisioning") }
 
 		time.Sleep(90 * time.Second)
 		synctest.Wait()
@@ -476,7 +507,7 @@ func TestControllerRequestAndDelete(t *testing.T) {
 		assert.Equal(t, []string{"note", "delete"}, seen)
 		mu.Unlock()
 		require.NoError(t, stop())
-		assert.Equal(t, 0, m.get(func(m *ctrlMetrics) int { return m.inState["running"] + m.inState["stopped"] }))
+		assert.Equal(t, 0, m.in("running")+m.in("stopped"))
 	})
 }
 
@@ -501,7 +532,7 @@ func TestControllerHandlerPanicIsRetried(t *testing.T) {
 		require.NoError(t, stop())
 		o, _ := c.Get("a")
 		assert.Equal(t, controller.State("done"), o.State)
-		assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.errors["new"] }))
+		assert.Equal(t, 1, m.errs("new"))
 	})
 }
 

@@ -12,16 +12,17 @@ import (
 	"github.com/convergekit/converge/controller"
 )
 
-// haltWatch is a Metrics that reports every object the controller halts:
-// the HaltMetrics side of a metrics adapter.
+// haltWatch is a converge.Metrics that reports every object the
+// controller halts, from controller.MetricHalted (labels: controller,
+// state, cause), and ignores the other metrics.
 type haltWatch struct {
-	controller.MetricsNop
+	converge.MetricsNop
 	halted chan string
 }
 
-func (w haltWatch) Halted(kind string, state controller.State, cause controller.Halt, delta int) {
-	if delta > 0 {
-		w.halted <- fmt.Sprintf("%s halted in %s: %s", kind, state, cause)
+func (w haltWatch) Add(m *converge.Metric, delta float64, labels ...string) {
+	if m == controller.MetricHalted && delta > 0 {
+		w.halted <- fmt.Sprintf("%s halted in %s: %s", labels[0], labels[1], labels[2])
 	}
 }
 

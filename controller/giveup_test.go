@@ -102,7 +102,7 @@ func TestTerminalErrorStopsRetriesUntilWoken(t *testing.T) {
 				require.True(t, ok)
 				assert.Equal(t, controller.HaltTerminal, view.Halted)
 				assert.Equal(t, 1, m.haltedIn(controller.HaltTerminal, "provisioning"), "the metrics count it")
-				assert.Equal(t, 1, m.get(func(m *ctrlMetrics) int { return m.errors["provisioning"] }))
+				assert.Equal(t, 1, m.errs("provisioning"))
 
 				fixed.Store(true)
 				if wake == "enqueue" {
@@ -131,7 +131,7 @@ func TestQuarantineAfterFailuresInAState(t *testing.T) {
 		var mu sync.Mutex
 		runs := map[string]int{}
 		runsOf := func(k string) int { mu.Lock(); defer mu.Unlock(); return runs[k] }
-		newC := func(m controller.Metrics) *controller.Controller {
+		newC := func(m converge.Metrics) *controller.Controller {
 			c, err := controller.New(controller.Config{
 				Kind: "vm", Store: store, Owner: owner, Metrics: m,
 				Backoff:           converge.Backoff{Base: time.Second, Max: time.Minute},

@@ -1,69 +1,117 @@
 package controller
 
-import "time"
+import "github.com/convergekit/converge"
 
-// Metrics receives the measurements of a Controller. Every method is called
-// with the controller's kind and a lifecycle state, so that an adapter (for
-// example Prometheus) maps each method to one metric with "kind" and
-// "state" labels. Methods are called from the controller's workers, in
-// parallel, and must not block.
-//
-// A Metrics that also implements HaltMetrics counts the objects the
-// controller stopped running, too.
-type Metrics interface {
-	// ObjectsInState adds delta to the number of objects in state (a gauge).
-	ObjectsInState(kind string, state State, delta int)
-	// AboveSLA adds delta to the number of objects that have been in state
-	// longer than its SLA (a gauge).
-	AboveSLA(kind string, state State, delta int)
-	// HandlerError counts a handler or store error of an object in state.
-	HandlerError(kind string, state State)
-	// StateEntered counts an object entering state.
-	StateEntered(kind string, state State)
-	// StateExited counts an object leaving state after timeInState.
-	StateExited(kind string, state State, timeInState time.Duration)
-	// HandlerLatency observes how long one handler run took for an object
-	// in state.
-	HandlerLatency(kind string, state State, d time.Duration)
-}
-
-// HaltMetrics is implemented by a Metrics that counts the objects a
-// Controller does not run any more (see Object.Halted): the controller
-// checks for it with a type assertion, so a Metrics written before it
-// keeps working.
-type HaltMetrics interface {
-	// Halted adds delta to the number of objects in state halted for
-	// cause (a gauge per kind, state and cause): a terminal error, or a
-	// quarantine.
-	Halted(kind string, state State, cause Halt, delta int)
-}
-
-// MetricsNop is the Metrics that records nothing; a Controller without
-// Metrics uses it. The zero value is ready.
-type MetricsNop struct{}
-
+// The metrics a Controller reports through Config.Metrics, named after
+// controller-runtime's and client-go's workqueue habits. Every one has a
+// "controller" label (Config.Kind); most have a "state" label, the
+// lifecycle state of the object; none has an object key, so the number of
+// series is bounded by the number of kinds, states and halt causes however
+// many objects there are. The state label is empty for an error not tied
+// to an object's state: a stored record that cannot be decoded, or a
+// replica's failed claim.
 var (
-	_ Metrics     = MetricsNop{}
-	_ HaltMetrics = MetricsNop{}
+	// MetricObjects is the number of objects known to the controller in
+	// each state (a gauge). A replica counts the objects of its view,
+	// which follows the store every Resync.
+	MetricObjects = &converge.Metric{
+		Name: "converge_controller_objects", Kind: converge.MetricGauge,
+		Help:   "Objects of a controller in each lifecycle state.",
+		Labels: []string{"controller", "state"},
+	}
+	// MetricAboveSLA is the number of objects that have been in a state
+	// longer than its SLA (Config.SLA), as found by the handler runs (a
+	// gauge).
+	MetricAboveSLA = &converge.Metric{
+		Name: "converge_controller_objects_above_sla", Kind: converge.MetricGauge,
+		Help:   "Objects that have been in their state longer than the state's SLA.",
+		Labels: []string{"controller", "state"},
+	}
+	// MetricErrors counts the failed handler runs and the store errors of
+	// objects in each state (a counter).
+	MetricErrors = &converge.Metric{
+		Name: "converge_controller_errors_total", Kind: converge.MetricCounter,
+		Help:   "Handler and store errors of objects in each state.",
+		Labels: []string{"controller", "state"},
+	}
+	// MetricTerminalErrors counts the handler runs that returned a
+	// terminal error (see Terminal), in each state (a counter). They are
+	// counted in MetricErrors too.
+	MetricTerminalErrors = &converge.Metric{
+		Name: "converge_controller_terminal_errors_total", Kind: converge.MetricCounter,
+		Help:   "Handler runs that returned a terminal error, in each state.",
+		Labels: []string{"controller", "state"},
+	}
+	// MetricStateEntered counts the objects entering each state, by Add, a
+	// transition, or being found in the store (a counter).
+	MetricStateEntered = &converge.Metric{
+		Name: "converge_controller_state_entered_total", Kind: converge.MetricCounter,
+		Help:   "Objects entering each state.",
+		Labels: []string{"controller", "state"},
+	}
+	// MetricStateExited counts the objects leaving each state, by a
+	// transition or being deleted (a counter).
+	MetricStateExited = &converge.Metric{
+		Name: "converge_controller_state_exited_total", Kind: converge.MetricCounter,
+		Help:   "Objects leaving each state.",
+		Labels: []string{"controller", "state"},
+	}
+	// MetricTimeInState is how long objects stayed in a state, observed
+	// when they leave it (a histogram, in seconds, from a second to a day).
+	MetricTimeInState = &converge.Metric{
+		Name: "converge_controller_time_in_state_seconds", Kind: converge.MetricHistogram,
+		Help:    "How long objects stayed in a state, observed when they leave it.",
+		Labels:  []string{"controller", "state"},
+		Buckets: []float64{1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600},
+	}
+	// MetricHandlerDuration is how long one handler run took for an
+	// object in each state (a histogram, in seconds).
+	MetricHandlerDuration = &converge.Metric{
+		Name: "converge_controller_handler_duration_seconds", Kind: converge.MetricHistogram,
+		Help:    "How long one handler run took, by the state of the object.",
+		Labels:  []string{"controller", "state"},
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}
+	// MetricQueueDepth is the number of objects ready to be handled and
+	// waiting for a worker (a gauge): in the controller's queue, or, for a
+	// replica, claimed from the store and not started yet.
+	MetricQueueDepth = &converge.Metric{
+		Name: "converge_controller_queue_depth", Kind: converge.MetricGauge,
+		Help:   "Objects ready to be handled and waiting for a worker.",
+		Labels: []string{"controller"},
+	}
+	// MetricQueueAdds counts the objects that became ready to be handled
+	// (a counter): an add merged with one already waiting is not counted.
+	// A replica counts the objects it claims from the store.
+	MetricQueueAdds = &converge.Metric{
+		Name: "converge_controller_queue_adds_total", Kind: converge.MetricCounter,
+		Help:   "Objects that became ready to be handled (merged adds count once).",
+		Labels: []string{"controller"},
+	}
+	// MetricRetries counts the handler runs scheduled again with backoff
+	// after a handler or store error (a counter).
+	MetricRetries = &converge.Metric{
+		Name: "converge_controller_retries_total", Kind: converge.MetricCounter,
+		Help:   "Objects scheduled again with backoff after an error.",
+		Labels: []string{"controller"},
+	}
+	// MetricHalted is the number of objects the controller does not run
+	// any more (see Object.Halted), in each state and for each cause,
+	// "terminal" or "quarantined" (a gauge).
+	MetricHalted = &converge.Metric{
+		Name: "converge_controller_halted_objects", Kind: converge.MetricGauge,
+		Help:   "Objects halted by a terminal error or a quarantine, in each state.",
+		Labels: []string{"controller", "state", "cause"},
+	}
 )
 
-// ObjectsInState implements Metrics and does nothing.
-func (MetricsNop) ObjectsInState(string, State, int) {}
-
-// AboveSLA implements Metrics and does nothing.
-func (MetricsNop) AboveSLA(string, State, int) {}
-
-// HandlerError implements Metrics and does nothing.
-func (MetricsNop) HandlerError(string, State) {}
-
-// StateEntered implements Metrics and does nothing.
-func (MetricsNop) StateEntered(string, State) {}
-
-// StateExited implements Metrics and does nothing.
-func (MetricsNop) StateExited(string, State, time.Duration) {}
-
-// HandlerLatency implements Metrics and does nothing.
-func (MetricsNop) HandlerLatency(string, State, time.Duration) {}
-
-// Halted implements HaltMetrics and does nothing.
-func (MetricsNop) Halted(string, State, Halt, int) {}
+// AllMetrics returns every metric a Controller reports, for an adapter to
+// register before the first value arrives.
+func AllMetrics() []*converge.Metric {
+	return []*converge.Metric{
+		MetricObjects, MetricAboveSLA, MetricErrors, MetricTerminalErrors,
+		MetricStateEntered, MetricStateExited, MetricTimeInState,
+		MetricHandlerDuration, MetricQueueDepth, MetricQueueAdds,
+		MetricRetries, MetricHalted,
+	}
+}

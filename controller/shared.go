@@ -54,6 +54,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	for range n {
 		wg.Go(func() {
 			for cl := range work {
+				c.metrics.Set(MetricQueueDepth, float64(len(work)), c.cfg.Kind)
 				if hctx.Err() != nil || ctx.Err() != nil {
 					// Stopping: hand the object back for another replica.
 					c.finish(sq, cl.Lease, c.now())
@@ -76,7 +77,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 			case err != nil && ctx.Err() != nil:
 			case err != nil:
 				failures++
-				c.metrics.HandlerError(c.cfg.Kind, "")
+				c.metrics.Add(MetricErrors, 1, c.cfg.Kind, "")
 				sleep(ctx, c.cfg.Backoff.Delay(failures, rand.Float64()))
 				continue // the loop ends if ctx ended meanwhile
 			default:
@@ -84,6 +85,10 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 				outstanding.Add(int64(len(claimed)))
 				for _, cl := range claimed {
 					work <- cl
+				}
+				if len(claimed) > 0 {
+					c.metrics.Add(MetricQueueAdds, float64(len(claimed)), c.cfg.Kind)
+					c.metrics.Set(MetricQueueDepth, float64(len(work)), c.cfg.Kind)
 				}
 				if len(claimed) == free {
 					continue // there may be more due
@@ -129,7 +134,7 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 	if err != nil {
 		// A record we cannot read is not ours to fix: count it and look
 		// again at the next periodic pass.
-		c.metrics.HandlerError(c.cfg.Kind, "")
+		c.metrics.Add(MetricErrors, 1, c.cfg.Kind, "")
 		c.finish(sq, lease, c.now().Add(c.resync()))
 		return
 	}
@@ -178,7 +183,8 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 			// The store failed, or the controller is stopping: try again
 			// after a backoff.
 			fails := int(e.fails.Add(1))
-			c.metrics.HandlerError(c.cfg.Kind, obj.State)
+			c.metrics.Add(MetricErrors, 1, c.cfg.Kind, string(obj.State))
+			c.metrics.Add(MetricRetries, 1, c.cfg.Kind)
 			next = c.now().Add(c.cfg.Backoff.Delay(fails, rand.Float64()))
 		}
 		break

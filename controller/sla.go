@@ -26,7 +26,7 @@ type SLAEvent struct {
 }
 
 // checkSLA looks whether obj (read at obj.Version, entry e) is above its
-// state's SLA: it marks the entry for Metrics.AboveSLA, and, the first
+// state's SLA: it marks the entry for MetricAboveSLA, and, the first
 // time, stores the breach with the object (fencing the write with token
 // when it is not zero) and reports it to OnSLA. It returns the object as
 // stored, and the store's error (nothing reported) when the write failed.
@@ -41,7 +41,7 @@ func (c *Controller) checkSLA(ctx context.Context, e *ctrlEntry, obj *Object, to
 	}
 	if e.flags.Load()&entryAboveSLA == 0 {
 		e.flags.Or(entryAboveSLA)
-		c.metrics.AboveSLA(c.cfg.Kind, obj.State, 1)
+		c.metrics.Add(MetricAboveSLA, 1, c.cfg.Kind, string(obj.State))
 	}
 	if obj.SLABreached {
 		return obj, nil

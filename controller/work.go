@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -100,12 +101,16 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		case errors.Is(err, errVerdict):
 			herr = err
 		case err != nil:
+			c.logStore(ctx, obj, err)
 			return stepStore, 0, err
 		case how == settledAgain:
+			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil, slog.String("next", string(res.Next)))
 			return stepAgain, 0, nil
 		case how == settledGone:
+			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil)
 			return stepGone, 0, nil
 		default:
+			c.logRun(ctx, slog.LevelDebug, obj, res.Verdict.String(), nil)
 			return stepLater, d, nil
 		}
 	}
@@ -115,12 +120,48 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	}
 	failed, err := c.failed(ctx, e, obj, herr, token)
 	if err != nil {
+		c.logStore(ctx, obj, err)
 		return stepStore, 0, err
 	}
 	if failed.Halted != "" {
+		c.logRun(ctx, slog.LevelError, obj, string(failed.Halted), herr)
 		return stepHalted, c.untilSLA(failed), nil
 	}
+	c.logRun(ctx, slog.LevelWarn, obj, "error", herr, slog.Int("retries", failed.Retries))
+	c.metrics.Add(MetricRetries, 1, c.cfg.Kind)
 	return stepFailed, c.cfg.Backoff.Delay(failed.Retries, rand.Float64()), nil
+}
+
+// logRun logs, at level, what a handler run on obj came to: its outcome,
+// herr when it failed, and attrs.
+func (c *Controller) logRun(ctx context.Context, level slog.Level, obj *Object, outcome string, herr error, attrs ...slog.Attr) {
+	if c.log == nil || !c.log.Enabled(ctx, level) {
+		return
+	}
+	all := make([]slog.Attr, 0, 5+len(attrs))
+	all = append(all, slog.String("controller", c.cfg.Kind), slog.String("key", obj.Key),
+		slog.String("state", string(obj.State)), slog.String("outcome", outcome))
+	if herr != nil {
+		all = append(all, slog.String("error", herr.Error()))
+	}
+	c.log.LogAttrs(ctx, level, "controller: handled", append(all, attrs...)...)
+}
+
+// logStore logs that what followed a handler run on obj could not be
+// stored; a stale write (someone else wrote first) is not a failure and
+// is logged at Debug.
+func (c *Controller) logStore(ctx context.Context, obj *Object, err error) {
+	level := slog.LevelWarn
+	if errors.Is(err, converge.ErrStoreStale) || errors.Is(err, converge.ErrLeaseLost) || ctx.Err() != nil {
+		level = slog.LevelDebug
+	}
+	if c.log == nil || !c.log.Enabled(ctx, level) {
+		return
+	}
+	c.log.LogAttrs(ctx, level, "controller: store failed",
+		slog.String("controller", c.cfg.Kind), slog.String("key", obj.Key),
+		slog.String("state", string(obj.State)), slog.String("outcome", "store-error"),
+		slog.String("error", err.Error()))
 }
 
 // failed stores a failure of the handler of obj with herr: one more
@@ -128,7 +169,10 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 // for (a terminal error, or as many failures in a row as the state's
 // quarantine). It returns the object as stored.
 func (c *Controller) failed(ctx context.Context, e *ctrlEntry, obj *Object, herr error, token uint64) (*Object, error) {
-	c.metrics.HandlerError(c.cfg.Kind, obj.State)
+	c.metrics.Add(MetricErrors, 1, c.cfg.Kind, string(obj.State))
+	if errors.Is(herr, ErrTerminal) {
+		c.metrics.Add(MetricTerminalErrors, 1, c.cfg.Kind, string(obj.State))
+	}
 	upd := *obj
 	upd.History = nil
 	upd.Failures++
@@ -234,7 +278,7 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, error) {
 	}
 	res, err := c.handle(ctx, *obj)
 	if c.timed {
-		c.metrics.HandlerLatency(c.cfg.Kind, obj.State, c.now().Sub(start))
+		c.metrics.Observe(MetricHandlerDuration, c.now().Sub(start).Seconds(), c.cfg.Kind, string(obj.State))
 	}
 	return res, err
 }
@@ -342,7 +386,8 @@ func (c *Controller) resync() time.Duration {
 
 // fail counts an error of obj and retries it with backoff.
 func (c *Controller) fail(q *workqueue.Queue[ctrlEntry], key string, obj *Object) {
-	c.metrics.HandlerError(c.cfg.Kind, obj.State)
+	c.metrics.Add(MetricErrors, 1, c.cfg.Kind, string(obj.State))
+	c.metrics.Add(MetricRetries, 1, c.cfg.Kind)
 	q.AddRateLimited(key)
 }
 
@@ -370,17 +415,24 @@ func (c *Controller) replace(e *ctrlEntry, next *Object) {
 	if prev.State == next.State && prev.Since.Equal(next.Since) {
 		return
 	}
-	kind := c.cfg.Kind
+	kind, from, to := c.cfg.Kind, string(prev.State), string(next.State)
 	if e.flags.Load()&entryAboveSLA != 0 {
 		e.flags.And(^entryAboveSLA)
-		c.metrics.AboveSLA(kind, prev.State, -1)
+		c.metrics.Add(MetricAboveSLA, -1, kind, from)
 	}
 	if prev.State != next.State {
-		c.metrics.ObjectsInState(kind, prev.State, -1)
-		c.metrics.ObjectsInState(kind, next.State, 1)
+		c.metrics.Add(MetricObjects, -1, kind, from)
+		c.metrics.Add(MetricObjects, 1, kind, to)
 	}
-	c.metrics.StateExited(kind, prev.State, next.Since.Sub(prev.Since))
-	c.metrics.StateEntered(kind, next.State)
+	c.exited(&prev, next.Since)
+	c.metrics.Add(MetricStateEntered, 1, kind, to)
+}
+
+// exited counts obj leaving its state at t.
+func (c *Controller) exited(obj *Object, t time.Time) {
+	state := string(obj.State)
+	c.metrics.Add(MetricStateExited, 1, c.cfg.Kind, state)
+	c.metrics.Observe(MetricTimeInState, t.Sub(obj.Since).Seconds(), c.cfg.Kind, state)
 }
 
 // countHalt adds delta to the count of halted objects for obj, when it is
@@ -392,9 +444,7 @@ func (c *Controller) countHalt(obj *Object, delta int) {
 	if obj.Halted == HaltTerminal {
 		c.terminal.Add(int64(delta))
 	}
-	if c.halts != nil {
-		c.halts.Halted(c.cfg.Kind, obj.State, obj.Halted, delta)
-	}
+	c.metrics.Add(MetricHalted, float64(delta), c.cfg.Kind, string(obj.State), string(obj.Halted))
 }
 
 // forget drops a deleted object from the view.
@@ -412,9 +462,9 @@ func (c *Controller) forget(key string, e *ctrlEntry) {
 	obj := e.load()
 	kind := c.cfg.Kind
 	if e.flags.Load()&entryAboveSLA != 0 {
-		c.metrics.AboveSLA(kind, obj.State, -1)
+		c.metrics.Add(MetricAboveSLA, -1, kind, string(obj.State))
 	}
 	c.countHalt(&obj, -1)
-	c.metrics.ObjectsInState(kind, obj.State, -1)
-	c.metrics.StateExited(kind, obj.State, c.now().Sub(obj.Since))
+	c.metrics.Add(MetricObjects, -1, kind, string(obj.State))
+	c.exited(&obj, c.now())
 }

@@ -45,6 +45,20 @@ type Queue[E any] struct {
 	// caller can keep it in the same allocation as its own entry. It is
 	// called with mu held and returns nil for keys it does not know.
 	newItem func(key string) *Item[E]
+	// observe, when set, hears of every change of len(ready); see
+	// SetObserver.
+	observe func(depth int, added bool)
+}
+
+// SetObserver makes the queue call fn, with its lock held, whenever the
+// number of keys ready to be handed out changes: with added true when a
+// key became ready (an add that merged with a waiting key does not call
+// it), false when one was handed out. fn must be quick and must not call
+// the queue. Call SetObserver before the queue is used.
+func (q *Queue[E]) SetObserver(fn func(depth int, added bool)) {
+	q.mu.Lock()
+	q.observe = fn
+	q.mu.Unlock()
 }
 
 // clock returns the monotonic nanoseconds since the queue was made: one
@@ -143,6 +157,9 @@ func (q *Queue[E]) addLocked(it *Item[E]) {
 	default:
 		it.state |= qQueued
 		q.ready = append(q.ready, it)
+		if q.observe != nil {
+			q.observe(len(q.ready), true)
+		}
 		if q.waiting > 0 {
 			q.cond.Signal()
 		}
@@ -283,6 +300,9 @@ func (q *Queue[E]) getLocked() (*Item[E], bool) {
 	it := q.ready[0]
 	q.ready[0] = nil
 	q.ready = q.ready[1:]
+	if q.observe != nil {
+		q.observe(len(q.ready), false)
+	}
 	it.state = it.state&^qQueued | qProcessing
 	q.active++
 	return it, true

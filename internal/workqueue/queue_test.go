@@ -223,3 +223,24 @@ func TestQueueDoneAfter(t *testing.T) {
 		assert.Equal(t, 0, q.Delayed())
 	})
 }
+
+func TestQueueObserverSeesDepthAndUnmergedAdds(t *testing.T) {
+	q := workqueue.New[struct{}](converge.Backoff{}, nil)
+	defer q.ShutDown()
+	var depths []int
+	adds := 0
+	q.SetObserver(func(depth int, added bool) {
+		depths = append(depths, depth)
+		if added {
+			adds++
+		}
+	})
+	q.Add("a")
+	q.Add("b")
+	q.Add("a") // merged: not an add
+	k, _ := q.Get()
+	q.Add(k) // while processing: queued again on Done
+	q.Done(k)
+	assert.Equal(t, 3, adds)
+	assert.Equal(t, []int{1, 2, 1, 2}, depths)
+}
