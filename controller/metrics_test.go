@@ -1,0 +1,201 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+)
+
+func TestMetricsAreNamedLikeControllerRuntime(t *testing.T) {
+	all := controller.AllMetrics()
+	require.Len(t, all, 12)
+	names := map[string]bool{}
+	for _, m := range all {
+		t.Run(m.Name, func(t *testing.T) {
+			assert.False(t, names[m.Name], "declared once")
+			names[m.Name] = true
+			assert.True(t, strings.HasPrefix(m.Name, "converge_controller_"))
+			assert.NotEmpty(t, m.Help)
+			require.NotEmpty(t, m.Labels)
+			assert.Equal(t, "controller", m.Labels[0], "the controller's kind comes first")
+			assert.NotContains(t, m.Labels, "key", "never an object key")
+			switch m.Kind {
+			case converge.MetricCounter:
+				assert.True(t, strings.HasSuffix(m.Name, "_total"))
+			case converge.MetricHistogram:
+				assert.True(t, strings.HasSuffix(m.Name, "_seconds"))
+			case converge.MetricGauge:
+				assert.False(t, strings.HasSuffix(m.Name, "_total"))
+			default:
+				t.Fatalf("kind %v", m.Kind)
+			}
+		})
+	}
+}
+
+// lifecycleHandler moves "new" objects to "provisioning", fails there
+// twice per object before moving on to "ready", and gives up on objects
+// in "doomed" with a terminal error.
+func lifecycleHandler() controller.Handler {
+	var mu sync.Mutex
+	fails := map[string]int{}
+	return controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
+		switch o.State {
+		case "new":
+			return controller.Transition("provisioning"), nil
+		case "provisioning":
+			mu.Lock()
+			defer mu.Unlock()
+			if fails[o.Key] < 2 {
+				fails[o.Key]++
+				return controller.Result{}, errors.New("disk not ready")
+			}
+			return controller.Transition("ready"), nil
+		case "doomed":
+			return controller.Result{}, controller.Terminal(errors.New("no such image"))
+		}
+		return controller.NoChange(), nil
+	})
+}
+
+func TestMetricsFollowTheLifecycleInEachMode(t *testing.T) {
+	inEachMode(t, func(t *testing.T, owner string) {
+		ctx := context.Background()
+		m := newCtrlMetrics()
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Owner: owner, Metrics: m, Handler: lifecycleHandler(),
+			Backoff: converge.Backoff{Base: time.Second, Max: time.Minute},
+		})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "new", nil))
+		require.NoError(t, c.Add(ctx, "b", "new", nil))
+		require.NoError(t, c.Add(ctx, "d", "doomed", nil))
+		stop := startController(t, c)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		require.NoError(t, stop())
+
+		assert.Equal(t, 0, m.in("new"))
+		assert.Equal(t, 0, m.in("provisioning"))
+		assert.Equal(t, 2, m.in("ready"))
+		assert.Equal(t, 1, m.in("doomed"))
+		assert.Equal(t, 2, m.value(controller.MetricStateEntered, "vm", "provisioning"))
+		assert.Equal(t, 2, m.value(controller.MetricStateExited, "vm", "provisioning"))
+		inProvisioning := m.observed(controller.MetricTimeInState, "vm", "provisioning")
+		require.Len(t, inProvisioning, 2)
+		for _, s := range inProvisioning {
+			assert.GreaterOrEqual(t, s, 3.0, "two backoffs of at least a second and a half each")
+		}
+		assert.Len(t, m.observed(controller.MetricHandlerDuration, "vm", "provisioning"), 6, "two objects, three runs each")
+		assert.Equal(t, 5, m.errs("provisioning")+m.errs("doomed"), "four failures and a terminal error")
+		assert.Equal(t, 1, m.value(controller.MetricTerminalErrors, "vm", "doomed"))
+		assert.Equal(t, 0, m.value(controller.MetricTerminalErrors, "vm", "provisioning"))
+		assert.Equal(t, 4, m.value(controller.MetricRetries, "vm"), "a terminal error is not retried")
+		assert.Equal(t, 1, m.haltedIn(controller.HaltTerminal, "doomed"))
+		assert.GreaterOrEqual(t, m.value(controller.MetricQueueAdds, "vm"), 3+2+4, "first runs, transitions, retries")
+		assert.Equal(t, 0, m.value(controller.MetricQueueDepth, "vm"), "nothing waits at the end")
+		assert.Empty(t, m.misused(), "every metric used as declared")
+	})
+}
+
+func TestMetricsSeriesStayBoundedHoweverManyObjects(t *testing.T) {
+	// The series of 100,000 objects are the series of 10: no label
+	// carries an object key.
+	seriesOf := func(t *testing.T, n int, owner string) (int, *ctrlMetrics) {
+		m := newCtrlMetrics()
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			c, err := controller.New(controller.Config{
+				Kind: "vm", Owner: owner, Metrics: m, Handler: lifecycleHandler(), Workers: 8,
+				Backoff: converge.Backoff{Base: time.Second, Max: time.Minute}, HandlerHistory: -1,
+				SLA:    map[controller.State]time.Duration{"provisioning": time.Second},
+				Resync: time.Hour,
+			})
+			require.NoError(t, err)
+			for i := range n {
+				state := controller.State("new")
+				if i%10 == 0 {
+					state = "doomed"
+				}
+				require.NoError(t, c.Add(ctx, fmt.Sprintf("vm-%06d", i), state, nil))
+			}
+			stop := startController(t, c)
+			time.Sleep(time.Minute) // past every backoff, before the periodic pass
+			synctest.Wait()
+			require.NoError(t, stop())
+			assert.Equal(t, n-n/10, m.in("ready"))
+		})
+		return m.seriesCount(), m
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			n := 100_000
+			if mode.owner != "" || testing.Short() {
+				n = 10_000 // a replica (or -short) proves it on fewer, quicker
+			}
+			few, _ := seriesOf(t, 10, mode.owner)
+			many, m := seriesOf(t, n, mode.owner)
+			assert.Equal(t, few, many, "%d objects, %d series", n, many)
+			assert.Less(t, many, 40)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for k := range m.values {
+				assert.NotContains(t, k, "vm-", "no object key in %s", k)
+			}
+		})
+	}
+}
+
+func TestLoggerRecordsEveryOutcomeWithItsObject(t *testing.T) {
+	inEachMode(t, func(t *testing.T, owner string) {
+		ctx := context.Background()
+		var buf bytes.Buffer // the JSON handler serializes its writes
+		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Owner: owner, Logger: logger, Handler: lifecycleHandler(),
+			Backoff: converge.Backoff{Base: time.Second, Max: time.Minute},
+		})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "new", nil))
+		require.NoError(t, c.Add(ctx, "d", "doomed", nil))
+		stop := startController(t, c)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		require.NoError(t, stop())
+
+		type record struct {
+			Level, Msg, Controller, Key, State, Outcome, Next, Error string
+		}
+		var got []record
+		for line := range strings.Lines(buf.String()) {
+			var r record
+			require.NoError(t, json.Unmarshal([]byte(line), &r))
+			assert.Equal(t, "vm", r.Controller)
+			got = append(got, r)
+		}
+		want := []record{
+			{Level: "INFO", Msg: "controller: handled", Controller: "vm", Key: "a", State: "new", Outcome: "transition", Next: "provisioning"},
+			{Level: "WARN", Msg: "controller: handled", Controller: "vm", Key: "a", State: "provisioning", Outcome: "error", Error: "disk not ready"},
+			{Level: "INFO", Msg: "controller: handled", Controller: "vm", Key: "a", State: "provisioning", Outcome: "transition", Next: "ready"},
+			{Level: "DEBUG", Msg: "controller: handled", Controller: "vm", Key: "a", State: "ready", Outcome: "no-change"},
+			{Level: "ERROR", Msg: "controller: handled", Controller: "vm", Key: "d", State: "doomed", Outcome: "terminal", Error: "no such image"},
+		}
+		for _, w := range want {
+			assert.Contains(t, got, w)
+		}
+	})
+}
