@@ -11,8 +11,7 @@
 // jitter) looks at every object again. Every transition is stored with its
 // time in the converge.Store's history, states may carry an SLA (see
 // Controller.AboveSLA, and Config.OnSLA for an event when an object goes
-// above it and when it leaves the state), and Metrics receives per-state
-// measurements.
+// above it and when it leaves the state).
 //
 // Giving up is part of the lifecycle. A handler that knows retrying will
 // not help returns Terminal(err): the object is halted (Object.Halted),
@@ -22,7 +21,7 @@
 // one state (Config.QuarantineAfterIn per state) is quarantined until
 // Controller.Release; Controller.Quarantined lists such objects. Both
 // are stored, so they survive a restart and every replica sees them, and
-// a Metrics that implements HaltMetrics counts them. The handler sees how
+// MetricHalted counts them. The handler sees how
 // often the object failed in its state (Object.Failures, and
 // Object.Retries in a row, both stored) and its newest transitions
 // (Object.History), so it can take another path after repeated failures.
@@ -38,6 +37,31 @@
 // (within Config.ShutdownTimeout) and gives their leases back, so the
 // others take its objects over at once. The view that Get, Objects and AboveSLA return is then
 // refreshed from the store every Resync.
+//
+// # Seeing it work
+//
+// Config.Metrics (a converge.Metrics, such as the prometheus module's)
+// receives the metrics declared here, named after controller-runtime's and
+// client-go's workqueue habits, every one with the controller's Kind as
+// its "controller" label, and never an object key, so the number of series
+// stays bounded however many objects there are:
+//
+//	converge_controller_objects{controller,state}                    gauge
+//	converge_controller_objects_above_sla{controller,state}          gauge
+//	converge_controller_halted_objects{controller,state,cause}       gauge
+//	converge_controller_errors_total{controller,state}               counter
+//	converge_controller_terminal_errors_total{controller,state}      counter
+//	converge_controller_state_entered_total{controller,state}        counter
+//	converge_controller_state_exited_total{controller,state}         counter
+//	converge_controller_time_in_state_seconds{controller,state}      histogram
+//	converge_controller_handler_duration_seconds{controller,state}   histogram
+//	converge_controller_queue_depth{controller}                      gauge
+//	converge_controller_queue_adds_total{controller}                 counter
+//	converge_controller_retries_total{controller}                    counter
+//
+// AllMetrics lists them for an adapter to register. Config.Logger (a
+// *slog.Logger) receives a record of every handler run with the
+// attributes controller, key, state, outcome and error.
 //
 // Plans of the root package run as objects too: Plans returns the Handler
 // and PlanObject the state and data to Add.
