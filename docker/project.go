@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
@@ -52,6 +53,19 @@ type Project struct {
 	// recompute: set it whenever labels may be seen by someone who must not
 	// learn the environment (see the package documentation).
 	HashKey []byte
+	// Metrics, when set, counts every engine call the project's graph
+	// makes, by operation (MetricEngineCalls, MetricEngineErrors); nil
+	// counts nothing. It is not part of the project's JSON.
+	Metrics converge.Metrics `json:"-"`
+	// Logger, when set, receives a record of every change the project's
+	// graph makes on the engine (create, start, stop, remove, rename,
+	// unpause, pull, networks and volumes), at Info, or at Warn when it
+	// failed, with the attributes project, action, service, container,
+	// image, network, volume and error as they apply; nil logs nothing.
+	// Environment values are never logged, and an error is scrubbed of
+	// the project's secrets as the package's errors are. It is not part
+	// of the project's JSON.
+	Logger *slog.Logger `json:"-"`
 }
 
 // NetworkSpec is an engine network the project owns.
@@ -178,6 +192,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		return nil, err
 	}
 	cp := p.clone()
+	eng = observe(eng, cp)
 	g := converge.NewGraph()
 	pid := ProjectID(cp.Name)
 	g.Add(converge.Wrap[ProjectState](&projectItem{p: cp, eng: eng}), converge.Present)
@@ -223,7 +238,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	g.Add(converge.Wrap[ProjectState](&orphansItem{p: cp, eng: eng}), converge.Present, orphanDeps...)
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
-		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: eng, projectID: pid,
+		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: forService(eng, s), projectID: pid,
 			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
 		deps := []converge.ID{pid, oid, c.imageID}
 		if c.poll <= 0 {
