@@ -119,6 +119,19 @@
 // lets a converge.TargetReconciler keep a Project converged, so a killed
 // container is back within a pass.
 //
+// Seeing it work: Project.Metrics (a converge.Metrics, such as the
+// prometheus module's) counts every engine call of the project's graph by
+// operation, the Engine method's name, in
+// converge_docker_engine_calls_total{operation} and
+// converge_docker_engine_errors_total{operation} (MetricEngineCalls,
+// MetricEngineErrors); Instrument wraps any Engine, for WatchEvents say,
+// to count the same. Counting changes no call: a converged project still
+// costs a constant number of them. Project.Logger (a *slog.Logger) logs
+// every change made on the engine (create, start, stop, remove, rename,
+// unpause, pull, networks and volumes) with the project, service and
+// container names; environment values are never logged, and errors are
+// scrubbed of secrets as above.
+//
 // The Engine interface is the subset of the Docker client the package uses;
 // docker/dockertest has an in-memory fake that counts calls per endpoint.
 package docker

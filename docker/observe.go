@@ -85,8 +85,10 @@ type observed struct {
 	m       converge.Metrics
 	log     *slog.Logger
 	project string
-	service string
-	red     redactor
+	// service and container name the container of the item the engine
+	// was made for (forService), "" for the project's other items.
+	service, container string
+	red                redactor
 }
 
 // observe wraps eng for the items of project p: nil-free, and eng itself
@@ -108,9 +110,9 @@ func observe(eng Engine, p *Project) Engine {
 	return keepClock(&observed{eng: eng, m: p.Metrics, log: p.Logger, project: p.Name, red: red})
 }
 
-// forService returns eng for the item of the container of service s: its
-// writes are logged with the service.
-func forService(eng Engine, s *ContainerSpec) Engine {
+// forService returns eng for the item of the container of service s,
+// named name: its writes are logged with the service and the name.
+func forService(eng Engine, s *ContainerSpec, name string) Engine {
 	var o *observed
 	switch e := eng.(type) {
 	case *observed:
@@ -122,7 +124,7 @@ func forService(eng Engine, s *ContainerSpec) Engine {
 		return eng
 	}
 	cp := *o
-	cp.service = s.Service
+	cp.service, cp.container = s.Service, name
 	return keepClock(&cp)
 }
 
@@ -164,6 +166,16 @@ func (o *observed) write(ctx context.Context, op, action string, err error, attr
 	return err
 }
 
+// target returns the attributes naming the container a call names with
+// id: the item's container name, and id when it is another name or an ID
+// (a temporary name, the ID of the container being replaced).
+func (o *observed) target(id string) []slog.Attr {
+	if o.container == "" || o.container == id {
+		return []slog.Attr{slog.String("container", id)}
+	}
+	return []slog.Attr{slog.String("container", o.container), slog.String("target", id)}
+}
+
 func (o *observed) ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error) {
 	r, err := o.eng.ContainerList(ctx, opts)
 	return r, o.call("ContainerList", err)
@@ -176,7 +188,7 @@ func (o *observed) ContainerInspect(ctx context.Context, id string) (container.I
 
 func (o *observed) ContainerCreate(ctx context.Context, cfg *container.Config, host *container.HostConfig, n *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error) {
 	r, err := o.eng.ContainerCreate(ctx, cfg, host, n, p, name)
-	attrs := []slog.Attr{slog.String("container", name)}
+	attrs := o.target(name)
 	if cfg != nil {
 		attrs = append(attrs, slog.String("image", cfg.Image))
 	}
@@ -184,15 +196,15 @@ func (o *observed) ContainerCreate(ctx context.Context, cfg *container.Config, h
 }
 
 func (o *observed) ContainerStart(ctx context.Context, id string, opts container.StartOptions) error {
-	return o.write(ctx, "ContainerStart", "start", o.eng.ContainerStart(ctx, id, opts), slog.String("container", id))
+	return o.write(ctx, "ContainerStart", "start", o.eng.ContainerStart(ctx, id, opts), o.target(id)...)
 }
 
 func (o *observed) ContainerStop(ctx context.Context, id string, opts container.StopOptions) error {
-	return o.write(ctx, "ContainerStop", "stop", o.eng.ContainerStop(ctx, id, opts), slog.String("container", id))
+	return o.write(ctx, "ContainerStop", "stop", o.eng.ContainerStop(ctx, id, opts), o.target(id)...)
 }
 
 func (o *observed) ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error {
-	return o.write(ctx, "ContainerRemove", "remove", o.eng.ContainerRemove(ctx, id, opts), slog.String("container", id))
+	return o.write(ctx, "ContainerRemove", "remove", o.eng.ContainerRemove(ctx, id, opts), o.target(id)...)
 }
 
 func (o *observed) ContainerRename(ctx context.Context, id, name string) error {
@@ -201,7 +213,7 @@ func (o *observed) ContainerRename(ctx context.Context, id, name string) error {
 }
 
 func (o *observed) ContainerUnpause(ctx context.Context, id string) error {
-	return o.write(ctx, "ContainerUnpause", "unpause", o.eng.ContainerUnpause(ctx, id), slog.String("container", id))
+	return o.write(ctx, "ContainerUnpause", "unpause", o.eng.ContainerUnpause(ctx, id), o.target(id)...)
 }
 
 func (o *observed) ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error) {
@@ -250,7 +262,7 @@ func (o *observed) NetworkRemove(ctx context.Context, id string) error {
 
 func (o *observed) NetworkConnect(ctx context.Context, net, id string, cfg *network.EndpointSettings) error {
 	return o.write(ctx, "NetworkConnect", "connect network", o.eng.NetworkConnect(ctx, net, id, cfg),
-		slog.String("container", id), slog.String("network", net))
+		append(o.target(id), slog.String("network", net))...)
 }
 
 func (o *observed) VolumeList(ctx context.Context, opts volume.ListOptions) (volume.ListResponse, error) {

@@ -60,8 +60,10 @@ type Project struct {
 	// Logger, when set, receives a record of every change the project's
 	// graph makes on the engine (create, start, stop, remove, rename,
 	// unpause, pull, networks and volumes), at Info, or at Warn when it
-	// failed, with the attributes project, action, service, container,
-	// image, network, volume and error as they apply; nil logs nothing.
+	// failed, with the attributes project, action, service, container
+	// (and target, the temporary name or ID the call named when it is
+	// not the container's name), image, network, volume and error as they
+	// apply; nil logs nothing.
 	// Environment values are never logged, and an error is scrubbed of
 	// the project's secrets as the package's errors are. It is not part
 	// of the project's JSON.
@@ -238,7 +240,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	g.Add(converge.Wrap[ProjectState](&orphansItem{p: cp, eng: eng}), converge.Present, orphanDeps...)
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
-		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: forService(eng, s), projectID: pid,
+		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: forService(eng, s, cp.containerName(s)), projectID: pid,
 			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
 		deps := []converge.ID{pid, oid, c.imageID}
 		if c.poll <= 0 {
