@@ -11,7 +11,7 @@
 //
 // Usage:
 //
-//	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down [-volumes]] [-state file] [-resume]
+//	deviceagent [-f compose.yaml] [-demo-image] [-dry] [-once] [-down [-volumes]] [-state file] [-resume] [-log]
 //
 // A service that labels itself io.convergekit.update-lock=<path> is not
 // recreated, stopped or removed while that file exists in it (a pass
@@ -26,7 +26,10 @@
 // before it is applied; -resume starts from that stored target instead of
 // loading a project, as an agent restarted after a power cut does. With
 // CONVERGE_SEAL_KEY set (a hex AES key) the stored target is sealed, so the
-// environment secrets in it are not on disk in clear.
+// environment secrets in it are not on disk in clear. -log logs every
+// change the agent makes on the engine (create, start, stop, remove, pull,
+// with service and container names) to stderr through docker.Project's
+// Logger, never an environment value.
 //
 // The spec hashes in the containers' labels are keyed (docker.Project's
 // HashKey) with a random key the agent creates once and keeps next to the
@@ -45,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -97,6 +101,7 @@ func run() error {
 	volumes := flag.Bool("volumes", false, "with -down, remove the project's volumes and their data too")
 	state := flag.String("state", defaultState(), "file of the embedded store that keeps the target")
 	resume := flag.Bool("resume", false, "run the target kept in -state instead of loading a project")
+	logChanges := flag.Bool("log", false, "log every change made on the engine to stderr (never a secret value)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -157,6 +162,11 @@ func run() error {
 	}
 	p.HashKey = key // a resumed target keeps the key it was stored with; the file is the authority
 	p.RemoveVolumes = *volumes
+	var logger *slog.Logger
+	if *logChanges {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		p.Logger = logger
+	}
 	g, err := p.Graph(cli)
 	if err != nil {
 		return err
@@ -185,7 +195,12 @@ func run() error {
 	}
 
 	r, err := converge.NewTargetReconciler(converge.TargetConfig[docker.Project]{
-		Build: docker.TargetBuild(cli),
+		Build: func(ctx context.Context, target docker.Project) ([]converge.TargetStage, error) {
+			// The logger is not part of the stored target: a target
+			// resumed from the store gets it here.
+			target.Logger = logger
+			return docker.TargetBuild(cli)(ctx, target)
+		},
 		Store: st.Store,
 		Walk:  converge.Config{Observer: converge.ObserverFunc(printEvent)},
 	})
