@@ -21,6 +21,7 @@
 //
 //	go run ./examples/fleet
 //	go run ./examples/fleet -state /tmp/fleet.db
+//	go run ./examples/fleet -log    # and log the quarantines to stderr
 //	CONVERGE_PG_DSN=postgres://... go run ./examples/fleet
 package main
 
@@ -30,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -76,18 +78,26 @@ func main() {
 	var opts stores.Options
 	flag.StringVar(&opts.DSN, "pg", os.Getenv(stores.DSNEnv), "PostgreSQL DSN of the shared store (default $"+stores.DSNEnv+")")
 	flag.StringVar(&opts.Path, "state", "", "embedded store file when no DSN is given (default: a temporary file)")
+	logHalts := flag.Bool("log", false, "log to stderr the hosts the controller gives up on")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout, opts); err != nil {
+	var logger *slog.Logger
+	if *logHalts {
+		// Halts are logged at Error; every handler run at Debug, Info
+		// or Warn.
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	if err := run(ctx, os.Stdout, opts, logger); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
 // run converges the simulated fleet, kept in the store opts names, and
-// writes its progress to out.
-func run(ctx context.Context, out io.Writer, opts stores.Options) error {
+// writes its progress to out; logger, when not nil, receives the
+// controller's log.
+func run(ctx context.Context, out io.Writer, opts stores.Options, logger *slog.Logger) error {
 	st, closeStore, err := stores.Open(ctx, opts)
 	if err != nil {
 		return err
@@ -137,6 +147,7 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 		SLA:             map[controller.State]time.Duration{stateInstalling: installSLA},
 		OnSLA:           func(ev controller.SLAEvent) { slaEvents <- ev },
 		QuarantineAfter: quarantineAfter,
+		Logger:          logger,
 	}
 	if st.Shared {
 		// Other copies of the program may share the database: each is a

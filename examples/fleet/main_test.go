@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 
 func TestFleetConverges(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(t.Context(), &out, stores.Options{}))
+	require.NoError(t, run(t.Context(), &out, stores.Options{}, nil))
 	s := out.String()
 	assert.Contains(t, s, "\nnew=500\n", "the fleet starts with every host new")
 	assert.Contains(t, s, "ready=500\n")
@@ -42,11 +43,21 @@ func assertQuarantineAndSLA(t *testing.T, s string) {
 	assert.Equal(t, 1, strings.Count(s, "sla: "+slowAgent+" left installing, no longer above its SLA\n"), "and its end once:\n%s", s)
 }
 
+func TestFleetLogsTheQuarantinedHosts(t *testing.T) {
+	var out, log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelError}))
+	require.NoError(t, run(t.Context(), &out, stores.Options{}, logger))
+	for _, h := range badDisks {
+		assert.Contains(t, log.String(), "controller=host key="+h+" state=provisioning outcome=quarantined")
+	}
+	assert.Equal(t, len(badDisks), strings.Count(log.String(), "\n"), "only the halts at Error:\n%s", log.String())
+}
+
 func TestFleetResumesFromItsStateFile(t *testing.T) {
 	opts := stores.Options{Path: filepath.Join(t.TempDir(), "fleet.db")}
 	var first, second bytes.Buffer
-	require.NoError(t, run(t.Context(), &first, opts))
-	require.NoError(t, run(t.Context(), &second, opts))
+	require.NoError(t, run(t.Context(), &first, opts, nil))
+	require.NoError(t, run(t.Context(), &second, opts, nil))
 	s := second.String()
 	for _, line := range strings.Split(s, "\n") {
 		if strings.Contains(line, "=") {
@@ -63,7 +74,7 @@ func TestFleetResumesFromItsStateFile(t *testing.T) {
 
 func TestFleetOnPostgres(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(t.Context(), &out, stores.Options{DSN: pgtest.DSN(t)}))
+	require.NoError(t, run(t.Context(), &out, stores.Options{DSN: pgtest.DSN(t)}, nil))
 	s := out.String()
 	assert.Contains(t, s, "state kept in PostgreSQL\n")
 	assert.Contains(t, s, "all 500 hosts ready")
