@@ -50,11 +50,22 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	n := c.cfg.Workers
 	work := make(chan converge.Claimed, 2*n)
 	var outstanding atomic.Int64 // claimed and not finished
+	// waiting is the number of claims in work, for MetricQueueDepth: it
+	// changes and is reported under depthMu, so the gauge ends at the
+	// last value.
+	var depthMu sync.Mutex
+	waiting := 0
+	addWaiting := func(delta int) {
+		depthMu.Lock()
+		waiting += delta
+		c.metrics.Set(MetricQueueDepth, float64(waiting), c.cfg.Kind)
+		depthMu.Unlock()
+	}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			for cl := range work {
-				c.metrics.Set(MetricQueueDepth, float64(len(work)), c.cfg.Kind)
+				addWaiting(-1)
 				if hctx.Err() != nil || ctx.Err() != nil {
 					// Stopping: hand the object back for another replica.
 					c.finish(sq, cl.Lease, c.now())
@@ -83,12 +94,12 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 			default:
 				failures = 0
 				outstanding.Add(int64(len(claimed)))
-				for _, cl := range claimed {
-					work <- cl
-				}
 				if len(claimed) > 0 {
 					c.metrics.Add(MetricQueueAdds, float64(len(claimed)), c.cfg.Kind)
-					c.metrics.Set(MetricQueueDepth, float64(len(work)), c.cfg.Kind)
+					addWaiting(len(claimed)) // before a worker takes one
+				}
+				for _, cl := range claimed {
+					work <- cl
 				}
 				if len(claimed) == free {
 					continue // there may be more due

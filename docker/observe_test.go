@@ -175,3 +175,18 @@ func TestProjectLoggerLogsActionsAndNoSecret(t *testing.T) {
 		assert.NotContains(t, buf.String(), secret)
 	}
 }
+
+func TestProjectJSONLeavesMetricsAndLoggerOut(t *testing.T) {
+	p := load(t, threeServices)
+	p.Metrics = newOpCounts()
+	p.Logger = slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil))
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), `"Metrics"`)
+	assert.NotContains(t, string(b), `"Logger"`)
+	var back docker.Project
+	require.NoError(t, json.Unmarshal(b, &back), "a stored target decodes")
+	assert.Nil(t, back.Metrics)
+	assert.Nil(t, back.Logger)
+	apply(t, newFake(), &back) // and converges without them
+}
