@@ -243,7 +243,7 @@ func TestReconcilerReportsAFailedThenASucceededPass(t *testing.T) {
 		assert.Equal(t, 0.0, m.Value(converge.MetricTargetFailures.Name, "device"))
 		assert.Equal(t, 0.0, m.Value(converge.MetricTargetBackoff.Name, "device"))
 		assert.Len(t, m.Observations(converge.MetricTargetPassDuration.Name, "device"), 2)
-		assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "apply", "ok"), "the walks report through the same Metrics")
+		assert.Equal(t, 2.0, m.Value(converge.MetricWalks.Name, "apply", "ok"), "the walks (apply, then check) report through the same Metrics")
 
 		cancel()
 		require.NoError(t, <-done)
@@ -313,4 +313,34 @@ func TestWalkMetricsAllocateNothingPerItem(t *testing.T) {
 	without, with := allocs(converge.Config{}), allocs(converge.Config{Metrics: &c})
 	assert.Greater(t, c.n.Load(), int64(n), "the metrics were called")
 	assert.Less(t, with-without, float64(n)/20, "allocations per walk: %v without metrics, %v with", without, with)
+}
+
+func TestReconcilerCountsAPreemptedPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &convergetest.Metrics{}
+		var buf syncBuffer
+		d := newDevice()
+		d.app.latency = 10 * time.Second
+		r, err := converge.NewTargetReconciler(converge.TargetConfig[spec]{
+			Build: d.build, Walk: converge.Config{Metrics: m, Logger: debugLogger(&buf)},
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		require.NoError(t, r.SetTarget(ctx, spec{Host: "h", App: "a"}))
+		synctest.Wait() // the app applies for 10s
+		require.NoError(t, r.SetTarget(ctx, spec{Host: "h", App: "b"}))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "preempted"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "ok"))
+		assert.Equal(t, 0.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "failed"), "a preempted pass is no failure")
+		assert.Equal(t, 2.0, m.Value(converge.MetricTargetRevision.Name, converge.TargetDefaultName))
+		cancel()
+		require.NoError(t, <-done)
+		pre := withMsg(buf.lines(t), "pass preempted")
+		require.Len(t, pre, 1)
+		assert.EqualValues(t, 1, pre[0]["revision"])
+	})
 }
