@@ -344,3 +344,103 @@ func TestReconcilerCountsAPreemptedPass(t *testing.T) {
 		assert.EqualValues(t, 1, pre[0]["revision"])
 	})
 }
+
+// failingSecondHost is a handler that completes the first target of its
+// command and fails the second.
+var failingSecondHost = converge.CommandHandlerFuncs{
+	NewPlanFunc: func(_ context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+		for _, h := range c.Command.Targets[0].Discovery.Static {
+			c.SetTarget("workers", h, converge.HostPending, "")
+		}
+		return converge.PlanSchedulableWait, nil
+	},
+	SchedulableWaitFunc: func(context.Context, *converge.CommandContext) (converge.PlanState, error) {
+		return converge.PlanSchedulable, nil
+	},
+	SchedulableFunc: func(_ context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+		hosts := c.Command.Targets[0].Discovery.Static
+		c.SetTarget("workers", hosts[0], converge.HostCompleted, "")
+		c.SetTarget("workers", hosts[1], converge.HostFailed, "disk full")
+		c.Status.Reason = hosts[1] + " failed"
+		return converge.PlanFailed, nil
+	},
+}
+
+func secretPlan(id string) *converge.PlanDocument {
+	doc := examplePlan(id, "h1", "h2")
+	doc.Spec.Commands[0].Spec = map[string]json.RawMessage{"token": json.RawMessage(`"s3cret"`)}
+	return doc
+}
+
+func TestPlanRunnerReportsStepsAndTransitions(t *testing.T) {
+	m := &convergetest.Metrics{}
+	var buf syncBuffer
+	r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
+		Handlers: map[string]converge.CommandHandler{"update": failingSecondHost},
+		Metrics:  m, Logger: debugLogger(&buf),
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, r.Create(ctx, secretPlan("p1")))
+	_, err = r.Run(ctx, "p1")
+	require.ErrorIs(t, err, converge.ErrPlanFailed)
+
+	plans := converge.MetricPlanTransitions.Name
+	for _, s := range []string{"NewPlan", "SchedulableWait", "Schedulable", "Failed"} {
+		assert.Equal(t, 1.0, m.Value(plans, s), "plan entered %s", s)
+	}
+	cmds := converge.MetricPlanCommandTransitions.Name
+	for _, s := range []string{"SchedulableWait", "Schedulable", "Failed"} {
+		assert.Equal(t, 1.0, m.Value(cmds, "update", s), "command entered %s", s)
+	}
+	targets := converge.MetricPlanTargetTransitions.Name
+	assert.Equal(t, 2.0, m.Value(targets, "update", "SignalPending"))
+	assert.Equal(t, 1.0, m.Value(targets, "update", "SignalCompleted"))
+	assert.Equal(t, 1.0, m.Value(targets, "update", "SignalFailed"))
+	assert.Equal(t, 3.0, m.Value(converge.MetricPlanSteps.Name, "changed"))
+	assert.Len(t, m.Observations(converge.MetricPlanStepDuration.Name), 3)
+
+	assert.NotContains(t, buf.String(), "s3cret", "command specs never reach the log")
+	lines := buf.lines(t)
+	cmdLines := withMsg(lines, "command state changed")
+	require.Len(t, cmdLines, 3)
+	last := cmdLines[2]
+	assert.Equal(t, "p1", last["plan"])
+	assert.EqualValues(t, 0, last["command"])
+	assert.Equal(t, "update", last["kind"])
+	assert.Equal(t, "Schedulable", last["from"])
+	assert.Equal(t, "Failed", last["to"])
+	assert.Equal(t, "h2 failed", last["reason"])
+	var failedHosts []map[string]any
+	for _, l := range withMsg(lines, "target state changed") {
+		if l["level"] == "WARN" {
+			failedHosts = append(failedHosts, l)
+		}
+	}
+	require.Len(t, failedHosts, 1)
+	assert.Equal(t, "h2", failedHosts[0]["host"])
+	assert.Equal(t, "disk full", failedHosts[0]["reason"])
+	assert.Len(t, withMsg(lines, "plan state changed"), 3)
+	assert.Len(t, withMsg(lines, "plan stopped"), 0, "a failed plan is a result, not a runner error")
+}
+
+func TestPlanStepReportsTheTransitionsItReturns(t *testing.T) {
+	m := &convergetest.Metrics{}
+	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{
+		Handlers: map[string]converge.CommandHandler{"update": failingSecondHost},
+		Metrics:  m,
+	})
+	require.NoError(t, err)
+	doc := secretPlan("p2")
+	step, err := r.Step(context.Background(), doc)
+	require.NoError(t, err)
+	require.True(t, step.Changed)
+	assert.Equal(t, 1.0, m.Value(converge.MetricPlanTransitions.Name, "SchedulableWait"))
+	assert.Equal(t, 2.0, m.Value(converge.MetricPlanTargetTransitions.Name, "update", "SignalPending"))
+	assert.Equal(t, 1.0, m.Value(converge.MetricPlanSteps.Name, "changed"))
+
+	doc.Spec.Commands[0].Kind = "unknown"
+	_, err = r.Step(context.Background(), doc)
+	require.Error(t, err)
+	assert.Equal(t, 1.0, m.Value(converge.MetricPlanSteps.Name, "error"))
+}
