@@ -422,6 +422,10 @@ func TestPlanRunnerReportsStepsAndTransitions(t *testing.T) {
 	assert.Equal(t, "disk full", failedHosts[0]["reason"])
 	assert.Len(t, withMsg(lines, "plan state changed"), 3)
 	assert.Len(t, withMsg(lines, "plan stopped"), 0, "a failed plan is a result, not a runner error")
+
+	require.NoError(t, r.Retry(ctx, "p1"))
+	assert.Equal(t, 2.0, m.Value(plans, "SchedulableWait"), "a retry is a transition too")
+	assert.Equal(t, 3.0, m.Value(targets, "update", "SignalPending"), "the failed host goes back to pending, not the completed one")
 }
 
 func TestPlanStepReportsTheTransitionsItReturns(t *testing.T) {

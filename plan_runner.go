@@ -286,7 +286,15 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 	}
 	hist[0].To = string(st.State)
 	d, _ := planDiff(ps.doc.Status, st)
-	return r.commit(ctx, ps, st, d, hist...)
+	var changes []planChange
+	if r.observed() {
+		changes = planChanges(ps.doc.Status, st, &d) // commit reuses ps.doc.Status
+	}
+	if err := r.commit(ctx, ps, st, d, hist...); err != nil {
+		return err
+	}
+	r.observeChanges(ctx, id, changes)
+	return nil
 }
 
 // Abort asks the stored plan id to stop, for reason: from the next step of
