@@ -360,7 +360,9 @@ func (f *family) differs(want *family) string {
 // the family's labels.
 func (f *family) checkLabels(labels []string) []string {
 	if len(labels) != len(f.labels) {
-		panic(f.misuse(fmt.Sprintf("%d label values %q for the labels %q", len(labels), labels, f.labels)))
+		// A copy, so that labels does not escape on the hot path.
+		vals := append([]string(nil), labels...)
+		panic(f.misuse(fmt.Sprintf("%d label values %q for the labels %q", len(vals), vals, f.labels)))
 	}
 	return labels
 }

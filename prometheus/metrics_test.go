@@ -468,3 +468,19 @@ func TestMetricErrorUnwrapsToItsSentinel(t *testing.T) {
 	assert.True(t, errors.Is(err, prometheus.ErrConflict))
 	assert.False(t, errors.Is(err, prometheus.ErrMisuse))
 }
+
+func TestReportingToAnExistingSeriesDoesNotAllocate(t *testing.T) {
+	m, _ := newRegistry(t, prometheus.Options{})
+	counter := &converge.Metric{Name: "converge_test_alloc_total", Help: "A.", Kind: converge.MetricCounter, Labels: []string{"kind", "outcome"}}
+	gauge := &converge.Metric{Name: "converge_test_alloc", Help: "A.", Kind: converge.MetricGauge, Labels: []string{"kind"}}
+	hist := &converge.Metric{Name: "converge_test_alloc_seconds", Help: "A.", Kind: converge.MetricHistogram, Labels: []string{"kind"}}
+	m.Add(counter, 1, "file", "changed")
+	m.Set(gauge, 1, "file")
+	m.Observe(hist, 1, "file")
+	allocs := testing.AllocsPerRun(100, func() {
+		m.Add(counter, 1, "file", "changed")
+		m.Set(gauge, 2, "file")
+		m.Observe(hist, 0.5, "file")
+	})
+	assert.Zero(t, allocs)
+}
