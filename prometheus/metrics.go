@@ -47,7 +47,7 @@ type MetricError struct {
 // Error describes the problem, naming the metric.
 func (e *MetricError) Error() string {
 	if e.Name == "" {
-		return fmt.Sprintf("prometheus: metric %v: %s", e.Err, e.Reason)
+		return fmt.Sprintf("prometheus: unnamed metric %v: %s", e.Err, e.Reason)
 	}
 	return fmt.Sprintf("prometheus: metric %q %v: %s", e.Name, e.Err, e.Reason)
 }
@@ -235,12 +235,7 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 // mustFamily is family for the hot path: it panics instead of returning an
 // error.
 func (m *Metrics) mustFamily(d *converge.Metric) *family {
-	if p := m.byPtr.Load(); p != nil {
-		if f, ok := (*p)[d]; ok {
-			return f
-		}
-	}
-	f, err := m.declare(d)
+	f, err := m.family(d)
 	if err != nil {
 		panic(err)
 	}
