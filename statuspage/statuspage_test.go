@@ -318,3 +318,9 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		})
 	}
 }
+
+func newRecorder(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
