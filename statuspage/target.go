@@ -8,8 +8,8 @@ import (
 	"github.com/convergekit/converge"
 )
 
-// MaxFailures is how many of a target's newest failed passes a Target keeps
-// for the page.
+// MaxFailures is how many of a target's newest failed passes, and of the
+// host actions its items asked for, a Target keeps for the page.
 const MaxFailures = 10
 
 // Target is what the page shows of one converge.TargetReconciler: it
