@@ -324,3 +324,44 @@ func newRecorder(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
 	h.ServeHTTP(rec, req)
 	return rec
 }
+
+func TestAcceptHeaderChoosesJSONOrHTML(t *testing.T) {
+	h, _, _ := newHandler(t, false)
+	tests := []struct {
+		accept string
+		want   string
+	}{
+		{"application/json", "application/json"},
+		{"text/html, application/json;q=0.5", "text/html; charset=utf-8"},
+		{"application/json, text/html;q=0.9", "application/json"},
+		{"application/json;q=0", "text/html; charset=utf-8"},
+		{"*/*", "text/html; charset=utf-8"},
+		{"", "text/html; charset=utf-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.accept, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/plans", nil)
+			req.Header.Set("Accept", tt.accept)
+			rec := newRecorder(h, req)
+			require.Equal(t, http.StatusOK, rec.Code)
+			assert.Equal(t, tt.want, rec.Header().Get("Content-Type"))
+			assert.Contains(t, rec.Header().Values("Vary"), "Accept")
+		})
+	}
+}
+
+func TestPageWorksUnderAPrefix(t *testing.T) {
+	h, c, _ := newHandler(t, true)
+	mux := http.NewServeMux()
+	mux.Handle("/status/", http.StripPrefix("/status", h))
+	code, body := get(t, mux, "/status/controllers/host/objects/bad-1", false)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `<nav><a href="../../../">`, "links are relative to the page")
+	token := csrfToken(t, body, "../../../controllers/host/objects/bad-1/release")
+	rec := post(mux, "/status/controllers/host/objects/bad-1/release", url.Values{"csrf": {token}}, nil)
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	assert.Equal(t, "../bad-1", rec.Header().Get("Location"), "the redirect stays under the prefix")
+	qs, err := c.Quarantined(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, qs, "released")
+}
