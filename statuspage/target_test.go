@@ -24,10 +24,18 @@ func newDevice() *device {
 	return &device{dir: &convergetest.Item{Key: "dir"}, file: &convergetest.Item{Key: "file"}}
 }
 
+// kernel is an item that asks for a reboot when it changes.
+type kernel struct{ *convergetest.Item }
+
+func (k kernel) Apply(ctx context.Context, current, target string) (string, error) {
+	converge.RequireAction(ctx, converge.ActionReboot, "kernel "+target)
+	return k.Item.Apply(ctx, current, target)
+}
+
 func (d *device) build(_ context.Context, goal string) ([]converge.TargetStage, error) {
 	d.dir.Goal, d.file.Goal = goal, goal
 	g := converge.NewGraph()
-	g.Add(d.dir.Node(), converge.Present)
+	g.Add(converge.Wrap[string](kernel{d.dir}), converge.Present)
 	g.Add(d.file.Node(), converge.Present, "dir")
 	return []converge.TargetStage{{Name: "host", Graph: g}}, nil
 }
@@ -70,6 +78,7 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 
 		time.Sleep(2 * time.Minute) // the backoff, on synctest's clock
 		synctest.Wait()
+		v = statuspage.TargetView{} // decode afresh: omitted fields would keep their old values
 		getJSON(t, h, "/targets/device", &v)
 		assert.False(t, v.Locked)
 		assert.Equal(t, 1, v.Finished)
@@ -78,6 +87,18 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		assert.Equal(t, statuspage.PassFinished, v.LastPass.Result)
 		assert.Equal(t, 2, v.LastPass.Pass)
 		assert.Positive(t, v.Changes)
+		require.Len(t, v.Actions, 1)
+		assert.Equal(t, statuspage.ActionRequiredView{At: v.Actions[0].At, Pass: 1, Item: "dir", Action: "reboot", Reason: "kernel v1"}, v.Actions[0])
+		var ov statuspage.OverviewView
+		getJSON(t, h, "/", &ov)
+		require.Len(t, ov.Targets, 1)
+		assert.Equal(t, v, ov.Targets[0])
+		code, body = get(t, h, "/", false)
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, `<a href="./targets/device">device</a>`)
+		code, body = get(t, h, "/targets/device", false)
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, "reboot asked by dir in pass #1: kernel v1")
 
 		var gv statuspage.GraphView
 		getJSON(t, h, "/targets/device/graph", &gv)
