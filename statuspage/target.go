@@ -159,6 +159,7 @@ func (t *Target) view() TargetView {
 	defer t.mu.Unlock()
 	v := t.snap
 	v.Revision = t.revision()
+	v.Graph = t.stages != nil
 	v.Failures = append([]PassView(nil), v.Failures...)
 	v.Actions = append([]ActionRequiredView(nil), v.Actions...)
 	if v.LastPass != nil {

@@ -63,6 +63,7 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		var v statuspage.TargetView
 		getJSON(t, h, "/targets/device", &v)
 		assert.Equal(t, uint64(1), v.Revision)
+		assert.True(t, v.Graph)
 		assert.True(t, v.Locked, "the first pass stopped at the update lock")
 		assert.Equal(t, 1, v.Failed)
 		assert.Equal(t, 1, v.FailuresInARow)

@@ -53,6 +53,9 @@ type TargetView struct {
 	// Actions are the newest host actions (reboot, shutdown) items asked
 	// for, oldest first.
 	Actions []ActionRequiredView `json:"actionsRequired"`
+	// Graph is true when the page can draw the target's graph (see
+	// TargetOptions.Build).
+	Graph bool `json:"graph"`
 	// DroppedEvents counts the events the page lost because it was slow.
 	DroppedEvents int `json:"droppedEvents,omitempty"`
 }
