@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -26,7 +27,8 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // Config tunes a walk. The zero value is usable: it means DefaultParallelism,
-// no fail-fast, no grace period, no observer and time.Now.
+// no fail-fast, no grace period, no observer, no metrics, no logs and
+// time.Now.
 type Config struct {
 	// Parallelism is the most items processed at once; 0 means
 	// DefaultParallelism. Negative values are invalid.
@@ -55,6 +57,15 @@ type Config struct {
 	// (a TargetReconciler's Run waits as long for its subscribers); 0
 	// means DefaultEventDrain. Negative values are invalid.
 	EventDrain time.Duration
+	// Metrics receives the walk's measurements (MetricWalkItems and its
+	// siblings); nil means none (MetricsNop).
+	Metrics Metrics
+	// Logger receives a line per item that failed (Warn), changed (Info)
+	// or was unchanged (Debug), and one per finished walk (Info, Debug
+	// when nothing changed), with the attributes "walk", "item", "phase",
+	// "outcome" and, in a TargetReconciler, "revision". States never
+	// reach the log: they may hold secrets. nil means no logging.
+	Logger *slog.Logger
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -102,6 +113,9 @@ func NewWalker(cfg Config) (*Walker, error) {
 	}
 	if cfg.EventDrain == 0 {
 		cfg.EventDrain = DefaultEventDrain
+	}
+	if _, nop := cfg.Metrics.(MetricsNop); nop {
+		cfg.Metrics = nil
 	}
 	return &Walker{cfg: cfg}, nil
 }
@@ -236,6 +250,9 @@ type walkState struct {
 	yield   context.Context // walkOpts.yield
 	mode    Mode
 	dry     bool
+	rev     uint64       // walkOpts.rev
+	log     *slog.Logger // cfg.Logger
+	kinds   *itemKinds   // when cfg.Metrics is set
 	results []ItemResult
 	states  []atomic.Pointer[stateRef]
 	refs    []stateRef
@@ -292,6 +309,8 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		yield:     opts.yield,
 		mode:      mode,
 		dry:       dry,
+		rev:       opts.rev,
+		log:       w.cfg.Logger,
 		results:   make([]ItemResult, n),
 		states:    make([]atomic.Pointer[stateRef], n),
 		refs:      make([]stateRef, n),
@@ -300,6 +319,13 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		blocked:   make([][]ID, n),
 	}
 	ws.cond.L = &ws.mu
+	if w.cfg.Metrics != nil {
+		ws.kinds = c.kinds()
+	}
+	if ws.log != nil && ws.log.Enabled(ctx, slog.LevelDebug) {
+		ws.log.LogAttrs(ctx, slog.LevelDebug, "walk started", slog.String("walk", string(ws.id)),
+			slog.String("mode", walkLabels[mode][boolIndex(dry)].mode[0]), slog.Int("items", n))
+	}
 	if w.cfg.Observer != nil {
 		ws.em = newEmitter(w.cfg.Observer, &w.cfg, ws.id, opts.rev)
 	}
@@ -396,6 +422,9 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		index:         c.index,
 		notRun:        notRun,
 		cause:         ws.stopCause,
+	}
+	if w.cfg.Metrics != nil || ws.log != nil {
+		ws.observeWalk(rep)
 	}
 	return rep, rep.Err()
 }
@@ -607,7 +636,11 @@ func (ws *walkState) work() {
 		if waited {
 			start = ws.cfg.Now()
 		}
-		last = ws.runItem(k, &ws.results[k], start)
+		var applied time.Duration
+		last, applied = ws.runItem(k, &ws.results[k], start)
+		if ws.kinds != nil || ws.log != nil {
+			ws.observeItem(k, &ws.results[k], applied)
+		}
 		ws.mu.Lock()
 		ws.complete(k)
 	}
@@ -711,8 +744,10 @@ func (d *depView) State(id ID) (any, bool) {
 }
 
 // runItem runs the discover, goal, check, apply and verify phases of item k.
-// A panic in any phase becomes the item's *PanicError in that phase.
-func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.Time) {
+// A panic in any phase becomes the item's *PanicError in that phase. It
+// returns when the item ended and how long its Apply took (negative when it
+// did not apply).
+func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.Time, applied time.Duration) {
 	it := &ws.c.items[k]
 	now := ws.cfg.Now
 	*res = ItemResult{ID: it.id, Presence: ws.presence(k), Started: start}
@@ -720,6 +755,8 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	ctx := ws.itemCtx
 	deps := &ws.views[k]
 	var run *itemRun
+	var applyStart time.Time
+	applied = -1
 	phase := PhaseDiscover
 	fail := func(err error) {
 		res.Outcome = OutcomeFailed
@@ -729,6 +766,9 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 		res.Duration = end.Sub(res.Started)
 		if run != nil {
 			res.Actions = run.takeActions()
+		}
+		if phase == PhaseApply && !applyStart.IsZero() {
+			applied = end.Sub(applyStart)
 		}
 	}
 	defer func() {
@@ -744,7 +784,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 		res.Before, res.Unknown = nil, true
 	case err != nil:
 		fail(err)
-		return end
+		return end, applied
 	}
 	phase = PhaseGoal
 	if res.Presence == Absent {
@@ -754,14 +794,14 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	}
 	if err != nil {
 		fail(err)
-		return end
+		return end, applied
 	}
 	phase = PhaseCheck
 	if res.Unknown {
 		res.Decision = Required(UnitsUnknown)
 	} else if res.Decision, err = it.node.Check(ctx, res.Before, res.Target); err != nil {
 		fail(err)
-		return end
+		return end, applied
 	}
 	if !res.Decision.Required() {
 		res.After = res.Before
@@ -769,7 +809,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 		ws.publish(k, res.After)
 		end = now()
 		res.Duration = end.Sub(res.Started)
-		return end
+		return end, applied
 	}
 
 	// Only items that change get a context of their own, to report
@@ -783,6 +823,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	}
 	actx := context.WithValue(ctx, keyItemRun, run)
 	ws.emit(Event{ID: it.id, Kind: EventApplying, Done: 0, Total: res.Decision.Units})
+	applyStart = now()
 	if ws.dry {
 		res.After, err = it.node.ApplyDry(actx, res.Before, res.Target)
 	} else {
@@ -790,23 +831,24 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	}
 	if err != nil {
 		fail(err)
-		return end
+		return end, applied
 	}
+	applied = now().Sub(applyStart)
 	phase = PhaseVerify
 	if !ws.dry {
 		if res.After, err = it.node.StateCurrent(ctx, deps); err != nil {
 			fail(err)
-			return end
+			return end, applied
 		}
 	}
 	verdict, err := it.node.Check(ctx, res.After, res.Target)
 	if err != nil {
 		fail(err)
-		return end
+		return end, applied
 	}
 	if verdict.Required() {
 		fail(ErrNotConverged)
-		return end
+		return end, applied
 	}
 	if ws.dry {
 		res.Outcome = OutcomeWouldChange
@@ -817,7 +859,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	res.Actions = run.takeActions()
 	end = now()
 	res.Duration = end.Sub(res.Started)
-	return end
+	return end, applied
 }
 
 // publish makes the state item k reached visible to the items that read it.

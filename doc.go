@@ -70,6 +70,24 @@
 // package moves many objects through lifecycle states on the same Store
 // contract.
 //
+// # Metrics and logs
+//
+// Walks, target reconcilers and plan runners report through one small
+// interface, Metrics (nil means MetricsNop; the prometheus module adapts it
+// to client_golang), and log through an optional *slog.Logger (nil means no
+// logging): Config.Metrics and Config.Logger for walks (a TargetReconciler
+// uses those of TargetConfig.Walk), PlanConfig.Metrics and
+// PlanConfig.Logger for plans. CoreMetrics lists the metrics: counters end
+// in "_total", durations are "_seconds" histograms, and labels take values
+// from small sets only: an item's kind (ID.Kind, "file" for
+// "file:/etc/hostname"), an outcome, a phase, a mode, a reconciler's name,
+// a command kind, a state; never an item ID, an object key or a plan ID.
+// Log lines carry those as attributes ("walk", "item", "phase", "outcome",
+// "target", "revision", "plan", "command", "kind"), and never states,
+// targets or command specs, which may hold secrets. A walk reports an item
+// without allocating, and costs nothing more when neither is set.
+// convergetest.Metrics records the measurements for tests.
+//
 // # Stores
 //
 // A Store keeps what the system cannot tell: targets, lifecycle states

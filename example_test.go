@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/convergetest"
@@ -135,4 +137,43 @@ func ExampleResultStates() {
 	fmt.Printf("%q -> %q (%v)\n", before, after, ok)
 	// Output:
 	// "old" -> "new" (true)
+}
+
+// ExampleConfig_metrics records what a walk reports with convergetest's
+// recorder (a program passes the prometheus module's adapter instead) and
+// logs its failures; the log never holds the items' states.
+func ExampleConfig_metrics() {
+	m := &convergetest.Metrics{}
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { // stable output
+			if a.Key == slog.TimeKey || a.Key == "walk" || a.Key == "duration" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	w, err := converge.NewWalker(converge.Config{Metrics: m, Logger: logger})
+	if err != nil {
+		panic(err)
+	}
+	g := converge.NewGraph()
+	g.Add((&convergetest.Item{Key: "file:/etc/motd", Goal: "hello"}).Node(), converge.Present)
+	g.Add((&convergetest.Item{Key: "file:/etc/hostname", Value: "pi", Goal: "pi"}).Node(), converge.Present)
+	token := &convergetest.Item{Key: "secret:api-token", Goal: "s3cret"}
+	g.Add(token.FailAt(converge.PhaseApply, 1, nil).Node(), converge.Present)
+	_, _ = w.Apply(context.Background(), g)
+
+	for _, s := range m.Series() {
+		if s.Metric.Kind != converge.MetricHistogram {
+			fmt.Println(s)
+		}
+	}
+	// Output:
+	// level=WARN msg="item failed" item=secret:api-token outcome=failed phase=apply error="convergetest: injected failure"
+	// converge_walk_item_failures_total{kind="secret",phase="apply"} 1
+	// converge_walk_items_total{kind="file",outcome="changed"} 1
+	// converge_walk_items_total{kind="file",outcome="unchanged"} 1
+	// converge_walk_items_total{kind="secret",outcome="failed"} 1
+	// converge_walks_total{mode="apply",result="failed"} 1
 }

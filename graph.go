@@ -160,6 +160,9 @@ type compiled struct {
 
 	schedOnce [2]sync.Once
 	sched     [2]*schedule
+
+	kindOnce  sync.Once
+	itemKinds *itemKinds // see kinds
 }
 
 type centry struct {

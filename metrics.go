@@ -82,3 +82,189 @@ func (k MetricKind) MarshalText() ([]byte, error) {
 func (k *MetricKind) UnmarshalText(b []byte) error {
 	return enumUnmarshal(k, "metric kind", metricKindNames[:], b)
 }
+
+// Buckets of the core's duration histograms, in seconds: from a millisecond
+// (an item that reads a file) to ten minutes (a walk that pulls images).
+var (
+	metricItemBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300}
+	metricWalkBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600}
+)
+
+// The metrics of walks (Config.Metrics). The label "kind" is an item's kind
+// (ID.Kind: "file", "container", or "item" when its ID has no kind prefix),
+// "outcome" an Outcome's name, "phase" a Phase's name, and "mode" the walk's
+// mode, with "-dry" for a dry run: "apply", "apply-dry", "clean",
+// "clean-dry".
+var (
+	// MetricWalkItems counts the items walks resolved, by kind and
+	// outcome: checked items end "unchanged", "changed", "would-change"
+	// or "failed"; "waiting" and "not-run" items did not run.
+	MetricWalkItems = &Metric{
+		Name:   "converge_walk_items_total",
+		Help:   "Items resolved by walks, by item kind and outcome.",
+		Kind:   MetricCounter,
+		Labels: []string{"kind", "outcome"},
+	}
+	// MetricWalkItemFailures counts the items that failed, by kind and the
+	// phase that failed.
+	MetricWalkItemFailures = &Metric{
+		Name:   "converge_walk_item_failures_total",
+		Help:   "Items that failed in a walk, by item kind and phase.",
+		Kind:   MetricCounter,
+		Labels: []string{"kind", "phase"},
+	}
+	// MetricWalkApplyDuration observes how long an item's Apply (ApplyDry
+	// in a dry run) took, by kind, for the items that needed work,
+	// whether it failed or not.
+	MetricWalkApplyDuration = &Metric{
+		Name:    "converge_walk_apply_duration_seconds",
+		Help:    "Duration of an item's Apply, by item kind.",
+		Kind:    MetricHistogram,
+		Labels:  []string{"kind"},
+		Buckets: metricItemBuckets,
+	}
+	// MetricWalks counts finished walks by mode and result: "ok" (every
+	// item converged), "failed" (an item failed) or "interrupted" (items
+	// were not run: the walk was cancelled or preempted).
+	MetricWalks = &Metric{
+		Name:   "converge_walks_total",
+		Help:   "Finished walks, by mode and result.",
+		Kind:   MetricCounter,
+		Labels: []string{"mode", "result"},
+	}
+	// MetricWalkDuration observes how long walks took, by mode.
+	MetricWalkDuration = &Metric{
+		Name:    "converge_walk_duration_seconds",
+		Help:    "Duration of a walk, by mode.",
+		Kind:    MetricHistogram,
+		Labels:  []string{"mode"},
+		Buckets: metricWalkBuckets,
+	}
+	// MetricWalkEventsDropped counts the progress events an Observer lost
+	// because it was too slow (Report.EventsDropped).
+	MetricWalkEventsDropped = &Metric{
+		Name: "converge_walk_events_dropped_total",
+		Help: "Progress events dropped because the walk's Observer was too slow.",
+		Kind: MetricCounter,
+	}
+)
+
+// The metrics of target reconcilers (TargetConfig.Walk.Metrics). The label
+// "target" is the reconciler's name (TargetConfig.Name, TargetDefaultName
+// when empty): one series per reconciler in the program.
+var (
+	// MetricTargetPasses counts finished passes by result: "ok" (every
+	// stage converged), "failed" or "preempted" (a new or an intermediate
+	// target ended it). Passes of intermediate targets count too; a pass
+	// cut short because Run stopped does not.
+	MetricTargetPasses = &Metric{
+		Name:   "converge_target_passes_total",
+		Help:   "Finished passes of a target reconciler, by result.",
+		Kind:   MetricCounter,
+		Labels: []string{"target", "result"},
+	}
+	// MetricTargetPassDuration observes how long passes took, whatever
+	// their result.
+	MetricTargetPassDuration = &Metric{
+		Name:    "converge_target_pass_duration_seconds",
+		Help:    "Duration of a target reconciler's pass.",
+		Kind:    MetricHistogram,
+		Labels:  []string{"target"},
+		Buckets: metricWalkBuckets,
+	}
+	// MetricTargetFailures is the number of passes that failed in a row;
+	// 0 after a pass that succeeded or a new target.
+	MetricTargetFailures = &Metric{
+		Name:   "converge_target_consecutive_failures",
+		Help:   "Passes of a target reconciler that failed in a row.",
+		Kind:   MetricGauge,
+		Labels: []string{"target"},
+	}
+	// MetricTargetBackoff is the delay before the next attempt after a
+	// failed pass, in seconds; 0 when the reconciler is not backing off.
+	MetricTargetBackoff = &Metric{
+		Name:   "converge_target_backoff_seconds",
+		Help:   "Delay before a target reconciler's next attempt after a failed pass.",
+		Kind:   MetricGauge,
+		Labels: []string{"target"},
+	}
+	// MetricTargetRevision is the revision of the reconciler's current
+	// target (TargetReconciler.Revision).
+	MetricTargetRevision = &Metric{
+		Name:   "converge_target_revision",
+		Help:   "Revision of a target reconciler's current target.",
+		Kind:   MetricGauge,
+		Labels: []string{"target"},
+	}
+	// MetricTargetLocked is 1 while the last pass failed because an update
+	// lock is held (ErrLocked), else 0.
+	MetricTargetLocked = &Metric{
+		Name:   "converge_target_locked",
+		Help:   "1 when a target reconciler's last pass was refused by an update lock.",
+		Kind:   MetricGauge,
+		Labels: []string{"target"},
+	}
+)
+
+// The metrics of plan runners (PlanConfig.Metrics). The label "kind" is a
+// command's kind and "state" a PlanState or PlanTargetState as stored
+// ("Completed", "SignalSent"): both come from the handlers' fixed sets.
+// Transitions count what the runner stored (PlanRunner.Run), or what Step
+// returned for its caller to store.
+var (
+	// MetricPlanSteps counts steps of the plan machine by result:
+	// "changed" (the status changed), "unchanged" or "error" (the step
+	// failed and changed nothing).
+	MetricPlanSteps = &Metric{
+		Name:   "converge_plan_steps_total",
+		Help:   "Steps of the plan machine, by result.",
+		Kind:   MetricCounter,
+		Labels: []string{"result"},
+	}
+	// MetricPlanStepDuration observes how long steps took, handlers
+	// included, storing excluded.
+	MetricPlanStepDuration = &Metric{
+		Name:    "converge_plan_step_duration_seconds",
+		Help:    "Duration of a step of the plan machine.",
+		Kind:    MetricHistogram,
+		Buckets: metricItemBuckets,
+	}
+	// MetricPlanTransitions counts the plans that entered a state.
+	MetricPlanTransitions = &Metric{
+		Name:   "converge_plan_transitions_total",
+		Help:   "Plans that entered a state.",
+		Kind:   MetricCounter,
+		Labels: []string{"state"},
+	}
+	// MetricPlanCommandTransitions counts the commands that entered a
+	// state, by command kind.
+	MetricPlanCommandTransitions = &Metric{
+		Name:   "converge_plan_command_transitions_total",
+		Help:   "Plan commands that entered a state, by command kind.",
+		Kind:   MetricCounter,
+		Labels: []string{"kind", "state"},
+	}
+	// MetricPlanTargetTransitions counts the targets of commands that
+	// entered a state, by command kind: a target first appears (in
+	// NewPlan) in its first state.
+	MetricPlanTargetTransitions = &Metric{
+		Name:   "converge_plan_target_transitions_total",
+		Help:   "Targets of plan commands that entered a state, by command kind.",
+		Kind:   MetricCounter,
+		Labels: []string{"kind", "state"},
+	}
+)
+
+// CoreMetrics returns the descriptors of every metric the root package
+// reports (walks, target reconcilers, plan runners), so that an adapter can
+// register them up front.
+func CoreMetrics() []*Metric {
+	return []*Metric{
+		MetricWalkItems, MetricWalkItemFailures, MetricWalkApplyDuration, MetricWalks, MetricWalkDuration,
+		MetricWalkEventsDropped,
+		MetricTargetPasses, MetricTargetPassDuration, MetricTargetFailures, MetricTargetBackoff,
+		MetricTargetRevision, MetricTargetLocked,
+		MetricPlanSteps, MetricPlanStepDuration, MetricPlanTransitions, MetricPlanCommandTransitions,
+		MetricPlanTargetTransitions,
+	}
+}

@@ -174,14 +174,40 @@ func planAllowed(from, to PlanState) bool {
 // that cannot follow (ErrPlanTransition), or a handler fails (a
 // *PlanCommandError wrapping its error; worth trying again).
 func (r *PlanRunner) Step(ctx context.Context, doc *PlanDocument) (PlanStep, error) {
-	step, _, err := r.step(ctx, doc, nil)
+	old := doc.Status
+	step, d, err := r.step(ctx, doc, nil)
+	if err == nil && step.Changed && r.observed() {
+		r.observeChanges(ctx, doc.Spec.ID, planChanges(old, doc.Status, &d))
+	}
 	return step, err
 }
 
 // step is Step, returning also what changed in the status. It works on
 // work, a copy of doc.Status that it may change even when it fails, or on
-// a fresh copy when work is nil.
+// a fresh copy when work is nil. It reports the step's metrics.
 func (r *PlanRunner) step(ctx context.Context, doc *PlanDocument, work *PlanStatus) (PlanStep, planDelta, error) {
+	if r.cfg.Metrics == nil {
+		return r.stepMachine(ctx, doc, work)
+	}
+	start := r.cfg.Now()
+	step, d, err := r.stepMachine(ctx, doc, work)
+	r.cfg.Metrics.Observe(MetricPlanStepDuration, r.cfg.Now().Sub(start).Seconds())
+	result := planStepLabels[0]
+	switch {
+	case err != nil:
+		result = planStepLabels[2]
+	case !step.Changed:
+		result = planStepLabels[1]
+	}
+	r.cfg.Metrics.Add(MetricPlanSteps, 1, result...)
+	return step, d, err
+}
+
+// planStepLabels are the values of MetricPlanSteps' label.
+var planStepLabels = [...][]string{{"changed"}, {"unchanged"}, {"error"}}
+
+// stepMachine is step without the metrics.
+func (r *PlanRunner) stepMachine(ctx context.Context, doc *PlanDocument, work *PlanStatus) (PlanStep, planDelta, error) {
 	if err := doc.Spec.Validate(); err != nil {
 		return PlanStep{Command: -1}, planDelta{}, err
 	}

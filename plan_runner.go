@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -15,8 +16,8 @@ const PlanKeyPrefix = "plan/"
 
 // PlanConfig tunes a PlanRunner. The zero value has no handlers (every plan
 // fails with ErrPlanUnknownCommand), no timeouts, PlanDefaultPollInterval,
-// PlanDefaultLeaseTTL, the owner name PlanDefaultOwner returns and
-// time.Now.
+// PlanDefaultLeaseTTL, the owner name PlanDefaultOwner returns, no metrics,
+// no logs and time.Now.
 type PlanConfig struct {
 	// Handlers maps a command kind to its handler.
 	Handlers map[string]CommandHandler
@@ -48,6 +49,17 @@ type PlanConfig struct {
 	// OnError, when set, is called by Run with every error it retries (a
 	// handler or store error) before it waits PollInterval.
 	OnError func(id string, err error)
+	// Metrics receives the runner's measurements (MetricPlanSteps and its
+	// siblings): steps of Step and Run, and the transitions of plans,
+	// commands and targets that Run stored or Step returned. nil means
+	// none (MetricsNop).
+	Metrics Metrics
+	// Logger receives a line per transition of a plan or a command (Info),
+	// of a target (Debug; Warn when it failed), per created plan (Info)
+	// and per error Run retries (Warn) or stops on (Error), with the
+	// attributes "plan" (the ID), "command" (its index), "kind", "from"
+	// and "to". Command specs never reach the log. nil means no logging.
+	Logger *slog.Logger
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -113,6 +125,9 @@ func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if _, nop := cfg.Metrics.(MetricsNop); nop {
+		cfg.Metrics = nil
 	}
 	return &PlanRunner{cfg: cfg, store: store}, nil
 }
@@ -217,6 +232,10 @@ func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
 	}
 	_, err = r.store.Put(ctx, StoreRecord{Key: planKey(doc.Spec.ID), Value: b},
 		HistoryEntry{At: r.cfg.Now(), To: string(doc.State()), Reason: "plan created"})
+	if err == nil {
+		r.observeChanges(ctx, doc.Spec.ID, []planChange{{command: -1, to: string(doc.State())}})
+		r.logAttrs(ctx, slog.LevelInfo, "plan created", slog.String("plan", doc.Spec.ID), slog.Int("commands", len(doc.Spec.Commands)))
+	}
 	return err
 }
 
@@ -267,7 +286,15 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 	}
 	hist[0].To = string(st.State)
 	d, _ := planDiff(ps.doc.Status, st)
-	return r.commit(ctx, ps, st, d, hist...)
+	var changes []planChange
+	if r.observed() {
+		changes = planChanges(ps.doc.Status, st, &d) // commit reuses ps.doc.Status
+	}
+	if err := r.commit(ctx, ps, st, d, hist...); err != nil {
+		return err
+	}
+	r.observeChanges(ctx, id, changes)
+	return nil
 }
 
 // Abort asks the stored plan id to stop, for reason: from the next step of
@@ -349,6 +376,10 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 		l, err := r.store.Claim(ctx, key, r.cfg.Owner, r.cfg.LeaseTTL)
 		if err != nil {
 			if errors.Is(err, ErrClaimHeld) || !planFatal(err) {
+				if !errors.Is(err, ErrClaimHeld) {
+					r.logAttrs(ctx, slog.LevelWarn, "plan claim failed, retrying", slog.String("plan", id), slog.String("error", err.Error()),
+						slog.Duration("retry", r.cfg.PollInterval))
+				}
 				if !errors.Is(err, ErrClaimHeld) && r.cfg.OnError != nil {
 					r.cfg.OnError(id, err)
 				}
@@ -372,8 +403,11 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
+				r.logAttrs(ctx, slog.LevelError, "plan stopped", slog.String("plan", id), slog.String("error", err.Error()))
 				return st, err
 			}
+			r.logAttrs(ctx, slog.LevelWarn, "plan step failed, retrying", slog.String("plan", id), slog.String("error", err.Error()),
+				slog.Duration("retry", r.cfg.PollInterval))
 			if r.cfg.OnError != nil {
 				r.cfg.OnError(id, err)
 			}
@@ -435,6 +469,10 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
 				Reason: fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind)})
 		}
+		var changes []planChange
+		if r.observed() {
+			changes = planChanges(ps.doc.Status, work.Status, &delta) // commit reuses ps.doc.Status
+		}
 		if err := r.commit(ctx, ps, work.Status, delta, hist...); err != nil {
 			// A stale version means someone else wrote: step again on
 			// the fresh status. Anything else is retried after a wait.
@@ -443,6 +481,7 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 			}
 			return ps, ps.doc.Status, false, err
 		}
+		r.observeChanges(ctx, id, changes)
 		if r.cfg.OnStep != nil {
 			r.cfg.OnStep(id, step, work.Status)
 		}

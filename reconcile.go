@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -79,7 +80,12 @@ type TargetConfig[T any] struct {
 	// Walk configures the walks. Its Grace is also what Run gives the
 	// items in flight when it stops, its EventBuffer bounds the events
 	// waiting for each subscriber, and its EventDrain how long a stopping
-	// Run waits for them.
+	// Run waits for them. Its Metrics receive the reconciler's own
+	// (MetricTargetPasses and its siblings, labelled with the reconciler's
+	// Name) besides the walks'; its Logger gets a line per target set
+	// (Info), per pass that ended (Info; Warn when it failed) and the
+	// walks' lines, every one with the attribute "target" (the Name) and
+	// the target's "revision". Targets never reach the log.
 	Walk Config
 	// MaxRounds bounds the walks of one stage in one pass (apply, re-read,
 	// apply again until nothing changes); 0 means TargetDefaultMaxRounds.
@@ -188,6 +194,7 @@ type TargetReconciler[T any] struct {
 	cfg    TargetConfig[T]
 	walker *Walker
 	name   string
+	obs    targetObs
 
 	mu           sync.Mutex
 	target       T
@@ -230,7 +237,15 @@ func NewTargetReconciler[T any](cfg TargetConfig[T]) (*TargetReconciler[T], erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w, err := NewWalker(cfg.Walk)
+	name := cfg.Name
+	if name == "" {
+		name = TargetDefaultName
+	}
+	wcfg := cfg.Walk
+	if wcfg.Logger != nil {
+		wcfg.Logger = wcfg.Logger.With(slog.String("target", name))
+	}
+	w, err := NewWalker(wcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -240,12 +255,8 @@ func NewTargetReconciler[T any](cfg TargetConfig[T]) (*TargetReconciler[T], erro
 	if cfg.MaxRounds == 0 {
 		cfg.MaxRounds = TargetDefaultMaxRounds
 	}
-	name := cfg.Name
-	if name == "" {
-		name = TargetDefaultName
-	}
 	return &TargetReconciler[T]{
-		cfg: cfg, walker: w, name: name,
+		cfg: cfg, walker: w, name: name, obs: newTargetObs(name, w.cfg.Metrics, w.cfg.Logger),
 		subs: map[int]*mailbox[TargetEvent]{},
 		wake: make(chan struct{}, 1),
 	}, nil
@@ -278,11 +289,13 @@ func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	r.rev = r.revs
 	r.pending = true
 	r.failures, r.notBefore = 0, time.Time{}
+	rev := r.rev
 	if r.running != nil {
 		r.running.superseded.Store(true)
 		r.running.yield()
 	}
 	r.mu.Unlock()
+	r.obs.targetSet(ctx, rev)
 	r.signal()
 	return nil
 }
@@ -440,12 +453,17 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 				return fmt.Errorf("converge: target %q: decode: %w", r.name, bare(err))
 			}
 			r.mu.Lock()
-			if !r.hasTarget {
+			loaded := !r.hasTarget
+			if loaded {
 				r.target, r.hasTarget, r.pending = t, true, true
 				r.revs++
 				r.rev = r.revs
 			}
+			rev := r.rev
 			r.mu.Unlock()
+			if loaded {
+				r.obs.targetSet(ctx, rev)
+			}
 		}
 	}
 
@@ -508,6 +526,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		r.passes++
 		info := passInfo{pass: r.passes, rev: rev, inter: inter != nil, yield: yield}
 		r.mu.Unlock()
+		r.obs.passStarted(ctx, info, force)
 
 		start := time.Now()
 		err := r.pass(&forceCtx{Context: passCtx, run: run1}, info, target)
@@ -533,6 +552,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 			r.pending = true
 			r.mu.Unlock()
 			ev.Kind = TargetPassPreempted
+			r.obs.passEnded(ctx, ev, 0)
 			r.emit(ev)
 			continue
 		case err == nil:
@@ -550,6 +570,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 				retry = 0
 			}
 		}
+		failures := r.failures
 		r.mu.Unlock()
 		if inter != nil {
 			inter.done <- err
@@ -562,6 +583,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		} else {
 			ev.Kind, ev.Err, ev.Retry, ev.Locked = TargetPassFailed, err, retry, errors.Is(err, ErrLocked)
 		}
+		r.obs.passEnded(ctx, ev, failures)
 		r.emit(ev)
 	}
 }

@@ -18,4 +18,8 @@
 // stores: they fail on command (Item.FailAt, Store.FailNext) and Store
 // also at random (FailRate) or after writing (LostReplyRate), so that
 // retries and recovery paths get exercised.
+//
+// Metrics records what a walk, a reconciler, a plan runner or a controller
+// reports through converge.Metrics, checks each call as an adapter would,
+// and reads the values back by metric name and label values.
 package convergetest

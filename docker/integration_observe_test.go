@@ -52,15 +52,15 @@ services:
 		return rep
 	}
 	walk()
-	assert.Equal(t, eng.Calls(), m.calls, "every call counted under its operation")
+	assert.Equal(t, eng.Calls(), m.calls(), "every call counted under its operation")
 	p.Containers[0].Command = append(p.Containers[0].Command, "--again")
 	walk()
-	assert.Equal(t, eng.Calls(), m.calls)
+	assert.Equal(t, eng.Calls(), m.calls())
 	eng.Reset()
-	m.reset()
+	m.Reset()
 	require.True(t, walk().Converged())
 	assert.Zero(t, eng.Writes())
-	assert.Equal(t, eng.Total(), m.total(), "a converged project: %v", m.calls)
+	assert.Equal(t, eng.Total(), m.total(), "a converged project: %v", m.calls())
 
 	s := logs.String()
 	for _, action := range []string{"create", "start", "stop", "remove", "rename"} {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/docker/docker/api/types/system"
@@ -15,57 +14,37 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/convergetest"
 	"github.com/convergekit/converge/docker"
 )
 
-// opCounts records the engine metrics by operation, and any other metric
-// or misuse.
-type opCounts struct {
-	mu     sync.Mutex
-	calls  map[string]int
-	errors map[string]int
-	misuse []string
-}
+// opCounts records the engine metrics, checking every call against the
+// metric's declaration (convergetest.Metrics panics on misuse).
+type opCounts struct{ convergetest.Metrics }
 
-func newOpCounts() *opCounts {
-	return &opCounts{calls: map[string]int{}, errors: map[string]int{}}
-}
+func newOpCounts() *opCounts { return &opCounts{} }
 
-func (r *opCounts) Add(m *converge.Metric, d float64, labels ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case len(labels) != len(m.Labels) || m.Kind != converge.MetricCounter:
-		r.misuse = append(r.misuse, m.Name)
-	case m == docker.MetricEngineCalls:
-		r.calls[labels[0]] += int(d)
-	case m == docker.MetricEngineErrors:
-		r.errors[labels[0]] += int(d)
-	default:
-		r.misuse = append(r.misuse, m.Name)
+// byOperation returns the counts of metric m by operation.
+func (r *opCounts) byOperation(m *converge.Metric) map[string]int {
+	out := map[string]int{}
+	for _, s := range r.Series() {
+		if s.Metric == m {
+			out[s.Labels[0]] = int(s.Value)
+		}
 	}
+	return out
 }
 
-func (r *opCounts) Set(m *converge.Metric, _ float64, _ ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.misuse = append(r.misuse, m.Name)
-}
+// calls returns the engine calls by operation.
+func (r *opCounts) calls() map[string]int { return r.byOperation(docker.MetricEngineCalls) }
 
-func (r *opCounts) Observe(m *converge.Metric, _ float64, _ ...string) { r.Set(m, 0) }
+// errors returns the failed engine calls by operation.
+func (r *opCounts) errors() map[string]int { return r.byOperation(docker.MetricEngineErrors) }
 
-func (r *opCounts) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	clear(r.calls)
-	clear(r.errors)
-}
-
+// total returns the number of engine calls.
 func (r *opCounts) total() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
-	for _, c := range r.calls {
+	for _, c := range r.calls() {
 		n += c
 	}
 	return n
@@ -88,14 +67,13 @@ func TestProjectMetricsCountEveryEngineCallByOperation(t *testing.T) {
 		p := load(t, nServices(n))
 		p.Metrics = m
 		apply(t, f, p)
-		assert.Equal(t, f.Calls(), m.calls, "every call counted under its endpoint")
+		assert.Equal(t, f.Calls(), m.calls(), "every call counted under its endpoint")
 		f.ResetCalls()
-		m.reset()
+		m.Reset()
 		require.True(t, apply(t, f, p).Converged())
 		assert.Equal(t, f.TotalCalls(), m.total())
 		totals[n] = m.total()
-		assert.Empty(t, m.errors)
-		assert.Empty(t, m.misuse)
+		assert.Empty(t, m.errors())
 	}
 	assert.Equal(t, totals[1], totals[20], "a converged project costs a constant number of calls: %v", totals)
 }
@@ -108,9 +86,9 @@ func TestProjectMetricsCountFailedCalls(t *testing.T) {
 	require.NoError(t, err)
 	_, err = converge.Apply(context.Background(), g)
 	require.Error(t, err)
-	assert.Equal(t, 1, m.errors["ContainerCreate"])
-	assert.Equal(t, 1, m.calls["ContainerCreate"])
-	assert.Zero(t, m.errors["ContainerList"])
+	assert.Equal(t, 1, m.errors()["ContainerCreate"])
+	assert.Equal(t, 1, m.calls()["ContainerCreate"])
+	assert.Zero(t, m.errors()["ContainerList"])
 }
 
 func TestInstrumentCountsAndKeepsTheEngineClock(t *testing.T) {
@@ -125,7 +103,7 @@ func TestInstrumentCountsAndKeepsTheEngineClock(t *testing.T) {
 	p := load(t, threeServices)
 	apply(t, eng, p)
 	want := maps.Clone(f.Calls())
-	assert.Equal(t, want, m.calls)
+	assert.Equal(t, want, m.calls())
 }
 
 // clockEngine is the fake with the engine's Info, as a *client.Client has.

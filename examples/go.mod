@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/convergekit/converge v0.0.0
 	github.com/convergekit/converge/docker v0.0.0
+	github.com/convergekit/converge/statuspage v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -74,3 +75,5 @@ replace github.com/convergekit/converge => ../
 replace github.com/convergekit/converge/docker => ../docker
 
 replace github.com/convergekit/converge/pgstore => ../pgstore
+
+replace github.com/convergekit/converge/statuspage => ../statuspage

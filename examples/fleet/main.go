@@ -19,8 +19,14 @@
 // embedded boltstore file named by -state (a temporary one by default). A
 // second run on the same store resumes where the first one stopped.
 //
+// With -http, the program serves the status page (package statuspage)
+// while the fleet converges, and afterwards until it is interrupted: the
+// hosts per state with the SLA breaches, the quarantined hosts, and each
+// host's history, as HTML or, with "Accept: application/json", as JSON.
+//
 //	go run ./examples/fleet
 //	go run ./examples/fleet -state /tmp/fleet.db
+//	go run ./examples/fleet -http localhost:8080
 //	go run ./examples/fleet -log    # and log the quarantines to stderr
 //	CONVERGE_PG_DSN=postgres://... go run ./examples/fleet
 package main
@@ -33,7 +39,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
@@ -42,6 +51,7 @@ import (
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/examples/internal/stores"
+	"github.com/convergekit/converge/statuspage"
 )
 
 const hosts = 500
@@ -78,26 +88,88 @@ func main() {
 	var opts stores.Options
 	flag.StringVar(&opts.DSN, "pg", os.Getenv(stores.DSNEnv), "PostgreSQL DSN of the shared store (default $"+stores.DSNEnv+")")
 	flag.StringVar(&opts.Path, "state", "", "embedded store file when no DSN is given (default: a temporary file)")
+	addr := flag.String("http", "", "serve the status page on this address (host:port) until interrupted")
 	logHalts := flag.Bool("log", false, "log to stderr the hosts the controller gives up on")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	var logger *slog.Logger
 	if *logHalts {
 		// Halts are logged at Error; every handler run at Debug, Info
 		// or Warn.
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	if err := run(ctx, os.Stdout, opts, logger); err != nil {
+	if err := serve(os.Stdout, opts, *addr, logger); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
+// serve runs the fleet and, when addr is not empty, serves its status page
+// on addr while it converges and afterwards, until an interrupt; logger,
+// when not nil, receives the controller's log.
+func serve(out io.Writer, opts stores.Options, addr string, logger *slog.Logger) error {
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stopSignals()
+	ctx, cancel := context.WithTimeout(sigCtx, time.Minute)
+	defer cancel()
+	if addr == "" {
+		return run(ctx, out, opts, pageHooks{}, logger)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // when run fails before the page is served
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	served <- http.ErrServerClosed // until the page is served
+	err = run(ctx, out, opts, pageHooks{
+		start: func(h http.Handler) {
+			<-served
+			srv.Handler = h
+			go func() { served <- srv.Serve(ln) }()
+			fmt.Fprintf(out, "status page on http://%s/\n", ln.Addr())
+		},
+		converged: func(http.Handler) {
+			fmt.Fprintln(out, "the status page stays up until interrupted (Ctrl-C)")
+			<-sigCtx.Done()
+		},
+	}, logger)
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
+		err = serr
+	}
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// pageHooks hand the fleet's status page out of run. The zero value makes
+// no page.
+type pageHooks struct {
+	// start, when set, gets the page as soon as the controller exists.
+	start func(http.Handler)
+	// converged, when set, gets the page once every host is ready, while
+	// the store is still open; run returns when it does.
+	converged func(http.Handler)
+}
+
+// newPage returns the status page of the fleet's controller.
+func newPage(ctrl *controller.Controller) (*statuspage.Handler, error) {
+	return statuspage.New(statuspage.Options{
+		Title: "fleet",
+		Controllers: []statuspage.Controller{{
+			Controller: ctrl,
+			States:     []controller.State{stateNew, stateProvisioning, stateInstalling, stateReady},
+		}},
+	})
+}
+
 // run converges the simulated fleet, kept in the store opts names, and
-// writes its progress to out; logger, when not nil, receives the
-// controller's log.
-func run(ctx context.Context, out io.Writer, opts stores.Options, logger *slog.Logger) error {
+// writes its progress to out. It hands the fleet's status page to the
+// hooks, if any, and the controller's log to logger, when not nil.
+func run(ctx context.Context, out io.Writer, opts stores.Options, hooks pageHooks, logger *slog.Logger) error {
 	st, closeStore, err := stores.Open(ctx, opts)
 	if err != nil {
 		return err
@@ -159,6 +231,15 @@ func run(ctx context.Context, out io.Writer, opts stores.Options, logger *slog.L
 	ctrl, err = controller.New(cfg)
 	if err != nil {
 		return err
+	}
+	var page *statuspage.Handler
+	if hooks.start != nil || hooks.converged != nil {
+		if page, err = newPage(ctrl); err != nil {
+			return err
+		}
+	}
+	if hooks.start != nil {
+		hooks.start(page)
 	}
 	fmt.Fprintf(out, "state kept in %s\n", st.Where)
 	for i := range hosts {
@@ -229,6 +310,9 @@ func run(ctx context.Context, out io.Writer, opts stores.Options, logger *slog.L
 	fmt.Fprintln(out, "history of host-007:")
 	for _, h := range history {
 		fmt.Fprintf(out, "  %-14q -> %-14q %s\n", h.From, h.To, h.Reason)
+	}
+	if hooks.converged != nil {
+		hooks.converged(page)
 	}
 	return nil
 }

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,13 +17,14 @@ import (
 
 	"github.com/convergekit/converge/examples/internal/stores"
 	"github.com/convergekit/converge/pgstore/pgtest"
+	"github.com/convergekit/converge/statuspage"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 
 func TestFleetConverges(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(t.Context(), &out, stores.Options{}, nil))
+	require.NoError(t, run(t.Context(), &out, stores.Options{}, pageHooks{}, nil))
 	s := out.String()
 	assert.Contains(t, s, "\nnew=500\n", "the fleet starts with every host new")
 	assert.Contains(t, s, "ready=500\n")
@@ -43,21 +48,11 @@ func assertQuarantineAndSLA(t *testing.T, s string) {
 	assert.Equal(t, 1, strings.Count(s, "sla: "+slowAgent+" left installing, no longer above its SLA\n"), "and its end once:\n%s", s)
 }
 
-func TestFleetLogsTheQuarantinedHosts(t *testing.T) {
-	var out, log bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelError}))
-	require.NoError(t, run(t.Context(), &out, stores.Options{}, logger))
-	for _, h := range badDisks {
-		assert.Contains(t, log.String(), "controller=host key="+h+" state=provisioning outcome=quarantined")
-	}
-	assert.Equal(t, len(badDisks), strings.Count(log.String(), "\n"), "only the halts at Error:\n%s", log.String())
-}
-
 func TestFleetResumesFromItsStateFile(t *testing.T) {
 	opts := stores.Options{Path: filepath.Join(t.TempDir(), "fleet.db")}
 	var first, second bytes.Buffer
-	require.NoError(t, run(t.Context(), &first, opts, nil))
-	require.NoError(t, run(t.Context(), &second, opts, nil))
+	require.NoError(t, run(t.Context(), &first, opts, pageHooks{}, nil))
+	require.NoError(t, run(t.Context(), &second, opts, pageHooks{}, nil))
 	s := second.String()
 	for _, line := range strings.Split(s, "\n") {
 		if strings.Contains(line, "=") {
@@ -74,10 +69,75 @@ func TestFleetResumesFromItsStateFile(t *testing.T) {
 
 func TestFleetOnPostgres(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(t.Context(), &out, stores.Options{DSN: pgtest.DSN(t)}, nil))
+	require.NoError(t, run(t.Context(), &out, stores.Options{DSN: pgtest.DSN(t)}, pageHooks{}, nil))
 	s := out.String()
 	assert.Contains(t, s, "state kept in PostgreSQL\n")
 	assert.Contains(t, s, "all 500 hosts ready")
 	assert.Contains(t, s, `"installing"   -> "ready"        agent reported`)
 	assertQuarantineAndSLA(t, s)
+}
+
+func TestFleetLogsTheQuarantinedHosts(t *testing.T) {
+	var out, log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelError}))
+	require.NoError(t, run(t.Context(), &out, stores.Options{}, pageHooks{}, logger))
+	for _, h := range badDisks {
+		assert.Contains(t, log.String(), "controller=host key="+h+" state=provisioning outcome=quarantined")
+	}
+	assert.Equal(t, len(badDisks), strings.Count(log.String(), "\n"), "only the halts at Error:\n%s", log.String())
+}
+
+func TestFleetServesItsStatusPage(t *testing.T) {
+	var out bytes.Buffer
+	var started, checked bool
+	require.NoError(t, run(t.Context(), &out, stores.Options{}, pageHooks{
+		start: func(http.Handler) { started = true },
+		converged: func(page http.Handler) {
+			checked = true
+			checkFleetPage(t, page)
+		},
+	}, nil))
+	assert.True(t, started, "the page is handed out when the controller exists")
+	assert.True(t, checked, "and once the fleet converged")
+}
+
+// checkFleetPage checks the status page of a converged fleet.
+func checkFleetPage(t *testing.T, page http.Handler) {
+	t.Helper()
+	srv := httptest.NewServer(page)
+	defer srv.Close()
+
+	fetch := func(path string, asJSON bool) string {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		if asJSON {
+			req.Header.Set("Accept", "application/json")
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		return string(body)
+	}
+	html := fetch("/", false)
+	assert.Contains(t, html, `<a href="./controllers/host/states/ready">ready</a></td><td class="count">500</td>`)
+
+	var v statuspage.ControllerView
+	require.NoError(t, json.Unmarshal([]byte(fetch("/controllers/host", true)), &v))
+	assert.Equal(t, 500, v.Objects)
+	assert.Equal(t, []statuspage.StateCount{{State: "new"}, {State: "provisioning"}, {State: "installing"}, {State: "ready", Objects: 500}}, v.States)
+	assert.Empty(t, v.QuarantinedObjects, "the quarantined hosts were released")
+
+	var o statuspage.ObjectView
+	require.NoError(t, json.Unmarshal([]byte(fetch("/controllers/host/objects/host-013", true)), &o))
+	assert.Equal(t, "ready", o.State)
+	var reasons []string
+	for _, h := range o.History {
+		reasons = append(reasons, h.Reason)
+	}
+	assert.Contains(t, reasons, "agent reported", "the history of a host released from quarantine")
+	assert.Contains(t, fetch("/controllers/host/objects/host-013", false), "machine booted")
 }

@@ -1,0 +1,106 @@
+package converge
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Pass results, the "result" label of MetricTargetPasses.
+const (
+	passOK = iota
+	passFailed
+	passPreempted
+)
+
+var passResultNames = [...]string{"ok", "failed", "preempted"}
+
+// targetObs reports a TargetReconciler's metrics and log lines.
+type targetObs struct {
+	m      Metrics      // nil: none
+	log    *slog.Logger // nil: none; carries the "target" attribute
+	labels []string     // {name}
+	result [len(passResultNames)][]string
+}
+
+func newTargetObs(name string, m Metrics, log *slog.Logger) targetObs {
+	o := targetObs{m: m, log: log, labels: []string{name}}
+	for i, res := range passResultNames {
+		o.result[i] = []string{name, res}
+	}
+	return o
+}
+
+func (o *targetObs) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	ctx = context.WithoutCancel(ctx)
+	if o.log != nil && o.log.Enabled(ctx, level) {
+		o.log.LogAttrs(ctx, level, msg, attrs...)
+	}
+}
+
+// targetSet reports a new current target.
+func (o *targetObs) targetSet(ctx context.Context, rev uint64) {
+	if o.m != nil {
+		o.m.Set(MetricTargetRevision, float64(rev), o.labels...)
+		o.m.Set(MetricTargetFailures, 0, o.labels...)
+		o.m.Set(MetricTargetBackoff, 0, o.labels...)
+	}
+	o.logAttrs(ctx, slog.LevelInfo, "target set", slog.Uint64("revision", rev))
+}
+
+// passStarted reports the start of a pass: no backoff is in effect any more.
+func (o *targetObs) passStarted(ctx context.Context, info passInfo, forced bool) {
+	if o.m != nil && !info.inter {
+		o.m.Set(MetricTargetBackoff, 0, o.labels...)
+	}
+	o.logAttrs(ctx, slog.LevelDebug, "pass started", slog.Int("pass", info.pass), slog.Uint64("revision", info.rev),
+		slog.Bool("intermediate", info.inter), slog.Bool("forced", forced))
+}
+
+// passEnded reports a pass that finished, failed (failures in a row
+// counting this one) or was preempted, as ev says.
+func (o *targetObs) passEnded(ctx context.Context, ev TargetEvent, failures int) {
+	result := passOK
+	switch ev.Kind {
+	case TargetPassFailed:
+		result = passFailed
+	case TargetPassPreempted:
+		result = passPreempted
+	}
+	if m := o.m; m != nil {
+		m.Add(MetricTargetPasses, 1, o.result[result]...)
+		m.Observe(MetricTargetPassDuration, ev.Duration.Seconds(), o.labels...)
+		if result != passPreempted {
+			locked := 0.0
+			if ev.Locked {
+				locked = 1
+			}
+			m.Set(MetricTargetLocked, locked, o.labels...)
+		}
+		if !ev.Intermediate && result != passPreempted {
+			m.Set(MetricTargetFailures, float64(failures), o.labels...)
+			m.Set(MetricTargetBackoff, ev.Retry.Seconds(), o.labels...)
+		}
+	}
+	if o.log == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.Int("pass", ev.Pass), slog.Uint64("revision", ev.Revision), slog.Duration("duration", ev.Duration)}
+	if ev.Intermediate {
+		attrs = append(attrs, slog.Bool("intermediate", true))
+	}
+	if ev.Forced {
+		attrs = append(attrs, slog.Bool("forced", true))
+	}
+	switch result {
+	case passOK:
+		o.logAttrs(ctx, slog.LevelInfo, "pass finished", attrs...)
+	case passPreempted:
+		o.logAttrs(ctx, slog.LevelInfo, "pass preempted", attrs...)
+	default:
+		attrs = append(attrs, slog.String("error", ev.Err.Error()), slog.Duration("retry", ev.Retry), slog.Bool("locked", ev.Locked))
+		if failures > 0 {
+			attrs = append(attrs, slog.Int("failures", failures))
+		}
+		o.logAttrs(ctx, slog.LevelWarn, "pass failed", attrs...)
+	}
+}

@@ -1,0 +1,53 @@
+// Package statuspage is a status page for converge: an http.Handler that
+// shows what the loops of a program are doing, as HTML for people and as
+// JSON for tools.
+//
+// It shows, per target reconciler (see WatchTarget), the current target
+// revision, the last pass (when, its result, how long it took), the
+// failed passes, whether an update lock stopped the last one and the host
+// actions items asked for, and the target's graph per stage: as SVG when
+// Graphviz dot is on PATH, and always as a list in dependency order with
+// each item's outcome, plus its Mermaid text. A TargetReconciler has no
+// read API besides Revision, so WatchTarget subscribes to its events and
+// keeps a snapshot: create it before the reconciler runs.
+//
+// Per controller (controller.Controller) it shows the objects per
+// lifecycle state with their counts, how many are above their state's SLA
+// and halted, the quarantined objects (as the store has them, for every
+// replica), the objects halted by a terminal error, the objects of one
+// state, and one object's page with its stored history. Per plan
+// (converge.PlanRunner) it shows the progress of every command and of
+// every target, and the plan's history.
+//
+// # Paths
+//
+//	/                                       OverviewView
+//	/targets/{name}                         TargetView
+//	/targets/{name}/graph                   GraphView (graph.svg?stage=i: the SVG)
+//	/controllers/{kind}                     ControllerView
+//	/controllers/{kind}/states/{state}      StateView
+//	/controllers/{kind}/objects/{key}       ObjectView (the key path-escaped)
+//	/plans                                  PlansView
+//	/plans/{id}                             PlanView
+//
+// A request with "Accept: application/json" gets the view as JSON at the
+// same path; errors are an ErrorView. The page is html/template with a
+// little CSS and no JavaScript; everything it shows is escaped, and its
+// Content-Security-Policy allows no script. Its links are relative, so
+// it may be mounted under a prefix with http.StripPrefix.
+//
+// # Actions
+//
+// The page is read-only unless Options.Actions is set; GET never changes
+// anything. With actions, it offers buttons to retry a failed plan
+// (POST /plans/{id}/retry), abort a running one (POST /plans/{id}/abort,
+// with a reason) and release a halted object
+// (POST /controllers/{kind}/objects/{key}/release). Each POST must carry the
+// CSRF token the page rendered with its form (form field "csrf", or the
+// header X-CSRF-Token; the JSON views list them in their actions): an
+// HMAC of the action and its object under a secret of the Handler,
+// compared in constant time, so a token allows one action on one object.
+// A cross-origin request (by Sec-Fetch-Site or Origin, see
+// http.CrossOriginProtection) is refused too. A refused action is
+// 403 Forbidden.
+package statuspage

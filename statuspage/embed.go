@@ -1,0 +1,6 @@
+package statuspage
+
+import "embed"
+
+//go:embed page.html
+var pageFS embed.FS

@@ -1,0 +1,147 @@
+package statuspage_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/statuspage"
+)
+
+// The fleet of the tests: hosts whose key says where they end up.
+const (
+	stateNew     controller.State = "new"
+	stateWaiting controller.State = "waiting"
+	stateReady   controller.State = "ready"
+)
+
+// fleetKeys are the hosts of the test fleet: "ready-*" become ready,
+// "wait-*" wait (above the SLA of waiting), "bad-*" fail until quarantined,
+// "term-*" fail with a terminal error.
+var fleetKeys = []string{"ready-1", "ready-2", "ready-3", "wait-1", "wait-2", "bad-1", "term-1", "ready-a/b", "<script>alert(1)</script>"}
+
+var errDisk = errors.New("disk failed")
+
+// fleet is a controller that ran its objects to where fleetKeys says, and
+// stopped: the page shows what it left.
+func fleet(t *testing.T) *controller.Controller {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		done = map[string]bool{}
+		all  = make(chan struct{})
+	)
+	finish := func(key string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done[key] {
+			done[key] = true
+			if len(done) == len(fleetKeys) {
+				close(all)
+			}
+		}
+	}
+	handler := controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+		switch {
+		case strings.HasPrefix(o.Key, "bad-"):
+			if o.Retries == 1 {
+				defer finish(o.Key)
+			}
+			return controller.Result{}, errDisk
+		case strings.HasPrefix(o.Key, "term-"):
+			defer finish(o.Key)
+			return controller.Result{}, controller.Terminal(errDisk)
+		case strings.HasPrefix(o.Key, "wait-"):
+			if o.State == stateNew {
+				return controller.Transition(stateWaiting).Because("accepted"), nil
+			}
+			finish(o.Key)
+			return controller.Wait("agent busy"), nil
+		default:
+			if o.State == stateNew {
+				return controller.Transition(stateReady).Because("agent reported"), nil
+			}
+			finish(o.Key)
+			return controller.NoChange(), nil
+		}
+	})
+	c, err := controller.New(controller.Config{
+		Kind:            "host",
+		Handler:         handler,
+		Backoff:         converge.Backoff{Base: time.Microsecond, Max: time.Millisecond},
+		SLA:             map[controller.State]time.Duration{stateWaiting: time.Nanosecond},
+		QuarantineAfter: 2,
+	})
+	require.NoError(t, err)
+	for _, k := range fleetKeys {
+		require.NoError(t, c.Add(t.Context(), k, stateNew, nil))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Run(ctx) }()
+	select {
+	case <-all:
+	case <-t.Context().Done():
+	}
+	cancel()
+	require.NoError(t, <-stopped)
+	return c
+}
+
+// plans is a runner with two stored plans: "rollout" failed on its second
+// worker, "canary" is running.
+func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
+	t.Helper()
+	store := converge.NewMemStore()
+	r, err := converge.NewPlanRunner(store, converge.PlanConfig{})
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	doc := func(id string, st converge.PlanState, reason string, targets ...converge.PlanTargetStatus) *converge.PlanDocument {
+		names := make([]string, len(targets))
+		for i, tg := range targets {
+			names[i] = tg.Name
+		}
+		return &converge.PlanDocument{
+			Spec: converge.Plan{ID: id, Commands: []converge.Command{{
+				Kind:    "update",
+				Targets: []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: names}}},
+			}}},
+			Status: &converge.PlanStatus{State: st, Reason: reason, Commands: []converge.CommandStatus{{
+				ID: 0, Kind: "update", State: st, Reason: reason, Started: at,
+				Targets: map[string][]converge.PlanTargetStatus{"workers": targets},
+			}}},
+		}
+	}
+	require.NoError(t, r.Create(t.Context(), doc("rollout", converge.PlanFailed, "w2 failed",
+		converge.PlanTargetStatus{Name: "w1", State: converge.HostCompleted, LastUpdatedTimestamp: at},
+		converge.PlanTargetStatus{Name: "w2", State: converge.HostFailed, Reason: "disk full", LastUpdatedTimestamp: at},
+	)))
+	require.NoError(t, r.Create(t.Context(), doc("canary", converge.PlanSchedulableWait, "",
+		converge.PlanTargetStatus{Name: "c1", State: converge.HostSent, LastUpdatedTimestamp: at},
+		converge.PlanTargetStatus{Name: "c2", State: converge.HostPending, LastUpdatedTimestamp: at},
+	)))
+	return r, store
+}
+
+// newHandler is the page of the test fleet and plans.
+func newHandler(t *testing.T, actions bool) (*statuspage.Handler, *controller.Controller, *converge.PlanRunner) {
+	t.Helper()
+	c := fleet(t)
+	r, store := plans(t)
+	h, err := statuspage.New(statuspage.Options{
+		Title:       "test fleet",
+		Controllers: []statuspage.Controller{{Controller: c, States: []controller.State{stateNew, stateWaiting, stateReady}}},
+		Plans:       r,
+		PlanIDs:     statuspage.StorePlanIDs(store),
+		Actions:     actions,
+	})
+	require.NoError(t, err)
+	return h, c, r
+}

@@ -1,0 +1,825 @@
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"mime"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+)
+
+// DefaultTitle is the page title when Options.Title is empty.
+const DefaultTitle = "converge status"
+
+// DotTimeout bounds one run of Graphviz dot.
+const DotTimeout = 10 * time.Second
+
+// maxForm bounds the body of an action request.
+const maxForm = 64 << 10
+
+// Controller is a controller the page shows.
+type Controller struct {
+	Controller *controller.Controller
+	// States lists the lifecycle states in the order the page shows them,
+	// even when no object is in them; states not listed follow, sorted by
+	// name. Nil shows the states objects are in, sorted by name.
+	States []controller.State
+}
+
+// Options says what a Handler shows and whether it offers actions. The
+// zero value shows an empty page.
+type Options struct {
+	// Title is the page title; "" means DefaultTitle.
+	Title string
+	// Targets are the target reconcilers shown (see WatchTarget); names
+	// must be unique.
+	Targets []*Target
+	// Controllers are the fleet controllers shown; kinds must be unique.
+	Controllers []Controller
+	// Plans reads the plans shown; nil shows none.
+	Plans *converge.PlanRunner
+	// PlanIDs lists the plans shown (StorePlanIDs lists every plan of a
+	// store); nil lists none, but a plan's page is shown at "/plans/{id}"
+	// whenever Plans is set.
+	PlanIDs func(ctx context.Context) ([]string, error)
+	// Actions, when true, offers the actions that change something:
+	// retry and abort a plan (converge.PlanRunner.Retry and Abort) and
+	// release a halted object (controller.Controller.Release). Each is a
+	// POST carrying the page's CSRF token, from the page's own origin.
+	// False (the default) makes the page read-only: every POST fails
+	// with 403 Forbidden.
+	Actions bool
+	// Secret signs the CSRF tokens; nil means 32 random bytes made by New,
+	// so tokens last as long as the Handler. It must be at least 16 bytes.
+	Secret []byte
+	// Dot is the path of Graphviz dot, which draws a target's graphs as
+	// SVG; "" means "dot" found on PATH, if any, and "-" never draws them
+	// (the page then lists the items and shows the Mermaid text).
+	Dot string
+}
+
+// Handler is the status page: an http.Handler that shows targets,
+// controllers and plans as HTML, or as JSON (the view types) when the
+// request accepts application/json. GET never changes anything. Create
+// it with New; the zero value is not usable. It is safe for concurrent
+// use, and may be mounted under a prefix with http.StripPrefix: its links
+// are relative.
+type Handler struct {
+	opts        Options
+	secret      []byte
+	dot         string
+	mux         *http.ServeMux
+	targets     map[string]*Target
+	controllers map[string]Controller
+	cop         *http.CrossOriginProtection
+}
+
+// New validates opts and returns the Handler. Invalid options fail with a
+// *converge.ConfigError (matching converge.ErrInvalidConfig).
+func New(opts Options) (*Handler, error) {
+	h := &Handler{
+		opts:        opts,
+		targets:     map[string]*Target{},
+		controllers: map[string]Controller{},
+		cop:         http.NewCrossOriginProtection(),
+		mux:         http.NewServeMux(),
+	}
+	if h.opts.Title == "" {
+		h.opts.Title = DefaultTitle
+	}
+	for i, t := range opts.Targets {
+		field := fmt.Sprintf("statuspage.Options.Targets[%d]", i)
+		if t == nil {
+			return nil, &converge.ConfigError{Field: field, Reason: "is nil"}
+		}
+		if _, dup := h.targets[t.name]; dup {
+			return nil, &converge.ConfigError{Field: field, Reason: fmt.Sprintf("names target %q twice", t.name)}
+		}
+		h.targets[t.name] = t
+	}
+	for i, c := range opts.Controllers {
+		field := fmt.Sprintf("statuspage.Options.Controllers[%d]", i)
+		if c.Controller == nil {
+			return nil, &converge.ConfigError{Field: field, Reason: "has no Controller"}
+		}
+		if _, dup := h.controllers[c.Controller.Kind()]; dup {
+			return nil, &converge.ConfigError{Field: field, Reason: fmt.Sprintf("names kind %q twice", c.Controller.Kind())}
+		}
+		h.controllers[c.Controller.Kind()] = c
+	}
+	if opts.PlanIDs != nil && opts.Plans == nil {
+		return nil, &converge.ConfigError{Field: "statuspage.Options.PlanIDs", Reason: "is set without Plans"}
+	}
+	switch {
+	case opts.Secret == nil:
+		h.secret = make([]byte, 32)
+		if _, err := rand.Read(h.secret); err != nil {
+			return nil, fmt.Errorf("statuspage: make the CSRF secret: %w", err)
+		}
+	case len(opts.Secret) < 16:
+		return nil, &converge.ConfigError{Field: "statuspage.Options.Secret", Reason: "is shorter than 16 bytes"}
+	default:
+		h.secret = slices.Clone(opts.Secret)
+	}
+	switch opts.Dot {
+	case "-":
+	case "":
+		h.dot, _ = exec.LookPath("dot")
+	default:
+		h.dot = opts.Dot
+	}
+	h.routes()
+	return h, nil
+}
+
+func (h *Handler) routes() {
+	h.mux.HandleFunc("GET /{$}", h.overview)
+	h.mux.HandleFunc("GET /targets/{name}", h.target)
+	h.mux.HandleFunc("GET /targets/{name}/graph", h.graph)
+	h.mux.HandleFunc("GET /targets/{name}/graph.svg", h.graphSVG)
+	h.mux.HandleFunc("GET /controllers/{kind}", h.controller)
+	h.mux.HandleFunc("GET /controllers/{kind}/states/{state}", h.state)
+	h.mux.HandleFunc("GET /controllers/{kind}/objects/{key}", h.object)
+	h.mux.HandleFunc("POST /controllers/{kind}/objects/{key}/release", h.action(h.release))
+	h.mux.HandleFunc("GET /plans", h.plans)
+	h.mux.HandleFunc("GET /plans/{id}", h.plan)
+	h.mux.HandleFunc("POST /plans/{id}/retry", h.action(h.retry))
+	h.mux.HandleFunc("POST /plans/{id}/abort", h.action(h.abort))
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Add("Vary", "Accept")
+	h.mux.ServeHTTP(w, r)
+}
+
+// StorePlanIDs returns the Options.PlanIDs that lists every plan stored in
+// store (under converge.PlanKeyPrefix), sorted.
+func StorePlanIDs(store converge.Store) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		recs, err := store.List(ctx, converge.PlanKeyPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("statuspage: list plans: %w", err)
+		}
+		ids := make([]string, 0, len(recs))
+		for _, rec := range recs {
+			ids = append(ids, strings.TrimPrefix(rec.Key, converge.PlanKeyPrefix))
+		}
+		return ids, nil
+	}
+}
+
+// wantsJSON reports whether the request prefers application/json to HTML.
+func wantsJSON(r *http.Request) bool {
+	var qJSON, qHTML float64 = -1, -1
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if s, ok := params["q"]; ok {
+			if v, err := strconv.ParseFloat(s, 64); err == nil {
+				q = v
+			}
+		}
+		switch mt {
+		case "application/json":
+			qJSON = max(qJSON, q)
+		case "text/html":
+			qHTML = max(qHTML, q)
+		}
+	}
+	return qJSON > 0 && qJSON >= qHTML
+}
+
+// root is the relative path from the request's page to the handler's
+// root, so links work under any prefix.
+func root(r *http.Request) string {
+	n := strings.Count(r.URL.EscapedPath(), "/") - 1
+	if n <= 0 {
+		return "./"
+	}
+	return strings.Repeat("../", n)
+}
+
+// page is what every HTML template gets.
+type page struct {
+	Title   string
+	Root    string
+	Actions bool
+	View    any
+}
+
+// sub is what a nested template gets: the root and a part of the view.
+type sub struct {
+	Root string
+	V    any
+}
+
+// write renders v as JSON or with the named template.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, name string, v any) {
+	if wantsJSON(r) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+		return
+	}
+	var buf bytes.Buffer
+	if err := templates.ExecuteTemplate(&buf, name, page{Title: h.opts.Title, Root: root(r), Actions: h.opts.Actions, View: v}); err != nil {
+		http.Error(w, "statuspage: render "+name+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail writes an error response in the form the request asks for.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.write(w, r, status, "error", ErrorView{Status: status, Error: msg})
+}
+
+// failErr writes err with the status its kind calls for.
+func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, controller.ErrObjectNotFound), errors.Is(err, converge.ErrStoreNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, converge.ErrPlanNotFailed), errors.Is(err, converge.ErrPlanFinished):
+		status = http.StatusConflict
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		status = http.StatusServiceUnavailable
+	}
+	h.fail(w, r, status, err.Error())
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	v := OverviewView{Title: h.opts.Title, Targets: []TargetView{}, Controllers: []ControllerSummary{}, Plans: []PlanSummary{}}
+	for _, t := range h.opts.Targets {
+		v.Targets = append(v.Targets, t.view())
+	}
+	for _, c := range h.opts.Controllers {
+		v.Controllers = append(v.Controllers, summarize(c, c.Controller.Objects(), aboveSLA(c.Controller)))
+	}
+	plans, err := h.planSummaries(r.Context())
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	v.Plans = plans
+	h.write(w, r, http.StatusOK, "overview", v)
+}
+
+func (h *Handler) target(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.targets[r.PathValue("name")]
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("statuspage: no target %q", r.PathValue("name")))
+		return
+	}
+	h.write(w, r, http.StatusOK, "target", t.view())
+}
+
+// stages builds the graphs of target name, or writes why it cannot.
+func (h *Handler) stages(w http.ResponseWriter, r *http.Request) (*Target, []converge.TargetStage, bool) {
+	t, ok := h.targets[r.PathValue("name")]
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("statuspage: no target %q", r.PathValue("name")))
+		return nil, nil, false
+	}
+	if t.stages == nil {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("statuspage: target %q has no Build to draw its graph", t.name))
+		return nil, nil, false
+	}
+	st, err := t.stages(r.Context())
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("statuspage: build target %q: %v", t.name, err))
+		return nil, nil, false
+	}
+	return t, st, true
+}
+
+func (h *Handler) graph(w http.ResponseWriter, r *http.Request) {
+	t, stages, ok := h.stages(w, r)
+	if !ok {
+		return
+	}
+	v := GraphView{Target: t.name, Revision: t.revision(), Stages: []StageGraph{}, SVG: h.dot != ""}
+	for _, st := range stages {
+		v.Stages = append(v.Stages, stageGraph(st, t.report(st.Name)))
+	}
+	h.write(w, r, http.StatusOK, "graph", v)
+}
+
+func (h *Handler) graphSVG(w http.ResponseWriter, r *http.Request) {
+	if h.dot == "" {
+		http.Error(w, "statuspage: Graphviz dot is not available", http.StatusNotFound)
+		return
+	}
+	t, stages, ok := h.stages(w, r)
+	if !ok {
+		return
+	}
+	i, err := strconv.Atoi(r.URL.Query().Get("stage"))
+	if err != nil || i < 0 || i >= len(stages) {
+		http.Error(w, fmt.Sprintf("statuspage: target %q has no stage %q", t.name, r.URL.Query().Get("stage")), http.StatusNotFound)
+		return
+	}
+	var dot bytes.Buffer
+	if err := stages[i].Graph.WriteDOT(&dot, t.report(stages[i].Name)); err != nil {
+		http.Error(w, "statuspage: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), DotTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.dot, "-Tsvg")
+	cmd.Stdin = &dot
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	svg, err := cmd.Output()
+	if err != nil {
+		http.Error(w, fmt.Sprintf("statuspage: dot: %v: %s", err, strings.TrimSpace(stderr.String())), http.StatusInternalServerError)
+		return
+	}
+	// Shown through <img> only, where an SVG runs no script; the policy
+	// keeps it so when it is opened on its own.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Content-Type", "image/svg+xml")
+	_, _ = w.Write(svg)
+}
+
+// stageGraph describes one stage's graph with the outcomes of rep.
+func stageGraph(st converge.TargetStage, rep *converge.Report) StageGraph {
+	sg := StageGraph{Name: st.Name, Clean: st.Clean, Items: []GraphItem{}}
+	g := st.Graph
+	if g == nil {
+		g = converge.NewGraph()
+	}
+	var b strings.Builder
+	if err := g.WriteDOT(&b, rep); err == nil {
+		sg.DOT = b.String()
+	}
+	b.Reset()
+	if err := g.WriteMermaid(&b, rep); err == nil {
+		sg.Mermaid = b.String()
+	}
+	ids, err := g.Order()
+	if err != nil {
+		sg.Error = err.Error()
+		return sg
+	}
+	for _, id := range ids {
+		_, p, _ := g.Node(id)
+		it := GraphItem{ID: string(id), Presence: p.String()}
+		for _, d := range g.Dependencies(id) {
+			it.Dependencies = append(it.Dependencies, string(d))
+		}
+		if rep != nil {
+			if res, ok := rep.Item(id); ok {
+				it.Outcome = res.Outcome.String()
+			}
+		}
+		sg.Items = append(sg.Items, it)
+	}
+	return sg
+}
+
+// aboveSLA returns the keys of c's objects above their state's SLA.
+func aboveSLA(c *controller.Controller) map[string]bool {
+	keys := map[string]bool{}
+	for _, o := range c.AboveSLA() {
+		keys[o.Key] = true
+	}
+	return keys
+}
+
+// summarize counts objs per state, in the order c lists them.
+func summarize(c Controller, objs []controller.Object, above map[string]bool) ControllerSummary {
+	s := ControllerSummary{Kind: c.Controller.Kind(), Objects: len(objs), States: []StateCount{}}
+	idx := map[controller.State]int{}
+	for _, st := range c.States {
+		if _, ok := idx[st]; !ok {
+			idx[st] = len(s.States)
+			s.States = append(s.States, StateCount{State: string(st)})
+		}
+	}
+	listed := len(s.States)
+	for _, o := range objs {
+		i, ok := idx[o.State]
+		if !ok {
+			i = len(s.States)
+			idx[o.State] = i
+			s.States = append(s.States, StateCount{State: string(o.State)})
+		}
+		sc := &s.States[i]
+		sc.Objects++
+		if above[o.Key] {
+			sc.AboveSLA++
+			s.AboveSLA++
+		}
+		if o.Halted != "" {
+			sc.Halted++
+		}
+		switch o.Halted {
+		case controller.HaltQuarantined:
+			s.Quarantined++
+		case controller.HaltTerminal:
+			s.Terminal++
+		}
+	}
+	rest := s.States[listed:]
+	sort.Slice(rest, func(i, j int) bool { return rest[i].State < rest[j].State })
+	return s
+}
+
+// objectPath is the page of an object, relative to the handler's root.
+func objectPath(kind, key string) string {
+	return "controllers/" + url.PathEscape(kind) + "/objects/" + url.PathEscape(key)
+}
+
+// objectSummary describes o.
+func objectSummary(kind string, o controller.Object, above bool) ObjectSummary {
+	s := ObjectSummary{
+		Key: o.Key, State: string(o.State), Since: o.Since, Reason: o.Reason,
+		Failures: o.Failures, Retries: o.Retries, Halted: string(o.Halted),
+		AboveSLA: above, SLABreached: o.SLABreached, Path: objectPath(kind, o.Key),
+	}
+	if o.LastError != nil {
+		s.LastError = &FailureView{At: o.LastError.At, Error: o.LastError.Error}
+	}
+	return s
+}
+
+// lookupController finds the controller of the request, or writes 404.
+func (h *Handler) lookupController(w http.ResponseWriter, r *http.Request) (Controller, bool) {
+	c, ok := h.controllers[r.PathValue("kind")]
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("statuspage: no controller of kind %q", r.PathValue("kind")))
+	}
+	return c, ok
+}
+
+func (h *Handler) controller(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.lookupController(w, r)
+	if !ok {
+		return
+	}
+	kind := c.Controller.Kind()
+	objs := c.Controller.Objects()
+	above := aboveSLA(c.Controller)
+	v := ControllerView{
+		ControllerSummary:  summarize(c, objs, above),
+		AboveSLAObjects:    []ObjectSummary{},
+		QuarantinedObjects: []ObjectSummary{},
+		TerminalObjects:    []ObjectSummary{},
+	}
+	for _, o := range objs {
+		if above[o.Key] {
+			v.AboveSLAObjects = append(v.AboveSLAObjects, objectSummary(kind, o, true))
+		}
+		if o.Halted == controller.HaltTerminal {
+			v.TerminalObjects = append(v.TerminalObjects, objectSummary(kind, o, above[o.Key]))
+		}
+	}
+	quarantined, err := c.Controller.Quarantined(r.Context())
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	for _, o := range quarantined {
+		v.QuarantinedObjects = append(v.QuarantinedObjects, objectSummary(kind, o, above[o.Key]))
+	}
+	h.write(w, r, http.StatusOK, "controller", v)
+}
+
+func (h *Handler) state(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.lookupController(w, r)
+	if !ok {
+		return
+	}
+	kind := c.Controller.Kind()
+	state := r.PathValue("state")
+	above := aboveSLA(c.Controller)
+	v := StateView{Kind: kind, State: state, Objects: []ObjectSummary{}}
+	for _, o := range c.Controller.Objects() {
+		if string(o.State) == state {
+			v.Objects = append(v.Objects, objectSummary(kind, o, above[o.Key]))
+		}
+	}
+	h.write(w, r, http.StatusOK, "state", v)
+}
+
+func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.lookupController(w, r)
+	if !ok {
+		return
+	}
+	kind, key := c.Controller.Kind(), r.PathValue("key")
+	o, ok := c.Controller.Get(key)
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("statuspage: no %s %q", kind, key))
+		return
+	}
+	hist, err := c.Controller.History(r.Context(), key)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	if hist == nil {
+		hist = []converge.HistoryEntry{}
+	}
+	v := ObjectView{
+		Kind:          kind,
+		ObjectSummary: objectSummary(kind, o, aboveSLA(c.Controller)[key]),
+		Data:          o.Data,
+		Intents:       o.Intents,
+		History:       hist,
+	}
+	if h.opts.Actions && o.Halted != "" {
+		v.Actions = append(v.Actions, h.actionView("release", v.Path+"/release", kind, key))
+	}
+	h.write(w, r, http.StatusOK, "object", v)
+}
+
+// planSummaries reads the plans Options.PlanIDs lists.
+func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, error) {
+	out := []PlanSummary{}
+	if h.opts.PlanIDs == nil {
+		return out, nil
+	}
+	ids, err := h.opts.PlanIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		doc, _, err := h.opts.Plans.Get(ctx, id)
+		if err != nil {
+			out = append(out, PlanSummary{ID: id, Error: err.Error()})
+			continue
+		}
+		s, _ := planViews(id, doc)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// planViews describes doc: its summary and its commands.
+func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandView) {
+	s := PlanSummary{ID: id, State: string(doc.State()), Commands: len(doc.Spec.Commands), Active: -1}
+	var status []converge.CommandStatus
+	if doc.Status != nil {
+		s.Reason, s.Abort = doc.Status.Reason, doc.Status.Abort
+		status = doc.Status.Commands
+	}
+	cmds := []CommandView{}
+	for i, spec := range doc.Spec.Commands {
+		cv := CommandView{Index: i, Kind: spec.Kind, State: string(converge.PlanNewPlan), Groups: []GroupView{}}
+		if i < len(status) {
+			cs := status[i]
+			if cs.State != "" {
+				cv.State = string(cs.State)
+			}
+			cv.Reason = cs.Reason
+			if !cs.Started.IsZero() {
+				started := cs.Started
+				cv.Started = &started
+			}
+			for _, group := range groupOrder(spec, cs) {
+				gv := GroupView{Name: group, Targets: []PlanTargetView{}}
+				for _, t := range cs.Targets[group] {
+					st := t.State
+					if st == "" {
+						st = converge.HostPending
+					}
+					gv.Targets = append(gv.Targets, PlanTargetView{Name: t.Name, State: string(st), Reason: t.Reason, Attempt: t.Attempt, LastUpdated: t.LastUpdatedTimestamp})
+					cv.Targets++
+					switch {
+					case st == converge.HostCompleted:
+						cv.Completed++
+					case st.IsFailure():
+						cv.Failed++
+					}
+				}
+				cv.Groups = append(cv.Groups, gv)
+			}
+		}
+		if s.Active < 0 && cv.State != string(converge.PlanCompleted) {
+			s.Active = i
+		}
+		s.Targets += cv.Targets
+		s.Completed += cv.Completed
+		s.Failed += cv.Failed
+		cmds = append(cmds, cv)
+	}
+	return s, cmds
+}
+
+// groupOrder returns the groups of a command's status in the order they
+// run: the spec's (by Order, then name), then any others by name.
+func groupOrder(spec converge.Command, cs converge.CommandStatus) []string {
+	groups := slices.Clone(spec.Targets)
+	sort.SliceStable(groups, func(i, j int) bool {
+		if groups[i].Order != groups[j].Order {
+			return groups[i].Order < groups[j].Order
+		}
+		return groups[i].Group < groups[j].Group
+	})
+	var names []string
+	seen := map[string]bool{}
+	for _, g := range groups {
+		if _, ok := cs.Targets[g.Group]; ok && !seen[g.Group] {
+			names = append(names, g.Group)
+			seen[g.Group] = true
+		}
+	}
+	var rest []string
+	for g := range cs.Targets {
+		if !seen[g] {
+			rest = append(rest, g)
+		}
+	}
+	sort.Strings(rest)
+	return append(names, rest...)
+}
+
+func (h *Handler) plans(w http.ResponseWriter, r *http.Request) {
+	plans, err := h.planSummaries(r.Context())
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	h.write(w, r, http.StatusOK, "plans", PlansView{Plans: plans})
+}
+
+func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Plans == nil {
+		h.fail(w, r, http.StatusNotFound, "statuspage: no plans are shown")
+		return
+	}
+	id := r.PathValue("id")
+	doc, version, err := h.opts.Plans.Get(r.Context(), id)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	hist, err := h.opts.Plans.History(r.Context(), id)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	if hist == nil {
+		hist = []converge.HistoryEntry{}
+	}
+	s, cmds := planViews(id, doc)
+	v := PlanView{PlanSummary: s, Version: version, CommandViews: cmds, History: hist}
+	if h.opts.Actions {
+		path := "plans/" + url.PathEscape(id)
+		st := doc.State()
+		if st.IsError() {
+			v.Actions = append(v.Actions, h.actionView("retry", path+"/retry", "", id))
+		}
+		if !st.IsFinal() {
+			v.Actions = append(v.Actions, h.actionView("abort", path+"/abort", "", id))
+		}
+	}
+	h.write(w, r, http.StatusOK, "plan", v)
+}
+
+// token is the CSRF token of action on (kind, key): an HMAC of the three
+// under the handler's secret, so a token allows one action on one object.
+func (h *Handler) token(action, kind, key string) string {
+	m := hmac.New(sha256.New, h.secret)
+	m.Write([]byte(action + "\x00" + kind + "\x00" + key))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (h *Handler) actionView(name, path, kind, key string) ActionView {
+	return ActionView{Name: name, Method: http.MethodPost, Path: path, Token: h.token(name, kind, key)}
+}
+
+// An actionFunc does an action that the checks of action allowed, and
+// returns the page to go back to, relative to the action's path.
+type actionFunc func(w http.ResponseWriter, r *http.Request) (back string, ok bool)
+
+// action wraps an actionFunc with the checks every action passes: actions
+// enabled, a request from the page's own origin, and a valid CSRF token
+// in the form field "csrf" (or the header X-CSRF-Token).
+func (h *Handler) action(do actionFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.opts.Actions {
+			h.fail(w, r, http.StatusForbidden, "statuspage: actions are disabled")
+			return
+		}
+		if err := h.cop.Check(r); err != nil {
+			h.fail(w, r, http.StatusForbidden, "statuspage: cross-origin request refused")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		got := r.Header.Get("X-CSRF-Token")
+		if got == "" {
+			got = r.PostFormValue("csrf")
+		}
+		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		want := h.token(name, r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id")))
+		if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
+			h.fail(w, r, http.StatusForbidden, "statuspage: missing or invalid CSRF token")
+			return
+		}
+		back, ok := do(w, r)
+		if !ok {
+			return
+		}
+		if wantsJSON(r) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(ErrorView{Status: http.StatusOK})
+			return
+		}
+		// Relative, unlike http.Redirect's, so it works under a prefix.
+		w.Header().Set("Location", back)
+		w.WriteHeader(http.StatusSeeOther)
+	}
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (h *Handler) release(w http.ResponseWriter, r *http.Request) (string, bool) {
+	c, ok := h.lookupController(w, r)
+	if !ok {
+		return "", false
+	}
+	key := r.PathValue("key")
+	if err := c.Controller.Release(r.Context(), key); err != nil {
+		h.failErr(w, r, err)
+		return "", false
+	}
+	return "../" + url.PathEscape(key), true
+}
+
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if h.opts.Plans == nil {
+		h.fail(w, r, http.StatusNotFound, "statuspage: no plans are shown")
+		return "", false
+	}
+	id := r.PathValue("id")
+	if err := h.opts.Plans.Retry(r.Context(), id); err != nil {
+		h.failErr(w, r, err)
+		return "", false
+	}
+	return "../" + url.PathEscape(id), true
+}
+
+func (h *Handler) abort(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if h.opts.Plans == nil {
+		h.fail(w, r, http.StatusNotFound, "statuspage: no plans are shown")
+		return "", false
+	}
+	id := r.PathValue("id")
+	reason := r.PostFormValue("reason")
+	if reason == "" {
+		reason = "aborted from the status page"
+	}
+	if err := h.opts.Plans.Abort(r.Context(), id, reason); err != nil {
+		h.failErr(w, r, err)
+		return "", false
+	}
+	return "../" + url.PathEscape(id), true
+}
+
+// templates holds the pages; see page.html.
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"pathEscape": url.PathEscape,
+	"dict":       func(root string, v any) sub { return sub{Root: root, V: v} },
+	"when":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"secs": func(s float64) string {
+		return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+	},
+}).ParseFS(pageFS, "page.html"))
