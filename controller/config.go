@@ -99,9 +99,11 @@ type Config struct {
 	// Logger, when set, receives a record of every handler run and of
 	// what followed, with the attributes "controller" (Kind), "key",
 	// "state", "outcome" (a Verdict's name, "error", "terminal",
-	// "quarantined") and "error"; nil logs nothing. Transitions and
-	// deletions are logged at Info, handler errors at Warn, halts at
-	// Error, everything else at Debug. Messages and errors are logged as
+	// "quarantined", or "store-error" when what followed could not be
+	// stored) and "error", and "next" for a transition; nil logs nothing.
+	// Transitions and deletions are logged at Info, handler errors and
+	// store errors at Warn, halts at Error, everything else (and a write
+	// that lost to a concurrent one) at Debug. Messages and errors are logged as
 	// the handler returned them: a handler must not put secrets in them.
 	Logger *slog.Logger
 	// ShutdownTimeout is how long Run lets running handlers finish after
