@@ -77,7 +77,7 @@
 // to client_golang), and log through an optional *slog.Logger (nil means no
 // logging): Config.Metrics and Config.Logger for walks (a TargetReconciler
 // uses those of TargetConfig.Walk), PlanConfig.Metrics and
-// PlanConfig.Logger for plans. CoreMetrics lists the metrics: counters end
+// PlanConfig.Logger for plans. AllMetrics lists the metrics: counters end
 // in "_total", durations are "_seconds" histograms, and labels take values
 // from small sets only: an item's kind (ID.Kind, "file" for
 // "file:/etc/hostname"), an outcome, a phase, a mode, a reconciler's name,

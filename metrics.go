@@ -255,10 +255,10 @@ var (
 	}
 )
 
-// CoreMetrics returns the descriptors of every metric the root package
+// AllMetrics returns the descriptors of every metric the root package
 // reports (walks, target reconcilers, plan runners), so that an adapter can
 // register them up front.
-func CoreMetrics() []*Metric {
+func AllMetrics() []*Metric {
 	return []*Metric{
 		MetricWalkItems, MetricWalkItemFailures, MetricWalkApplyDuration, MetricWalks, MetricWalkDuration,
 		MetricWalkEventsDropped,

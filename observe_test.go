@@ -144,9 +144,9 @@ func TestWalkReportsAnInterruptedWalk(t *testing.T) {
 	assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "apply", "interrupted"))
 }
 
-func TestCoreMetricsFollowPrometheusNaming(t *testing.T) {
+func TestAllMetricsFollowPrometheusNaming(t *testing.T) {
 	seen := map[string]bool{}
-	for _, d := range converge.CoreMetrics() {
+	for _, d := range converge.AllMetrics() {
 		assert.False(t, seen[d.Name], "%s declared twice", d.Name)
 		seen[d.Name] = true
 		assert.True(t, strings.HasPrefix(d.Name, "converge_"), d.Name)

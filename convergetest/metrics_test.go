@@ -70,7 +70,7 @@ func TestMetricsPanicsOnMisuse(t *testing.T) {
 
 func TestMetricsTakeEveryCoreMetric(t *testing.T) {
 	var m convergetest.Metrics
-	for _, d := range converge.CoreMetrics() {
+	for _, d := range converge.AllMetrics() {
 		labels := make([]string, len(d.Labels))
 		require.NotPanics(t, func() {
 			if d.Kind == converge.MetricHistogram {
@@ -80,5 +80,5 @@ func TestMetricsTakeEveryCoreMetric(t *testing.T) {
 			}
 		}, d.Name)
 	}
-	assert.Len(t, m.Series(), len(converge.CoreMetrics()))
+	assert.Len(t, m.Series(), len(converge.AllMetrics()))
 }

@@ -1,6 +1,7 @@
 package prometheus_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/convergetest"
 	"github.com/convergekit/converge/prometheus"
 )
@@ -65,4 +67,57 @@ converge_walks_total{mode="apply",result="failed"} 1
 	}
 	assert.True(t, names["converge_walk_apply_duration_seconds"], "apply durations are observed")
 	assert.True(t, names["converge_walk_duration_seconds"], "walk durations are observed")
+}
+
+// TestControllerRunIsScrapedWithItsStates runs a controller whose handler
+// moves three objects from "new" to "ready", reporting into a Metrics on a
+// pedantic registry, and checks the exposition text of its state families.
+func TestControllerRunIsScrapedWithItsStates(t *testing.T) {
+	m, err := prometheus.New(prometheus.Options{})
+	require.NoError(t, err)
+	reg := prom.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+
+	ready := make(chan string, 3)
+	c, err := controller.New(controller.Config{
+		Kind: "host", Workers: 2, Metrics: m,
+		Handler: controller.HandlerFunc(func(_ context.Context, obj controller.Object) (controller.Result, error) {
+			if obj.State == "new" {
+				return controller.Transition("ready"), nil
+			}
+			ready <- obj.Key
+			return controller.NoChange(), nil
+		}),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	for _, k := range []string{"h1", "h2", "h3"} {
+		require.NoError(t, c.Add(ctx, k, "new", nil))
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Run(ctx) }()
+	for range 3 {
+		<-ready
+	}
+	cancel()
+	require.NoError(t, <-stopped)
+
+	want := fmt.Sprintf(`
+# HELP converge_controller_objects %s
+# TYPE converge_controller_objects gauge
+converge_controller_objects{controller="host",state="new"} 0
+converge_controller_objects{controller="host",state="ready"} 3
+# HELP converge_controller_state_entered_total %s
+# TYPE converge_controller_state_entered_total counter
+converge_controller_state_entered_total{controller="host",state="new"} 3
+converge_controller_state_entered_total{controller="host",state="ready"} 3
+# HELP converge_controller_state_exited_total %s
+# TYPE converge_controller_state_exited_total counter
+converge_controller_state_exited_total{controller="host",state="new"} 3
+`, controller.MetricObjects.Help, controller.MetricStateEntered.Help, controller.MetricStateExited.Help)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"converge_controller_objects", "converge_controller_state_entered_total", "converge_controller_state_exited_total"))
+	n, err := testutil.GatherAndCount(reg, "converge_controller_handler_duration_seconds")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "handler durations per state: new and ready")
 }
