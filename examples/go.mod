@@ -3,6 +3,7 @@ module github.com/convergekit/converge/examples
 go 1.25.0
 
 require (
+	github.com/chromedp/chromedp v0.14.2
 	github.com/convergekit/converge v0.0.0
 	github.com/convergekit/converge/docker v0.0.0
 	github.com/convergekit/converge/statuspage v0.0.0
@@ -11,7 +12,13 @@ require (
 )
 
 require (
+	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327 // indirect
+	github.com/chromedp/sysutil v1.1.0 // indirect
 	github.com/docker/docker v28.5.2+incompatible // indirect
+	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2 // indirect
+	github.com/gobwas/httphead v0.1.0 // indirect
+	github.com/gobwas/pool v0.2.1 // indirect
+	github.com/gobwas/ws v1.4.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,48 +16,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge/statuspage"
+	"github.com/convergekit/converge/statuspage/statuspagetest"
 )
 
-// requireBrowserEnv, set to 1, makes the browser test fail instead of
-// skipping when no Chromium is installed (CI sets it).
-const requireBrowserEnv = "CONVERGE_REQUIRE_BROWSER"
-
-// chromium returns the path of Debian's Chromium, or skips (fails under
-// CONVERGE_REQUIRE_BROWSER=1) when there is none.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	msg := "no chromium or chromium-browser on PATH: install Debian's chromium package (apt-get install chromium) to run the browser test"
-	if os.Getenv(requireBrowserEnv) == "1" {
-		t.Fatal(msg + " (" + requireBrowserEnv + "=1)")
-	}
-	t.Skip(msg)
-	return ""
-}
-
 func TestBrowserShowsStatesAndFollowsAnObjectsHistory(t *testing.T) {
-	exe := chromium(t)
 	h, _, _ := newHandler(t, false)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox, // the tests run as root
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
+	bctx := statuspagetest.Browser(ctx, t)
 
 	var title, states, location, key, history string
 	require.NoError(t, chromedp.Run(bctx,
