@@ -159,9 +159,20 @@ func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageSt
 		}
 		return ImageState{Ref: target.Ref, Present: true, ID: id}, nil
 	}
-	used, err := im.eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("ancestor", target.Ref))})
+	// The engine's ancestor filter also matches containers created from
+	// another tag of the same image, or by ID; removing this tag leaves
+	// those alone (and the engine refuses to delete an image a container
+	// still needs), so only containers created with this very reference
+	// hold it.
+	list, err := im.eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("ancestor", target.Ref))})
 	if err != nil {
 		return current, fmt.Errorf("docker: image %s: list users: %w", target.Ref, err)
+	}
+	var used []container.Summary
+	for _, c := range list {
+		if normalizeRef(c.Image) == normalizeRef(target.Ref) {
+			used = append(used, c)
+		}
 	}
 	if len(used) > 0 {
 		return current, fmt.Errorf("docker: image %s: %w", target.Ref,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -50,6 +51,12 @@ func TestIntegrationItems(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rep.IDs(converge.OutcomeChanged))
 	assert.Zero(t, eng.Writes())
+
+	// A container created from the image's other tag does not hold the
+	// alias: removing the alias only untags.
+	other, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Labels: map[string]string{dockertest.TestLabel: "1"}}, nil, nil, nil, name+"-other")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.ContainerRemove(context.Background(), other.ID, container.RemoveOptions{Force: true}) })
 
 	_, err = converge.Clean(ctx, g)
 	require.NoError(t, err)
