@@ -796,50 +796,6 @@ func TestStatusStringHelpers(t *testing.T) {
 	assert.False(t, strings.Contains(buf.String(), `"time"`), "zero times are left out: %s", buf.String())
 }
 
-// statusBenchDocs builds a desired configuration of n items and an edge
-// report for it with a mix of states and a few stray entries.
-func statusBenchDocs(n int) (converge.DesiredConfig, *converge.EdgeReport) {
-	desired := converge.DesiredConfig{Revision: 1}
-	edge := &converge.EdgeReport{Revision: 1}
-	states := []converge.EdgeState{converge.EdgePresent, converge.EdgeAbsent, converge.EdgeCreatingFailed, converge.EdgeNotRun}
-	for i := range n {
-		id := converge.ID(fmt.Sprintf("item-%05d", i))
-		desired.Items = append(desired.Items, converge.DesiredItem{ID: id, Presence: converge.Presence(i % 2)})
-		edge.Items = append(edge.Items, converge.EdgeItem{ID: id, State: states[i%len(states)], Time: time.Unix(int64(i), 0).UTC()})
-	}
-	for i := range n / 100 {
-		edge.Items = append(edge.Items, converge.EdgeItem{ID: converge.ID(fmt.Sprintf("stray-%d", i)), State: converge.EdgeAbsent})
-	}
-	return desired, edge
-}
-
-func BenchmarkStatusDerive(b *testing.B) {
-	desired, edge := statusBenchDocs(1000)
-	log := statusDiscard()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := converge.DeriveStatus(desired, edge, log); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkStatusEdgeReportJSON(b *testing.B) {
-	_, edge := statusBenchDocs(1000)
-	data, err := json.Marshal(edge)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var e converge.EdgeReport
-		if err := json.Unmarshal(data, &e); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func TestStatusReportValidate(t *testing.T) {
 	item := func(mod func(*converge.StatusItem)) converge.StatusReport {
 		it := converge.StatusItem{ID: "a", Edge: converge.EdgePresent, Status: converge.StatusPresent}

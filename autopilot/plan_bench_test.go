@@ -2,7 +2,6 @@ package autopilot_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -47,36 +46,6 @@ func BenchmarkPlanRollout(b *testing.B) {
 		}
 		if doc.Status.State != converge.PlanCompleted {
 			b.Fatal(doc.Status.State)
-		}
-	}
-}
-
-// BenchmarkPlanDecode decodes a stored plan of 1000 worker targets with
-// their status, as the runner does before every step.
-func BenchmarkPlanDecode(b *testing.B) {
-	doc := planBig(1000, 50)
-	bus := autopilot.NewBus()
-	for i := range 1000 {
-		bus.AddNode(planWrk(fmt.Sprintf("w%04d", i)))
-	}
-	for _, c := range []string{"c0", "c1", "c2"} {
-		bus.AddNode(planCtl(c))
-	}
-	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := r.Step(context.Background(), doc); err != nil {
-		b.Fatal(err)
-	}
-	data, err := json.Marshal(doc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		if _, err := autopilot.Decode(data); err != nil {
-			b.Fatal(err)
 		}
 	}
 }
