@@ -149,7 +149,9 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 
 // Apply pulls or removes the image. The state it returns after a pull has
 // the ID of the image pulled, so the containers on the old one are
-// recreated.
+// recreated. Removing refuses (ErrImageInUse) only while containers
+// created with this very reference exist; containers created from another
+// tag of the same image keep running, since removing this tag only untags.
 func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageState, error) {
 	current.snap.invalidate(im.key())
 	if target.Present {
