@@ -727,3 +727,33 @@ func TestStringers(t *testing.T) {
 	assert.False(t, converge.Forced(t.Context()))
 	assert.True(t, converge.Forced(converge.WithForce(t.Context())))
 }
+
+// TestItemTimesNestInTheWalk checks the times a walk keeps with the system
+// clock: every item starts after the walk and ends before it, and an item
+// starts after its dependency ended.
+func TestItemTimesNestInTheWalk(t *testing.T) {
+	g := converge.NewGraph()
+	a := &convergetest.Item{Key: "a", Goal: "1"}
+	b := &convergetest.Item{Key: "b", Goal: "1"}
+	c := &convergetest.Item{Key: "c", Goal: "1"}
+	g.Add(a.Node(), converge.Present)
+	g.Add(b.Node(), converge.Present, "a")
+	g.Add(c.Node(), converge.Present, "b")
+	w, err := converge.NewWalker(converge.Config{Parallelism: 4})
+	require.NoError(t, err)
+	for range 2 { // a walk that changes, then one that does not
+		rep, err := w.Apply(context.Background(), g)
+		require.NoError(t, err)
+		end := rep.Started.Add(rep.Duration)
+		var prevEnd time.Time
+		for _, id := range []converge.ID{"a", "b", "c"} {
+			r, ok := rep.Item(id)
+			require.True(t, ok)
+			assert.False(t, r.Started.Before(rep.Started), "%s started before the walk", id)
+			assert.GreaterOrEqual(t, r.Duration, time.Duration(0), id)
+			assert.False(t, r.Started.Add(r.Duration).After(end), "%s ended after the walk", id)
+			assert.False(t, r.Started.Before(prevEnd), "%s started before its dependency ended", id)
+			prevEnd = r.Started.Add(r.Duration)
+		}
+	}
+}

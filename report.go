@@ -168,7 +168,8 @@ func (r *Report) IDs(outcomes ...Outcome) []ID {
 		return nil
 	}
 	var out []ID
-	for _, it := range r.Items {
+	for i := range r.Items {
+		it := &r.Items[i]
 		for _, o := range outcomes {
 			if it.Outcome == o {
 				out = append(out, it.ID)
@@ -185,8 +186,8 @@ func (r *Report) Count(o Outcome) int {
 		return 0
 	}
 	n := 0
-	for _, it := range r.Items {
-		if it.Outcome == o {
+	for i := range r.Items {
+		if r.Items[i].Outcome == o {
 			n++
 		}
 	}
@@ -199,8 +200,8 @@ func (r *Report) Converged() bool {
 	if r == nil {
 		return false
 	}
-	for _, it := range r.Items {
-		switch it.Outcome {
+	for i := range r.Items {
+		switch r.Items[i].Outcome {
 		case OutcomeUnchanged, OutcomeChanged, OutcomeWouldChange:
 		default:
 			return false
@@ -235,8 +236,8 @@ func (r *Report) Err() error {
 		return nil
 	}
 	var errs []error
-	for _, it := range r.Items {
-		if it.Outcome == OutcomeFailed && it.Err != nil {
+	for i := range r.Items {
+		if it := &r.Items[i]; it.Outcome == OutcomeFailed && it.Err != nil {
 			errs = append(errs, it.Err)
 		}
 	}
