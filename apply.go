@@ -257,8 +257,7 @@ type walkState struct {
 	log     *slog.Logger // cfg.Logger
 	kinds   *itemKinds   // when cfg.Metrics is set
 	results []ItemResult
-	states  []atomic.Pointer[stateRef]
-	refs    []stateRef
+	states  []atomic.Pointer[any] // &results[k].After once item k is done
 	views   []depView
 	em      *emitter
 	clock   walkClock
@@ -282,8 +281,6 @@ type walkState struct {
 	finished    bool
 	interrupted Interrupt
 }
-
-type stateRef struct{ v any }
 
 func (w *Walker) walk(ctx context.Context, g *Graph, mode Mode, dry bool) (*Report, error) {
 	return w.walkWith(ctx, g, mode, dry, walkOpts{})
@@ -317,11 +314,9 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		rev:       opts.rev,
 		log:       w.cfg.Logger,
 		results:   make([]ItemResult, n),
-		states:    make([]atomic.Pointer[stateRef], n),
-		refs:      make([]stateRef, n),
+		states:    make([]atomic.Pointer[any], n),
 		views:     make([]depView, n),
 		remaining: make([]int32, n),
-		blocked:   make([][]ID, n),
 	}
 	ws.cond.L = &ws.mu
 	if w.cfg.Metrics != nil {
@@ -581,7 +576,21 @@ func newReadyQueue(rank []int32) readyQueue {
 	for _, r := range rank {
 		hi = max(hi, r)
 	}
-	return readyQueue{rank: rank, buckets: make([][]int, hi+1), heads: make([]int, hi+1)}
+	// Every item is queued at most once per walk: one array holds every
+	// bucket, each with room for the items of its rank, so pushes never
+	// grow a bucket.
+	count := make([]int, hi+1)
+	for _, r := range rank {
+		count[r]++
+	}
+	all := make([]int, len(rank))
+	buckets := make([][]int, hi+1)
+	at := 0
+	for r, c := range count {
+		buckets[r] = all[at:at:at+c]
+		at += c
+	}
+	return readyQueue{rank: rank, buckets: buckets, heads: make([]int, hi+1)}
 }
 
 func (q *readyQueue) len() int { return q.n }
@@ -704,6 +713,9 @@ func (ws *walkState) release(k int, failed bool) int {
 // are blocked and resolves, transitively, those whose wait is over as
 // waiting.
 func (ws *walkState) releaseCascade(k int, failed bool) int {
+	if ws.blocked == nil {
+		ws.blocked = make([][]ID, len(ws.results))
+	}
 	queued := 0
 	type pending struct {
 		k      int
@@ -758,8 +770,8 @@ func (d *depView) State(id ID) (any, bool) {
 	}
 	for _, dep := range d.ws.c.items[d.k].deps {
 		if dep == j {
-			if ref := d.ws.states[j].Load(); ref != nil {
-				return ref.v, true
+			if state := d.ws.states[j].Load(); state != nil {
+				return *state, true
 			}
 			return nil, false
 		}
@@ -830,7 +842,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	if !res.Decision.Required() {
 		res.After = res.Before
 		res.Outcome = OutcomeUnchanged
-		ws.publish(k, res.After)
+		ws.publish(k)
 		end = ws.clock.Now()
 		res.Duration = end.Sub(res.Started)
 		return end, applied
@@ -879,15 +891,15 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 	} else {
 		res.Outcome = OutcomeChanged
 	}
-	ws.publish(k, res.After)
+	ws.publish(k)
 	res.Actions = run.takeActions()
 	end = ws.clock.Now()
 	res.Duration = end.Sub(res.Started)
 	return end, applied
 }
 
-// publish makes the state item k reached visible to the items that read it.
-func (ws *walkState) publish(k int, state any) {
-	ws.refs[k].v = state
-	ws.states[k].Store(&ws.refs[k])
+// publish makes the state item k reached, its result's After, visible to
+// the items that read it. The worker does not write After again.
+func (ws *walkState) publish(k int) {
+	ws.states[k].Store(&ws.results[k].After)
 }
