@@ -587,7 +587,7 @@ func newReadyQueue(rank []int32) readyQueue {
 	buckets := make([][]int, hi+1)
 	at := 0
 	for r, c := range count {
-		buckets[r] = all[at:at:at+c]
+		buckets[r] = all[at : at : at+c]
 		at += c
 	}
 	return readyQueue{rank: rank, buckets: buckets, heads: make([]int, hi+1)}
