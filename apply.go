@@ -621,14 +621,57 @@ func (ws *walkState) pushReady(k int) {
 	ws.emit(Event{ID: ws.c.items[k].id, Kind: EventQueued})
 }
 
+// Batching: a worker whose last item was quick takes up to maxBatch items
+// at once when the ready queue holds enough for every worker, and runs them
+// one after the other with no lock between them, accounting for them
+// together. On a walk of converged items that cuts the lock traffic, which
+// is most of the cost of parallel no-op items. The items of a batch not
+// started yet go back to the queue as soon as one of its items is about to
+// Apply, or took quickItem or more, or failed, or the walk is stopping: a
+// batch holds other items back only while one item discovers and checks.
+const (
+	maxBatch  = 4
+	quickItem = 20 * time.Microsecond
+)
+
+// batch is the items a worker took from the queue at once; items[next:n]
+// have not started.
+type batch struct {
+	items   [maxBatch]int
+	next, n int
+}
+
+// giveBack returns the items of b that have not started to the queue.
+func (ws *walkState) giveBack(b *batch) {
+	if b == nil || b.next >= b.n {
+		return
+	}
+	ws.mu.Lock()
+	for _, k := range b.items[b.next:b.n] {
+		ws.ready.push(k)
+	}
+	ws.cond.Broadcast()
+	ws.mu.Unlock()
+	b.n = b.next
+}
+
 func (ws *walkState) work() {
 	// last is when this worker finished its previous item: when it takes
 	// the next one without waiting, that is when the next one starts, which
 	// saves reading the clock once per item.
 	var last time.Time
+	var b batch
+	var done [maxBatch]int
+	nDone := 0
+	quick := false // the previous item took less than quickItem
+	workers := min(ws.cfg.Parallelism, len(ws.results))
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for {
+		for _, k := range done[:nDone] {
+			ws.complete(k)
+		}
+		nDone = 0
 		waited := last.IsZero()
 		for !ws.stop && ws.ready.len() == 0 && ws.resolved < len(ws.results) {
 			ws.cond.Wait()
@@ -645,20 +688,45 @@ func (ws *walkState) work() {
 		if ws.stop || ws.resolved == len(ws.results) {
 			return
 		}
-		k := ws.ready.pop()
+		b.next, b.n = 0, 1
+		if quick && ws.ready.len() >= 2*workers {
+			b.n = min(maxBatch, ws.ready.len()/workers)
+		}
+		for i := range b.n {
+			b.items[i] = ws.ready.pop()
+		}
 		ws.mu.Unlock()
 		start := last
 		if waited {
 			start = ws.clock.Now()
 		}
-		var applied time.Duration
-		last, applied = ws.runItem(k, &ws.results[k], start)
-		if ws.kinds != nil || ws.log != nil {
-			ws.observeItem(k, &ws.results[k], applied)
+		for b.next < b.n {
+			if b.next > 0 && (!quick || ws.stopping()) {
+				ws.giveBack(&b)
+				break
+			}
+			k := b.items[b.next]
+			b.next++
+			var applied time.Duration
+			res := &ws.results[k]
+			last, applied = ws.runItem(k, res, start, &b)
+			if ws.kinds != nil || ws.log != nil {
+				ws.observeItem(k, res, applied)
+			}
+			quick = res.Outcome != OutcomeFailed && applied < 0 && last.Sub(start) < quickItem
+			start = last
+			done[nDone] = k
+			nDone++
 		}
 		ws.mu.Lock()
-		ws.complete(k)
 	}
+}
+
+// stopping reports, without ws.mu, whether the walk is about to stop
+// starting items: its context or its yield context ended. (A fail-fast
+// stop follows a failed item, which ends the batch anyway.)
+func (ws *walkState) stopping() bool {
+	return ws.ctx.Err() != nil || (ws.yield != nil && ws.yield.Err() != nil)
 }
 
 // complete accounts for the result of item k, which the worker wrote into
@@ -779,11 +847,13 @@ func (d *depView) State(id ID) (any, bool) {
 	return nil, false
 }
 
-// runItem runs the discover, goal, check, apply and verify phases of item k.
+// runItem runs the discover, goal, check, apply and verify phases of item k;
+// before an Apply it gives the items of b, the worker's batch, that have not
+// started back to the queue.
 // A panic in any phase becomes the item's *PanicError in that phase. It
 // returns when the item ended and how long its Apply took (negative when it
 // did not apply).
-func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.Time, applied time.Duration) {
+func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) (end time.Time, applied time.Duration) {
 	it := &ws.c.items[k]
 	// walkWith set res.ID and res.Presence; the rest is still zero.
 	res.Started = start
@@ -847,6 +917,9 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time) (end time.
 		res.Duration = end.Sub(res.Started)
 		return end, applied
 	}
+
+	// The rest of the worker's batch must not wait for an Apply.
+	ws.giveBack(b)
 
 	// Only items that change get a context of their own, to report
 	// progress and required host actions.
