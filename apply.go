@@ -31,7 +31,12 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // time.Now.
 type Config struct {
 	// Parallelism is the most items processed at once; 0 means
-	// DefaultParallelism. Negative values are invalid.
+	// DefaultParallelism. Negative values are invalid. Of the items ready
+	// to run, those heading the longest chain of items after them start
+	// first. When items are quick (converged, checked in well under a
+	// millisecond) a worker takes a few at once to save synchronisation;
+	// it hands those it has not started back before any Apply, so no item
+	// waits for another's Apply unless it depends on it.
 	Parallelism int
 	// FailFast stops scheduling new items after the first failure. Items
 	// already running finish; the rest are reported as not run.
