@@ -24,6 +24,7 @@ func decodeFast(data []byte) (*converge.PlanDocument, bool) {
 	if !ok {
 		return nil, false
 	}
+	defer d.Release() // the document holds copies of what it needs
 	f := fastDecoder{d: d}
 	doc, ok := f.document(d.Root())
 	if !ok {

@@ -18,10 +18,13 @@ package blockyaml
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -79,32 +82,46 @@ type Doc struct {
 	root  Node
 }
 
+// docs keeps the buffers of released Docs.
+var docs = sync.Pool{New: func() any { return new(Doc) }}
+
 // Parse parses src. ok is false when src is not in the subset (see the
-// package documentation); the Doc is then nil.
+// package documentation); the Doc is then nil. Release gives the Doc's
+// buffers back when it is no longer used.
 func Parse(src []byte) (doc *Doc, ok bool) {
 	if len(src) >= math.MaxInt32 {
 		return nil, false
 	}
-	d := &Doc{src: src}
+	d := docs.Get().(*Doc)
+	d.src = src
 	if !d.splitLines() || len(d.lines) == 0 {
+		d.Release()
 		return nil, false
 	}
-	d.nodes = make([]node, 0, len(d.lines)*2+8)
-	d.kids = make([]Node, 0, len(d.lines)*2+8)
+	d.nodes = slices.Grow(d.nodes[:0], len(d.lines)*2+8)
+	d.kids = slices.Grow(d.kids[:0], len(d.lines)*2+8)
+	d.buf, d.stack = d.buf[:0], d.stack[:0]
 	root, next, ok := d.block(0, d.lines[0].start, 0)
 	if !ok || next != len(d.lines) {
+		d.Release()
 		return nil, false
 	}
 	d.root = root
-	d.stack = nil
 	return d, true
+}
+
+// Release lets a later Parse reuse the Doc's buffers. Neither the Doc nor
+// any text it returned may be used afterwards.
+func (d *Doc) Release() {
+	d.src = nil
+	docs.Put(d)
 }
 
 // splitLines records the lines that hold content (not blank, not a
 // comment), checking every character on the way.
 func (d *Doc) splitLines() bool {
 	src := d.src
-	d.lines = make([]line, 0, bytes.Count(src, []byte{'\n'})+1)
+	d.lines = slices.Grow(d.lines[:0], bytes.Count(src, []byte{'\n'})+1)
 	first := true
 	for begin := 0; begin < len(src); {
 		end := bytes.IndexByte(src[begin:], '\n')
@@ -169,7 +186,17 @@ func restIsComment(src []byte, p, end int32) bool {
 // printable ones yaml.v2 accepts, less tabs, CR, NEL, the Unicode line and
 // paragraph separators and the byte order mark.
 func checkChars(s []byte) bool {
-	for i := 0; i < len(s); {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		// Stop at the first word with a byte < 0x20, 0x7f or >= 0x80.
+		x := binary.LittleEndian.Uint64(s[i:])
+		del := x ^ 0x7f7f7f7f7f7f7f7f
+		if (x|(x-0x20*ones)|(del-ones)&^del)&highs != 0 {
+			break
+		}
+	}
+	for i < len(s) {
 		c := s[i]
 		if c >= 0x20 && c < 0x7f {
 			i++
@@ -586,7 +613,7 @@ func resolve(s []byte) Kind {
 	if hint == 0 {
 		return String
 	}
-	if resolveWords[string(s)] {
+	if len(s) <= 5 && resolveWords[string(s)] { // the longest word is 5 bytes
 		return 0
 	}
 	switch hint {
