@@ -1,6 +1,7 @@
 package autopilot
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
 	"time"
@@ -20,6 +21,9 @@ import (
 // checks that whatever it accepts, the slow path decodes to the same
 // document.
 func decodeFast(data []byte) (*converge.PlanDocument, bool) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return nil, false // JSON, or YAML in flow style
+	}
 	d, ok := blockyaml.Parse(data)
 	if !ok {
 		return nil, false
