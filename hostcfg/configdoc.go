@@ -74,6 +74,9 @@ func ParseConfig(data []byte) *ConfigDoc {
 	if i := strings.IndexByte(s, '\n'); i > 0 && s[i-1] == '\r' {
 		d.nl = "\r\n"
 	}
+	// One line per terminator, and one more unless the text ends with
+	// one: the lines are allocated once.
+	d.lines = make([]docLine, 0, strings.Count(s, "\n")+1)
 	section := ""
 	for len(s) > 0 {
 		end := strings.IndexByte(s, '\n') + 1

@@ -259,6 +259,16 @@ func FuzzParseConfig(f *testing.F) {
 		if got := d.Bytes(); string(got) != string(data) {
 			t.Fatalf("round trip: %q -> %q", data, got)
 		}
+		// The index StateCurrent reads through says what the document says.
+		idx := newDocIndex(d)
+		for _, rep := range []bool{false, true} {
+			k := &ConfigKey{Section: normSection(section), Key: key, Value: value, Repeated: rep}
+			p1, v1 := k.observe(d)
+			p2, v2 := k.lookup(idx)
+			if p1 != p2 || v1 != v2 {
+				t.Fatalf("%+v on %q: document %v %q, index %v %q", k, data, p1, v1, p2, v2)
+			}
+		}
 		k := &ConfigKey{file: &ConfigFile{root: &Root{}}, Section: normSection(section), Key: key, Value: value}
 		if k.validate() != nil && !strings.Contains(k.validate().Error(), "no ConfigFile") {
 			return

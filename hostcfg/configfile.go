@@ -3,8 +3,9 @@ package hostcfg
 import (
 	"bytes"
 	"context"
-	"io/fs"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergekit/converge"
@@ -32,9 +33,16 @@ type ConfigFile struct {
 	// they return.
 	Reboot bool
 
+	// name and nameErr are the canonical form of path, or why it has none.
+	name    string
+	nameErr error
+
 	mu  sync.Mutex
 	raw []byte
 	doc *ConfigDoc
+	// index holds the entries of doc by section and key for StateCurrent;
+	// built the first time a read is served from the cache.
+	index docIndex
 	// next numbers the items handed out; keys, entries and sections
 	// record the first number of the Key items of each (section, key), of
 	// the Entry items of each (section, key, value) and of the items of
@@ -43,46 +51,96 @@ type ConfigFile struct {
 	keys     map[[2]string]int
 	entries  map[[3]string]int
 	sections map[string]int
-	// pending holds the items whose Apply changed the file (Reboot set).
-	pending map[converge.ID]bool
+	// pending holds the items whose Apply changed the file (Reboot set);
+	// anyPending says whether it holds any, without the lock.
+	pending    map[converge.ID]bool
+	anyPending atomic.Bool
 	// snap identifies the file version raw was read from, so that items
 	// can skip reading it again (see current).
 	snap fileSnap
 }
 
-// fileSnap identifies the version of a file that was read.
-type fileSnap struct {
-	rel          string
+// fileStamp is what a stat tells of a version of a file: its device and
+// inode, its size, and its modification and change times in nanoseconds
+// since the epoch. The change time is the kernel's: nothing can set it,
+// and any change of the file (a write, a truncation, a change of mode or
+// owner, a link) moves it on.
+type fileStamp struct {
 	dev, ino     uint64
 	size         int64
-	mtime, ctime time.Time
-	readAt       time.Time
+	mtime, ctime int64
+}
+
+// fileSnap identifies the version of a file that was read.
+type fileSnap struct {
+	rel   string
+	stamp fileStamp
+	// direct is set when rel is the item path itself and was read without
+	// meeting a symbolic link: then stampBeneath can check it alone.
+	direct bool
+	// settled is set when the version's timestamps were safely older than
+	// the read (see settled): only then may an equal stamp stand for it.
+	settled bool
 }
 
 // timeNow is time.Now, replaceable in tests.
 var timeNow = time.Now
 
-// racyWindow is how long after a file's last change its stat is not
-// trusted to reveal a further change: larger than the timestamp
-// granularity of the file systems that hold boot configuration (FAT keeps
-// modification times to 2 seconds).
-const racyWindow = 3 * time.Second
+const (
+	// racyWindowCoarse is how long after a file's last change its stat is
+	// not trusted to reveal a further change when its file system keeps
+	// coarse timestamps: larger than the granularity of the file systems
+	// that hold boot configuration (FAT keeps modification times to 2
+	// seconds and, in Linux, change times with them; exFAT to 10 ms; ext4
+	// with small inodes to 1 second).
+	racyWindowCoarse = 3 * time.Second
+	// racyWindowFine is the window for file systems whose change times
+	// have digits below the millisecond (ext4, xfs, btrfs, tmpfs, NTFS):
+	// the kernel stamps a change with its coarse clock, which lags the
+	// time.Now of the same host by at most a few timer ticks (it takes the
+	// update of a stalled clock over after 5 ticks; a tick is 10 ms at
+	// most), so a later change cannot carry the same change time once
+	// this much has passed.
+	racyWindowFine = 100 * time.Millisecond
+)
 
-// trusted reports whether a file whose lstat is fi is still the version
-// snap was read from. The stat must match exactly, and the version must
-// have been older than racyWindow when it was read, so that a change made
-// after the read cannot carry the same timestamps.
-func (s fileSnap) trusted(rel string, fi fs.FileInfo) bool {
-	dev, ino, ctime, ok := statID(fi)
-	return ok && s.rel == rel && s.dev == dev && s.ino == ino && s.size == fi.Size() &&
-		s.mtime.Equal(fi.ModTime()) && s.ctime.Equal(ctime) &&
-		s.readAt.Sub(fi.ModTime()) > racyWindow && s.readAt.Sub(ctime) > racyWindow
+// racyWindow returns the window for a file whose change time is ctime
+// (nanoseconds since the epoch). A file system keeps its timestamps to a
+// granularity that divides them: one with a change time that is not a
+// whole number of milliseconds keeps them finer than that, while one with
+// a whole number may be as coarse as FAT (or hit a whole millisecond by
+// chance, one time in a million: the longer window is then merely slow).
+func racyWindow(ctime int64) time.Duration {
+	if ctime%int64(time.Millisecond) != 0 {
+		return racyWindowFine
+	}
+	return racyWindowCoarse
+}
+
+// settled reports whether a version of a file with stamp st, read at
+// readAt (taken before the file was opened), can be told from any later
+// version by its stamp alone: its modification and change times must be
+// older than the read by more than the racy window, as in git's check for
+// racily clean files. Otherwise a change made just after the read (in the
+// same timestamp granule) could carry the same stamp.
+func settled(st fileStamp, readAt time.Time) bool {
+	w := int64(racyWindow(st.ctime))
+	at := readAt.UnixNano()
+	return at-st.mtime > w && at-st.ctime > w
+}
+
+// trusted reports whether a file at rel whose stamp is now st is still the
+// version snap was read from: the same path, an equal stamp, and a
+// version that was settled when it was read.
+func (s fileSnap) trusted(rel string, st fileStamp) bool {
+	return s.settled && s.rel == rel && s.stamp == st
 }
 
 // NewConfigFile returns the configuration file at path inside root, marked
 // as boot configuration (Reboot set).
 func NewConfigFile(root *Root, path string) *ConfigFile {
-	return &ConfigFile{root: root, path: path, Reboot: true}
+	name, err := cleanPath(path)
+	return &ConfigFile{root: root, path: path, name: name, nameErr: err, Reboot: true}
 }
 
 // register numbers an item handed out by the file.
@@ -105,6 +163,7 @@ func (c *ConfigFile) register(k *ConfigKey) *ConfigKey {
 	} else if _, ok := c.keys[[2]string{k.Section, k.Key}]; !ok {
 		c.keys[[2]string{k.Section, k.Key}] = k.seq
 	}
+	k.remember()
 	return k
 }
 
@@ -139,57 +198,112 @@ func (c *ConfigFile) notePending(id converge.ID) {
 		c.pending = map[converge.ID]bool{}
 	}
 	c.pending[id] = true
+	c.anyPending.Store(true)
 }
 
 // rebootPending reports whether the item id changed boot configuration in
 // this process.
-func (c *ConfigFile) rebootPending(id converge.ID) bool {
+func (c *ConfigFile) rebootPending(k *ConfigKey) bool {
+	if !c.anyPending.Load() {
+		return false
+	}
+	id := k.ID()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pending[id]
 }
 
 // Path returns the file's canonical path.
-func (c *ConfigFile) Path() string { return canonical(c.path) }
+func (c *ConfigFile) Path() string {
+	if c.nameErr != nil {
+		return c.path
+	}
+	return c.name
+}
 
 // parsed returns the document for content, reusing the last parse when
 // the bytes did not change. The result must not be modified.
 func (c *ConfigFile) parsed(content []byte) *ConfigDoc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.parsedLocked(content)
+}
+
+func (c *ConfigFile) parsedLocked(content []byte) *ConfigDoc {
 	if c.doc != nil && bytes.Equal(c.raw, content) {
 		return c.doc
 	}
 	c.raw = append([]byte(nil), content...)
 	c.doc = ParseConfig(c.raw)
+	c.index = nil
 	return c.doc
 }
 
-// current returns the parsed file for StateCurrent. When the file's lstat
-// shows the very version read last (see fileSnap.trusted), the shared
-// document is returned without reading the file again; so the items of one
-// file read it about once per walk, and not at all while it does not
-// change. The document must not be modified.
-func (c *ConfigFile) current() (name string, doc *ConfigDoc, leftovers int, err error) {
-	name, err = cleanPath(c.path)
-	if err != nil {
-		return "", nil, 0, err
+// docIndex holds the values of the entries of a document by section and
+// key, in the order of the file.
+type docIndex map[[2]string][]string
+
+// newDocIndex indexes the entries of doc.
+func newDocIndex(doc *ConfigDoc) docIndex {
+	idx := docIndex{}
+	for _, l := range doc.lines {
+		if l.kind == lineEntry {
+			k := [2]string{l.section, l.key}
+			idx[k] = append(idx[k], l.value)
+		}
 	}
+	return idx
+}
+
+// indexLocked returns the index of c.doc, building it when needed.
+func (c *ConfigFile) indexLocked() docIndex {
+	if c.index == nil {
+		c.index = newDocIndex(c.doc)
+	}
+	return c.index
+}
+
+// current returns the entries of the file by section and key for
+// StateCurrent, with the file's canonical name and the number of leftover
+// temporary files next to it. When a stat of the file shows the very
+// version read last (see fileSnap.trusted), the shared document is used
+// without reading the file again: so the items of one file read it about
+// once per change, and otherwise cost one stat each. The index must not
+// be modified.
+func (c *ConfigFile) current() (name string, idx docIndex, leftovers int, err error) {
+	if c.nameErr != nil {
+		return "", nil, 0, c.nameErr
+	}
+	name = c.name
 	if c.root == nil || c.root.r == nil {
 		return "", nil, 0, &ItemError{Item: name, Reason: "nil Root"}
 	}
-	rel, seen, err := c.root.resolveInfo(name, true)
-	if err != nil {
-		return "", nil, 0, err
-	}
-	if seen != nil && seen.Mode().IsRegular() {
-		c.mu.Lock()
-		if c.doc != nil && c.snap.trusted(rel, seen) {
-			doc = c.doc
-		}
-		c.mu.Unlock()
-		if doc != nil {
-			return name, doc, len(c.root.leftovers(rel)), nil
+	c.mu.Lock()
+	snap, cached := c.snap, c.doc != nil
+	c.mu.Unlock()
+	if cached && snap.settled {
+		// Fast path: the version read came straight from the item path;
+		// one confined stat of that path tells whether it is still there.
+		if snap.direct {
+			if st, ok := c.root.stampBeneath(snap.rel); ok {
+				c.root.hookStamp(&st)
+				if idx = c.trustedIndex(snap.rel, st); idx != nil {
+					return name, idx, c.root.leftoverCount(snap.rel), nil
+				}
+			}
+		} else {
+			rel, seen, err := c.root.resolveInfo(name, true)
+			if err != nil {
+				return "", nil, 0, err
+			}
+			if seen != nil && seen.Mode().IsRegular() {
+				if st, ok := stampOf(seen); ok {
+					c.root.hookStamp(&st)
+					if idx = c.trustedIndex(rel, st); idx != nil {
+						return name, idx, c.root.leftoverCount(rel), nil
+					}
+				}
+			}
 		}
 	}
 	readAt := timeNow()
@@ -197,18 +311,36 @@ func (c *ConfigFile) current() (name string, doc *ConfigDoc, leftovers int, err 
 	if err != nil {
 		return "", nil, 0, err
 	}
-	doc = c.parsed(fi.content)
+	c.mu.Lock()
+	c.parsedLocked(fi.content)
+	idx = c.indexLocked()
+	c.snap = fileSnap{}
 	if fi.exists && fi.stat != nil {
-		dev, ino, ctime, ok := statID(fi.stat)
-		if ok {
-			c.mu.Lock()
-			if c.doc == doc {
-				c.snap = fileSnap{rel: rel, dev: dev, ino: ino, size: fi.stat.Size(), mtime: fi.stat.ModTime(), ctime: ctime, readAt: readAt}
-			}
-			c.mu.Unlock()
+		if st, ok := stampOf(fi.stat); ok {
+			c.root.hookStamp(&st)
+			c.snap = fileSnap{rel: rel, stamp: st, direct: rel == name[1:] && !strings.Contains(name, "/.."), settled: settled(st, readAt)}
 		}
 	}
-	return name, doc, len(c.root.leftovers(rel)), nil
+	c.mu.Unlock()
+	return name, idx, c.root.leftoverCount(rel), nil
+}
+
+// hookStamp passes st through the test hook of the root, if any.
+func (r *Root) hookStamp(st *fileStamp) {
+	if r.stampHook != nil {
+		r.stampHook(st)
+	}
+}
+
+// trustedIndex returns the index of the cached document when the snapshot
+// still stands for the file at rel whose stamp is st, nil otherwise.
+func (c *ConfigFile) trustedIndex(rel string, st fileStamp) docIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.doc == nil || !c.snap.trusted(rel, st) {
+		return nil
+	}
+	return c.indexLocked()
 }
 
 // Document reads and parses the file. A missing file is an empty document.

@@ -3,6 +3,7 @@ package hostcfg
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/convergekit/converge"
@@ -44,6 +45,34 @@ type ConfigKey struct {
 	// seq is the order in which the file handed out the item: lines that
 	// items add land in this order.
 	seq int
+	// memo holds the ID and validation of the fields as the file handed
+	// the item out; set before the item is shared and never changed.
+	memo *keyMemo
+}
+
+// keyMemo is what a ConfigKey derives from its fields alone, recorded with
+// the fields it was derived from: the methods of a walk use it while the
+// fields still hold those values.
+type keyMemo struct {
+	section, key, value string
+	repeated            bool
+	id                  converge.ID
+	err                 error
+}
+
+// remember records the memo of the item's fields as they are now.
+func (k *ConfigKey) remember() {
+	k.memo = &keyMemo{section: k.Section, key: k.Key, value: k.Value, repeated: k.Repeated, id: k.id(), err: k.check()}
+}
+
+// memoed returns the memo when the fields still hold the values it was
+// derived from, nil otherwise.
+func (k *ConfigKey) memoed() *keyMemo {
+	m := k.memo
+	if m == nil || m.section != k.Section || m.key != k.Key || m.value != k.Value || m.repeated != k.Repeated {
+		return nil
+	}
+	return m
 }
 
 // ConfigKeyState is the state of a ConfigKey.
@@ -80,6 +109,13 @@ var (
 // example "configkey:/boot/config.txt:[pi4]arm_boost" or
 // "configkey:/boot/config.txt:dtoverlay=vc4-kms-v3d".
 func (k *ConfigKey) ID() converge.ID {
+	if m := k.memoed(); m != nil {
+		return m.id
+	}
+	return k.id()
+}
+
+func (k *ConfigKey) id() converge.ID {
 	var b strings.Builder
 	b.WriteString("configkey:")
 	if k.file != nil {
@@ -100,6 +136,14 @@ func (k *ConfigKey) ID() converge.ID {
 func (k *ConfigKey) Node() converge.Node { return converge.Wrap[ConfigKeyState](k) }
 
 func (k *ConfigKey) validate() error {
+	if m := k.memoed(); m != nil {
+		return m.err
+	}
+	return k.check()
+}
+
+// check validates the fields (see validate).
+func (k *ConfigKey) check() error {
 	switch {
 	case k.file == nil || k.file.root == nil:
 		return &ItemError{Item: string(k.ID()), Reason: "no ConfigFile (use ConfigFile.Key or Entry)"}
@@ -123,6 +167,21 @@ func readsBack(l docLine, kind lineKind, section, key, value string) bool {
 	return l.kind == kind && l.section == section && l.key == key && l.value == value
 }
 
+// lookup reads the key from the index of a document, as observe does.
+func (k *ConfigKey) lookup(idx docIndex) (present bool, value string) {
+	values := idx[[2]string{normSection(k.Section), k.Key}]
+	if k.Repeated {
+		if slices.Contains(values, k.Value) {
+			return true, k.Value
+		}
+		return false, ""
+	}
+	if len(values) == 0 {
+		return false, ""
+	}
+	return true, values[len(values)-1]
+}
+
 // observe reads the key from a document.
 func (k *ConfigKey) observe(doc *ConfigDoc) (present bool, value string) {
 	if k.Repeated {
@@ -140,13 +199,13 @@ func (k *ConfigKey) StateCurrent(context.Context, converge.Deps) (ConfigKeyState
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
 	}
-	name, doc, leftovers, err := k.file.current()
+	name, idx, leftovers, err := k.file.current()
 	if err != nil {
 		return ConfigKeyState{}, err
 	}
-	present, value := k.observe(doc)
+	present, value := k.lookup(idx)
 	return ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers,
-		RebootRequired: k.file.rebootPending(k.ID())}, nil
+		RebootRequired: k.file.rebootPending(k)}, nil
 }
 
 // StateGoal is the key with Value.

@@ -22,14 +22,43 @@ func (r *Root) leftovers(rel string) []string {
 		names = r.listTemps(dir)
 		r.temps[dir] = names
 	}
-	prefix := "." + base + tempMarker
 	var out []string
 	for _, n := range names {
-		if strings.HasPrefix(n, prefix) && !r.inflight[dir+n] {
+		if isTempOf(n, base) && !r.inflight[dir+n] {
 			out = append(out, dir+n)
 		}
 	}
 	return out
+}
+
+// leftoverCount returns len(r.leftovers(rel)) without building the list.
+func (r *Root) leftoverCount(rel string) int {
+	dir, base := path.Split(rel)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names, listed := r.temps[dir]
+	if !listed {
+		names = r.listTemps(dir)
+		r.temps[dir] = names
+	}
+	n := 0
+	for _, t := range names {
+		if isTempOf(t, base) && !r.inflight[dir+t] {
+			n++
+		}
+	}
+	return n
+}
+
+// isTempOf reports whether name is the name of a temporary file of ours
+// for the file base: "." + base + tempMarker + a suffix.
+func isTempOf(name, base string) bool {
+	rest, ok := strings.CutPrefix(name, ".")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, base)
+	return ok && strings.HasPrefix(rest, tempMarker)
 }
 
 func (r *Root) listTemps(dir string) []string {

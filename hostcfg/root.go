@@ -40,6 +40,9 @@ type Root struct {
 	afterResolve func(rel string)
 	// syncHook, when set (tests only), runs for every directory synced.
 	syncHook func(dir string)
+	// stampHook, when set (tests only), changes every stamp the read cache
+	// of ConfigFile takes, to play a file system with coarse timestamps.
+	stampHook func(*fileStamp)
 }
 
 // OpenRoot opens dir as a Root. dir must exist and be a directory.

@@ -4,19 +4,51 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// statID returns what identifies a version of a file for the read cache:
-// device, inode and change time. ok is false when fi carries no such data.
-func statID(fi fs.FileInfo) (dev, ino uint64, ctime time.Time, ok bool) {
-	st, isStat := fi.Sys().(*syscall.Stat_t)
+// stampOf returns what identifies the version of a file whose stat is fi,
+// for the read cache. ok is false when fi carries no such data.
+func stampOf(fi fs.FileInfo) (st fileStamp, ok bool) {
+	sys, isStat := fi.Sys().(*syscall.Stat_t)
 	if !isStat {
-		return 0, 0, time.Time{}, false
+		return fileStamp{}, false
 	}
-	return uint64(st.Dev), st.Ino, time.Unix(st.Ctim.Sec, st.Ctim.Nsec), true
+	return fileStamp{
+		dev: uint64(sys.Dev), ino: uint64(sys.Ino), size: int64(sys.Size),
+		mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(),
+	}, true
+}
+
+// stampBeneath returns the stamp of the regular file at rel (root-relative,
+// already cleaned) as one openat2 call finds it below the root's directory,
+// refusing any symbolic link on the way and anything outside the root, and
+// an fstat of what it opened (O_PATH: the file is not read). ok is false
+// when it finds no regular file there, or cannot look (an old kernel): the
+// caller then takes the slow path, which tells why.
+func (r *Root) stampBeneath(rel string) (st fileStamp, ok bool) {
+	if r.dirf == nil {
+		return fileStamp{}, false
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := unix.Openat2(int(r.dirf.Fd()), rel, &how)
+	if err != nil {
+		return fileStamp{}, false
+	}
+	var sys unix.Stat_t
+	err = unix.Fstat(fd, &sys)
+	unix.Close(fd)
+	if err != nil || sys.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileStamp{}, false
+	}
+	return fileStamp{
+		dev: uint64(sys.Dev), ino: uint64(sys.Ino), size: int64(sys.Size),
+		mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(),
+	}, true
 }
 
 // openBeneath opens the regular file at rel (root-relative, already
