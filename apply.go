@@ -146,6 +146,15 @@ func newWalkID() WalkID {
 	return WalkID(strconv.AppendUint(b, walkSeq.Add(1), 10)) // one allocation
 }
 
+// CurrentWalk returns the ID of the walk that runs an item, from the
+// context the walk passes to the item's methods; ok is false for any other
+// context. Items that share work across the items of one walk — reading a
+// file once for all the keys in it, say — key it on the walk.
+func CurrentWalk(ctx context.Context) (WalkID, bool) {
+	id, ok := ctx.Value(keyWalk).(WalkID)
+	return id, ok
+}
+
 // WithInterrupt returns a context for a walk or a TargetReconciler's Run
 // that can be interrupted in two steps, as a program's first and second
 // Ctrl-C, and the function that interrupts it. The first call cancels ctx:
@@ -353,6 +362,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 			defer stopHard()
 		}
 	}
+	ws.itemCtx = context.WithValue(ws.itemCtx, keyWalk, ws.id)
 	if opts.yield != nil {
 		stopYield := context.AfterFunc(opts.yield, func() {
 			ws.mu.Lock()

@@ -2,6 +2,7 @@ package converge_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -173,4 +174,64 @@ func TestWalkIDInReportEventsAndErrors(t *testing.T) {
 		assert.NotContains(t, err.Error(), string(rep.Walk), "the message does not repeat the walk")
 	}
 	assert.NotEqual(t, walks[0], walks[1], "every walk has an ID of its own")
+}
+
+// walkSeer records the walk each of its methods ran in.
+type walkSeer struct {
+	mu   sync.Mutex
+	seen map[string]converge.WalkID
+	set  bool
+}
+
+func (w *walkSeer) see(ctx context.Context, method string) {
+	id, ok := converge.CurrentWalk(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ok {
+		w.seen[method] = id
+	}
+}
+func (w *walkSeer) ID() converge.ID { return "seer" }
+func (w *walkSeer) StateCurrent(ctx context.Context, _ converge.Deps) (bool, error) {
+	w.see(ctx, "StateCurrent")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.set, nil
+}
+func (w *walkSeer) StateGoal(ctx context.Context, _ converge.Deps) (bool, error) {
+	w.see(ctx, "StateGoal")
+	return true, nil
+}
+func (w *walkSeer) Check(ctx context.Context, c, t bool) (converge.Decision, error) {
+	w.see(ctx, "Check")
+	if c == t {
+		return converge.NotRequired(), nil
+	}
+	return converge.Required(1), nil
+}
+func (w *walkSeer) Apply(ctx context.Context, _, t bool) (bool, error) {
+	w.see(ctx, "Apply")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.set = t
+	return t, nil
+}
+func (w *walkSeer) ApplyDry(ctx context.Context, _, t bool) (bool, error) { return t, nil }
+
+// TestCurrentWalk: every method of an item sees the ID of the walk that
+// runs it, and no other context carries one.
+func TestCurrentWalk(t *testing.T) {
+	_, ok := converge.CurrentWalk(context.Background())
+	assert.False(t, ok)
+	w := &walkSeer{seen: map[string]converge.WalkID{}}
+	g := converge.NewGraph()
+	g.Add(converge.Wrap[bool](w), converge.Present)
+	rep, err := converge.Apply(context.Background(), g)
+	require.NoError(t, err)
+	want := map[string]converge.WalkID{"StateCurrent": rep.Walk, "StateGoal": rep.Walk, "Check": rep.Walk, "Apply": rep.Walk}
+	assert.Equal(t, want, w.seen)
+	rep2, err := converge.Apply(context.Background(), g)
+	require.NoError(t, err)
+	assert.NotEqual(t, rep.Walk, rep2.Walk)
+	assert.Equal(t, rep2.Walk, w.seen["StateCurrent"], "the second walk")
 }

@@ -30,7 +30,8 @@
 // Clean removes everything in reverse order. The Report says, per item,
 // what was decided and what happened; its Err aggregates the failures as
 // *ItemError values that carry the item ID, the phase and the walk's ID
-// (every walk has a WalkID, in its Report and its events). ResultStates
+// (every walk has a WalkID, in its Report and its events, and items read
+// it from their context with CurrentWalk). ResultStates
 // reads an item's states back with the item's own state type. An Observer
 // receives progress events without ever slowing the walk: one that falls
 // behind loses the oldest events and is told how many (Event.Dropped), and

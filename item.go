@@ -359,6 +359,7 @@ const (
 	keyItemRun ctxKey = iota
 	keyForce
 	keyHardStop
+	keyWalk
 )
 
 // itemRun is what the walk hands an item through its context: a sink for

@@ -21,6 +21,15 @@ import (
 // whatever order a walk applies them in; see the package doc for the
 // details and limits.
 //
+// Within one walk (converge.CurrentWalk) its items look at the file once:
+// the first item's discovery checks it (one stat while it is unchanged,
+// a read when it changed), the others use what it saw, and an item that
+// writes the file makes the items after it look again. So a walk sees a
+// change another program makes to the file mid-walk only in the items
+// that look after the change, or else in the next walk, the same as it
+// sees a change to any other item between its discovery and its Apply;
+// Apply itself always edits the file as it is on disk.
+//
 // A ConfigFile is safe for concurrent use. Make one with NewConfigFile.
 type ConfigFile struct {
 	root *Root
@@ -58,6 +67,10 @@ type ConfigFile struct {
 	// snap identifies the file version raw was read from, so that items
 	// can skip reading it again (see current).
 	snap fileSnap
+	// seenIn is the walk in which snap was last read or confirmed: the
+	// other items of that walk take the document without a stat. A write
+	// through the file clears it.
+	seenIn converge.WalkID
 }
 
 // fileStamp is what a stat tells of a version of a file: its device and
@@ -270,7 +283,7 @@ func (c *ConfigFile) indexLocked() docIndex {
 // without reading the file again: so the items of one file read it about
 // once per change, and otherwise cost one stat each. The index must not
 // be modified.
-func (c *ConfigFile) current() (name string, idx docIndex, leftovers int, err error) {
+func (c *ConfigFile) current(ctx context.Context) (name string, idx docIndex, leftovers int, err error) {
 	if c.nameErr != nil {
 		return "", nil, 0, c.nameErr
 	}
@@ -278,9 +291,23 @@ func (c *ConfigFile) current() (name string, idx docIndex, leftovers int, err er
 	if c.root == nil || c.root.r == nil {
 		return "", nil, 0, &ItemError{Item: name, Reason: "nil Root"}
 	}
+	walk, inWalk := converge.CurrentWalk(ctx)
 	c.mu.Lock()
 	snap, cached := c.snap, c.doc != nil
+	if inWalk && cached && c.seenIn == walk {
+		// Another item of this walk looked at the file already.
+		idx = c.indexLocked()
+		c.mu.Unlock()
+		return name, idx, c.root.leftoverCount(snap.rel), nil
+	}
 	c.mu.Unlock()
+	defer func() {
+		if err == nil && inWalk {
+			c.mu.Lock()
+			c.seenIn = walk
+			c.mu.Unlock()
+		}
+	}()
 	if cached && snap.settled {
 		// Fast path: the version read came straight from the item path;
 		// one confined stat of that path tells whether it is still there.
@@ -412,4 +439,12 @@ func AddConfigKeys(g *converge.Graph, items []*ConfigKey, deps ...converge.ID) {
 		}
 		g.Add(it.Node(), converge.Present, d...)
 	}
+}
+
+// forget makes the next look at the file, in this walk or the next, check
+// it again: the caller is about to write it.
+func (c *ConfigFile) forget() {
+	c.mu.Lock()
+	c.seenIn = ""
+	c.mu.Unlock()
 }

@@ -2,8 +2,11 @@ package hostcfg
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -320,4 +323,54 @@ func TestConfigKeyFieldsChanged(t *testing.T) {
 	k.Repeated = false
 	require.Error(t, k.validate(), "a repeatable key as a Key item")
 	assert.Equal(t, "/boot/config.txt", cf.Path())
+}
+
+// TestConfigFileLookedAtOncePerWalk: the keys of one file cost one stat per
+// walk between them, not one each; a key that changes the file makes the
+// keys after it, and its own verification, look again; the next walk looks
+// again too.
+func TestConfigFileLookedAtOncePerWalk(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	var stats atomic.Int64
+	r.stampHook = func(*fileStamp) { stats.Add(1) }
+	setNow(t, func() time.Time { return time.Now().Add(time.Hour) }) // every stamp is settled
+	p := filepath.Join(dir, "config.txt")
+	var content strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&content, "k%d=%d\n", i, i)
+	}
+	writeFile(t, p, content.String())
+	cf := NewConfigFile(r, "/config.txt")
+	var nodes []converge.Node
+	for i := range 50 {
+		nodes = append(nodes, cf.Key("", fmt.Sprintf("k%d", i), fmt.Sprint(i)).Node())
+	}
+	change := cf.Key("", "k0", "changed")
+	g := graph(nodes[1:]...)
+	rep := mustApply(t, g) // reads the file
+	require.Equal(t, 49, rep.Count(converge.OutcomeUnchanged))
+	stats.Store(0)
+	rep = mustApply(t, g)
+	require.Equal(t, 49, rep.Count(converge.OutcomeUnchanged))
+	assert.Equal(t, int64(1), stats.Load(), "one stat for 49 keys of one walk")
+
+	// k0 changes the file: its verification and every key after it in the
+	// walk see the new version.
+	g = converge.NewGraph()
+	g.Add(change.Node(), converge.Present)
+	for _, n := range nodes[1:] {
+		g.Add(n, converge.Present, change.ID())
+	}
+	rep = mustApply(t, g)
+	require.Equal(t, 1, rep.Count(converge.OutcomeChanged))
+	require.Equal(t, 49, rep.Count(converge.OutcomeUnchanged))
+	st, err := cf.Key("", "k0", "").StateCurrent(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "changed", st.Value)
+
+	// An edit by another program between walks is seen by the next walk.
+	writeFile(t, p, strings.Replace(content.String(), "k0=0", "k0=other", 1))
+	rep, err = converge.Apply(context.Background(), graph(cf.Key("", "k0", "changed").Node()))
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Count(converge.OutcomeChanged), "the edit made between walks was seen")
 }

@@ -195,11 +195,11 @@ func (k *ConfigKey) observe(doc *ConfigDoc) (present bool, value string) {
 }
 
 // StateCurrent reads the key from the file.
-func (k *ConfigKey) StateCurrent(context.Context, converge.Deps) (ConfigKeyState, error) {
+func (k *ConfigKey) StateCurrent(ctx context.Context, _ converge.Deps) (ConfigKeyState, error) {
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
 	}
-	name, idx, leftovers, err := k.file.current()
+	name, idx, leftovers, err := k.file.current(ctx)
 	if err != nil {
 		return ConfigKeyState{}, err
 	}
@@ -248,6 +248,13 @@ func (k *ConfigKey) ApplyDry(ctx context.Context, _, target ConfigKeyState) (Con
 func (k *ConfigKey) converge(ctx context.Context, target ConfigKeyState, write bool) (ConfigKeyState, error) {
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
+	}
+	if write {
+		// The items after this one in the walk must look at the file
+		// again: forget what was seen before the write, and what another
+		// item may see while it runs.
+		k.file.forget()
+		defer k.file.forget()
 	}
 	res, err := k.file.root.edit(ctx, k.file.path, write, 0o644, func(cur []byte) ([]byte, error) {
 		next, err := k.edited(k.file.parsed(cur), target)
