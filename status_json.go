@@ -112,8 +112,42 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return r.appendJSON(make([]byte, 0, 64+len(r.Items)*160))
+	return r.appendJSON(make([]byte, 0, r.jsonSize()))
 }
+
+// jsonSize is the length of the report's document when its strings need
+// no escapes: the capacity appendJSON starts with.
+func (r EdgeReport) jsonSize() int {
+	const (
+		timeField = len(`,"time":"2006-01-02T15:04:05.999999999+07:00"`)
+		itemFixed = len(`{"id":"","state":"waiting-for-dependencies"},`)
+	)
+	n := len(`{"revision":18446744073709551615,"items":[]}`) + timeField + len(r.Items)*itemFixed
+	for _, it := range r.Items {
+		n += len(it.ID)
+		if !it.Time.IsZero() {
+			n += timeField
+		}
+		if it.Message != "" {
+			n += len(`,"message":""`) + len(it.Message)
+		}
+		if len(it.WaitingFor) > 0 {
+			n += len(`,"waitingFor":[]`)
+			for _, id := range it.WaitingFor {
+				n += len(id) + 3
+			}
+		}
+	}
+	return n
+}
+
+// edgeStateJSON holds the quoted wire names of the edge states.
+var edgeStateJSON = func() (q [len(edgeStateNames)]string) {
+	for i, n := range edgeStateNames {
+		q[i] = `"` + n + `"`
+	}
+	return q
+}()
 
 // appendJSON appends the report's document to dst: the bytes
 // encoding/json writes for edgeWire, without reflection.
@@ -135,7 +169,7 @@ func (r EdgeReport) appendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `{"id":`...)
 		dst = appendJSONString(dst, string(it.ID))
 		dst = append(dst, `,"state":`...)
-		dst = appendJSONString(dst, it.State.String())
+		dst = append(dst, edgeStateJSON[it.State]...) // Validate ruled out undeclared states
 		if len(it.WaitingFor) > 0 {
 			dst = append(dst, `,"waitingFor":[`...)
 			for k, id := range it.WaitingFor {
@@ -228,13 +262,23 @@ func decodeEdgeExact(b []byte) (EdgeReport, error) {
 	return out, nil
 }
 
+// strQuoteFree marks the bytes encoding/json copies into a quoted string
+// as they are: printable ASCII other than the quote, the backslash and the
+// HTML characters it escapes.
+var strQuoteFree = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // appendJSONString appends s quoted as encoding/json quotes it. Plain
 // ASCII, the common case, is copied; anything encoding/json escapes
 // (quotes, control characters, HTML characters, non-ASCII) goes through
 // encoding/json itself.
 func appendJSONString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !strQuoteFree[s[i]] {
 			q, _ := json.Marshal(s) // a string always encodes
 			return append(dst, q...)
 		}
@@ -244,15 +288,158 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendJSONTime appends t as encoding/json writes a time.Time.
+// appendJSONTime appends t as encoding/json writes a time.Time: UTC times
+// directly, others through package time.
 func appendJSONTime(dst []byte, t time.Time) ([]byte, error) {
 	if y := t.Year(); y < 0 || y > 9999 {
 		q, err := t.MarshalJSON() // the same error encoding/json gives
 		return append(dst, q...), err
 	}
 	dst = append(dst, '"')
-	dst = t.AppendFormat(dst, time.RFC3339Nano)
+	if t.Location() == time.UTC {
+		dst = appendUTCTime(dst, t.Unix(), t.Nanosecond())
+	} else {
+		dst = t.AppendFormat(dst, time.RFC3339Nano)
+	}
 	return append(dst, '"'), nil
+}
+
+// Days from 0000-03-01 (the start of a 400-year cycle, counting years
+// from March) to 1970-01-01, and the days of one 400-year cycle.
+const (
+	daysToUnixEpoch = 719468
+	daysPer400Years = 146097
+)
+
+// appendUTCTime appends the UTC time sec.nsec after the Unix epoch, of a
+// year from 0 to 9999, as time.RFC3339Nano formats it: fraction without
+// trailing zeros, "Z" for the zone.
+func appendUTCTime(dst []byte, sec int64, nsec int) []byte {
+	days := sec / 86400
+	rem := sec % 86400
+	if rem < 0 {
+		rem += 86400
+		days--
+	}
+	// The civil date of days, in cycles of 400 years from March, shifted by
+	// one cycle so that year 0 stays non-negative.
+	z := days + daysToUnixEpoch + daysPer400Years
+	era := z / daysPer400Years
+	doe := z - era*daysPer400Years                                // day of the cycle
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365        // year of the cycle
+	doy := doe - (365*yoe + yoe/4 - yoe/100)                      // day of the year from March
+	mp := (5*doy + 2) / 153                                       // month from March
+	year, month, day := yoe+(era-1)*400, mp+3, doy-(153*mp+2)/5+1 // month from 3 to 14
+	if month > 12 {
+		month -= 12
+		year++
+	}
+	dst = append4(dst, int(year))
+	dst = append(dst, '-')
+	dst = append2(dst, int(month))
+	dst = append(dst, '-')
+	dst = append2(dst, int(day))
+	dst = append(dst, 'T')
+	dst = append2(dst, int(rem/3600))
+	dst = append(dst, ':')
+	dst = append2(dst, int(rem/60%60))
+	dst = append(dst, ':')
+	dst = append2(dst, int(rem%60))
+	if nsec != 0 {
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 9; i > 0; i-- {
+			frac[i] = byte('0' + nsec%10)
+			nsec /= 10
+		}
+		n := 10
+		for frac[n-1] == '0' {
+			n--
+		}
+		dst = append(dst, frac[:n]...)
+	}
+	return append(dst, 'Z')
+}
+
+func append2(dst []byte, v int) []byte { return append(dst, byte('0'+v/10), byte('0'+v%10)) }
+
+func append4(dst []byte, v int) []byte {
+	return append(dst, byte('0'+v/1000), byte('0'+v/100%10), byte('0'+v/10%10), byte('0'+v%10))
+}
+
+// parseUTCTime parses s when it is a UTC time in exactly the form
+// appendUTCTime writes, with a fraction of 1 to 9 digits or none, and
+// returns its Unix seconds and nanoseconds: the instant
+// time.Time.UnmarshalJSON reads, which it gives in UTC. Any other form,
+// and any field out of range, reports false.
+func parseUTCTime(s []byte) (sec int64, nsec int32, ok bool) {
+	const n = len("2006-01-02T15:04:05")
+	if len(s) < n+1 || s[len(s)-1] != 'Z' ||
+		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return 0, 0, false
+	}
+	ok = true
+	num := func(b []byte, lo, hi int) int {
+		v := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				ok = false
+			}
+			v = v*10 + int(c-'0')
+		}
+		if v < lo || v > hi {
+			ok = false
+		}
+		return v
+	}
+	year := num(s[0:4], 0, 9999)
+	month := num(s[5:7], 1, 12)
+	day := num(s[8:10], 1, 31)
+	hour := num(s[11:13], 0, 23)
+	minute := num(s[14:16], 0, 59)
+	second := num(s[17:19], 0, 59)
+	if !ok || day > daysInMonth(year, month) {
+		return 0, 0, false
+	}
+	if frac := s[n : len(s)-1]; len(frac) > 0 {
+		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
+			return 0, 0, false
+		}
+		v := num(frac[1:], 0, 999_999_999)
+		for range 10 - len(frac) {
+			v *= 10
+		}
+		if !ok {
+			return 0, 0, false
+		}
+		nsec = int32(v)
+	}
+	// Days since the epoch of the civil date, counting years from March in
+	// cycles of 400, shifted by one cycle so that year 0 stays non-negative.
+	y := year + 400
+	if month <= 2 {
+		y--
+	}
+	era := y / 400
+	yoe := y - era*400
+	mp := (month + 9) % 12
+	doy := (153*mp+2)/5 + day - 1
+	days := int64(era)*daysPer400Years + int64(yoe*365+yoe/4-yoe/100+doy) - daysToUnixEpoch - daysPer400Years
+	return days*86400 + int64(hour*3600+minute*60+second), nsec, true
+}
+
+// daysInMonth returns the number of days of month (1 to 12) of year.
+func daysInMonth(year, month int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 type statusWire struct {
@@ -301,10 +488,15 @@ func (s *StatusReport) Validate() error {
 	if s.Reported && s.EdgeRevision != s.Revision {
 		return &StatusFieldError{Doc: doc, Field: "reported", Value: fmt.Sprint(s.EdgeRevision), Err: ErrStatusInconsistent}
 	}
-	seen := make(map[ID]struct{}, len(s.Items)+len(s.Dropped))
+	repeat := firstRepeatedID(len(s.Items)+len(s.Dropped), func(i int) ID {
+		if i < len(s.Items) {
+			return s.Items[i].ID
+		}
+		return s.Dropped[i-len(s.Items)].ID
+	})
 	for i, it := range s.Items {
 		p := entryPath{"items", i}
-		if err := checkID(doc, p, it.ID, seen); err != nil {
+		if err := checkID(doc, p, it.ID, repeat); err != nil {
 			return err
 		}
 		switch {
@@ -323,7 +515,7 @@ func (s *StatusReport) Validate() error {
 	}
 	for i, d := range s.Dropped {
 		p := entryPath{"dropped", i}
-		if err := checkID(doc, p, d.ID, seen); err != nil {
+		if err := checkID(doc, p, d.ID, repeat-len(s.Items)); err != nil {
 			return err
 		}
 		switch {
