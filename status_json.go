@@ -291,18 +291,29 @@ func appendJSONString(dst []byte, s string) []byte {
 // appendJSONTime appends t as encoding/json writes a time.Time: UTC times
 // directly, others through package time.
 func appendJSONTime(dst []byte, t time.Time) ([]byte, error) {
+	if t.Location() == time.UTC {
+		if sec := t.Unix(); sec >= minWireUnix && sec < maxWireUnix {
+			dst = append(dst, '"')
+			dst = appendUTCTime(dst, sec, t.Nanosecond())
+			return append(dst, '"'), nil
+		}
+	}
 	if y := t.Year(); y < 0 || y > 9999 {
 		q, err := t.MarshalJSON() // the same error encoding/json gives
 		return append(dst, q...), err
 	}
 	dst = append(dst, '"')
-	if t.Location() == time.UTC {
-		dst = appendUTCTime(dst, t.Unix(), t.Nanosecond())
-	} else {
-		dst = t.AppendFormat(dst, time.RFC3339Nano)
-	}
+	dst = t.AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, '"'), nil
 }
+
+// The Unix seconds of 0000-01-01T00:00:00Z and 10000-01-01T00:00:00Z: the
+// UTC times of the years the wire format holds are from the first up to
+// the second.
+const (
+	minWireUnix = -62167219200
+	maxWireUnix = 253402300800
+)
 
 // Days from 0000-03-01 (the start of a 400-year cycle, counting years
 // from March) to 1970-01-01, and the days of one 400-year cycle.
@@ -316,35 +327,32 @@ const (
 // trailing zeros, "Z" for the zone.
 func appendUTCTime(dst []byte, sec int64, nsec int) []byte {
 	days := sec / 86400
-	rem := sec % 86400
+	rem := int(sec % 86400)
 	if rem < 0 {
 		rem += 86400
 		days--
 	}
 	// The civil date of days, in cycles of 400 years from March, shifted by
 	// one cycle so that year 0 stays non-negative.
-	z := days + daysToUnixEpoch + daysPer400Years
+	z := int(days) + daysToUnixEpoch + daysPer400Years
 	era := z / daysPer400Years
-	doe := z - era*daysPer400Years                                // day of the cycle
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365        // year of the cycle
-	doy := doe - (365*yoe + yoe/4 - yoe/100)                      // day of the year from March
-	mp := (5*doy + 2) / 153                                       // month from March
-	year, month, day := yoe+(era-1)*400, mp+3, doy-(153*mp+2)/5+1 // month from 3 to 14
+	doe := z - era*daysPer400Years                         // day of the cycle
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the cycle
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March
+	mp := (5*doy + 2) / 153                                // month from March
+	year, month, day := yoe+(era-1)*400, mp+3, doy-(153*mp+2)/5+1
 	if month > 12 {
 		month -= 12
 		year++
 	}
-	dst = append4(dst, int(year))
-	dst = append(dst, '-')
-	dst = append2(dst, int(month))
-	dst = append(dst, '-')
-	dst = append2(dst, int(day))
-	dst = append(dst, 'T')
-	dst = append2(dst, int(rem/3600))
-	dst = append(dst, ':')
-	dst = append2(dst, int(rem/60%60))
-	dst = append(dst, ':')
-	dst = append2(dst, int(rem%60))
+	hour, minute, second := rem/3600, rem/60%60, rem%60
+	b := [...]byte{
+		byte('0' + year/1000), byte('0' + year/100%10), byte('0' + year/10%10), byte('0' + year%10), '-',
+		byte('0' + month/10), byte('0' + month%10), '-', byte('0' + day/10), byte('0' + day%10), 'T',
+		byte('0' + hour/10), byte('0' + hour%10), ':', byte('0' + minute/10), byte('0' + minute%10), ':',
+		byte('0' + second/10), byte('0' + second%10),
+	}
+	dst = append(dst, b[:]...)
 	if nsec != 0 {
 		var frac [10]byte
 		frac[0] = '.'
@@ -361,12 +369,6 @@ func appendUTCTime(dst []byte, sec int64, nsec int) []byte {
 	return append(dst, 'Z')
 }
 
-func append2(dst []byte, v int) []byte { return append(dst, byte('0'+v/10), byte('0'+v%10)) }
-
-func append4(dst []byte, v int) []byte {
-	return append(dst, byte('0'+v/1000), byte('0'+v/100%10), byte('0'+v/10%10), byte('0'+v%10))
-}
-
 // parseUTCTime parses s when it is a UTC time in exactly the form
 // appendUTCTime writes, with a fraction of 1 to 9 digits or none, and
 // returns its Unix seconds and nanoseconds: the instant
@@ -378,39 +380,30 @@ func parseUTCTime(s []byte) (sec int64, nsec int32, ok bool) {
 		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
 		return 0, 0, false
 	}
-	ok = true
-	num := func(b []byte, lo, hi int) int {
-		v := 0
-		for _, c := range b {
-			if c < '0' || c > '9' {
-				ok = false
-			}
-			v = v*10 + int(c-'0')
+	for _, i := range [...]int{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18} {
+		if s[i]-'0' > 9 {
+			return 0, 0, false
 		}
-		if v < lo || v > hi {
-			ok = false
-		}
-		return v
 	}
-	year := num(s[0:4], 0, 9999)
-	month := num(s[5:7], 1, 12)
-	day := num(s[8:10], 1, 31)
-	hour := num(s[11:13], 0, 23)
-	minute := num(s[14:16], 0, 59)
-	second := num(s[17:19], 0, 59)
-	if !ok || day > daysInMonth(year, month) {
+	d2 := func(i int) int { return int(s[i]-'0')*10 + int(s[i+1]-'0') }
+	year := d2(0)*100 + d2(2)
+	month, day, hour, minute, second := d2(5), d2(8), d2(11), d2(14), d2(17)
+	if month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour > 23 || minute > 59 || second > 59 {
 		return 0, 0, false
 	}
 	if frac := s[n : len(s)-1]; len(frac) > 0 {
 		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
 			return 0, 0, false
 		}
-		v := num(frac[1:], 0, 999_999_999)
+		v := 0
+		for _, c := range frac[1:] {
+			if c-'0' > 9 {
+				return 0, 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
 		for range 10 - len(frac) {
 			v *= 10
-		}
-		if !ok {
-			return 0, 0, false
 		}
 		nsec = int32(v)
 	}
@@ -424,8 +417,8 @@ func parseUTCTime(s []byte) (sec int64, nsec int32, ok bool) {
 	yoe := y - era*400
 	mp := (month + 9) % 12
 	doy := (153*mp+2)/5 + day - 1
-	days := int64(era)*daysPer400Years + int64(yoe*365+yoe/4-yoe/100+doy) - daysToUnixEpoch - daysPer400Years
-	return days*86400 + int64(hour*3600+minute*60+second), nsec, true
+	days := era*daysPer400Years + yoe*365 + yoe/4 - yoe/100 + doy - daysToUnixEpoch - daysPer400Years
+	return int64(days)*86400 + int64(hour*3600+minute*60+second), nsec, true
 }
 
 // daysInMonth returns the number of days of month (1 to 12) of year.

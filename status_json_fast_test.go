@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,6 +266,14 @@ func TestUTCTimeMatchesPackageTime(t *testing.T) {
 		require.NoError(t, back.UnmarshalJSON(got))
 		require.Equal(t, back, time.Unix(sec, int64(nsec)).UTC(), "%s", got)
 	}
+	// Just outside the years the wire format holds, encoding fails as
+	// encoding/json fails.
+	for _, at := range []time.Time{time.Date(-1, 12, 31, 23, 59, 59, 999_999_999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		_, want := at.MarshalJSON()
+		require.Error(t, want)
+		_, err := appendJSONTime(nil, at)
+		require.EqualError(t, err, want.Error())
+	}
 }
 
 // FuzzParseUTCTime: whatever parseUTCTime accepts, time.Time's JSON
@@ -311,4 +320,40 @@ func TestFirstRepeatedID(t *testing.T) {
 		}
 		require.Equal(t, naive(ids), firstRepeatedID(n, func(i int) ID { return ids[i] }), "%q", ids)
 	}
+}
+
+// plainEndByByte is plainEnd one byte at a time.
+func plainEndByByte(b []byte, j int) int {
+	for j < len(b) && strPlain[b[j]] {
+		j++
+	}
+	return j
+}
+
+// TestPlainEnd: the word-at-a-time scan stops where the byte-at-a-time
+// one does, for every kind of byte at every place of a word.
+func TestPlainEnd(t *testing.T) {
+	stops := []byte{'"', '\\', 0, 0x1f, 0x7f + 1, 0xff, 0xe2}
+	for n := range 24 {
+		for at := range n {
+			for _, c := range append(stops, 'a', ' ', '~', 0x20, '!', '#', '[', ']') {
+				b := []byte(strings.Repeat("x", n))
+				b[at] = c
+				for start := range n {
+					require.Equal(t, plainEndByByte(b, start), plainEnd(b, start), "%q from %d", b, start)
+				}
+			}
+		}
+	}
+}
+
+func FuzzPlainEnd(f *testing.F) {
+	f.Add([]byte(`app/container/item-00001","state":"present"`), 0)
+	f.Add([]byte("\x01\x02\x21\x22\x5b\x5c\x5d\x7f\x80"), 1)
+	f.Fuzz(func(t *testing.T, b []byte, start int) {
+		if start < 0 || start > len(b) {
+			return
+		}
+		require.Equal(t, plainEndByByte(b, start), plainEnd(b, start))
+	})
 }
