@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -385,10 +387,10 @@ func (r *EdgeReport) Validate() error {
 	if r.Revision == 0 {
 		return &StatusFieldError{Doc: doc, Field: "revision", Value: "0", Err: ErrStatusNoRevision}
 	}
-	seen := make(map[ID]struct{}, len(r.Items))
+	repeat := firstRepeatedID(len(r.Items), func(i int) ID { return r.Items[i].ID })
 	for i, it := range r.Items {
 		p := entryPath{"items", i}
-		if err := checkID(doc, p, it.ID, seen); err != nil {
+		if err := checkID(doc, p, it.ID, repeat); err != nil {
 			return err
 		}
 		if !it.State.Valid() || it.State == EdgeNotReported {
@@ -418,15 +420,55 @@ func (e entryPath) field(name string) string {
 	return p
 }
 
-func checkID(doc string, path entryPath, id ID, seen map[ID]struct{}) error {
+// checkID reports an empty ID, or the ID of entry path.i when it repeats
+// an earlier one: repeat is the index firstRepeatedID found.
+func checkID(doc string, path entryPath, id ID, repeat int) error {
 	if id == "" {
 		return &StatusFieldError{Doc: doc, Field: path.field("id"), Err: ErrStatusEmptyID}
 	}
-	if _, dup := seen[id]; dup {
+	if path.i == repeat {
 		return &StatusFieldError{Doc: doc, Field: path.field("id"), Value: string(id), Err: ErrStatusDuplicateID}
 	}
-	seen[id] = struct{}{}
 	return nil
+}
+
+// idHashSeed seeds the hashes of firstRepeatedID.
+var idHashSeed = maphash.MakeSeed()
+
+// firstRepeatedID returns the least i < n for which id(i) equals id(j) for
+// some j < i, or -1 when the n IDs are all different. The empty ID counts
+// like any other.
+func firstRepeatedID(n int, id func(int) ID) int {
+	if n <= 16 {
+		for i := 1; i < n; i++ {
+			for j := range i {
+				if id(i) == id(j) {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	// An open-addressing table of indexes plus one, at most half full.
+	size := 1 << bits.Len(uint(2*n-1))
+	slots := make([]int32, size)
+	mask := uint64(size - 1)
+	for i := range n {
+		s := id(i)
+		h := maphash.String(idHashSeed, string(s)) & mask
+		for {
+			j := slots[h]
+			if j == 0 {
+				slots[h] = int32(i + 1)
+				break
+			}
+			if id(int(j-1)) == s {
+				return i
+			}
+			h = (h + 1) & mask
+		}
+	}
+	return -1
 }
 
 func checkWaiting(doc string, path entryPath, s EdgeState, waiting []ID) error {
@@ -546,10 +588,10 @@ func (c DesiredConfig) Validate() error {
 	if c.Revision == 0 {
 		return &StatusFieldError{Doc: doc, Field: "revision", Value: "0", Err: ErrStatusNoRevision}
 	}
-	seen := make(map[ID]struct{}, len(c.Items))
+	repeat := firstRepeatedID(len(c.Items), func(i int) ID { return c.Items[i].ID })
 	for i, it := range c.Items {
 		p := entryPath{"items", i}
-		if err := checkID(doc, p, it.ID, seen); err != nil {
+		if err := checkID(doc, p, it.ID, repeat); err != nil {
 			return err
 		}
 		if it.Presence != Present && it.Presence != Absent {

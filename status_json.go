@@ -112,8 +112,42 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return r.appendJSON(make([]byte, 0, 64+len(r.Items)*160))
+	return r.appendJSON(make([]byte, 0, r.jsonSize()))
 }
+
+// jsonSize is the length of the report's document when its strings need
+// no escapes: the capacity appendJSON starts with.
+func (r EdgeReport) jsonSize() int {
+	const (
+		timeField = len(`,"time":"2006-01-02T15:04:05.999999999+07:00"`)
+		itemFixed = len(`{"id":"","state":"waiting-for-dependencies"},`)
+	)
+	n := len(`{"revision":18446744073709551615,"items":[]}`) + timeField + len(r.Items)*itemFixed
+	for _, it := range r.Items {
+		n += len(it.ID)
+		if !it.Time.IsZero() {
+			n += timeField
+		}
+		if it.Message != "" {
+			n += len(`,"message":""`) + len(it.Message)
+		}
+		if len(it.WaitingFor) > 0 {
+			n += len(`,"waitingFor":[]`)
+			for _, id := range it.WaitingFor {
+				n += len(id) + 3
+			}
+		}
+	}
+	return n
+}
+
+// edgeStateJSON holds the quoted wire names of the edge states.
+var edgeStateJSON = func() (q [len(edgeStateNames)]string) {
+	for i, n := range edgeStateNames {
+		q[i] = `"` + n + `"`
+	}
+	return q
+}()
 
 // appendJSON appends the report's document to dst: the bytes
 // encoding/json writes for edgeWire, without reflection.
@@ -135,7 +169,7 @@ func (r EdgeReport) appendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `{"id":`...)
 		dst = appendJSONString(dst, string(it.ID))
 		dst = append(dst, `,"state":`...)
-		dst = appendJSONString(dst, it.State.String())
+		dst = append(dst, edgeStateJSON[it.State]...) // Validate ruled out undeclared states
 		if len(it.WaitingFor) > 0 {
 			dst = append(dst, `,"waitingFor":[`...)
 			for k, id := range it.WaitingFor {
@@ -228,13 +262,23 @@ func decodeEdgeExact(b []byte) (EdgeReport, error) {
 	return out, nil
 }
 
+// strQuoteFree marks the bytes encoding/json copies into a quoted string
+// as they are: printable ASCII other than the quote, the backslash and the
+// HTML characters it escapes.
+var strQuoteFree = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // appendJSONString appends s quoted as encoding/json quotes it. Plain
 // ASCII, the common case, is copied; anything encoding/json escapes
 // (quotes, control characters, HTML characters, non-ASCII) goes through
 // encoding/json itself.
 func appendJSONString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !strQuoteFree[s[i]] {
 			q, _ := json.Marshal(s) // a string always encodes
 			return append(dst, q...)
 		}
@@ -244,8 +288,16 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendJSONTime appends t as encoding/json writes a time.Time.
+// appendJSONTime appends t as encoding/json writes a time.Time: UTC times
+// directly, others through package time.
 func appendJSONTime(dst []byte, t time.Time) ([]byte, error) {
+	if t.Location() == time.UTC {
+		if sec := t.Unix(); sec >= minWireUnix && sec < maxWireUnix {
+			dst = append(dst, '"')
+			dst = appendUTCTime(dst, sec, t.Nanosecond())
+			return append(dst, '"'), nil
+		}
+	}
 	if y := t.Year(); y < 0 || y > 9999 {
 		q, err := t.MarshalJSON() // the same error encoding/json gives
 		return append(dst, q...), err
@@ -253,6 +305,134 @@ func appendJSONTime(dst []byte, t time.Time) ([]byte, error) {
 	dst = append(dst, '"')
 	dst = t.AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, '"'), nil
+}
+
+// The Unix seconds of 0000-01-01T00:00:00Z and 10000-01-01T00:00:00Z: the
+// UTC times of the years the wire format holds are from the first up to
+// the second.
+const (
+	minWireUnix = -62167219200
+	maxWireUnix = 253402300800
+)
+
+// Days from 0000-03-01 (the start of a 400-year cycle, counting years
+// from March) to 1970-01-01, and the days of one 400-year cycle.
+const (
+	daysToUnixEpoch = 719468
+	daysPer400Years = 146097
+)
+
+// appendUTCTime appends the UTC time sec.nsec after the Unix epoch, of a
+// year from 0 to 9999, as time.RFC3339Nano formats it: fraction without
+// trailing zeros, "Z" for the zone.
+func appendUTCTime(dst []byte, sec int64, nsec int) []byte {
+	days := sec / 86400
+	rem := int(sec % 86400)
+	if rem < 0 {
+		rem += 86400
+		days--
+	}
+	// The civil date of days, in cycles of 400 years from March, shifted by
+	// one cycle so that year 0 stays non-negative.
+	z := int(days) + daysToUnixEpoch + daysPer400Years
+	era := z / daysPer400Years
+	doe := z - era*daysPer400Years                         // day of the cycle
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the cycle
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March
+	mp := (5*doy + 2) / 153                                // month from March
+	year, month, day := yoe+(era-1)*400, mp+3, doy-(153*mp+2)/5+1
+	if month > 12 {
+		month -= 12
+		year++
+	}
+	hour, minute, second := rem/3600, rem/60%60, rem%60
+	b := [...]byte{
+		byte('0' + year/1000), byte('0' + year/100%10), byte('0' + year/10%10), byte('0' + year%10), '-',
+		byte('0' + month/10), byte('0' + month%10), '-', byte('0' + day/10), byte('0' + day%10), 'T',
+		byte('0' + hour/10), byte('0' + hour%10), ':', byte('0' + minute/10), byte('0' + minute%10), ':',
+		byte('0' + second/10), byte('0' + second%10),
+	}
+	dst = append(dst, b[:]...)
+	if nsec != 0 {
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 9; i > 0; i-- {
+			frac[i] = byte('0' + nsec%10)
+			nsec /= 10
+		}
+		n := 10
+		for frac[n-1] == '0' {
+			n--
+		}
+		dst = append(dst, frac[:n]...)
+	}
+	return append(dst, 'Z')
+}
+
+// parseUTCTime parses s when it is a UTC time in exactly the form
+// appendUTCTime writes, with a fraction of 1 to 9 digits or none, and
+// returns its Unix seconds and nanoseconds: the instant
+// time.Time.UnmarshalJSON reads, which it gives in UTC. Any other form,
+// and any field out of range, reports false.
+func parseUTCTime(s []byte) (sec int64, nsec int32, ok bool) {
+	const n = len("2006-01-02T15:04:05")
+	if len(s) < n+1 || s[len(s)-1] != 'Z' ||
+		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return 0, 0, false
+	}
+	for _, i := range [...]int{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18} {
+		if s[i]-'0' > 9 {
+			return 0, 0, false
+		}
+	}
+	d2 := func(i int) int { return int(s[i]-'0')*10 + int(s[i+1]-'0') }
+	year := d2(0)*100 + d2(2)
+	month, day, hour, minute, second := d2(5), d2(8), d2(11), d2(14), d2(17)
+	if month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour > 23 || minute > 59 || second > 59 {
+		return 0, 0, false
+	}
+	if frac := s[n : len(s)-1]; len(frac) > 0 {
+		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
+			return 0, 0, false
+		}
+		v := 0
+		for _, c := range frac[1:] {
+			if c-'0' > 9 {
+				return 0, 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		for range 10 - len(frac) {
+			v *= 10
+		}
+		nsec = int32(v)
+	}
+	// Days since the epoch of the civil date, counting years from March in
+	// cycles of 400, shifted by one cycle so that year 0 stays non-negative.
+	y := year + 400
+	if month <= 2 {
+		y--
+	}
+	era := y / 400
+	yoe := y - era*400
+	mp := (month + 9) % 12
+	doy := (153*mp+2)/5 + day - 1
+	days := era*daysPer400Years + yoe*365 + yoe/4 - yoe/100 + doy - daysToUnixEpoch - daysPer400Years
+	return int64(days)*86400 + int64(hour*3600+minute*60+second), nsec, true
+}
+
+// daysInMonth returns the number of days of month (1 to 12) of year.
+func daysInMonth(year, month int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 type statusWire struct {
@@ -301,10 +481,15 @@ func (s *StatusReport) Validate() error {
 	if s.Reported && s.EdgeRevision != s.Revision {
 		return &StatusFieldError{Doc: doc, Field: "reported", Value: fmt.Sprint(s.EdgeRevision), Err: ErrStatusInconsistent}
 	}
-	seen := make(map[ID]struct{}, len(s.Items)+len(s.Dropped))
+	repeat := firstRepeatedID(len(s.Items)+len(s.Dropped), func(i int) ID {
+		if i < len(s.Items) {
+			return s.Items[i].ID
+		}
+		return s.Dropped[i-len(s.Items)].ID
+	})
 	for i, it := range s.Items {
 		p := entryPath{"items", i}
-		if err := checkID(doc, p, it.ID, seen); err != nil {
+		if err := checkID(doc, p, it.ID, repeat); err != nil {
 			return err
 		}
 		switch {
@@ -323,7 +508,7 @@ func (s *StatusReport) Validate() error {
 	}
 	for i, d := range s.Dropped {
 		p := entryPath{"dropped", i}
-		if err := checkID(doc, p, d.ID, seen); err != nil {
+		if err := checkID(doc, p, d.ID, repeat-len(s.Items)); err != nil {
 			return err
 		}
 		switch {

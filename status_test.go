@@ -837,3 +837,62 @@ func TestStatusReportValidate(t *testing.T) {
 	ok2 := item(func(*converge.StatusItem) {})
 	assert.NoError(t, ok2.Validate())
 }
+
+// TestStatusValidateFindsRepeatsInLongLists: in lists long enough to be
+// hashed, Validate still names the first entry that repeats an ID, and
+// reports an earlier problem of another kind first.
+func TestStatusValidateFindsRepeatsInLongLists(t *testing.T) {
+	const n = 50
+	id := func(i int) converge.ID { return converge.ID(fmt.Sprintf("item-%d", i)) }
+	edge := func(mod func([]converge.EdgeItem)) *converge.EdgeReport {
+		e := &converge.EdgeReport{Revision: 1}
+		for i := range n {
+			e.Items = append(e.Items, converge.EdgeItem{ID: id(i), State: converge.EdgePresent})
+		}
+		mod(e.Items)
+		return e
+	}
+	desired := func(mod func([]converge.DesiredItem)) converge.DesiredConfig {
+		c := converge.DesiredConfig{Revision: 1}
+		for i := range n {
+			c.Items = append(c.Items, converge.DesiredItem{ID: id(i), Presence: converge.Present})
+		}
+		mod(c.Items)
+		return c
+	}
+	report := func(dropped ...converge.ID) *converge.StatusReport {
+		s := &converge.StatusReport{Revision: 1}
+		for i := range n {
+			s.Items = append(s.Items, converge.StatusItem{ID: id(i), Edge: converge.EdgePresent, Status: converge.StatusPresent})
+		}
+		for _, d := range dropped {
+			s.Dropped = append(s.Dropped, converge.StatusDropped{ID: d, Edge: converge.EdgePresent, Review: converge.ReviewMaybe})
+		}
+		return s
+	}
+	tests := []struct {
+		name  string
+		err   error
+		field string
+		want  error
+	}{
+		{"edge: repeat far down", edge(func(it []converge.EdgeItem) { it[41].ID = id(7) }).Validate(), "items[41].id", converge.ErrStatusDuplicateID},
+		{"edge: first of two repeats", edge(func(it []converge.EdgeItem) { it[45].ID, it[30].ID = id(2), id(44) }).Validate(), "items[44].id", converge.ErrStatusDuplicateID},
+		{"edge: earlier bad state first", edge(func(it []converge.EdgeItem) { it[41].ID, it[40].State = id(7), 0 }).Validate(), "items[40].state", converge.ErrStatusUnknownValue},
+		{"edge: empty before repeated empty", edge(func(it []converge.EdgeItem) { it[20].ID, it[30].ID = "", "" }).Validate(), "items[20].id", converge.ErrStatusEmptyID},
+		{"desired: repeat far down", desired(func(it []converge.DesiredItem) { it[49].ID = id(48) }).Validate(), "items[49].id", converge.ErrStatusDuplicateID},
+		{"status: dropped repeats an item", report("x", "y", id(33)).Validate(), "dropped[2].id", converge.ErrStatusDuplicateID},
+		{"status: dropped repeats a dropped", report("x", "y", "x").Validate(), "dropped[2].id", converge.ErrStatusDuplicateID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.ErrorIs(t, tt.err, tt.want)
+			var fe *converge.StatusFieldError
+			require.ErrorAs(t, tt.err, &fe)
+			assert.Equal(t, tt.field, fe.Field)
+		})
+	}
+	assert.NoError(t, edge(func([]converge.EdgeItem) {}).Validate())
+	assert.NoError(t, desired(func([]converge.DesiredItem) {}).Validate())
+	assert.NoError(t, report("x", "y").Validate())
+}
