@@ -282,6 +282,7 @@ type walkState struct {
 	remaining []int32
 	blocked   [][]ID
 	succs     [][]int
+	sched     *schedule
 	resolved  int
 	stop      bool
 	stopCause error
@@ -373,6 +374,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	}
 	sch := c.schedule(mode)
 	ws.succs = sch.succs
+	ws.sched = sch
 	copy(ws.remaining, sch.indeg)
 	ws.ready = newReadyQueue(sch.rank)
 	for k := range c.items {
@@ -524,6 +526,10 @@ type schedule struct {
 	succs [][]int
 	// indeg counts, for every item, the items it waits for.
 	indeg []int32
+	// next holds succs flattened, next[at[k]:at[k+1]] being succs[k]: the
+	// walk reads them from one array.
+	next []int32
+	at   []int32
 	// rank is the number of items on the longest chain that starts with
 	// the item. Running the items with the longest chains first keeps the
 	// critical path moving when more items are ready than workers.
@@ -562,6 +568,16 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 			if indeg[s]--; indeg[s] == 0 {
 				order = append(order, s)
 			}
+		}
+	}
+	sch.at = make([]int32, n+1)
+	for k, ss := range sch.succs {
+		sch.at[k+1] = sch.at[k] + int32(len(ss))
+	}
+	sch.next = make([]int32, 0, sch.at[n])
+	for _, ss := range sch.succs {
+		for _, x := range ss {
+			sch.next = append(sch.next, int32(x))
 		}
 	}
 	for i := len(order) - 1; i >= 0; i-- {
@@ -640,7 +656,8 @@ func (ws *walkState) pushReady(k int) {
 // at once when the ready queue holds enough for every worker, and runs them
 // one after the other with no lock between them, accounting for them
 // together. On a walk of converged items that cuts the lock traffic, which
-// is most of the cost of parallel no-op items. The items of a batch not
+// is most of the cost of parallel no-op items (a single worker has no lock
+// traffic to cut, and does not batch). The items of a batch not
 // started yet go back to the queue as soon as one of its items is about to
 // Apply, or took quickItem or more, or failed, or the walk is stopping: a
 // batch holds other items back only while one item discovers and checks.
@@ -704,7 +721,7 @@ func (ws *walkState) work() {
 			return
 		}
 		b.next, b.n = 0, 1
-		if quick && ws.ready.len() >= 2*workers {
+		if quick && workers > 1 && ws.ready.len() >= 2*workers {
 			b.n = min(maxBatch, ws.ready.len()/workers)
 		}
 		for i := range b.n {
@@ -783,9 +800,10 @@ func (ws *walkState) release(k int, failed bool) int {
 	}
 	// No item failed so far: nothing is blocked and nothing cascades.
 	queued := 0
-	for _, s := range ws.succs[k] {
+	sch := ws.sched
+	for _, s := range sch.next[sch.at[k]:sch.at[k+1]] {
 		if ws.remaining[s]--; ws.remaining[s] == 0 {
-			ws.pushReady(s)
+			ws.pushReady(int(s))
 			queued++
 		}
 	}
