@@ -71,6 +71,8 @@ type ConfigFile struct {
 	// other items of that walk take the document without a stat. A write
 	// through the file clears it.
 	seenIn converge.WalkID
+	// seenLeftovers is the number of leftover temporary files seen then.
+	seenLeftovers int
 }
 
 // fileStamp is what a stat tells of a version of a file: its device and
@@ -296,15 +298,15 @@ func (c *ConfigFile) current(ctx context.Context) (name string, idx docIndex, le
 	snap, cached := c.snap, c.doc != nil
 	if inWalk && cached && c.seenIn == walk {
 		// Another item of this walk looked at the file already.
-		idx = c.indexLocked()
+		idx, leftovers = c.indexLocked(), c.seenLeftovers
 		c.mu.Unlock()
-		return name, idx, c.root.leftoverCount(snap.rel), nil
+		return name, idx, leftovers, nil
 	}
 	c.mu.Unlock()
 	defer func() {
 		if err == nil && inWalk {
 			c.mu.Lock()
-			c.seenIn = walk
+			c.seenIn, c.seenLeftovers = walk, leftovers
 			c.mu.Unlock()
 		}
 	}()
