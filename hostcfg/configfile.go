@@ -71,6 +71,8 @@ type ConfigFile struct {
 	// other items of that walk take the document without a stat. A write
 	// through the file clears it.
 	seenIn converge.WalkID
+	// lookMu is held by the item that looks at the file for its walk.
+	lookMu sync.Mutex
 	// seenLeftovers is the number of leftover temporary files seen then.
 	seenLeftovers int
 }
@@ -294,14 +296,20 @@ func (c *ConfigFile) current(ctx context.Context) (name string, idx docIndex, le
 		return "", nil, 0, &ItemError{Item: name, Reason: "nil Root"}
 	}
 	walk, inWalk := converge.CurrentWalk(ctx)
+	if inWalk {
+		if idx, leftovers, ok := c.seen(walk); ok {
+			return name, idx, leftovers, nil
+		}
+		// One item of a walk looks at the file; the others of the same
+		// walk wait for it and take what it saw.
+		c.lookMu.Lock()
+		defer c.lookMu.Unlock()
+		if idx, leftovers, ok := c.seen(walk); ok {
+			return name, idx, leftovers, nil
+		}
+	}
 	c.mu.Lock()
 	snap, cached := c.snap, c.doc != nil
-	if inWalk && cached && c.seenIn == walk {
-		// Another item of this walk looked at the file already.
-		idx, leftovers = c.indexLocked(), c.seenLeftovers
-		c.mu.Unlock()
-		return name, idx, leftovers, nil
-	}
 	c.mu.Unlock()
 	defer func() {
 		if err == nil && inWalk {
@@ -449,4 +457,14 @@ func (c *ConfigFile) forget() {
 	c.mu.Lock()
 	c.seenIn = ""
 	c.mu.Unlock()
+}
+
+// seen returns what an item of walk saw of the file, if one looked.
+func (c *ConfigFile) seen(walk converge.WalkID) (idx docIndex, leftovers int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.doc == nil || c.seenIn != walk {
+		return nil, 0, false
+	}
+	return c.indexLocked(), c.seenLeftovers, true
 }
