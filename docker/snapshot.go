@@ -30,6 +30,12 @@ type snapshot struct {
 
 	mu    sync.Mutex
 	stale map[string]bool
+	// observed holds, per item key, the state an item read from the
+	// engine at the end of its Apply, after its last write (a container's
+	// inspect after its start, a network's create response): the walk's
+	// verification of that item takes it once instead of reading the
+	// engine again.
+	observed map[string]any
 }
 
 type objectInfo struct {
@@ -57,6 +63,40 @@ func (s *snapshot) usable(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.stale[key]
+}
+
+// observe records the state of item key as the engine reported it after
+// the item's last write of this walk; the item's next StateCurrent takes it
+// (takeObserved).
+func (s *snapshot) observe(key string, st any) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.observed == nil {
+		s.observed = map[string]any{}
+	}
+	s.observed[key] = st
+	s.mu.Unlock()
+}
+
+// takeObserved returns and forgets the state observe recorded for key, so
+// it serves one StateCurrent (the walk's verification) and later reads go
+// to the engine.
+func takeObserved[S any](s *snapshot, key string) (S, bool) {
+	var zero S
+	if s == nil {
+		return zero, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.observed[key]
+	if !ok {
+		return zero, false
+	}
+	delete(s.observed, key)
+	st, ok := v.(S)
+	return st, ok
 }
 
 // takeSnapshot reads the engine for project p.
