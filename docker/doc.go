@@ -73,8 +73,8 @@
 //
 // Confirming that a converged project is converged costs a constant number
 // of engine calls, whatever the number of containers: the project item
-// lists the project's containers by label and the images they use, once
-// per walk, and only what differs is inspected. PullAlways adds one
+// lists the project's containers by label and, at the same time, the
+// images they use, once per walk, and only what differs is inspected. PullAlways adds one
 // registry question per image (not per container). Bringing containers up
 // costs, beyond each one's create and start, one inspect per started
 // container: the early-exit watch's, one PollInterval after the start,

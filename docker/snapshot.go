@@ -107,6 +107,14 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 		networks:   map[string]objectInfo{},
 		volumes:    map[string]objectInfo{},
 	}
+	// The images do not depend on the containers: list both at once, so a
+	// walk waits for one round trip instead of two.
+	var imgErr error
+	var wg sync.WaitGroup
+	if refs := p.imageRefs(); len(refs) > 0 {
+		wg.Go(func() { imgErr = s.listImages(ctx, eng, refs) })
+	}
+	defer wg.Wait() // every return waits for the image list
 	list, err := listProjectContainers(ctx, eng, p.Name)
 	if err != nil {
 		return nil, err
@@ -129,11 +137,6 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 			if m.Type == "volume" && m.Name != "" {
 				s.volumes[m.Name] = objectInfo{ID: m.Name}
 			}
-		}
-	}
-	if refs := p.imageRefs(); len(refs) > 0 {
-		if err := s.listImages(ctx, eng, refs); err != nil {
-			return nil, err
 		}
 	}
 	var nets, vols []string
@@ -164,6 +167,10 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 		for k, v := range found {
 			s.volumes[k] = v
 		}
+	}
+	wg.Wait()
+	if imgErr != nil {
+		return nil, imgErr
 	}
 	return s, nil
 }

@@ -3,9 +3,13 @@ package docker_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -132,4 +136,58 @@ func TestIntegrationUpCalls(t *testing.T) {
 	rep = apply(t, eng, p)
 	assert.Empty(t, rep.IDs(converge.OutcomeChanged))
 	assert.LessOrEqual(t, eng.Total(), 2, "calls: %v", eng.Calls())
+}
+
+// TestSnapshotListsImagesWithContainers: the project item's first two
+// reads (the project's containers and its images) are in flight together,
+// so a walk waits for one round trip, not two. The container list waits
+// (in a synctest bubble, for at most a second of fake time) for the image
+// list to begin.
+func TestSnapshotListsImagesWithContainers(t *testing.T) {
+	for _, converged := range []bool{false, true} {
+		t.Run(fmt.Sprint("converged=", converged), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake()
+				p := load(t, nServices(2))
+				p.PollInterval = time.Millisecond
+				if converged {
+					apply(t, f, p)
+				}
+				eng := &overlapEngine{Engine: f, images: make(chan struct{}, 1)}
+				g, err := p.Graph(eng)
+				require.NoError(t, err)
+				_, err = converge.Apply(context.Background(), g)
+				require.NoError(t, err)
+				assert.True(t, eng.overlapped, "the container list ran while the image list was in flight")
+			})
+		})
+	}
+}
+
+// overlapEngine's first ContainerList waits up to a second for an
+// ImageList to begin and records whether it did.
+type overlapEngine struct {
+	*dockertest.Engine
+	images     chan struct{}
+	once       sync.Once
+	overlapped bool
+}
+
+func (e *overlapEngine) ImageList(ctx context.Context, opts image.ListOptions) ([]image.Summary, error) {
+	select {
+	case e.images <- struct{}{}:
+	default:
+	}
+	return e.Engine.ImageList(ctx, opts)
+}
+
+func (e *overlapEngine) ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error) {
+	e.once.Do(func() {
+		select {
+		case <-e.images:
+			e.overlapped = true
+		case <-time.After(time.Second):
+		}
+	})
+	return e.Engine.ContainerList(ctx, opts)
 }
