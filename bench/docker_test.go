@@ -210,7 +210,9 @@ func floorUp(ctx context.Context, cli *client.Client, project, img string, n int
 // nothing to running with converge and, in the same loop, with compose v2
 // `up -d` on the same file and with the raw-client floor (floorUp). ns/op
 // and s/op are converge's; compose-s/op, floor-s/op, ours/compose and
-// ours/floor compare.
+// ours/floor compare, and floor/compose says how far below compose the
+// engine itself lets anyone go on this machine (a goal of 0.9 compose is
+// out of reach when floor/compose is above it).
 func BenchmarkDockerUp20(b *testing.B) {
 	cli, img := benchEngine(b)
 	bin, cerr := composeBinary()
@@ -267,12 +269,15 @@ func BenchmarkDockerUp20(b *testing.B) {
 	if cerr == nil {
 		b.ReportMetric(theirs.Seconds()/float64(b.N), "compose-s/op")
 		b.ReportMetric(ours.Seconds()/theirs.Seconds(), "ours/compose")
+		b.ReportMetric(floor.Seconds()/theirs.Seconds(), "floor/compose")
 	}
 }
 
 // BenchmarkDockerNoop20 runs a full Apply of a converged 20-container
 // project; it reports the engine calls per Apply and compares the time with
-// compose v2's no-op `up -d` on the same file (measured 5 times).
+// compose v2's no-op `up -d` on the same file (measured 5 times). That sets
+// an in-process Apply against a whole process; BenchmarkDockerNoop20Process
+// compares process with process.
 func BenchmarkDockerNoop20(b *testing.B) {
 	cli, img := benchEngine(b)
 	ctx := context.Background()
@@ -336,5 +341,92 @@ func BenchmarkDockerNoop20(b *testing.B) {
 		per := b.Elapsed() / time.Duration(b.N)
 		b.ReportMetric(composeNoop.Seconds(), "compose-s/op")
 		b.ReportMetric(per.Seconds()/composeNoop.Seconds(), "ours/compose")
+	}
+}
+
+// buildDeviceAgent builds the examples/deviceagent command into dir and
+// returns the binary's path.
+func buildDeviceAgent(b *testing.B, dir string) string {
+	b.Helper()
+	bin := filepath.Join(dir, "deviceagent")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "examples", "deviceagent")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build deviceagent: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// agentOnce runs `deviceagent -once` on the Compose file in dir, keeping
+// its label key beside state, and returns its output.
+func agentOnce(bin, dir, state string) (string, error) {
+	cmd := exec.Command(bin, "-once", "-f", filepath.Join(dir, "compose.yaml"), "-state", state)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("deviceagent -once: %w\n%s", err, out)
+	}
+	return string(out), nil
+}
+
+// BenchmarkDockerNoop20Process compares process with process on a
+// converged 20-container project: each iteration runs the built
+// examples/deviceagent with -once (a whole process: start-up, engine
+// connection, one no-op Apply) and, in the same loop, compose v2's
+// `up -d` on its own converged project of the same file. ns/op and
+// ours-s/op are the agent's; compose-s/op and ours/compose compare.
+// Without compose it reports the agent alone.
+func BenchmarkDockerNoop20Process(b *testing.B) {
+	cli, img := benchEngine(b)
+	tmp := b.TempDir()
+	agent := buildDeviceAgent(b, tmp)
+	state := filepath.Join(tmp, "agent.db")
+
+	project := randomName("cvq")
+	b.Cleanup(func() { removeAll(cli, project) })
+	dir := writeCompose(b, project, img)
+	if _, err := agentOnce(agent, dir, state); err != nil {
+		b.Fatal(err)
+	}
+	bin, cerr := composeBinary()
+	var cdir, cp string
+	if cerr != nil {
+		b.Logf("compose unavailable, reporting converge alone: %v", cerr)
+	} else {
+		cp = randomName("cmq")
+		b.Cleanup(func() { removeAll(cli, cp) })
+		cdir = writeCompose(b, cp, img)
+		if err := composeUp(bin, cdir, cp); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		out, err := agentOnce(agent, dir, state)
+		ours += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if strings.Contains(out, ": changed") {
+			b.Fatalf("the no-op run changed something:\n%s", out)
+		}
+		if cerr == nil {
+			b.StopTimer()
+			start := time.Now()
+			err := composeUp(bin, cdir, cp)
+			theirs += time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ours.Seconds()/float64(b.N), "ours-s/op")
+	if cerr == nil {
+		b.ReportMetric(theirs.Seconds()/float64(b.N), "compose-s/op")
+		b.ReportMetric(ours.Seconds()/theirs.Seconds(), "ours/compose")
 	}
 }

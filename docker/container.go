@@ -98,9 +98,18 @@ func (c *Container) ID() converge.ID { return ContainerID(c.project, c.spec.Serv
 // walk has one and the container has not been written since; otherwise it
 // inspects the container and records drift of user-specified fields. Either
 // way it also looks for the leftover of an interrupted recreate under
-// TempName.
+// TempName. Right after an Apply of this walk that ended by starting the
+// container, it returns what the early-exit watch's inspect read (one poll
+// interval after the start, after the Apply's last write, when no leftover
+// is left): the walk's verification costs no engine call of its own.
 func (c *Container) StateCurrent(ctx context.Context, deps converge.Deps) (ContainerState, error) {
-	if ps, err := converge.DepState[ProjectState](deps, c.projectID); err == nil && ps.snap.usable(c.key()) {
+	ps, perr := converge.DepState[ProjectState](deps, c.projectID)
+	if perr == nil {
+		if st, ok := takeObserved[ContainerState](ps.snap, c.key()); ok {
+			return st, nil
+		}
+	}
+	if perr == nil && ps.snap.usable(c.key()) {
 		st := ContainerState{Name: c.name}
 		if s, ok := ps.snap.containers[c.name]; ok {
 			st = stateFromSummary(s)
@@ -273,7 +282,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 		if err := c.waitDeps(ctx); err != nil {
 			return err
 		}
-		return c.start(ctx, c.name)
+		return c.start(ctx, c.name, current.snap)
 	case ActionAdopt:
 		if err := c.waitDeps(ctx); err != nil {
 			return err
@@ -281,7 +290,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 		if err := c.eng.ContainerRename(ctx, left.ID, c.name); err != nil {
 			return fmt.Errorf("rename: %w", err)
 		}
-		return c.start(ctx, c.name)
+		return c.start(ctx, c.name, current.snap)
 	}
 	if err := c.waitDeps(ctx); err != nil {
 		return err
@@ -303,7 +312,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 		if err := c.create(ctx, c.name); err != nil {
 			return err
 		}
-		return c.start(ctx, c.name)
+		return c.start(ctx, c.name, current.snap)
 	}
 	// Recreate, download-then-kill (or adopting the new container an
 	// interrupted recreate left): the image is already there.
@@ -320,19 +329,26 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 	if err := c.eng.ContainerRename(ctx, tmp, c.name); err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
-	return c.start(ctx, c.name)
+	return c.start(ctx, c.name, current.snap)
 }
 
 // start starts the container (unless it should stay stopped) and watches
-// it for one poll interval.
-func (c *Container) start(ctx context.Context, name string) error {
+// it for one poll interval. It is the last step of every Apply that calls
+// it, so when the watch passes, what its inspect read is the container's
+// state after the Apply: it is recorded in snap (when the walk has one) for
+// the verification.
+func (c *Container) start(ctx context.Context, name string, snap *snapshot) error {
 	if c.spec.Run == Stopped {
 		return nil
 	}
 	if err := c.eng.ContainerStart(ctx, name, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	return c.settle(ctx, name)
+	r, err := c.settle(ctx, name)
+	if err == nil && r.ContainerJSONBase != nil {
+		snap.observe(c.key(), stateFromInspect(r, &c.spec))
+	}
+	return err
 }
 
 func (c *Container) unpause(ctx context.Context) error {
@@ -344,21 +360,22 @@ func (c *Container) unpause(ctx context.Context) error {
 
 // settle waits one poll interval after a start and fails with a
 // *ContainerError when the container exited (with a non-zero code, for a
-// container run Once) or turned unhealthy.
-func (c *Container) settle(ctx context.Context, name string) error {
+// container run Once) or turned unhealthy. It returns what its inspect
+// read.
+func (c *Container) settle(ctx context.Context, name string) (container.InspectResponse, error) {
 	t := time.NewTimer(c.poll)
 	select {
 	case <-ctx.Done():
 		t.Stop()
-		return ctx.Err()
+		return container.InspectResponse{}, ctx.Err()
 	case <-t.C:
 	}
 	r, err := c.eng.ContainerInspect(ctx, name)
 	if err != nil {
-		return fmt.Errorf("inspect after start: %w", err)
+		return r, fmt.Errorf("inspect after start: %w", err)
 	}
 	if r.ContainerJSONBase == nil || r.State == nil {
-		return nil
+		return r, nil
 	}
 	st := r.State
 	exited := st.Status == container.StateExited || st.Status == container.StateDead
@@ -367,10 +384,10 @@ func (c *Container) settle(ctx context.Context, name string) error {
 		health = string(st.Health.Status)
 	}
 	if exited && (c.spec.Run != Once || st.ExitCode != 0) || health == container.Unhealthy {
-		return &ContainerError{Container: c.name, Service: c.spec.Service, Status: string(st.Status), ExitCode: st.ExitCode,
+		return r, &ContainerError{Container: c.name, Service: c.spec.Service, Status: string(st.Status), ExitCode: st.ExitCode,
 			Health: health, Log: logTail(ctx, c.eng, name, c.red)}
 	}
-	return nil
+	return r, nil
 }
 
 func (c *Container) stop(ctx context.Context, name string) error {

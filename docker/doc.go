@@ -73,11 +73,15 @@
 //
 // Confirming that a converged project is converged costs a constant number
 // of engine calls, whatever the number of containers: the project item
-// lists the project's containers by label and the images they use, once
-// per walk, and only what differs is inspected. PullAlways adds one
-// registry question per image (not per container). Dry runs (converge.ApplyDry)
-// call no write endpoint; Plans turns their report into the action planned
-// for each container.
+// lists the project's containers by label and, at the same time, the
+// images they use, once per walk, and only what differs is inspected. PullAlways adds one
+// registry question per image (not per container). Bringing containers up
+// costs, beyond each one's create and start, one inspect per started
+// container: the early-exit watch's, one PollInterval after the start,
+// which is also what the walk verifies the container with; a network the
+// walk created is verified with the engine's answer to its create. Dry
+// runs (converge.ApplyDry) call no write endpoint; Plans turns their report
+// into the action planned for each container.
 //
 // Invalid values never reach the engine. LoadCompose checks every service
 // before compose-go builds the project (ports, durations, healthcheck

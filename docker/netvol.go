@@ -42,10 +42,19 @@ func (n *Network) ID() converge.ID { return NetworkID(n.spec.Name) }
 func (n *Network) key() string { return "network:" + n.spec.Name }
 
 // StateCurrent reads the project's snapshot (a network a running project
-// container is attached to exists) or lists the network by name.
+// container is attached to exists) or lists the network by name. Right
+// after an Apply of this walk that created the network, it returns what the
+// engine answered to the create (the network's ID, with our labels): the
+// walk's verification costs no engine call of its own.
 func (n *Network) StateCurrent(ctx context.Context, deps converge.Deps) (NetworkState, error) {
 	if n.projectID != "" {
-		if ps, err := converge.DepState[ProjectState](deps, n.projectID); err == nil && ps.snap.usable(n.key()) {
+		ps, err := converge.DepState[ProjectState](deps, n.projectID)
+		if err == nil {
+			if st, ok := takeObserved[NetworkState](ps.snap, n.key()); ok {
+				return st, nil
+			}
+		}
+		if err == nil && ps.snap.usable(n.key()) {
 			info, ok := ps.snap.networks[n.spec.Name]
 			return NetworkState{Name: n.spec.Name, Exists: ok, ID: info.ID, Owned: ok && (!info.known || info.Owned), snap: ps.snap}, nil
 		}
@@ -89,7 +98,14 @@ func (n *Network) Apply(ctx context.Context, current, target NetworkState) (Netw
 		if err != nil && !errdefs.IsConflict(err) {
 			return current, fmt.Errorf("docker: network %s: create: %w", n.spec.Name, err)
 		}
-		return NetworkState{Name: n.spec.Name, Exists: true, ID: r.ID, Owned: true}, nil
+		next := NetworkState{Name: n.spec.Name, Exists: true, ID: r.ID, Owned: true}
+		if err == nil && r.ID != "" {
+			// The engine created it, with our labels: that is its state.
+			// A conflict (someone else's network of that name) is left
+			// for the verification to read.
+			current.snap.observe(n.key(), next)
+		}
+		return next, nil
 	}
 	id := current.ID
 	if id == "" {

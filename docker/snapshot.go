@@ -30,6 +30,12 @@ type snapshot struct {
 
 	mu    sync.Mutex
 	stale map[string]bool
+	// observed holds, per item key, the state an item read from the
+	// engine at the end of its Apply, after its last write (a container's
+	// inspect after its start, a network's create response): the walk's
+	// verification of that item takes it once instead of reading the
+	// engine again.
+	observed map[string]any
 }
 
 type objectInfo struct {
@@ -59,6 +65,40 @@ func (s *snapshot) usable(key string) bool {
 	return !s.stale[key]
 }
 
+// observe records the state of item key as the engine reported it after
+// the item's last write of this walk; the item's next StateCurrent takes it
+// (takeObserved).
+func (s *snapshot) observe(key string, st any) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.observed == nil {
+		s.observed = map[string]any{}
+	}
+	s.observed[key] = st
+	s.mu.Unlock()
+}
+
+// takeObserved returns and forgets the state observe recorded for key, so
+// it serves one StateCurrent (the walk's verification) and later reads go
+// to the engine.
+func takeObserved[S any](s *snapshot, key string) (S, bool) {
+	var zero S
+	if s == nil {
+		return zero, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.observed[key]
+	if !ok {
+		return zero, false
+	}
+	delete(s.observed, key)
+	st, ok := v.(S)
+	return st, ok
+}
+
 // takeSnapshot reads the engine for project p.
 func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error) {
 	s := &snapshot{
@@ -67,6 +107,14 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 		networks:   map[string]objectInfo{},
 		volumes:    map[string]objectInfo{},
 	}
+	// The images do not depend on the containers: list both at once, so a
+	// walk waits for one round trip instead of two.
+	var imgErr error
+	var wg sync.WaitGroup
+	if refs := p.imageRefs(); len(refs) > 0 {
+		wg.Go(func() { imgErr = s.listImages(ctx, eng, refs) })
+	}
+	defer wg.Wait() // every return waits for the image list
 	list, err := listProjectContainers(ctx, eng, p.Name)
 	if err != nil {
 		return nil, err
@@ -89,11 +137,6 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 			if m.Type == "volume" && m.Name != "" {
 				s.volumes[m.Name] = objectInfo{ID: m.Name}
 			}
-		}
-	}
-	if refs := p.imageRefs(); len(refs) > 0 {
-		if err := s.listImages(ctx, eng, refs); err != nil {
-			return nil, err
 		}
 	}
 	var nets, vols []string
@@ -124,6 +167,10 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 		for k, v := range found {
 			s.volumes[k] = v
 		}
+	}
+	wg.Wait()
+	if imgErr != nil {
+		return nil, imgErr
 	}
 	return s, nil
 }

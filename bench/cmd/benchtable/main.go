@@ -56,7 +56,11 @@ var rows = []row{
 	{"ConfigTxtNoop200", "sec/op", "ConfigTxtFloor200", "sec/op", true, 2.0},
 	{"DockerUp20", "ours/compose", "", "", true, 0.9},
 	{"DockerUp20", "ours/floor", "", "", true, 1.05},
+	// The engine floor against compose: above 0.9, the compose goal is out
+	// of reach on that machine whatever converge does.
+	{"DockerUp20", "floor/compose", "", "", true, 0.9},
 	{"DockerNoop20", "engine-calls/op", "", "", true, 2},
+	{"DockerNoop20Process", "ours/compose", "", "", true, 1.0},
 }
 
 func main() {

@@ -40,11 +40,15 @@ func TestTableRatiosAgainstBaselines(t *testing.T) {
 		{"StatusEdgeReportStdJSON", "B/s"}:       40e6,
 		{"DockerNoop20", "engine-calls/op"}:      2,
 		{"ControllerThroughput", "reconciles/s"}: 1e6,
+		{"DockerUp20", "floor/compose"}:          0.97,
+		{"DockerNoop20Process", "ours/compose"}:  0.37,
 	})
 	out := buf.String()
 	assert.Contains(t, out, "| WalkNoop10k | ns/item | 800 ns/item | WalkFloor10k | 400 ns/item | 2.00× | ≤ 2× | yes |")
 	assert.Contains(t, out, "| StatusEdgeReportJSON | B/s | 10.0 MB/s | StatusEdgeReportStdJSON | 40.0 MB/s | 0.25× | ≥ 1× | no |")
 	assert.Contains(t, out, "| DockerNoop20 | engine-calls/op | 2 engine-calls/op | — | — | — | ≤ 2 engine-calls/op | yes |")
+	assert.Contains(t, out, "| DockerUp20 | floor/compose | 0.97 floor/compose | — | — | — | ≤ 0.9 floor/compose | no |")
+	assert.Contains(t, out, "| DockerNoop20Process | ours/compose | 0.37 ours/compose | — | — | — | ≤ 1 ours/compose | yes |")
 	assert.Contains(t, out, "| ControllerThroughput | reconciles/s | 1000000 reconciles/s | WorkqueueBaseline | — | — | ≥ 1.1× | — |", "a missing baseline has no ratio")
 	assert.Contains(t, out, "| PlanDecode | B/s | — | — | — | — | ≥ 50.0 MB/s | — |", "a missing figure is a dash")
 }
