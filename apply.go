@@ -281,7 +281,6 @@ type walkState struct {
 	ready     readyQueue
 	remaining []int32
 	blocked   [][]ID
-	succs     [][]int
 	sched     *schedule
 	resolved  int
 	stop      bool
@@ -342,8 +341,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 			slog.String("mode", walkLabels[mode][boolIndex(dry)].mode[0]), slog.Int("items", n))
 	}
 	if w.cfg.Observer != nil {
-		ws.em = newEmitter(w.cfg.Observer, &w.cfg, ws.id, opts.rev)
-		ws.em.now = ws.clock.Now
+		ws.em = newEmitter(w.cfg.Observer, &w.cfg, ws.clock.Now, ws.id, opts.rev)
 	}
 	if w.cfg.Grace > 0 {
 		// Items get a context of their own that an interrupt cancels only
@@ -373,7 +371,6 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		defer stopYield()
 	}
 	sch := c.schedule(mode)
-	ws.succs = sch.succs
 	ws.sched = sch
 	copy(ws.remaining, sch.indeg)
 	ws.ready = newReadyQueue(sch.rank)
@@ -520,21 +517,21 @@ func (c *compiled) presenceIn(mode Mode, k int) Presence {
 // schedule is the order constraints of a walk mode over a compiled graph,
 // computed once per graph and mode and shared by every walk.
 type schedule struct {
-	// succs lists, for every item, the items that may start only after
-	// it: the dependents of a Present item, the dependencies of an Absent
-	// one when those are Absent too.
-	succs [][]int
-	// indeg counts, for every item, the items it waits for.
-	indeg []int32
-	// next holds succs flattened, next[at[k]:at[k+1]] being succs[k]: the
-	// walk reads them from one array.
+	// next[at[k]:at[k+1]] lists the items that may start only after item
+	// k: the dependents of a Present item, the dependencies of an Absent
+	// one when those are Absent too. One array holds every list.
 	next []int32
 	at   []int32
+	// indeg counts, for every item, the items it waits for.
+	indeg []int32
 	// rank is the number of items on the longest chain that starts with
 	// the item. Running the items with the longest chains first keeps the
 	// critical path moving when more items are ready than workers.
 	rank []int32
 }
+
+// successors returns the items that may start only after item k.
+func (sch *schedule) successors(k int) []int32 { return sch.next[sch.at[k]:sch.at[k+1]] }
 
 func (c *compiled) schedule(mode Mode) *schedule {
 	c.schedOnce[mode].Do(func() { c.sched[mode] = newSchedule(c, mode) })
@@ -543,15 +540,16 @@ func (c *compiled) schedule(mode Mode) *schedule {
 
 func newSchedule(c *compiled, mode Mode) *schedule {
 	n := len(c.items)
-	sch := &schedule{succs: make([][]int, n), indeg: make([]int32, n), rank: make([]int32, n)}
+	sch := &schedule{indeg: make([]int32, n), rank: make([]int32, n)}
+	succs := make([][]int, n)
 	for k, it := range c.items {
 		for _, d := range it.deps {
 			switch {
 			case c.presenceIn(mode, k) == Present:
-				sch.succs[d] = append(sch.succs[d], k) // d first, then k
+				succs[d] = append(succs[d], k) // d first, then k
 				sch.indeg[k]++
 			case c.presenceIn(mode, d) == Absent:
-				sch.succs[k] = append(sch.succs[k], d) // k removed before d
+				succs[k] = append(succs[k], d) // k removed before d
 				sch.indeg[d]++
 			}
 		}
@@ -564,18 +562,18 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 		}
 	}
 	for i := 0; i < len(order); i++ {
-		for _, s := range sch.succs[order[i]] {
+		for _, s := range succs[order[i]] {
 			if indeg[s]--; indeg[s] == 0 {
 				order = append(order, s)
 			}
 		}
 	}
 	sch.at = make([]int32, n+1)
-	for k, ss := range sch.succs {
+	for k, ss := range succs {
 		sch.at[k+1] = sch.at[k] + int32(len(ss))
 	}
 	sch.next = make([]int32, 0, sch.at[n])
-	for _, ss := range sch.succs {
+	for _, ss := range succs {
 		for _, x := range ss {
 			sch.next = append(sch.next, int32(x))
 		}
@@ -583,7 +581,7 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 	for i := len(order) - 1; i >= 0; i-- {
 		k := order[i]
 		var m int32
-		for _, s := range sch.succs[k] {
+		for _, s := range succs[k] {
 			m = max(m, sch.rank[s])
 		}
 		sch.rank[k] = m + 1
@@ -800,8 +798,7 @@ func (ws *walkState) release(k int, failed bool) int {
 	}
 	// No item failed so far: nothing is blocked and nothing cascades.
 	queued := 0
-	sch := ws.sched
-	for _, s := range sch.next[sch.at[k]:sch.at[k+1]] {
+	for _, s := range ws.sched.successors(k) {
 		if ws.remaining[s]--; ws.remaining[s] == 0 {
 			ws.pushReady(int(s))
 			queued++
@@ -827,7 +824,8 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		id := ws.c.items[p.k].id
-		for _, s := range ws.succs[p.k] {
+		for _, s32 := range ws.sched.successors(p.k) {
+			s := int(s32)
 			if p.failed {
 				ws.blocked[s] = append(ws.blocked[s], id)
 			}

@@ -96,8 +96,8 @@ type emitter struct {
 	box  *mailbox[Event]
 }
 
-func newEmitter(obs Observer, cfg *Config, walk WalkID, rev uint64) *emitter {
-	return &emitter{walk: walk, rev: rev, now: cfg.Now,
+func newEmitter(obs Observer, cfg *Config, now func() time.Time, walk WalkID, rev uint64) *emitter {
+	return &emitter{walk: walk, rev: rev, now: now,
 		box: newMailbox(cfg.EventBuffer, func(ev Event, seq uint64, dropped int) {
 			ev.Seq, ev.Dropped = seq, dropped
 			obs.Observe(ev)

@@ -14,25 +14,21 @@ import (
 // Root keep the list up to date, and the temporary files of writes in
 // flight in this process are not leftovers.
 func (r *Root) leftovers(rel string) []string {
-	dir, base := path.Split(rel)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	names, listed := r.temps[dir]
-	if !listed {
-		names = r.listTemps(dir)
-		r.temps[dir] = names
-	}
 	var out []string
-	for _, n := range names {
-		if isTempOf(n, base) && !r.inflight[dir+n] {
-			out = append(out, dir+n)
-		}
-	}
+	r.eachLeftover(rel, func(name string) { out = append(out, name) })
 	return out
 }
 
 // leftoverCount returns len(r.leftovers(rel)) without building the list.
 func (r *Root) leftoverCount(rel string) int {
+	n := 0
+	r.eachLeftover(rel, func(string) { n++ })
+	return n
+}
+
+// eachLeftover calls f with the path of every leftover of rel (see
+// leftovers), holding r.mu.
+func (r *Root) eachLeftover(rel string, f func(name string)) {
 	dir, base := path.Split(rel)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -41,13 +37,11 @@ func (r *Root) leftoverCount(rel string) int {
 		names = r.listTemps(dir)
 		r.temps[dir] = names
 	}
-	n := 0
-	for _, t := range names {
-		if isTempOf(t, base) && !r.inflight[dir+t] {
-			n++
+	for _, n := range names {
+		if isTempOf(n, base) && !r.inflight[dir+n] {
+			f(dir + n)
 		}
 	}
-	return n
 }
 
 // isTempOf reports whether name is the name of a temporary file of ours
