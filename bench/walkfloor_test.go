@@ -171,3 +171,25 @@ func BenchmarkWalkFloorRecorded10k(b *testing.B) {
 
 // recordedSink keeps the floor's results alive, as a Report keeps a walk's.
 var recordedSink []converge.ItemResult
+
+// BenchmarkWalkFloorClock10k reads the monotonic clock once per item, as
+// BenchmarkWalkFloorRecorded10k and the walk do to time their items, and
+// does nothing else: what timing each item costs by itself on this
+// machine. Against BenchmarkWalkFloor10k it bounds the ratio any walk that
+// reports per-item times can reach.
+func BenchmarkWalkFloorClock10k(b *testing.B) {
+	b.ReportAllocs()
+	before := mallocs()
+	var d time.Duration
+	for b.Loop() {
+		base := time.Now()
+		for range noopItems {
+			d += time.Since(base)
+		}
+	}
+	clockSink = d
+	reportPerItem(b, noopItems, before)
+}
+
+// clockSink keeps the clock readings of BenchmarkWalkFloorClock10k used.
+var clockSink time.Duration
