@@ -98,7 +98,14 @@
 // IsSecretEnv) and of the password of every URL with credentials
 // (postgres://app:pw@db becomes postgres://app:[redacted]@db), whether the
 // URL is in the spec (an environment value, a command argument, a label),
-// in the log or only in the engine's message.
+// in the log or only in the engine's message. Scrubbing keeps the error's
+// shape: errors.As still finds each of the package's typed errors of the
+// chain (*ContainerError, *DependencyError, *ImageError, ...), its string
+// fields scrubbed, and errors.Is each sentinel and engine classification
+// (github.com/containerd/errdefs IsNotFound, IsConflict, ...); an engine
+// error type whose message quoted a secret is no longer found by
+// errors.As, since its fields could hold the secret. Nothing reachable
+// through the chain (messages, Unwrap, string fields) carries a secret.
 //
 // The hashes in LabelSpecHash and LabelSpecFields are HMAC-SHA256 under
 // Project.HashKey (LoadOptions.HashKey), so whoever reads the labels — in

@@ -260,7 +260,11 @@ func TestIntegrationCleanRemovesOrphansFirstAndKeepsVolumes(t *testing.T) {
 
 func TestIntegrationFailureShowsLogTail(t *testing.T) {
 	cli, img := realEngine(t)
-	const secret = "s3cret-in-the-log"
+	const (
+		secret    = "s3cret-in-the-log"
+		urlPass   = "url-pw-in-the-log"
+		webSecret = "web-token-in-db-log" // a secret of web only, which db's log quotes
+	)
 	var many []string
 	for i := range 30 {
 		many = append(many, "line "+string(rune('a'+i%26))+strings.Repeat("x", i))
@@ -270,7 +274,8 @@ func TestIntegrationFailureShowsLogTail(t *testing.T) {
 		proj := uniqueName("cvf")
 		cleanupProject(t, cli, proj)
 		p := lifecycleProject(proj, docker.ContainerSpec{Service: "app", Image: img, Env: map[string]string{"DB_PASSWORD": secret},
-			Command: append(append([]string{"/app", "fail"}, many...), "password is $DB_PASSWORD", "boom: cannot open database")})
+			Command: append(append([]string{"/app", "fail"}, many...), "password is $DB_PASSWORD",
+				"dsn postgres://app:"+urlPass+"@db/app", "boom: cannot open database")})
 		p.PollInterval = time.Second // the container has long exited when it is looked at
 		_, err := applyGraph(t, cli, p, converge.Apply)
 		require.ErrorIs(t, err, docker.ErrContainerFailed)
@@ -285,6 +290,8 @@ func TestIntegrationFailureShowsLogTail(t *testing.T) {
 		assert.Contains(t, err.Error(), "boom: cannot open database")
 		assert.NotContains(t, err.Error(), secret)
 		assert.Contains(t, err.Error(), docker.Redacted)
+		assert.Contains(t, ce.Log, "dsn postgres://app:"+docker.Redacted+"@db/app")
+		assertNoSecret(t, err, secret, urlPass)
 		assertReadsOnce(t, ce, proj+"-app")
 	})
 
@@ -293,9 +300,9 @@ func TestIntegrationFailureShowsLogTail(t *testing.T) {
 		cleanupProject(t, cli, proj)
 		p := lifecycleProject(proj,
 			docker.ContainerSpec{Service: "db", Image: img, Env: map[string]string{"DB_PASSWORD": secret},
-				Command:     []string{"/app", "say", "connecting with $DB_PASSWORD", "disk full"},
+				Command:     []string{"/app", "say", "connecting with $DB_PASSWORD", "peer token " + webSecret, "disk full"},
 				Healthcheck: &docker.Healthcheck{Test: []string{"CMD", "/app", "exit", "1"}, Interval: time.Second, Timeout: time.Second, Retries: 1}},
-			docker.ContainerSpec{Service: "web", Image: img, Command: []string{"/app", "sleep"},
+			docker.ContainerSpec{Service: "web", Image: img, Command: []string{"/app", "sleep"}, Env: map[string]string{"API_TOKEN": webSecret},
 				DependsOn: []docker.Dependency{{Service: "db", Condition: docker.ServiceHealthy, Timeout: 2 * time.Minute}}},
 		)
 		start := time.Now()
@@ -308,6 +315,8 @@ func TestIntegrationFailureShowsLogTail(t *testing.T) {
 		assert.Equal(t, "db", de.Service)
 		assert.Equal(t, docker.ServiceHealthy, de.Condition)
 		assert.Contains(t, de.Log, "disk full")
+		assert.Contains(t, de.Log, "peer token "+docker.Redacted, "web's secret is scrubbed from the error about web")
+		assertNoSecret(t, err, secret, webSecret)
 		assert.NotContains(t, err.Error(), secret)
 		assert.Contains(t, err.Error(), "disk full")
 		assertReadsOnce(t, de, proj+"-web")

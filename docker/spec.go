@@ -617,26 +617,3 @@ func (r redactor) string(s string) string {
 	}
 	return redactURLs(s)
 }
-
-// err returns err with secret values replaced, keeping errors.Is working.
-func (r redactor) err(err error) error {
-	if err == nil {
-		return err
-	}
-	msg := err.Error()
-	if red := r.string(msg); red != msg {
-		return &redactedError{msg: red, err: err}
-	}
-	return err
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-
-// Is matches what the wrapped error matches, without exposing it through
-// Unwrap (whose message would carry the secret).
-func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
