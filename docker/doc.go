@@ -98,7 +98,9 @@
 // IsSecretEnv) and of the password of every URL with credentials
 // (postgres://app:pw@db becomes postgres://app:[redacted]@db), whether the
 // URL is in the spec (an environment value, a command argument, a label),
-// in the log or only in the engine's message. Scrubbing keeps the error's
+// in the log or only in the engine's message. Errors about an image (a
+// pull, a registry lookup, a removal) are scrubbed of URL passwords the
+// same way. Scrubbing keeps the error's
 // shape: errors.As still finds each of the package's typed errors of the
 // chain (*ContainerError, *DependencyError, *ImageError, ...), its string
 // fields scrubbed, and errors.Is each sentinel and engine classification

@@ -76,7 +76,8 @@ func (im *Image) key() string { return "image:" + im.Ref }
 // it is missing and may be pulled, is also looked up in its registry, so
 // that an image nobody can pull fails before the old container is
 // removed.
-func (im *Image) StateCurrent(ctx context.Context, deps converge.Deps) (ImageState, error) {
+func (im *Image) StateCurrent(ctx context.Context, deps converge.Deps) (_ ImageState, err error) {
+	defer func() { err = scrubURLs(err) }()
 	ref := normalizeRef(im.Ref)
 	var (
 		st ImageState
@@ -152,7 +153,8 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 // recreated. Removing refuses (ErrImageInUse) only while containers
 // created with this very reference exist; containers created from another
 // tag of the same image keep running, since removing this tag only untags.
-func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageState, error) {
+func (im *Image) Apply(ctx context.Context, current, target ImageState) (_ ImageState, err error) {
+	defer func() { err = scrubURLs(err) }()
 	current.snap.invalidate(im.key())
 	if target.Present {
 		id, err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services, current.Outdated)
@@ -192,7 +194,8 @@ func (im *Image) Apply(ctx context.Context, current, target ImageState) (ImageSt
 // as the pull would be. For an Outdated image the state remembers the ID
 // the pull replaces, so the dry run plans the recreate of the containers
 // on it.
-func (im *Image) ApplyDry(ctx context.Context, current, target ImageState) (ImageState, error) {
+func (im *Image) ApplyDry(ctx context.Context, current, target ImageState) (_ ImageState, err error) {
+	defer func() { err = scrubURLs(err) }()
 	if target.Present && !current.Present {
 		if _, err := im.eng.DistributionInspect(ctx, target.Ref, ""); err != nil {
 			return current, &ImageError{Ref: target.Ref, Services: im.services, Err: &PullError{Ref: target.Ref, Err: err}}

@@ -42,6 +42,12 @@ func (r redactor) err(err error) error {
 	return red
 }
 
+// scrubURLs returns err with the passwords of URLs with credentials
+// scrubbed, as err describes: the image item's errors, which no container
+// spec's secrets reach, but whose engine messages may quote a registry or
+// proxy URL with its credentials.
+func scrubURLs(err error) error { return redactor(nil).err(err) }
+
 // copy returns the scrubbed copy of err described at err, and whether it
 // differs from err.
 func (r redactor) copy(err error) (error, bool) {

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/registry"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -308,4 +309,55 @@ func TestSecretAroundTypedFieldsHidesTheType(t *testing.T) {
 		assert.Contains(t, err.Error(), "exited with "+docker.Redacted+" after it was started")
 		assertNoSecret(t, err, secret)
 	})
+}
+
+// TestImageErrorsScrubURLPasswords: a pull that fails with an engine
+// message quoting a proxy URL with its credentials fails the image item
+// with the password scrubbed, and errors.As still finds *ImageError and
+// *PullError.
+func TestImageErrorsScrubURLPasswords(t *testing.T) {
+	const ref = "reg.example/app:2"
+	for _, dry := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dry=%v", dry), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake()
+				f.Pullable(ref, 100)
+				fail := func(string) error {
+					return fmt.Errorf("pull via https://proxy:%s@proxy.local/: %w", engURLPass, cerrdefs.ErrUnavailable)
+				}
+				var eng docker.Engine = quoting{Engine: f, pull: fail}
+				if dry {
+					eng = inspectFails{Engine: f, err: fail(ref)}
+				}
+				p := &docker.Project{Name: "red", Containers: []docker.ContainerSpec{{Service: "a", Image: ref}}}
+				apply := converge.Apply
+				if dry {
+					apply = converge.ApplyDry
+				}
+				rep, err := apply(t.Context(), mustGraph(t, p, eng))
+				require.Error(t, err)
+				r, ok := rep.Item(docker.ImageID(ref))
+				require.True(t, ok)
+				for _, e := range []error{err, r.Err} {
+					assert.ErrorIs(t, e, cerrdefs.ErrUnavailable)
+					var ie *docker.ImageError
+					var pe *docker.PullError
+					assert.ErrorAs(t, e, &ie)
+					assert.ErrorAs(t, e, &pe)
+					assert.Contains(t, e.Error(), "https://proxy:"+docker.Redacted+"@proxy.local/")
+					assertNoSecret(t, e, engURLPass)
+				}
+			})
+		})
+	}
+}
+
+// inspectFails fails every registry lookup with err.
+type inspectFails struct {
+	*dockertest.Engine
+	err error
+}
+
+func (e inspectFails) DistributionInspect(context.Context, string, string) (registry.DistributionInspect, error) {
+	return registry.DistributionInspect{}, e.err
 }
