@@ -374,11 +374,6 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	ws.sched = sch
 	copy(ws.remaining, sch.indeg)
 	ws.ready = newReadyQueue(sch.rank)
-	for k := range c.items {
-		ws.views[k] = depView{ws: ws, k: k}
-		ws.results[k].ID = c.items[k].id
-		ws.results[k].Presence = ws.presence(k)
-	}
 	for k := 0; k < n; k++ {
 		if ws.remaining[k] == 0 {
 			ws.pushReady(k)
@@ -409,11 +404,12 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	interrupted := ws.interrupted
 	ws.mu.Unlock()
 
-	// Whatever was not resolved was never started.
+	// Whatever was not resolved was never started. (A result is filled in
+	// when its item runs or is resolved, in one pass over its memory.)
 	var notRun int
-	for k := range c.items {
-		r := &ws.results[k]
-		if r.Outcome == outcomePending {
+	for k := 0; k < n && ws.resolved+notRun < n; k++ {
+		if r := &ws.results[k]; r.Outcome == outcomePending {
+			ws.initResult(k)
 			r.Outcome = OutcomeNotRun
 			r.Err = fmt.Errorf("%w: %w", ErrNotRun, ws.stopCause)
 			notRun++
@@ -838,7 +834,7 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 				queued++
 				continue
 			}
-			r := &ws.results[s]
+			r := ws.initResult(s)
 			r.Outcome = OutcomeWaiting
 			r.WaitingFor = ws.blocked[s]
 			ws.resolved++
@@ -853,6 +849,14 @@ func (ws *walkState) emit(e Event) {
 	if ws.em != nil {
 		ws.em.emit(e)
 	}
+}
+
+// initResult fills in the ID and presence of item k's result, once the
+// item runs or is resolved without running, and returns the result.
+func (ws *walkState) initResult(k int) *ItemResult {
+	r := &ws.results[k]
+	r.ID, r.Presence = ws.c.items[k].id, ws.presence(k)
+	return r
 }
 
 // depView is the Deps an item sees: the states of its own dependencies that
@@ -886,11 +890,12 @@ func (d *depView) State(id ID) (any, bool) {
 // did not apply).
 func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) (end time.Time, applied time.Duration) {
 	it := &ws.c.items[k]
-	// walkWith set res.ID and res.Presence; the rest is still zero.
+	ws.initResult(k) // the rest of res is still zero
 	res.Started = start
 	ws.emit(Event{ID: it.id, Kind: EventChecking})
 	ctx := ws.itemCtx
 	deps := &ws.views[k]
+	deps.ws, deps.k = ws, k
 	var run *itemRun
 	var applyStart time.Time
 	applied = -1
@@ -917,9 +922,10 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 	var err error
 	res.Before, err = it.node.StateCurrent(ctx, deps)
 	switch {
+	case err == nil:
 	case errors.Is(err, ErrStateUnknown):
 		res.Before, res.Unknown = nil, true
-	case err != nil:
+	default:
 		fail(err)
 		return end, applied
 	}
