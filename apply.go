@@ -271,10 +271,12 @@ type walkState struct {
 	log     *slog.Logger // cfg.Logger
 	kinds   *itemKinds   // when cfg.Metrics is set
 	results []ItemResult
-	states  []atomic.Pointer[any] // &results[k].After once item k is done
-	views   []depView
-	em      *emitter
-	clock   walkClock
+	// published[k] is set once results[k].After is final: a Deps reads
+	// After only then. (A flag, not a pointer, keeps the GC off it.)
+	published []atomic.Bool
+	views     []depView
+	em        *emitter
+	clock     walkClock
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -328,7 +330,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		rev:       opts.rev,
 		log:       w.cfg.Logger,
 		results:   make([]ItemResult, n),
-		states:    make([]atomic.Pointer[any], n),
+		published: make([]atomic.Bool, n),
 		views:     make([]depView, n),
 		remaining: make([]int32, n),
 	}
@@ -873,8 +875,8 @@ func (d *depView) State(id ID) (any, bool) {
 	}
 	for _, dep := range d.ws.c.items[d.k].deps {
 		if dep == j {
-			if state := d.ws.states[j].Load(); state != nil {
-				return *state, true
+			if d.ws.published[j].Load() {
+				return d.ws.results[j].After, true
 			}
 			return nil, false
 		}
@@ -1011,5 +1013,5 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 // publish makes the state item k reached, its result's After, visible to
 // the items that read it. The worker does not write After again.
 func (ws *walkState) publish(k int) {
-	ws.states[k].Store(&ws.results[k].After)
+	ws.published[k].Store(true)
 }
