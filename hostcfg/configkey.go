@@ -180,26 +180,29 @@ func (n *configKeyNode) StateCurrent(ctx context.Context, _ converge.Deps) (any,
 
 // StateGoal is ConfigKey.StateGoal, boxed.
 func (n *configKeyNode) StateGoal(context.Context, converge.Deps) (any, error) {
-	m, err := n.k.checked()
-	switch {
-	case err != nil:
-		return zeroConfigKeyState, err
-	case m != nil:
-		return m.goal, nil
-	}
-	return n.k.goal(), nil
+	return n.k.fixed(false)
 }
 
 // StateClean is ConfigKey.StateClean, boxed.
 func (n *configKeyNode) StateClean(context.Context, converge.Deps) (any, error) {
-	m, err := n.k.checked()
+	return n.k.fixed(true)
+}
+
+// fixed returns the goal state of the item, or its clean state, boxed:
+// the box of the memo while the fields hold its values.
+func (k *ConfigKey) fixed(clean bool) (any, error) {
+	m, err := k.checked()
 	switch {
 	case err != nil:
 		return zeroConfigKeyState, err
-	case m != nil:
+	case m == nil && clean:
+		return k.clean(), nil
+	case m == nil:
+		return k.goal(), nil
+	case clean:
 		return m.clean, nil
 	}
-	return n.k.clean(), nil
+	return m.goal, nil
 }
 
 // zeroConfigKeyState is the state a Node made by converge.Wrap returns

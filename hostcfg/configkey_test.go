@@ -156,6 +156,16 @@ func TestConfigKeyNodeSharesStates(t *testing.T) {
 			st, err := k.StateCurrent(ctx, nil)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want(before), st, "the typed state")
+			goal, err = n.StateGoal(ctx, nil)
+			require.NoError(t, err)
+			typed, err = k.StateGoal(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, typed, goal, "the goal of the fields as they are")
+			clean, err = cn.StateClean(ctx, nil)
+			require.NoError(t, err)
+			typed, err = k.StateClean(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, typed, clean, "the clean state of the fields as they are")
 		})
 	}
 }
