@@ -50,8 +50,9 @@ type ConfigFile struct {
 	raw []byte
 	doc *ConfigDoc
 	// index holds the entries of doc by section and key for StateCurrent;
-	// built the first time a read is served from the cache.
-	index docIndex
+	// built the first time a read is served from the cache. A new version
+	// of the document gets a new index: its address names the version.
+	index *docIndex
 	// next numbers the items handed out; keys, entries and sections
 	// record the first number of the Key items of each (section, key), of
 	// the Entry items of each (section, key, value) and of the items of
@@ -67,14 +68,20 @@ type ConfigFile struct {
 	// snap identifies the file version raw was read from, so that items
 	// can skip reading it again (see current).
 	snap fileSnap
-	// seenIn is the walk in which snap was last read or confirmed: the
-	// other items of that walk take the document without a stat. A write
-	// through the file clears it.
-	seenIn converge.WalkID
+	// seen is what the item that last looked at the file saw, and in which
+	// walk: the other items of that walk take it without a stat or a lock.
+	// A write through the file clears it.
+	seen atomic.Pointer[fileLook]
 	// lookMu is held by the item that looks at the file for its walk.
 	lookMu sync.Mutex
-	// seenLeftovers is the number of leftover temporary files seen then.
-	seenLeftovers int
+}
+
+// fileLook is what one look at the file saw in a walk: the index of the
+// version it found and the number of leftover temporary files next to it.
+type fileLook struct {
+	walk      converge.WalkID
+	idx       *docIndex
+	leftovers int
 }
 
 // fileStamp is what a stat tells of a version of a file: its device and
@@ -257,23 +264,26 @@ func (c *ConfigFile) parsedLocked(content []byte) *ConfigDoc {
 }
 
 // docIndex holds the values of the entries of a document by section and
-// key, in the order of the file.
-type docIndex map[[2]string][]string
+// key, in the order of the file. It is never modified once built, so its
+// address stands for the version of the document it indexes.
+type docIndex struct {
+	values map[[2]string][]string
+}
 
 // newDocIndex indexes the entries of doc.
-func newDocIndex(doc *ConfigDoc) docIndex {
-	idx := docIndex{}
+func newDocIndex(doc *ConfigDoc) *docIndex {
+	idx := &docIndex{values: map[[2]string][]string{}}
 	for _, l := range doc.lines {
 		if l.kind == lineEntry {
 			k := [2]string{l.section, l.key}
-			idx[k] = append(idx[k], l.value)
+			idx.values[k] = append(idx.values[k], l.value)
 		}
 	}
 	return idx
 }
 
 // indexLocked returns the index of c.doc, building it when needed.
-func (c *ConfigFile) indexLocked() docIndex {
+func (c *ConfigFile) indexLocked() *docIndex {
 	if c.index == nil {
 		c.index = newDocIndex(c.doc)
 	}
@@ -287,7 +297,7 @@ func (c *ConfigFile) indexLocked() docIndex {
 // without reading the file again: so the items of one file read it about
 // once per change, and otherwise cost one stat each. The index must not
 // be modified.
-func (c *ConfigFile) current(ctx context.Context) (name string, idx docIndex, leftovers int, err error) {
+func (c *ConfigFile) current(ctx context.Context) (name string, idx *docIndex, leftovers int, err error) {
 	if c.nameErr != nil {
 		return "", nil, 0, c.nameErr
 	}
@@ -297,14 +307,14 @@ func (c *ConfigFile) current(ctx context.Context) (name string, idx docIndex, le
 	}
 	walk, inWalk := converge.CurrentWalk(ctx)
 	if inWalk {
-		if idx, leftovers, ok := c.seen(walk); ok {
+		if idx, leftovers, ok := c.seenIn(walk); ok {
 			return name, idx, leftovers, nil
 		}
 		// One item of a walk looks at the file; the others of the same
 		// walk wait for it and take what it saw.
 		c.lookMu.Lock()
 		defer c.lookMu.Unlock()
-		if idx, leftovers, ok := c.seen(walk); ok {
+		if idx, leftovers, ok := c.seenIn(walk); ok {
 			return name, idx, leftovers, nil
 		}
 	}
@@ -313,9 +323,7 @@ func (c *ConfigFile) current(ctx context.Context) (name string, idx docIndex, le
 	c.mu.Unlock()
 	defer func() {
 		if err == nil && inWalk {
-			c.mu.Lock()
-			c.seenIn, c.seenLeftovers = walk, leftovers
-			c.mu.Unlock()
+			c.seen.Store(&fileLook{walk: walk, idx: idx, leftovers: leftovers})
 		}
 	}()
 	if cached && snap.settled {
@@ -371,7 +379,7 @@ func (r *Root) hookStamp(st *fileStamp) {
 
 // trustedIndex returns the index of the cached document when the snapshot
 // still stands for the file at rel whose stamp is st, nil otherwise.
-func (c *ConfigFile) trustedIndex(rel string, st fileStamp) docIndex {
+func (c *ConfigFile) trustedIndex(rel string, st fileStamp) *docIndex {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.doc == nil || !c.snap.trusted(rel, st) {
@@ -454,17 +462,14 @@ func AddConfigKeys(g *converge.Graph, items []*ConfigKey, deps ...converge.ID) {
 // forget makes the next look at the file, in this walk or the next, check
 // it again: the caller is about to write it.
 func (c *ConfigFile) forget() {
-	c.mu.Lock()
-	c.seenIn = ""
-	c.mu.Unlock()
+	c.seen.Store(nil)
 }
 
-// seen returns what an item of walk saw of the file, if one looked.
-func (c *ConfigFile) seen(walk converge.WalkID) (idx docIndex, leftovers int, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.doc == nil || c.seenIn != walk {
+// seenIn returns what an item of walk saw of the file, if one looked.
+func (c *ConfigFile) seenIn(walk converge.WalkID) (idx *docIndex, leftovers int, ok bool) {
+	l := c.seen.Load()
+	if l == nil || l.walk != walk {
 		return nil, 0, false
 	}
-	return c.indexLocked(), c.seenLeftovers, true
+	return l.idx, l.leftovers, true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/convergekit/converge"
 )
@@ -48,6 +49,21 @@ type ConfigKey struct {
 	// memo holds the ID and validation of the fields as the file handed
 	// the item out; set before the item is shared and never changed.
 	memo *keyMemo
+	// seen is the current state last read while the fields held the
+	// values of memo, with what it was read from: a read that finds the
+	// same gets the same boxed state again instead of a new one.
+	seen atomic.Pointer[keySeen]
+}
+
+// keySeen is a current state of a ConfigKey, boxed, with what it was
+// derived from besides the item's fields: the index of the file's version,
+// the number of leftover temporary files and whether a reboot is pending.
+// The box holds a copy, so sharing it shares nothing mutable.
+type keySeen struct {
+	idx       *docIndex
+	leftovers int
+	reboot    bool
+	state     any
 }
 
 // keyMemo is what a ConfigKey derives from its fields alone, recorded with
@@ -58,11 +74,15 @@ type keyMemo struct {
 	repeated            bool
 	id                  converge.ID
 	err                 error
+	// goal and clean are the goal and clean states of the fields, boxed
+	// once for every walk (a box holds a copy: nothing can change them).
+	goal, clean any
 }
 
 // remember records the memo of the item's fields as they are now.
 func (k *ConfigKey) remember() {
-	k.memo = &keyMemo{section: k.Section, key: k.Key, value: k.Value, repeated: k.Repeated, id: k.id(), err: k.check()}
+	k.memo = &keyMemo{section: k.Section, key: k.Key, value: k.Value, repeated: k.Repeated, id: k.id(), err: k.check(),
+		goal: k.goal(), clean: k.clean()}
 }
 
 // memoed returns the memo when the fields still hold the values it was
@@ -132,14 +152,75 @@ func (k *ConfigKey) id() converge.ID {
 	return converge.ID(b.String())
 }
 
-// Node returns the item wrapped for a graph.
-func (k *ConfigKey) Node() converge.Node { return converge.Wrap[ConfigKeyState](k) }
+// Node returns the item wrapped for a graph, with ConfigKeyState values as
+// its states, as converge.Wrap would. Unlike a Node made by Wrap, it boxes
+// a state into an interface value once and hands out the same box while
+// the state is the same (the goal for all walks, the current state while
+// the file and the item's fields do not change), so a walk over converged
+// keys allocates no state. converge.Unwrap does not apply to it: keep the
+// *ConfigKey to reach the item.
+func (k *ConfigKey) Node() converge.Node {
+	return &configKeyNode{Node: converge.Wrap[ConfigKeyState](k), k: k}
+}
+
+// configKeyNode is the Node of a ConfigKey: Check, Apply and ApplyDry are
+// those of converge.Wrap, and the states it reads come boxed from the
+// item's caches.
+type configKeyNode struct {
+	converge.Node
+	k *ConfigKey
+}
+
+var _ converge.CleanNode = (*configKeyNode)(nil)
+
+// StateCurrent is ConfigKey.StateCurrent, boxed.
+func (n *configKeyNode) StateCurrent(ctx context.Context, _ converge.Deps) (any, error) {
+	return n.k.current(ctx)
+}
+
+// StateGoal is ConfigKey.StateGoal, boxed.
+func (n *configKeyNode) StateGoal(context.Context, converge.Deps) (any, error) {
+	return n.k.fixed(false)
+}
+
+// StateClean is ConfigKey.StateClean, boxed.
+func (n *configKeyNode) StateClean(context.Context, converge.Deps) (any, error) {
+	return n.k.fixed(true)
+}
+
+// fixed returns the goal state of the item, or its clean state, boxed:
+// the box of the memo while the fields hold its values.
+func (k *ConfigKey) fixed(clean bool) (any, error) {
+	m, err := k.checked()
+	switch {
+	case err != nil:
+		return zeroConfigKeyState, err
+	case m == nil && clean:
+		return k.clean(), nil
+	case m == nil:
+		return k.goal(), nil
+	case clean:
+		return m.clean, nil
+	}
+	return m.goal, nil
+}
+
+// zeroConfigKeyState is the state a Node made by converge.Wrap returns
+// with an error.
+var zeroConfigKeyState any = ConfigKeyState{}
 
 func (k *ConfigKey) validate() error {
+	_, err := k.checked()
+	return err
+}
+
+// checked returns the memo when the fields still hold the values it was
+// derived from (nil otherwise), and the validation of the fields.
+func (k *ConfigKey) checked() (*keyMemo, error) {
 	if m := k.memoed(); m != nil {
-		return m.err
+		return m, m.err
 	}
-	return k.check()
+	return nil, k.check()
 }
 
 // check validates the fields (see validate).
@@ -168,8 +249,8 @@ func readsBack(l docLine, kind lineKind, section, key, value string) bool {
 }
 
 // lookup reads the key from the index of a document, as observe does.
-func (k *ConfigKey) lookup(idx docIndex) (present bool, value string) {
-	values := idx[[2]string{normSection(k.Section), k.Key}]
+func (k *ConfigKey) lookup(idx *docIndex) (present bool, value string) {
+	values := idx.values[[2]string{normSection(k.Section), k.Key}]
 	if k.Repeated {
 		if slices.Contains(values, k.Value) {
 			return true, k.Value
@@ -196,16 +277,34 @@ func (k *ConfigKey) observe(doc *ConfigDoc) (present bool, value string) {
 
 // StateCurrent reads the key from the file.
 func (k *ConfigKey) StateCurrent(ctx context.Context, _ converge.Deps) (ConfigKeyState, error) {
-	if err := k.validate(); err != nil {
-		return ConfigKeyState{}, err
+	st, err := k.current(ctx)
+	return st.(ConfigKeyState), err
+}
+
+// current reads the key from the file and returns its state boxed, the
+// box of the last read when the item's fields, the version of the file,
+// its leftovers and the pending reboot are those of that read. With an
+// error the state is the zero ConfigKeyState.
+func (k *ConfigKey) current(ctx context.Context) (any, error) {
+	m, err := k.checked()
+	if err != nil {
+		return zeroConfigKeyState, err
 	}
 	name, idx, leftovers, err := k.file.current(ctx)
 	if err != nil {
-		return ConfigKeyState{}, err
+		return zeroConfigKeyState, err
+	}
+	reboot := k.file.rebootPending(k)
+	if s := k.seen.Load(); m != nil && s != nil && s.idx == idx && s.leftovers == leftovers && s.reboot == reboot {
+		return s.state, nil
 	}
 	present, value := k.lookup(idx)
-	return ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers,
-		RebootRequired: k.file.rebootPending(k)}, nil
+	var st any = ConfigKeyState{Path: name, Section: k.Section, Key: k.Key, Present: present, Value: value, Leftovers: leftovers,
+		RebootRequired: reboot}
+	if m != nil {
+		k.seen.Store(&keySeen{idx: idx, leftovers: leftovers, reboot: reboot, state: st})
+	}
+	return st, nil
 }
 
 // StateGoal is the key with Value.
@@ -213,7 +312,12 @@ func (k *ConfigKey) StateGoal(context.Context, converge.Deps) (ConfigKeyState, e
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
 	}
-	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key, Present: true, Value: k.Value}, nil
+	return k.goal(), nil
+}
+
+// goal is the goal state of the fields as they are.
+func (k *ConfigKey) goal() ConfigKeyState {
+	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key, Present: true, Value: k.Value}
 }
 
 // StateClean is the key (or entry) absent.
@@ -221,7 +325,12 @@ func (k *ConfigKey) StateClean(context.Context, converge.Deps) (ConfigKeyState, 
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
 	}
-	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key}, nil
+	return k.clean(), nil
+}
+
+// clean is the clean state of the fields as they are.
+func (k *ConfigKey) clean() ConfigKeyState {
+	return ConfigKeyState{Path: k.file.Path(), Section: k.Section, Key: k.Key}
 }
 
 // Check compares presence and value; leftover temporary files also

@@ -2,8 +2,11 @@ package hostcfg
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/convergekit/converge"
 	"github.com/stretchr/testify/assert"
@@ -71,5 +74,98 @@ func TestConfigKeyAbsentAndEntries(t *testing.T) {
 	for _, k := range []*ConfigKey{cf.Key("", "", "1"), cf.Key("", "a=b", "1"), cf.Key("", "a", "1\n"), cf.Key("x\ny", "a", "1"), cf.Key("", "dtoverlay", "x"), {Key: "a"}} {
 		_, err := converge.Apply(context.Background(), graph(k.Node()))
 		require.ErrorIs(t, err, ErrInvalidItem, k.ID())
+	}
+}
+
+// boxOf returns the address of the value that v holds: two interface
+// values with the same box share one copy of the state.
+func boxOf(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
+
+// TestConfigKeyNodeSharesStates checks that the Node of a ConfigKey hands
+// out the same boxed goal, clean and current state again while they are
+// the same, and a new current state as soon as anything it shows changed:
+// the file, the item's fields, the leftover temporary files, a pending
+// reboot.
+func TestConfigKeyNodeSharesStates(t *testing.T) {
+	ctx := context.Background()
+	base := ConfigKeyState{Path: "/boot/config.txt", Key: "a", Present: true, Value: "1"}
+	for _, tc := range []struct {
+		name string
+		// leftover plants a temporary file of ours before the first read.
+		leftover bool
+		change   func(t *testing.T, r *Root, k *ConfigKey, p string)
+		want     func(st ConfigKeyState) ConfigKeyState
+	}{
+		{"nothing changed", false, func(*testing.T, *Root, *ConfigKey, string) {},
+			func(st ConfigKeyState) ConfigKeyState { return st }},
+		{"file edited in place", false, func(t *testing.T, _ *Root, _ *ConfigKey, p string) {
+			fi, err := os.Stat(p)
+			require.NoError(t, err)
+			writeFile(t, p, "a=9\nb=2\n")
+			require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+		}, func(st ConfigKeyState) ConfigKeyState { st.Value = "9"; return st }},
+		{"fields changed", false, func(_ *testing.T, _ *Root, k *ConfigKey, _ string) { k.Key = "b" },
+			func(st ConfigKeyState) ConfigKeyState { st.Key, st.Value = "b", "2"; return st }},
+		{"leftovers swept", true, func(t *testing.T, r *Root, _ *ConfigKey, _ string) {
+			require.NoError(t, r.sweep("/boot/config.txt", "boot/config.txt"))
+		}, func(st ConfigKeyState) ConfigKeyState { st.Leftovers = 0; return st }},
+		{"reboot pending", false, func(_ *testing.T, _ *Root, k *ConfigKey, _ string) { k.file.notePending(k.ID()) },
+			func(st ConfigKeyState) ConfigKeyState { st.RebootRequired = true; return st }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, dir, _ := newRoot(t)
+			p := filepath.Join(dir, "boot/config.txt")
+			writeFile(t, p, "a=1\nb=2\n")
+			before := base
+			if tc.leftover {
+				writeFile(t, filepath.Join(dir, "boot/.config.txt"+tempMarker+"deadbeef"), "a")
+				before.Leftovers = 1
+			}
+			setNow(t, func() time.Time { return time.Now().Add(time.Hour) }) // the stamp is trusted
+			k := NewConfigFile(r, "/boot/config.txt").Key("", "a", "1")
+			n := k.Node()
+			cn, ok := n.(converge.CleanNode)
+			require.True(t, ok, "the Node of a ConfigKey cleans")
+
+			goal, err := n.StateGoal(ctx, nil)
+			require.NoError(t, err)
+			again, err := n.StateGoal(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, boxOf(goal), boxOf(again), "the goal is boxed once")
+			typed, err := k.StateGoal(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, typed, goal)
+			clean, err := cn.StateClean(ctx, nil)
+			require.NoError(t, err)
+			again, err = cn.StateClean(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, boxOf(clean), boxOf(again), "the clean state is boxed once")
+			assert.Equal(t, ConfigKeyState{Path: "/boot/config.txt", Key: "a"}, clean)
+
+			cur, err := n.StateCurrent(ctx, nil)
+			require.NoError(t, err)
+			require.Equal(t, before, cur)
+			again, err = n.StateCurrent(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, boxOf(cur), boxOf(again), "an unchanged current state is boxed once")
+
+			tc.change(t, r, k, p)
+			after, err := n.StateCurrent(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want(before), after)
+			st, err := k.StateCurrent(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want(before), st, "the typed state")
+			goal, err = n.StateGoal(ctx, nil)
+			require.NoError(t, err)
+			typed, err = k.StateGoal(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, typed, goal, "the goal of the fields as they are")
+			clean, err = cn.StateClean(ctx, nil)
+			require.NoError(t, err)
+			typed, err = k.StateClean(ctx, nil)
+			require.NoError(t, err)
+			assert.Equal(t, typed, clean, "the clean state of the fields as they are")
+		})
 	}
 }
