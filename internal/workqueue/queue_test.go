@@ -1,6 +1,7 @@
 package workqueue_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -243,4 +244,42 @@ func TestQueueObserverSeesDepthAndUnmergedAdds(t *testing.T) {
 	q.Done(k)
 	assert.Equal(t, 3, adds)
 	assert.Equal(t, []int{1, 2, 1, 2}, depths)
+}
+
+// TestQueueKeepsOrderAcrossReuse hands keys out while more are added, so
+// that the ready list is emptied, reused from its front and compacted
+// (the waiting keys moved to the front once those handed out fill half of
+// it): the keys come out in the order they became ready, and Len counts
+// those waiting.
+func TestQueueKeepsOrderAcrossReuse(t *testing.T) {
+	q := workqueue.New[struct{}](converge.Backoff{}, nil)
+	defer q.ShutDown()
+	var want, got []string
+	add := func(n int) {
+		for range n {
+			k := fmt.Sprintf("k%05d", len(want))
+			want = append(want, k)
+			q.Add(k)
+		}
+	}
+	take := func(n int) {
+		for range n {
+			k, ok := q.Get()
+			require.True(t, ok)
+			got = append(got, k)
+			q.Done(k)
+		}
+	}
+	add(3)
+	take(3) // emptied: reused from the front
+	add(3000)
+	take(1600) // more than half taken out: compacted
+	add(500)
+	require.Equal(t, len(want)-len(got), q.Len())
+	take(1000)
+	add(2)
+	require.Equal(t, len(want)-len(got), q.Len())
+	take(len(want) - len(got))
+	assert.Equal(t, want, got, "first ready first out")
+	assert.Equal(t, 0, q.Len())
 }
