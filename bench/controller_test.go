@@ -152,11 +152,14 @@ func addAll(ctx context.Context, c *controller.Controller, keys []string) error 
 //     takes a key waits in reconcile until the last add), so a batch is
 //     the enqueue of 100,000 keys followed by their drain by 8 workers.
 //     Without the hold, the producer raced the workers for the queue's
-//     lock on 2 cores: how much of the enqueue overlapped the drain, and
-//     how often the workers emptied the queue, parked and were woken
-//     again by the next add, was up to the scheduler, and a run landed in
-//     one regime or the other (the baseline read 0.8 M/s in some runs and
-//     2.1 M/s in others);
+//     lock on 2 cores (waits for it added up to four times the run's
+//     length in the baseline's mutex profile, half of them behind the
+//     adds): how much of the enqueue overlapped the drain, and how often
+//     the workers emptied the queue, parked and were woken by the next
+//     add, was up to the scheduler, and a run landed in one regime or
+//     the other (the
+//     baseline read 1.7-1.9 M/s in most runs and 2.3-2.5 M/s in some, on
+//     a quiet machine; with the hold, 1.5-1.8 M/s);
 //   - one untimed batch first warms the queue (its maps and slices at the
 //     size of the fleet, the workers started and parked);
 //   - before each batch, with the timer stopped, a garbage collection
