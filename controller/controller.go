@@ -487,13 +487,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	kind := c.cfg.Kind
-	q.SetObserver(func(depth int, added bool) {
-		c.metrics.Set(MetricQueueDepth, float64(depth), kind)
-		if added {
-			c.metrics.Add(MetricQueueAdds, 1, kind)
-		}
-	})
+	if c.timed {
+		// One label slice for every call: the queue calls the observer
+		// with its lock held, on every add and every hand-out. Without
+		// metrics there is nothing to observe.
+		labels := []string{c.cfg.Kind}
+		q.SetObserver(func(depth int, added bool) {
+			c.metrics.Set(MetricQueueDepth, float64(depth), labels...)
+			if added {
+				c.metrics.Add(MetricQueueAdds, 1, labels...)
+			}
+		})
+	}
 	c.q.Store(q)
 	known := make([]string, 0, len(c.objs))
 	for k := range c.objs {

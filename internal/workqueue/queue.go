@@ -31,7 +31,8 @@ type Queue[E any] struct {
 	cond     sync.Cond
 	waiting  int // goroutines in cond.Wait: Signal only when someone waits
 	items    map[string]*Item[E]
-	ready    []*Item[E]
+	ready    []*Item[E] // ready[head:] wait, oldest first
+	head     int
 	delayed  itemHeap[E]
 	shutdown bool
 	active   int // keys handed out and not Done
@@ -158,7 +159,7 @@ func (q *Queue[E]) addLocked(it *Item[E]) {
 		it.state |= qQueued
 		q.ready = append(q.ready, it)
 		if q.observe != nil {
-			q.observe(len(q.ready), true)
+			q.observe(len(q.ready)-q.head, true)
 		}
 		if q.waiting > 0 {
 			q.cond.Signal()
@@ -289,7 +290,7 @@ func (q *Queue[E]) GetItem() (*Item[E], bool) {
 }
 
 func (q *Queue[E]) getLocked() (*Item[E], bool) {
-	for len(q.ready) == 0 && !q.shutdown {
+	for q.head == len(q.ready) && !q.shutdown {
 		q.waiting++
 		q.cond.Wait()
 		q.waiting--
@@ -297,11 +298,9 @@ func (q *Queue[E]) getLocked() (*Item[E], bool) {
 	if q.shutdown {
 		return nil, false
 	}
-	it := q.ready[0]
-	q.ready[0] = nil
-	q.ready = q.ready[1:]
+	it := q.pop()
 	if q.observe != nil {
-		q.observe(len(q.ready), false)
+		q.observe(len(q.ready)-q.head, false)
 	}
 	it.state = it.state&^qQueued | qProcessing
 	q.active++
@@ -356,11 +355,30 @@ func (q *Queue[E]) finishLocked(it *Item[E], forget bool, d time.Duration, at in
 	q.release(it)
 }
 
+// pop takes the oldest ready item out of ready, which must not be empty.
+// ready keeps its array: emptied, it starts again at its front, and once
+// the items taken out fill at least half of it the waiting ones move to
+// the front, so a queue that never empties does not grow without bound.
+func (q *Queue[E]) pop() *Item[E] {
+	it := q.ready[q.head]
+	q.ready[q.head] = nil
+	q.head++
+	switch {
+	case q.head == len(q.ready):
+		q.ready, q.head = q.ready[:0], 0
+	case q.head >= 1024 && 2*q.head >= len(q.ready):
+		n := copy(q.ready, q.ready[q.head:])
+		clear(q.ready[n:])
+		q.ready, q.head = q.ready[:n], 0
+	}
+	return it
+}
+
 // Len returns the number of keys ready to be handed out.
 func (q *Queue[E]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.ready)
+	return len(q.ready) - q.head
 }
 
 // Delayed returns the number of keys waiting for a delayed add.

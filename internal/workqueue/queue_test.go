@@ -1,6 +1,11 @@
 package workqueue_test
 
 import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -243,4 +248,79 @@ func TestQueueObserverSeesDepthAndUnmergedAdds(t *testing.T) {
 	q.Done(k)
 	assert.Equal(t, 3, adds)
 	assert.Equal(t, []int{1, 2, 1, 2}, depths)
+}
+
+// TestQueueKeepsOrderAcrossReuse hands keys out while more are added, so
+// that the ready list is emptied, reused from its front and compacted
+// (the waiting keys moved to the front once those handed out fill half of
+// it): the keys come out in the order they became ready, and Len counts
+// those waiting.
+func TestQueueKeepsOrderAcrossReuse(t *testing.T) {
+	q := workqueue.New[struct{}](converge.Backoff{}, nil)
+	defer q.ShutDown()
+	var want, got []string
+	add := func(n int) {
+		for range n {
+			k := fmt.Sprintf("k%05d", len(want))
+			want = append(want, k)
+			q.Add(k)
+		}
+	}
+	take := func(n int) {
+		for range n {
+			k, ok := q.Get()
+			require.True(t, ok)
+			got = append(got, k)
+			q.Done(k)
+		}
+	}
+	add(3)
+	take(3) // emptied: reused from the front
+	add(3000)
+	take(1600) // more than half taken out: compacted
+	add(500)
+	require.Equal(t, len(want)-len(got), q.Len())
+	take(1000)
+	add(2)
+	require.Equal(t, len(want)-len(got), q.Len())
+	take(len(want) - len(got))
+	assert.Equal(t, want, got, "first ready first out")
+	assert.Equal(t, 0, q.Len())
+}
+
+// TestQueueDelayedKeysComeOutByDueTime adds many keys after shuffled
+// delays, moves some of them earlier, and lets the time pass: each key is
+// ready at its earliest due time, so they come out in the order of those
+// times.
+func TestQueueDelayedKeysComeOutByDueTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := workqueue.New[struct{}](converge.Backoff{}, nil)
+		defer q.ShutDown()
+		const n = 500
+		rng := rand.New(rand.NewPCG(1, 2))
+		due := map[string]time.Duration{}
+		for _, i := range rng.Perm(n) {
+			k := fmt.Sprintf("k%03d", i)
+			due[k] = time.Duration(2*i+2) * time.Second
+			q.AddAfter(k, due[k])
+		}
+		for _, i := range rng.Perm(n)[:n/3] {
+			k := fmt.Sprintf("k%03d", i)
+			d := time.Duration(2*(n-i)+1) * time.Second // earlier for the later half only
+			due[k] = min(due[k], d)
+			q.AddAfter(k, d)
+		}
+		want := slices.SortedFunc(maps.Keys(due), func(a, b string) int { return cmp.Compare(due[a], due[b]) })
+		start := time.Now()
+		var got []string
+		for range n {
+			k, ok := q.Get()
+			require.True(t, ok)
+			assert.Equal(t, due[k], time.Since(start), "%s ready when due", k)
+			got = append(got, k)
+			q.Done(k)
+		}
+		assert.Equal(t, want, got)
+		assert.Equal(t, 0, q.Delayed())
+	})
 }
