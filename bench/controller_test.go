@@ -38,6 +38,9 @@ type batchCounter struct {
 	// until gate is closed.
 	held atomic.Bool
 	gate chan struct{}
+	// racing: the workers are not held, they race the enqueue for the
+	// queue (the *Racing benchmarks).
+	racing bool
 }
 
 func newBatchCounter() *batchCounter { return &batchCounter{done: make(chan struct{}, 1)} }
@@ -71,7 +74,14 @@ func (c *batchCounter) reconcile() {
 // returns NoChange, 8 workers; each op enqueues every object once and waits
 // until all are handled. See measureBatches for what a run measures; it is
 // compared with BenchmarkWorkqueueBaseline, which runs the same harness.
-func BenchmarkControllerThroughput(b *testing.B) { benchControllerThroughput(b, nil) }
+func BenchmarkControllerThroughput(b *testing.B) { benchControllerThroughput(b, nil, false) }
+
+// BenchmarkControllerThroughputRacing is BenchmarkControllerThroughput with
+// the workers handling keys while the batch is still being enqueued: the
+// producer and the 8 workers contend for the queue, as when a watch feeds
+// a busy controller. Compare with BenchmarkWorkqueueBaselineRacing; the
+// figures vary more from run to run (see measureBatches).
+func BenchmarkControllerThroughputRacing(b *testing.B) { benchControllerThroughput(b, nil, true) }
 
 // BenchmarkControllerThroughputDurable is BenchmarkControllerThroughput with
 // the objects kept in a boltstore file; compare with the in-memory figure.
@@ -81,16 +91,18 @@ func BenchmarkControllerThroughputDurable(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	benchControllerThroughput(b, st)
+	benchControllerThroughput(b, st, false)
 }
 
 // benchControllerThroughput runs the throughput load on a controller over
-// st (nil: its in-memory store). The objects are added by 64 goroutines, so
-// that a durable store's writes share commits.
-func benchControllerThroughput(b *testing.B, st converge.Store) {
+// st (nil: its in-memory store), its workers racing the enqueue when
+// racing. The objects are added by 64 goroutines, so that a durable store's
+// writes share commits.
+func benchControllerThroughput(b *testing.B, st converge.Store, racing bool) {
 	ctx := context.Background()
 	keys := fleetKeys()
 	cnt := newBatchCounter()
+	cnt.racing = racing
 	cnt.expect(fleetSize) // the first pass of Run
 	c, err := controller.New(controller.Config{
 		Kind: "obj", Workers: 8, Resync: time.Hour, Store: st,
@@ -151,15 +163,15 @@ func addAll(ctx context.Context, c *controller.Controller, keys []string) error 
 //   - while the batch is being enqueued the workers are held (each that
 //     takes a key waits in reconcile until the last add), so a batch is
 //     the enqueue of 100,000 keys followed by their drain by 8 workers.
-//     Without the hold, the producer raced the workers for the queue's
-//     lock on 2 cores (waits for it added up to four times the run's
-//     length in the baseline's mutex profile, half of them behind the
-//     adds): how much of the enqueue overlapped the drain, and how often
-//     the workers emptied the queue, parked and were woken by the next
-//     add, was up to the scheduler, and a run landed in one regime or
-//     the other (the
-//     baseline read 1.7-1.9 M/s in most runs and 2.3-2.5 M/s in some, on
-//     a quiet machine; with the hold, 1.5-1.8 M/s);
+//     Without the hold (cnt.racing, the *Racing benchmarks), the producer
+//     races the workers for the queue's lock on 2 cores (waits for it
+//     added up to four times the run's length in the baseline's mutex
+//     profile, half of them behind the adds): how much of the enqueue
+//     overlaps the drain, and how often the workers empty the queue, park
+//     and are woken by the next add, is up to the scheduler, and a run
+//     lands in one regime or the other (the baseline read 1.7-1.9 M/s in
+//     most runs and 2.3-2.5 M/s in some, on a quiet machine; with the
+//     hold, 1.5-1.8 M/s);
 //   - one untimed batch first warms the queue (its maps and slices at the
 //     size of the fleet, the workers started and parked);
 //   - before each batch, with the timer stopped, a garbage collection
@@ -176,11 +188,15 @@ func addAll(ctx context.Context, c *controller.Controller, keys []string) error 
 func measureBatches(b *testing.B, cnt *batchCounter, keys []string, add func(string)) {
 	batch := func() {
 		cnt.expect(cnt.n.Load() + fleetSize)
-		cnt.hold()
+		if !cnt.racing {
+			cnt.hold()
+		}
 		for _, k := range keys {
 			add(k)
 		}
-		cnt.release()
+		if !cnt.racing {
+			cnt.release()
+		}
 		<-cnt.done
 	}
 	batch()
@@ -202,9 +218,19 @@ func measureBatches(b *testing.B, cnt *batchCounter, keys []string, add func(str
 // BenchmarkWorkqueueBaseline is the same load through client-go's
 // rate-limiting workqueue with 8 workers, the way a Kubernetes controller
 // drives it (Get, reconcile, Forget, Done).
-func BenchmarkWorkqueueBaseline(b *testing.B) {
+func BenchmarkWorkqueueBaseline(b *testing.B) { benchWorkqueue(b, false) }
+
+// BenchmarkWorkqueueBaselineRacing is BenchmarkWorkqueueBaseline with the
+// workers racing the enqueue, the baseline of
+// BenchmarkControllerThroughputRacing.
+func BenchmarkWorkqueueBaselineRacing(b *testing.B) { benchWorkqueue(b, true) }
+
+// benchWorkqueue runs the throughput load through client-go's workqueue,
+// its workers racing the enqueue when racing.
+func benchWorkqueue(b *testing.B, racing bool) {
 	keys := fleetKeys()
 	cnt := newBatchCounter()
+	cnt.racing = racing
 	q := k8sworkqueue.NewTypedRateLimitingQueue(k8sworkqueue.DefaultTypedControllerRateLimiter[string]())
 	var wg sync.WaitGroup
 	for range 8 {

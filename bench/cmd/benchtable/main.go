@@ -52,6 +52,8 @@ var rows = []row{
 	{"WalkCriticalPath", "schedule-efficiency", "", "", false, 0.97},
 	{"ControllerThroughput", "reconciles/s", "WorkqueueBaseline", "reconciles/s", false, 1.1},
 	{"ControllerThroughputDurable", "reconciles/s", "ControllerThroughput", "reconciles/s", false, 0.5},
+	// The same load with the workers racing the enqueue for the queue.
+	{"ControllerThroughputRacing", "reconciles/s", "WorkqueueBaselineRacing", "reconciles/s", false, 1.1},
 	{"PlanStep1000", "ns/step", "PlanStep1", "ns/step", true, 3},
 	{"PlanDecode", "B/s", "", "", false, 50e6},
 	{"StatusEdgeReportJSON", "B/s", "StatusEdgeReportStdJSON", "B/s", false, 1.0},
