@@ -52,6 +52,16 @@
 // died is due again once its lease ran out. Finish releases the lease and
 // sets the next due time in one statement.
 //
+// Put and Finish are committed in groups: while one is on its way to the
+// database, those that the store's other callers (the workers of a
+// controller) make meanwhile wait, and are then sent together as one
+// batch, which PostgreSQL runs as one transaction: one round trip and one
+// commit for the group. Nothing waits for a timer, each statement is run
+// as if alone (its version check, fence and history unchanged), and each
+// call returns once its group has committed. When the database refuses
+// one statement of a group (and so rolls the group back), each is run
+// again alone, for its own outcome.
+//
 // The writes that may make a record due (a Put that creates it, Schedule,
 // a Finish due at once) and Delete announce their key with pg_notify on
 // Options.Channel in the same transaction; Watch listens on a connection

@@ -101,7 +101,8 @@ func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time
 		at = &next
 	}
 	var ignored string
-	err := s.pool.QueryRow(ctx, s.sql.finish, lease.Key, lease.Owner, int64(lease.Token), at, s.channel, payload(lease.Key)).Scan(&ignored)
+	args := []any{lease.Key, lease.Owner, int64(lease.Token), at, s.channel, payload(lease.Key)}
+	err := s.writes.do(ctx, lease.Key, s.sql.finish, args, func(r pgx.Row) error { return r.Scan(&ignored) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
 	}

@@ -175,11 +175,21 @@ SELECT w.version, pg_notify($10, $11)::text FROM w`
 	UPDATE ` + records + ` SET due_at = least(due_at, $2) WHERE key = $1 RETURNING key
 )
 SELECT pg_notify($3, $4)::text FROM w`
+	//
+	// ClaimDue walks the index records_due in its order and stops at its
+	// limit. The prefix is a filter on that walk, written so that the
+	// planner can neither turn it into a range of the primary key nor
+	// take it for a selective one (coalesce hides it): either made
+	// PostgreSQL read and sort every due record under the prefix on each
+	// claim whenever the statistics were stale, as after a bulk load.
+	// The claimed records are updated by key (= ANY of an array: the
+	// primary key), never by a join the planner may run as a scan of the
+	// table.
 	s.claimDue = `WITH c AS (
 	SELECT r.key, r.version, r.value, least(r.due_at, r.claimed_due) AS due
 	FROM ` + records + ` r
 	WHERE least(r.due_at, r.claimed_due) <= now()
-		AND r.key >= $1 AND starts_with(r.key, $1)
+		AND coalesce(starts_with(r.key, $1), false)
 		AND NOT EXISTS (SELECT 1 FROM ` + leases + ` x WHERE x.key = r.key AND x.owner <> '' AND x.expires > now())
 	ORDER BY least(r.due_at, r.claimed_due), r.key
 	LIMIT $2
@@ -192,7 +202,7 @@ SELECT pg_notify($3, $4)::text FROM w`
 	RETURNING l.key, l.owner, l.expires, l.token
 ), u AS (
 	UPDATE ` + records + ` r SET claimed_due = '-infinity', due_at = NULL
-	FROM l WHERE r.key = l.key
+	WHERE r.key = ANY (ARRAY(SELECT l.key FROM l))
 )
 SELECT c.key, c.version, c.value, l.owner, l.expires, l.token
 FROM c JOIN l ON l.key = c.key

@@ -58,6 +58,7 @@ type Store struct {
 	keep     int   // history entries kept per key; < 0: all
 	ageUS    int64 // history age bound in microseconds; 0: none
 	sql      statements
+	writes   group // Put and Finish, committed together when they come at once
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
 	closed   bool
@@ -113,7 +114,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if pool == nil {
 		return nil, &OptionsError{Field: "pool", Reason: "must not be nil"}
 	}
-	s := &Store{pool: pool, schema: opts.Schema, channel: opts.Channel, sealer: opts.Sealer, watchers: map[*watcher]struct{}{}}
+	s := &Store{pool: pool, writes: group{pool: pool}, schema: opts.Schema, channel: opts.Channel, sealer: opts.Sealer, watchers: map[*watcher]struct{}{}}
 	if s.schema == "" {
 		s.schema = DefaultSchema
 	}
@@ -318,7 +319,7 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	}
 	var v int64
 	var ignored string
-	err = s.pool.QueryRow(ctx, sql, args...).Scan(&v, &ignored)
+	err = s.writes.do(ctx, rec.Key, sql, args, func(r pgx.Row) error { return r.Scan(&v, &ignored) })
 	if err == nil {
 		return uint64(v), nil
 	}

@@ -1,0 +1,264 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/pgstore/pgtest"
+)
+
+// batchSizes records the size of every pgx.Batch sent on a pool.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (b *batchSizes) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (b *batchSizes) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, d.Batch.Len())
+	b.mu.Unlock()
+	return ctx
+}
+func (b *batchSizes) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (b *batchSizes) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func (b *batchSizes) get() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]int(nil), b.sizes...)
+}
+
+// groupFixture is a store whose pool traces batches, with the record
+// "a" stored, and a way to hold a write of "a" in flight: a transaction
+// of another connection that locks the record.
+type groupFixture struct {
+	s       *Store
+	batches *batchSizes
+	dsn     string
+}
+
+func newGroupFixture(t *testing.T) *groupFixture {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 8
+	b := &batchSizes{}
+	cfg.ConnConfig.Tracer = b
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := New(ctx, pool, Options{})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	_, err = s.Put(ctx, converge.StoreRecord{Key: "a", Value: json.RawMessage(`0`)})
+	require.NoError(t, err)
+	return &groupFixture{s: s, batches: b, dsn: dsn}
+}
+
+// holdA locks the record "a" until the returned function is called, and
+// starts a write of "a", which waits for the lock while the writes
+// started meanwhile queue up behind it. It returns that write's outcome.
+func (f *groupFixture) holdA(t *testing.T) (release func(), written <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	require.NoError(t, err)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM converge.records WHERE key = 'a' FOR UPDATE`)
+	require.NoError(t, err)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_ = tx.Rollback(ctx)
+			_ = conn.Close(ctx)
+		})
+	}
+	t.Cleanup(release) // also when the test fails before it releases
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.s.Put(ctx, converge.StoreRecord{Key: "a", Version: 1, Value: json.RawMessage(`1`)})
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		f.s.writes.mu.Lock()
+		defer f.s.writes.mu.Unlock()
+		return f.s.writes.running
+	}, 30*time.Second, time.Millisecond, "the write of a is in flight")
+	return release, done
+}
+
+// waitPending waits until n writes wait behind the one in flight.
+func (f *groupFixture) waitPending(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		f.s.writes.mu.Lock()
+		defer f.s.writes.mu.Unlock()
+		return len(f.s.writes.pending) == n
+	}, 30*time.Second, time.Millisecond, "%d writes queued", n)
+}
+
+// TestWritesThatComeTogetherAreSentAsOneBatch checks the group commit of
+// Put and Finish: the writes made while one is in flight are sent
+// together, as one batch, and each still gets its own outcome: a fenced
+// write whose lease was lost fails with ErrLeaseLost, a stale one with a
+// *StoreVersionError, and the others are stored with their history.
+func TestWritesThatComeTogetherAreSentAsOneBatch(t *testing.T) {
+	f := newGroupFixture(t)
+	s := f.s
+	ctx := context.Background()
+	for _, k := range []string{"b", "c", "d"} {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)})
+		require.NoError(t, err)
+	}
+	claimed, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
+	require.NoError(t, err)
+	leases := map[string]converge.Lease{}
+	for _, c := range claimed {
+		leases[c.Record.Key] = c.Lease
+	}
+	require.Contains(t, leases, "b")
+	require.Contains(t, leases, "c")
+
+	release, aDone := f.holdA(t)
+	before := len(f.batches.get())
+	results := make(map[string]error)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	write := func(name string, fn func() error) {
+		wg.Go(func() {
+			err := fn()
+			mu.Lock()
+			results[name] = err
+			mu.Unlock()
+		})
+	}
+	h := converge.HistoryEntry{At: time.Now(), From: "x", To: "y"}
+	write("fenced b", func() error {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: "b", Version: 1, Value: json.RawMessage(`1`), Token: leases["b"].Token}, h)
+		return err
+	})
+	f.waitPending(t, 1)
+	write("lost c", func() error {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: "c", Version: 1, Value: json.RawMessage(`1`), Token: leases["c"].Token + 1})
+		return err
+	})
+	f.waitPending(t, 2)
+	write("stale d", func() error {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: "d", Version: 7, Value: json.RawMessage(`1`)})
+		return err
+	})
+	f.waitPending(t, 3)
+	write("finish c", func() error { return s.Finish(ctx, leases["c"], time.Time{}) })
+	f.waitPending(t, 4)
+	release()
+	wg.Wait()
+	require.NoError(t, <-aDone)
+
+	assert.Equal(t, []int{4}, f.batches.get()[before:], "the four writes that came together are one batch")
+	assert.NoError(t, results["fenced b"])
+	assert.ErrorIs(t, results["lost c"], converge.ErrLeaseLost)
+	var ve *converge.StoreVersionError
+	assert.ErrorAs(t, results["stale d"], &ve)
+	assert.NoError(t, results["finish c"])
+	hist, err := s.History(ctx, "b")
+	require.NoError(t, err)
+	assert.Len(t, hist, 1, "the history entry is stored with the write")
+	rec, err := s.Get(ctx, "c")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), rec.Version, "the fenced-off write changed nothing")
+	_, err = s.Claim(ctx, "c", "other", time.Minute)
+	assert.NoError(t, err, "the finished lease is released")
+}
+
+// TestBatchRefusedByTheDatabaseRunsEachWriteAlone checks what happens
+// when the database refuses one statement of a batch: PostgreSQL rolls
+// the whole batch back, so the others must not be reported stored on
+// its word: each is run again alone, with its own outcome.
+func TestBatchRefusedByTheDatabaseRunsEachWriteAlone(t *testing.T) {
+	f := newGroupFixture(t)
+	s := f.s
+	ctx := context.Background()
+	// A key longer than a btree entry may be (2704 bytes), random so
+	// that it does not compress: the database refuses it.
+	raw := make([]byte, 4000)
+	_, _ = rand.Read(raw)
+	huge := hex.EncodeToString(raw)
+
+	release, aDone := f.holdA(t)
+	before := len(f.batches.get())
+	var wg sync.WaitGroup
+	var errB, errHuge, errD error
+	wg.Go(func() { _, errB = s.Put(ctx, converge.StoreRecord{Key: "b", Value: json.RawMessage(`1`)}) })
+	f.waitPending(t, 1)
+	wg.Go(func() { _, errHuge = s.Put(ctx, converge.StoreRecord{Key: huge, Value: json.RawMessage(`1`)}) })
+	f.waitPending(t, 2)
+	wg.Go(func() { _, errD = s.Put(ctx, converge.StoreRecord{Key: "zz", Value: json.RawMessage(`1`)}) })
+	f.waitPending(t, 3)
+	release()
+	wg.Wait()
+	require.NoError(t, <-aDone)
+
+	assert.Equal(t, []int{3}, f.batches.get()[before:])
+	assert.Error(t, errHuge)
+	require.NoError(t, errB)
+	require.NoError(t, errD)
+	for _, k := range []string{"b", "zz"} {
+		rec, err := s.Get(ctx, k)
+		require.NoError(t, err, "%s is stored, as its Put said", k)
+		assert.Equal(t, uint64(1), rec.Version)
+	}
+}
+
+// TestWriteGivenUpBeforeItIsSentIsNotWritten checks that a write whose
+// context ends while it waits behind another returns the context's error
+// and is never sent.
+func TestWriteGivenUpBeforeItIsSentIsNotWritten(t *testing.T) {
+	f := newGroupFixture(t)
+	s := f.s
+	release, aDone := f.holdA(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: "b", Value: json.RawMessage(`1`)})
+		errc <- err
+	}()
+	f.waitPending(t, 1)
+	cancel()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write given up still waits for the one in flight")
+	}
+	assert.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	release()
+	require.NoError(t, <-aDone)
+	// The group is idle again: a later write goes through.
+	require.Eventually(t, func() bool {
+		s.writes.mu.Lock()
+		defer s.writes.mu.Unlock()
+		return !s.writes.running
+	}, 30*time.Second, time.Millisecond)
+	_, err = s.Get(context.Background(), "b")
+	assert.ErrorIs(t, err, converge.ErrStoreNotFound, "the write given up was not sent")
+}
