@@ -67,9 +67,7 @@ func TestConfigFileReadCache(t *testing.T) {
 	writeFile(t, p, "a=1\nb=2\n")
 	// Pretend the reads happen long after the file last changed, as on a
 	// device whose config.txt is old.
-	saved := timeNow
-	timeNow = func() time.Time { return time.Now().Add(time.Hour) }
-	t.Cleanup(func() { timeNow = saved })
+	setNow(t, func() time.Time { return time.Now().Add(time.Hour) })
 
 	cf := NewConfigFile(r, "/boot/config.txt")
 	a, b := cf.Key("", "a", "1"), cf.Key("", "b", "2")
@@ -83,19 +81,27 @@ func TestConfigFileReadCache(t *testing.T) {
 	assert.Equal(t, reads, r.reads.Load(), "an unchanged file was read again")
 
 	// In place, same size, same modification time: the change time tells.
-	fi, err := os.Stat(p)
-	require.NoError(t, err)
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	_, err = f.WriteAt([]byte("a=9"), 0)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+	overwriteKeepingTimes(t, p, "a=9")
 	st, err := a.StateCurrent(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "9", st.Value)
 	mustApply(t, g)
 	assert.Equal(t, "a=1\nb=2\n", readFile(t, p))
+}
+
+// overwriteKeepingTimes writes b over the start of the file at p, in
+// place, and puts its modification time back: only the change time shows
+// the edit.
+func overwriteKeepingTimes(t *testing.T, p, b string) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte(b), 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
 }
 
 // ctimeOf returns the change time of the file at p in nanoseconds.
@@ -197,14 +203,7 @@ func TestConfigFileSeesExternalEdits(t *testing.T) {
 		escape bool
 	}{
 		{"in place, same size and modification time", func(t *testing.T, _, _, p string) {
-			fi, err := os.Stat(p)
-			require.NoError(t, err)
-			f, err := os.OpenFile(p, os.O_WRONLY, 0)
-			require.NoError(t, err)
-			_, err = f.WriteAt([]byte("a=9"), 0)
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
-			require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+			overwriteKeepingTimes(t, p, "a=9")
 		}, "9", false},
 		{"renamed over, same size and times", func(t *testing.T, _, _, p string) {
 			fi, err := os.Stat(p)
