@@ -18,6 +18,20 @@ import (
 	"github.com/convergekit/converge/docker/dockertest"
 )
 
+// upCalls is the engine calls, per kind, of bringing a project of n
+// containers of one local image up from nothing.
+func upCalls(n int) map[string]int {
+	return map[string]int{
+		dockertest.ContainerList:    1,
+		dockertest.ImageList:        1,
+		dockertest.NetworkList:      1,
+		dockertest.NetworkCreate:    1,
+		dockertest.ContainerCreate:  n,
+		dockertest.ContainerStart:   n,
+		dockertest.ContainerInspect: n,
+	}
+}
+
 // TestUpCallsPerContainer counts the engine calls of bringing a project up
 // from nothing: beyond the create and start of each container (the floor)
 // and the project's reads, one inspect per container, the early-exit
@@ -31,15 +45,7 @@ func TestUpCallsPerContainer(t *testing.T) {
 			p.PollInterval = 1 // the watch's wait is not what is counted
 			rep := apply(t, f, p)
 			require.True(t, rep.Converged())
-			assert.Equal(t, map[string]int{
-				dockertest.ContainerList:    1,
-				dockertest.ImageList:        1,
-				dockertest.NetworkList:      1,
-				dockertest.NetworkCreate:    1,
-				dockertest.ContainerCreate:  n,
-				dockertest.ContainerStart:   n,
-				dockertest.ContainerInspect: n,
-			}, f.Calls())
+			assert.Equal(t, upCalls(n), f.Calls())
 
 			// What the verification saw is the engine's container.
 			ids := idsByName(f)
@@ -114,15 +120,7 @@ func TestIntegrationUpCalls(t *testing.T) {
 	eng := dockertest.Count(cli)
 	rep := apply(t, eng, p)
 	require.True(t, rep.Converged())
-	assert.Equal(t, map[string]int{
-		dockertest.ContainerList:    1,
-		dockertest.ImageList:        1,
-		dockertest.NetworkList:      1,
-		dockertest.NetworkCreate:    1,
-		dockertest.ContainerCreate:  3,
-		dockertest.ContainerStart:   3,
-		dockertest.ContainerInspect: 3,
-	}, eng.Calls())
+	assert.Equal(t, upCalls(3), eng.Calls())
 	for i := range 3 {
 		res, ok := rep.Item(docker.ContainerID(proj, fmt.Sprintf("s%d", i)))
 		require.True(t, ok)
