@@ -37,7 +37,7 @@ type Controller struct {
 	log     *slog.Logger // nil: no logging
 	now     func() time.Time
 
-	timed bool // measure handler latency (Metrics is not MetricsNop)
+	timed bool // Metrics is not MetricsNop: measure handler latency and the queue
 
 	// terminal counts the objects of the view halted by a terminal error,
 	// so that Enqueue looks for one to wake only when there is one.

@@ -159,7 +159,7 @@ func (q *Queue[E]) addLocked(it *Item[E]) {
 		it.state |= qQueued
 		q.ready = append(q.ready, it)
 		if q.observe != nil {
-			q.observe(len(q.ready)-q.head, true)
+			q.observe(q.readyLen(), true)
 		}
 		if q.waiting > 0 {
 			q.cond.Signal()
@@ -290,7 +290,7 @@ func (q *Queue[E]) GetItem() (*Item[E], bool) {
 }
 
 func (q *Queue[E]) getLocked() (*Item[E], bool) {
-	for q.head == len(q.ready) && !q.shutdown {
+	for q.readyLen() == 0 && !q.shutdown {
 		q.waiting++
 		q.cond.Wait()
 		q.waiting--
@@ -300,7 +300,7 @@ func (q *Queue[E]) getLocked() (*Item[E], bool) {
 	}
 	it := q.pop()
 	if q.observe != nil {
-		q.observe(len(q.ready)-q.head, false)
+		q.observe(q.readyLen(), false)
 	}
 	it.state = it.state&^qQueued | qProcessing
 	q.active++
@@ -378,8 +378,11 @@ func (q *Queue[E]) pop() *Item[E] {
 func (q *Queue[E]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.ready) - q.head
+	return q.readyLen()
 }
+
+// readyLen is the number of ready keys; callers hold q.mu.
+func (q *Queue[E]) readyLen() int { return len(q.ready) - q.head }
 
 // Delayed returns the number of keys waiting for a delayed add.
 func (q *Queue[E]) Delayed() int {
