@@ -72,6 +72,10 @@ type ConfigFile struct {
 	// walk: the other items of that walk take it without a stat or a lock.
 	// A write through the file clears it.
 	seen atomic.Pointer[fileLook]
+	// writes counts the writes through the file (forget): a look that a
+	// write overlapped is not taken by the items after it, since it may
+	// have seen the version before the write.
+	writes atomic.Uint64
 	// lookMu is held by the item that looks at the file for its walk.
 	lookMu sync.Mutex
 }
@@ -80,6 +84,7 @@ type ConfigFile struct {
 // version it found and the number of leftover temporary files next to it.
 type fileLook struct {
 	walk      converge.WalkID
+	writes    uint64 // ConfigFile.writes when the look started
 	idx       *docIndex
 	leftovers int
 }
@@ -318,12 +323,13 @@ func (c *ConfigFile) current(ctx context.Context) (name string, idx *docIndex, l
 			return name, idx, leftovers, nil
 		}
 	}
+	writes := c.writes.Load()
 	c.mu.Lock()
 	snap, cached := c.snap, c.doc != nil
 	c.mu.Unlock()
 	defer func() {
 		if err == nil && inWalk {
-			c.seen.Store(&fileLook{walk: walk, idx: idx, leftovers: leftovers})
+			c.seen.Store(&fileLook{walk: walk, writes: writes, idx: idx, leftovers: leftovers})
 		}
 	}()
 	if cached && snap.settled {
@@ -460,15 +466,17 @@ func AddConfigKeys(g *converge.Graph, items []*ConfigKey, deps ...converge.ID) {
 }
 
 // forget makes the next look at the file, in this walk or the next, check
-// it again: the caller is about to write it.
+// it again, and drops the looks in flight: the caller is about to write
+// it, or has just written it.
 func (c *ConfigFile) forget() {
+	c.writes.Add(1)
 	c.seen.Store(nil)
 }
 
 // seenIn returns what an item of walk saw of the file, if one looked.
 func (c *ConfigFile) seenIn(walk converge.WalkID) (idx *docIndex, leftovers int, ok bool) {
 	l := c.seen.Load()
-	if l == nil || l.walk != walk {
+	if l == nil || l.walk != walk || l.writes != c.writes.Load() {
 		return nil, 0, false
 	}
 	return l.idx, l.leftovers, true

@@ -373,3 +373,66 @@ func TestConfigFileLookedAtOncePerWalk(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Count(converge.OutcomeChanged), "the edit made between walks was seen")
 }
+
+// TestConfigFileLookOverlappedByAWriteIsNotShared: a look at the file that
+// a write through it overlaps may have seen the version before the write;
+// the items after it in the walk do not take what it saw, but look again.
+func TestConfigFileLookOverlappedByAWriteIsNotShared(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	setNow(t, func() time.Time { return time.Now().Add(time.Hour) }) // every stamp is settled
+	p := filepath.Join(dir, "config.txt")
+	writeFile(t, p, "a=1\n")
+	cf := NewConfigFile(r, "/config.txt")
+	a := cf.Key("", "a", "1")
+	change := cf.Key("", "a", "2")
+	mustApply(t, graph(a.Node())) // the file is read and its version cached
+
+	var seen []string
+	probe := &probeItem{id: "probe", run: func(ctx context.Context) error {
+		// While this look stats the file, the key a is written.
+		var once atomic.Bool
+		r.stampHook = func(*fileStamp) {
+			if once.CompareAndSwap(false, true) {
+				goal, err := change.StateGoal(ctx, nil)
+				require.NoError(t, err)
+				_, err = change.Apply(ctx, ConfigKeyState{}, goal)
+				require.NoError(t, err)
+			}
+		}
+		defer func() { r.stampHook = nil }()
+		for range 2 {
+			st, err := a.StateCurrent(ctx, nil)
+			if err != nil {
+				return err
+			}
+			seen = append(seen, st.Value)
+		}
+		return nil
+	}}
+	mustApply(t, graph(converge.Wrap[int](probe)))
+	require.Len(t, seen, 2)
+	assert.Equal(t, "2", seen[1], "the look after the write sees it")
+}
+
+// probeItem is an item of a walk whose StateCurrent runs run, with the
+// walk's context.
+type probeItem struct {
+	id  converge.ID
+	run func(ctx context.Context) error
+}
+
+func (p *probeItem) ID() converge.ID { return p.id }
+
+func (p *probeItem) StateCurrent(ctx context.Context, _ converge.Deps) (int, error) {
+	return 0, p.run(ctx)
+}
+
+func (p *probeItem) StateGoal(context.Context, converge.Deps) (int, error) { return 0, nil }
+
+func (p *probeItem) Check(context.Context, int, int) (converge.Decision, error) {
+	return converge.NotRequired(), nil
+}
+
+func (p *probeItem) Apply(context.Context, int, int) (int, error) { return 0, nil }
+
+func (p *probeItem) ApplyDry(context.Context, int, int) (int, error) { return 0, nil }
