@@ -448,3 +448,47 @@ func TestPlanStepReportsTheTransitionsItReturns(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, 1.0, m.Value(converge.MetricPlanSteps.Name, "error"))
 }
+
+// slowRevision is a Metrics that takes a second, in the bubble's clock, to
+// record a new target revision, so that other goroutines run in between.
+type slowRevision struct{ *convergetest.Metrics }
+
+func (m slowRevision) Set(metric *converge.Metric, value float64, labels ...string) {
+	if metric == converge.MetricTargetRevision {
+		time.Sleep(time.Second)
+	}
+	m.Metrics.Set(metric, value, labels...)
+}
+
+// TestTargetSetIsReportedBeforeItsPass: the metrics SetTarget resets (the
+// failures in a row, the backoff) are reset before a pass of the new
+// target can report, however slowly they are recorded: a pass that fails
+// at once leaves its failure counted.
+func TestTargetSetIsReportedBeforeItsPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &convergetest.Metrics{}
+		item := (&convergetest.Item{Key: "file:/app", Value: "v0"}).FailAt(converge.PhaseApply, 1, nil)
+		r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+			Name: "device",
+			Build: func(_ context.Context, target string) ([]converge.TargetStage, error) {
+				item.Goal = target
+				g := converge.NewGraph()
+				g.Add(item.Node(), converge.Present)
+				return []converge.TargetStage{{Name: "app", Graph: g}}, nil
+			},
+			Walk:    converge.Config{Metrics: slowRevision{m}},
+			Backoff: converge.Backoff{Base: 10 * time.Second},
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		require.NoError(t, r.SetTarget(ctx, "v1"))
+		synctest.Wait()
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "device", "failed"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetFailures.Name, "device"))
+		assert.Equal(t, 10.0, m.Value(converge.MetricTargetBackoff.Name, "device"))
+		cancel()
+		require.NoError(t, <-done)
+	})
+}

@@ -203,15 +203,20 @@ type TargetReconciler[T any] struct {
 	revs         uint64 // revisions handed out
 	pending      bool
 	pendingForce bool
-	notBefore    time.Time // backoff: regular passes wait until then
-	failures     int
-	inter        []*targetIntermediate[T]
-	running      *targetRun
-	passes       int
-	started      bool
-	stopped      bool
-	subs         map[int]*mailbox[TargetEvent]
-	nextSub      int
+	// unreported counts the SetTarget calls still reporting their target
+	// (targetObs.targetSet, outside the lock): no pass of the current
+	// target starts until they are done, so what they reset (failures in
+	// a row, backoff) cannot overwrite what its pass reports.
+	unreported int
+	notBefore  time.Time // backoff: regular passes wait until then
+	failures   int
+	inter      []*targetIntermediate[T]
+	running    *targetRun
+	passes     int
+	started    bool
+	stopped    bool
+	subs       map[int]*mailbox[TargetEvent]
+	nextSub    int
 
 	wake chan struct{}
 }
@@ -294,8 +299,12 @@ func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 		r.running.superseded.Store(true)
 		r.running.yield()
 	}
+	r.unreported++
 	r.mu.Unlock()
 	r.obs.targetSet(ctx, rev)
+	r.mu.Lock()
+	r.unreported--
+	r.mu.Unlock()
 	r.signal()
 	return nil
 }
@@ -489,7 +498,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 			inter = r.inter[0]
 			r.inter = r.inter[1:]
 			target, rev, run = inter.target, inter.rev, true
-		case r.pending && r.hasTarget && (r.pendingForce || !now.Before(r.notBefore)):
+		case r.pending && r.hasTarget && r.unreported == 0 && (r.pendingForce || !now.Before(r.notBefore)):
 			target, rev, force, run = r.target, r.rev, r.pendingForce, true
 			r.pending, r.pendingForce = false, false
 		}
