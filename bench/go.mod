@@ -3,9 +3,9 @@ module github.com/convergekit/converge/bench
 go 1.25.0
 
 require (
-	github.com/convergekit/converge v0.0.0
-	github.com/convergekit/converge/docker v0.0.0
-	github.com/convergekit/converge/pgstore v0.0.0
+	github.com/convergekit/converge v0.1.0
+	github.com/convergekit/converge/docker v0.1.0
+	github.com/convergekit/converge/pgstore v0.1.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/heimdalr/dag v1.5.0
 	github.com/jackc/pgx/v5 v5.12.0

@@ -5,7 +5,7 @@ go 1.25.0
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/containerd/errdefs v1.0.0
-	github.com/convergekit/converge v0.0.0
+	github.com/convergekit/converge v0.1.0
 	github.com/distribution/reference v0.5.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/docker/go-connections v0.4.0

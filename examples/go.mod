@@ -4,9 +4,9 @@ go 1.25.0
 
 require (
 	github.com/chromedp/chromedp v0.14.2
-	github.com/convergekit/converge v0.0.0
-	github.com/convergekit/converge/docker v0.0.0
-	github.com/convergekit/converge/statuspage v0.0.0
+	github.com/convergekit/converge v0.1.0
+	github.com/convergekit/converge/docker v0.1.0
+	github.com/convergekit/converge/statuspage v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -34,7 +34,7 @@ require (
 	github.com/compose-spec/compose-go/v2 v2.16.2 // indirect
 	github.com/containerd/errdefs v1.0.0
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
-	github.com/convergekit/converge/pgstore v0.0.0
+	github.com/convergekit/converge/pgstore v0.1.0
 	github.com/distribution/reference v0.5.0 // indirect
 	github.com/docker/go-connections v0.4.0 // indirect
 	github.com/docker/go-units v0.5.0 // indirect

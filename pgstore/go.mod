@@ -3,7 +3,7 @@ module github.com/convergekit/converge/pgstore
 go 1.25.0
 
 require (
-	github.com/convergekit/converge v0.0.0
+	github.com/convergekit/converge v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0

@@ -3,7 +3,7 @@ module github.com/convergekit/converge/prometheus
 go 1.25.0
 
 require (
-	github.com/convergekit/converge v0.0.0
+	github.com/convergekit/converge v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/common v0.70.1
 	github.com/stretchr/testify v1.12.1
