@@ -41,7 +41,9 @@ type TargetBuildFunc[T any] func(ctx context.Context, target T) ([]TargetStage, 
 type TargetStageError struct {
 	// Stage is the stage's name, or "build" when Build failed.
 	Stage string
-	// Round is the walk of the stage that failed, from 1; 0 for a build
+	// Round is the attempt of the stage that failed: the stage is walked
+	// again while a walk changes something, and Round counts those walks
+	// in this pass, from 1 ("attempt 1" in the message); 0 for a build
 	// error.
 	Round int
 	Err   error
@@ -55,7 +57,7 @@ func (e *TargetStageError) Error() string {
 	if e.Round == 0 {
 		return fmt.Sprintf("converge: stage %q: %s", e.Stage, causeText(e.Err))
 	}
-	return fmt.Sprintf("converge: stage %q (walk %d): %s", e.Stage, e.Round, causeText(e.Err))
+	return fmt.Sprintf("converge: stage %q, attempt %d: %s", e.Stage, e.Round, causeText(e.Err))
 }
 
 // Unwrap returns the stage's error.
