@@ -112,7 +112,8 @@ func TestMemStoreSealsValuesAndTargets(t *testing.T) {
 
 	v, err := s.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: json.RawMessage(`{"pw":"hunter2"}`)})
 	require.NoError(t, err)
-	require.NoError(t, s.PutTarget(ctx, "device", json.RawMessage(`{"env":"hunter2"}`)))
+	_, err = s.PutTarget(ctx, "device", json.RawMessage(`{"env":"hunter2"}`))
+	require.NoError(t, err)
 	assert.Equal(t, []string{"obj/a", "device"}, sealer.sealed, "values and targets are sealed under their key")
 
 	rec, err := s.Get(ctx, "obj/a")
@@ -122,7 +123,7 @@ func TestMemStoreSealsValuesAndTargets(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	assert.JSONEq(t, `{"pw":"hunter2"}`, string(recs[0].Value))
-	tg, err := s.Target(ctx, "device")
+	tg, _, err := s.Target(ctx, "device")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"env":"hunter2"}`, string(tg))
 	claimed, err := s.ClaimDue(ctx, "obj/", "me", 60e9, 10)
@@ -136,7 +137,7 @@ func TestMemStoreSealsValuesAndTargets(t *testing.T) {
 	require.ErrorIs(t, err, converge.ErrSealed)
 	_, err = s.List(ctx, "")
 	require.ErrorIs(t, err, converge.ErrSealed)
-	_, err = s.Target(ctx, "device")
+	_, _, err = s.Target(ctx, "device")
 	require.ErrorIs(t, err, converge.ErrSealed)
 	assert.NotContains(t, err.Error(), "hunter2")
 
@@ -163,7 +164,8 @@ func TestMemStoreSealerErrorsMatchErrSealed(t *testing.T) {
 	s.Sealer = failingSealer{}
 	_, err = s.Put(ctx, converge.StoreRecord{Key: "k2", Value: json.RawMessage(`1`)})
 	require.ErrorIs(t, err, errSealFailed)
-	require.ErrorIs(t, s.PutTarget(ctx, "t", json.RawMessage(`1`)), errSealFailed)
+	_, err = s.PutTarget(ctx, "t", json.RawMessage(`1`))
+	require.ErrorIs(t, err, errSealFailed)
 	s.Sealer = nil
 	_, err = s.Get(ctx, "k2")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound, "nothing written when sealing fails")
@@ -248,11 +250,11 @@ func ExampleNewAESGCMSealer() {
 	}
 	ctx := context.Background()
 	store := &converge.MemStore{Sealer: sealer}
-	if err := store.PutTarget(ctx, "device", json.RawMessage(`{"env":{"API_TOKEN":"s3cret"}}`)); err != nil {
+	if _, err := store.PutTarget(ctx, "device", json.RawMessage(`{"env":{"API_TOKEN":"s3cret"}}`)); err != nil {
 		fmt.Println(err)
 		return
 	}
-	target, err := store.Target(ctx, "device")
+	target, _, err := store.Target(ctx, "device")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -167,11 +167,19 @@ type Store interface {
 	// History returns the stored transitions of key, oldest first (empty,
 	// not an error, when there are none).
 	History(ctx context.Context, key string) ([]HistoryEntry, error)
-	// PutTarget stores the last target of the reconciler called name.
-	PutTarget(ctx context.Context, name string, target json.RawMessage) error
-	// Target returns the last target stored for name, or an error matching
-	// ErrStoreNotFound.
-	Target(ctx context.Context, name string) (json.RawMessage, error)
+	// PutTarget stores target as the last target of the reconciler called
+	// name and returns its revision: one more than the last revision
+	// taken for name (1 for the first), assigned in the same atomic write
+	// as the target, so that the revisions of a name only ever grow,
+	// across restarts and across processes sharing the store, and no two
+	// targets get the same one. A target of length 0 (nil) takes the next
+	// revision without replacing the stored target: a target that is not
+	// kept (TargetReconciler.ApplyIntermediate's) is numbered so.
+	PutTarget(ctx context.Context, name string, target json.RawMessage) (revision uint64, err error)
+	// Target returns the last target stored for name and the revision
+	// PutTarget gave it, or an error matching ErrStoreNotFound when no
+	// target is stored (even if revisions were taken for name).
+	Target(ctx context.Context, name string) (target json.RawMessage, revision uint64, err error)
 	// Claim gives key to owner for ttl: it succeeds when the key is free,
 	// its lease expired, or owner already holds it (which renews it). When
 	// another owner holds an unexpired lease it fails with a *ClaimError.
@@ -260,11 +268,19 @@ type MemStore struct {
 	mu      sync.RWMutex
 	records map[string]memRecord
 	history map[string]memHistory
-	targets map[string]json.RawMessage
+	targets map[string]memTarget
 	leases  map[string]Lease
 	tokens  uint64
 	due     memDueHeap
 	watches []*memWatch
+}
+
+// memTarget is the last target of a name, its revision, and the last
+// revision taken for the name (by it or by a PutTarget without a target).
+type memTarget struct {
+	value json.RawMessage // nil: only revisions were taken
+	rev   uint64          // of value
+	last  uint64
 }
 
 type memRecord struct {
@@ -534,38 +550,50 @@ func (s *MemStore) History(ctx context.Context, key string) ([]HistoryEntry, err
 
 // PutTarget implements Store. It keeps a copy of target (sealed when the
 // store has a Sealer).
-func (s *MemStore) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+func (s *MemStore) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	if !json.Valid(target) {
-		return &StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
-	}
-	t, err := s.seal(name, target)
-	if err != nil {
-		return err
+	var t json.RawMessage
+	if len(target) > 0 {
+		if !json.Valid(target) {
+			return 0, &StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
+		}
+		var err error
+		if t, err = s.seal(name, target); err != nil {
+			return 0, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.targets == nil {
-		s.targets = map[string]json.RawMessage{}
+		s.targets = map[string]memTarget{}
 	}
-	s.targets[name] = t
-	return nil
+	cur := s.targets[name]
+	cur.last++
+	if t != nil {
+		cur.value, cur.rev = t, cur.last
+	}
+	s.targets[name] = cur
+	return cur.last, nil
 }
 
 // Target implements Store.
-func (s *MemStore) Target(ctx context.Context, name string) (json.RawMessage, error) {
+func (s *MemStore) Target(ctx context.Context, name string) (json.RawMessage, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	s.mu.RLock()
-	t, ok := s.targets[name]
+	t := s.targets[name]
 	s.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("converge: target %q: %w", name, bare(ErrStoreNotFound))
+	if t.value == nil {
+		return nil, 0, fmt.Errorf("converge: target %q: %w", name, bare(ErrStoreNotFound))
 	}
-	return s.open(name, t)
+	v, err := s.open(name, t.value)
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, t.rev, nil
 }
 
 // checkClaim validates the arguments of Claim and ClaimDue.

@@ -185,8 +185,8 @@ func TestBadRequests(t *testing.T) {
 			_, err := st.Put(ctx, converge.StoreRecord{Key: long, Value: raw(`1`)})
 			return err
 		}, "Key"},
-		{"invalid target", func() error { return st.PutTarget(ctx, "t", raw(`nope`)) }, "target"},
-		{"empty target name", func() error { return st.PutTarget(ctx, "", raw(`1`)) }, "name"},
+		{"invalid target", func() error { _, err := st.PutTarget(ctx, "t", raw(`nope`)); return err }, "target"},
+		{"empty target name", func() error { _, err := st.PutTarget(ctx, "", raw(`1`)); return err }, "name"},
 		{"empty owner", func() error { _, err := st.Claim(ctx, "k", "", time.Minute); return err }, "owner"},
 		{"zero ttl", func() error { _, err := st.Claim(ctx, "k", "o", 0); return err }, "ttl"},
 		{"empty claim key", func() error { _, err := st.Claim(ctx, "", "o", time.Minute); return err }, "key"},
@@ -208,7 +208,7 @@ func TestBadRequests(t *testing.T) {
 	hist, err := st.History(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"one"}, tos(hist))
-	_, err = st.Target(ctx, "t")
+	_, _, err = st.Target(ctx, "t")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound)
 	got, err := st.ClaimDue(ctx, "", "o", time.Minute, 10)
 	require.NoError(t, err)
@@ -225,7 +225,8 @@ func TestCancelledContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = st.List(ctx, "")
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, st.PutTarget(ctx, "t", raw(`1`)), context.Canceled)
+	_, err = st.PutTarget(ctx, "t", raw(`1`))
+	require.ErrorIs(t, err, context.Canceled)
 	_, err = st.ClaimDue(ctx, "", "o", time.Minute, 1)
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = st.Get(context.Background(), "k")
@@ -254,7 +255,8 @@ func TestSealedAtRest(t *testing.T) {
 	val, _ := json.Marshal(map[string]string{"password": secret})
 	_, err = st.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: val}, converge.HistoryEntry{To: "ready"})
 	require.NoError(t, err)
-	require.NoError(t, st.PutTarget(ctx, "agent", val))
+	_, err = st.PutTarget(ctx, "agent", val)
+	require.NoError(t, err)
 	rec, err := st.Get(ctx, "obj/a")
 	require.NoError(t, err)
 	assert.JSONEq(t, string(val), string(rec.Value))
@@ -278,7 +280,7 @@ func TestSealedAtRest(t *testing.T) {
 			_, err := other.Get(ctx, "obj/a")
 			require.ErrorIs(t, err, converge.ErrSealed)
 			assert.NotContains(t, err.Error(), secret)
-			_, err = other.Target(ctx, "agent")
+			_, _, err = other.Target(ctx, "agent")
 			require.ErrorIs(t, err, converge.ErrSealed)
 			_, err = other.List(ctx, "")
 			require.ErrorIs(t, err, converge.ErrSealed)
@@ -304,4 +306,57 @@ func TestSealedAtRest(t *testing.T) {
 	rec, err = sealed.Get(ctx, "k")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"a":1}`, string(rec.Value))
+}
+
+// TestTargetEntries checks the target entries the file may hold: a bare
+// value written before revisions were kept reads as revision 1 and the
+// next target is revision 2; a damaged entry is ErrCorrupt naming the
+// target, for reads and writes alike, and changes nothing.
+func TestTargetEntries(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		entry   []byte
+		corrupt bool
+	}{
+		{"bare JSON value", []byte(`{"image":"web:1"}`), false},
+		{"empty entry", []byte{}, true},
+		{"short head", []byte{1, 1, 0, 0}, true},
+		{"value without its flag", append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, `{}`...), true},
+		{"revision above the last", []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, '1'}, true},
+		{"no revision taken", []byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tempPath(t)
+			st, err := boltstore.Open(path, boltstore.Options{})
+			require.NoError(t, err)
+			require.NoError(t, st.Close())
+			db, err := bolt.Open(path, 0o600, nil)
+			require.NoError(t, err)
+			require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("targets")).Put([]byte("agent"), tc.entry)
+			}))
+			require.NoError(t, db.Close())
+
+			st = openStore(t, path, boltstore.Options{})
+			got, rev, err := st.Target(ctx, "agent")
+			if !tc.corrupt {
+				require.NoError(t, err)
+				assert.JSONEq(t, string(tc.entry), string(got))
+				assert.Equal(t, uint64(1), rev)
+				rev, err = st.PutTarget(ctx, "agent", raw(`{"image":"web:2"}`))
+				require.NoError(t, err)
+				assert.Equal(t, uint64(2), rev)
+				return
+			}
+			require.ErrorIs(t, err, boltstore.ErrCorrupt)
+			assert.Equal(t, 1, strings.Count(err.Error(), `"agent"`), "the target named once: %v", err)
+			_, err = st.PutTarget(ctx, "agent", raw(`{"image":"web:2"}`))
+			require.ErrorIs(t, err, boltstore.ErrCorrupt)
+			_, err = st.PutTarget(ctx, "agent", nil)
+			require.ErrorIs(t, err, boltstore.ErrCorrupt)
+			_, _, err = st.Target(ctx, "agent")
+			require.ErrorIs(t, err, boltstore.ErrCorrupt, "the refused writes changed nothing")
+		})
+	}
 }

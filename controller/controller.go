@@ -21,7 +21,7 @@ import (
 )
 
 // Controller drives many objects of one kind through their lifecycle
-// states with a Handler (see DESIGN §3): a transition re-runs the handler
+// states with a Handler: a transition re-runs the handler
 // at once, everything else waits for the periodic pass, errors back off
 // per object, and Enqueue asks for a run as soon as possible. One handler
 // runs per object at a time, Workers objects in parallel. Every transition

@@ -215,7 +215,8 @@ func TestSealedAtRest(t *testing.T) {
 	const secret = "hunter2-very-secret"
 	_, err := s.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: json.RawMessage(`{"password":"` + secret + `"}`)})
 	require.NoError(t, err)
-	require.NoError(t, s.PutTarget(ctx, "device", json.RawMessage(`{"env":{"TOKEN":"`+secret+`"}}`)))
+	_, err = s.PutTarget(ctx, "device", json.RawMessage(`{"env":{"TOKEN":"`+secret+`"}}`))
+	require.NoError(t, err)
 
 	// In the database: a leading zero byte and no secret in clear.
 	for _, sql := range []string{`SELECT value FROM converge.records WHERE key = 'obj/a'`, `SELECT value FROM converge.targets WHERE name = 'device'`} {
@@ -234,7 +235,7 @@ func TestSealedAtRest(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	assert.JSONEq(t, string(rec.Value), string(recs[0].Value))
-	tgt, err := s.Target(ctx, "device")
+	tgt, _, err := s.Target(ctx, "device")
 	require.NoError(t, err)
 	assert.Contains(t, string(tgt), secret)
 	claimed, err := s.ClaimDue(ctx, "obj/", "o", time.Minute, 10)
@@ -246,7 +247,7 @@ func TestSealedAtRest(t *testing.T) {
 	clear := open(t, dsn, pgstore.Options{})
 	_, err = clear.Get(ctx, "obj/a")
 	require.ErrorIs(t, err, converge.ErrSealed)
-	_, err = clear.Target(ctx, "device")
+	_, _, err = clear.Target(ctx, "device")
 	require.ErrorIs(t, err, converge.ErrSealed)
 	_, err = clear.List(ctx, "")
 	require.ErrorIs(t, err, converge.ErrSealed)

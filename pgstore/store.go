@@ -424,32 +424,44 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 	return out, nil
 }
 
-// PutTarget implements converge.Store.
-func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+// PutTarget implements converge.Store. The revision is taken in the
+// same statement that writes the target, so replicas sharing the database
+// never get the same one.
+func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
 	if err := checkKey(name, "name"); err != nil {
-		return err
+		return 0, err
 	}
-	stored, err := s.seal(name, "target", targetAD(name), target)
-	if err != nil {
-		return err
+	var stored any // NULL: take a revision, keep the target
+	if len(target) > 0 {
+		v, err := s.seal(name, "target", targetAD(name), target)
+		if err != nil {
+			return 0, err
+		}
+		stored = v
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.putTarget, name, stored); err != nil {
-		return s.dbError("put target", name, err)
+	var rev int64
+	if err := s.pool.QueryRow(ctx, s.sql.putTarget, name, stored).Scan(&rev); err != nil {
+		return 0, s.dbError("put target", name, err)
 	}
-	return nil
+	return uint64(rev), nil
 }
 
 // Target implements converge.Store.
-func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, error) {
+func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint64, error) {
 	var stored []byte
-	err := s.pool.QueryRow(ctx, s.sql.target, name).Scan(&stored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("pgstore: target %q: %w", name, converge.ErrStoreNotFound)
+	var rev int64
+	err := s.pool.QueryRow(ctx, s.sql.target, name).Scan(&stored, &rev)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && stored == nil) {
+		return nil, 0, fmt.Errorf("pgstore: target %q: %w", name, converge.ErrStoreNotFound)
 	}
 	if err != nil {
-		return nil, s.dbError("target", name, err)
+		return nil, 0, s.dbError("target", name, err)
 	}
-	return s.open(name, targetAD(name), stored)
+	v, err := s.open(name, targetAD(name), stored)
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, uint64(rev), nil
 }
 
 func checkLease(key, owner string, ttl time.Duration) error {

@@ -134,7 +134,7 @@ func run() error {
 	case *resume && st == nil:
 		return errors.New("-resume keeps a project converged: it cannot go with -dry, -once or -down")
 	case *resume:
-		b, err := st.Target(ctx, converge.TargetDefaultName)
+		b, rev, err := st.Target(ctx, converge.TargetDefaultName)
 		if err != nil {
 			return fmt.Errorf("no target to resume in %s: %w", *state, err)
 		}
@@ -142,7 +142,7 @@ func run() error {
 		if err := json.Unmarshal(b, p); err != nil {
 			return fmt.Errorf("the target kept in %s: %w", *state, err)
 		}
-		fmt.Printf("resuming project %s from %s\n", p.Name, *state)
+		fmt.Printf("resuming project %s (target revision %d) from %s\n", p.Name, rev, *state)
 	case *file != "":
 		p, err = docker.LoadComposeFile(ctx, *file, docker.LoadOptions{HashKey: key})
 	default:
