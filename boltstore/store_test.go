@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -95,6 +96,10 @@ func openStore(t *testing.T, path string, opts boltstore.Options) *boltstore.Sto
 func tempPath(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db") }
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+// Store is an io.Closer, as pgstore.Store is, so a program can keep
+// either behind one interface.
+var _ io.Closer = (*boltstore.Store)(nil)
 
 func TestConformStore(t *testing.T) {
 	sealer, err := converge.NewAESGCMSealer(make([]byte, 32))

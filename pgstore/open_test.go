@@ -63,7 +63,7 @@ func TestOpenConcurrentlyMigratesOnce(t *testing.T) {
 func TestOpenRefusesANewerSchema(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	open(t, dsn, pgstore.Options{}).Close()
+	require.NoError(t, open(t, dsn, pgstore.Options{}).Close())
 	query(t, dsn, `INSERT INTO converge.migrations (version) VALUES (9999)`, nil)
 	_, err := pgstore.Open(ctxT(t), dsn, pgstore.Options{})
 	var ve *pgstore.SchemaVersionError
@@ -116,7 +116,7 @@ func TestOpenWithoutCreatePermission(t *testing.T) {
 
 	// Once an administrator made the schema, the role can open it (no DDL
 	// when the schema is current) if granted the tables.
-	open(t, dsn, pgstore.Options{}).Close()
+	require.NoError(t, open(t, dsn, pgstore.Options{}).Close())
 	_, err = pgstore.Open(ctxT(t), u.String(), pgstore.Options{})
 	require.ErrorIs(t, err, pgstore.ErrPermission, "no USAGE on the schema yet")
 	query(t, dsn, `GRANT USAGE ON SCHEMA converge TO `+role+`; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA converge TO `+role, nil)

@@ -146,8 +146,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	return s, nil
 }
 
-// Close stops the store's watches and, when Open made the pool, closes it.
-func (s *Store) Close() {
+// Close stops the store's watches and, when Open made the pool, closes it,
+// waiting for its connections to close. It returns an error, as
+// boltstore.Store.Close does, so that both are an io.Closer; it has
+// nothing to report today and returns nil, also when called again.
+func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	ws := make([]*watcher, 0, len(s.watchers))
@@ -161,6 +164,7 @@ func (s *Store) Close() {
 	if s.ownPool {
 		s.pool.Close()
 	}
+	return nil
 }
 
 // Pool returns the store's connection pool.

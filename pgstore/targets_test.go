@@ -88,7 +88,7 @@ func TestTargetsOfAnOlderSchema(t *testing.T) {
 	ctx := ctxT(t)
 	s, err := pgstore.Open(ctx, dsn, pgstore.Options{})
 	require.NoError(t, err)
-	s.Close()
+	require.NoError(t, s.Close())
 	// Back to schema version 2, with a target written then.
 	query(t, dsn, `DELETE FROM converge.migrations WHERE version = 3`, nil)
 	query(t, dsn, `ALTER TABLE converge.targets DROP COLUMN revision, DROP COLUMN last_revision, ALTER COLUMN value SET NOT NULL`, nil)

@@ -122,7 +122,7 @@ func run() error {
 	}
 	var st *stores.Store
 	if !*dry && !*once && !*down {
-		var closeStore func()
+		var closeStore func() error
 		st, closeStore, err = stores.Open(ctx, stores.Options{Path: *state})
 		if err != nil {
 			return err
