@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,7 +27,8 @@ import (
 // is stored with its time in the converge.Store's history.
 //
 // Create it with New (the zero value is not usable), add objects
-// with Add (before or while it runs) and call Run once. Its methods are
+// with Add (before or while it runs; AddObject stores them without a
+// Controller) and call Run once. Its methods are
 // safe for concurrent use.
 type Controller struct {
 	cfg     Config
@@ -173,26 +173,13 @@ func (c *Controller) objErr(key string, err error) error {
 
 // Add stores a new object in state with data (nil for none) and, when the
 // controller runs, queues it. Its history starts with an entry into state.
-// A key already stored fails with ErrObjectExists.
+// A key already stored fails with ErrObjectExists. To store objects
+// without a Controller (no handler at hand), use AddObject.
 func (c *Controller) Add(ctx context.Context, key string, state State, data json.RawMessage) error {
-	switch {
-	case key == "":
-		return c.objErr(key, fmt.Errorf("%w: empty key", ErrObjectInvalid))
-	case state == "":
-		return c.objErr(key, fmt.Errorf("%w: empty state", ErrObjectInvalid))
-	case data != nil && !json.Valid(data):
-		return c.objErr(key, fmt.Errorf("%w: data is not valid JSON", ErrObjectInvalid))
-	}
-	now := c.now()
-	obj := &Object{Key: key, State: state, Since: now, Data: slices.Clone(data)}
-	v, err := c.put(ctx, obj, 0, 0, converge.HistoryEntry{At: now, To: string(state), Reason: "added"})
-	if errors.Is(err, converge.ErrStoreStale) {
-		return c.objErr(key, ErrObjectExists)
-	}
+	obj, err := addObject(ctx, c.cfg.Store, c.cfg.Kind, key, state, data, c.now())
 	if err != nil {
-		return c.objErr(key, err)
+		return err
 	}
-	obj.Version = v
 	c.adopt(obj, true)
 	return nil
 }
@@ -423,7 +410,12 @@ func (c *Controller) Len() int {
 	return len(c.objs)
 }
 
-// Objects returns the objects the controller knows, sorted by key.
+// Objects returns the objects as this controller last saw them, sorted by
+// key: the ones it added, loaded or handled, as it left them. It reads no
+// store and may lag behind it: objects that others sharing the store (other
+// replicas, AddObject) added, changed or removed show here once this
+// controller lists the store again, at Run and at every periodic pass
+// (Config.Resync), or handles them. StoredObjects reads the store.
 func (c *Controller) Objects() []Object {
 	c.mu.RLock()
 	out := make([]Object, 0, len(c.objs))
