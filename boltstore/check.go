@@ -243,7 +243,7 @@ func element(p []byte, i int, leaf bool) (flags uint32, key, value []byte, child
 	if ksize == 0 {
 		return 0, nil, nil, 0, damaged("element %d has an empty key", i)
 	}
-	return flags, p[start : start+ksize], p[start+ksize : end], child, nil
+	return flags, p[start : start+ksize : len(p)], p[start+ksize : end : end], child, nil
 }
 
 // tree checks the subtree rooted at page id, whose keys must lie in
@@ -274,11 +274,20 @@ func (c *checker) elements(id uint64, p []byte, lo, hi []byte, depth int) ([]byt
 	}
 	var maxKey []byte
 	running := lo
+	// bbolt writes the keys and values of a page one after the other,
+	// right after the element headers: a count, position or size that
+	// changed on the disk breaks that chain, even where what it now
+	// points at would be in bounds and in order.
+	next := pageHeaderSize + count*elementSize
 	for i := range count {
 		eflags, key, value, child, err := element(p, i, leaf)
 		if err != nil {
 			return nil, damaged("page %d: %v", id, err)
 		}
+		if start := len(p) - cap(key); start != next {
+			return nil, damaged("page %d: element %d starts at %d, not right after the one before (%d)", id, i, start, next)
+		}
+		next += len(key) + len(value)
 		if (i == 0 && running != nil && bytes.Compare(running, key) > 0) ||
 			(i > 0 && bytes.Compare(running, key) >= 0) ||
 			(hi != nil && bytes.Compare(key, hi) >= 0) {
