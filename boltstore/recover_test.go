@@ -3,8 +3,12 @@ package boltstore_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +125,44 @@ func TestOnCorruptLeavesOtherFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, left)
 	require.NoError(t, st.Close())
+}
+
+// A device agent starts over when its state file is damaged: the file is
+// moved aside and reported, and the agent gets an empty store.
+func ExampleOptions_onCorrupt() {
+	dir, err := os.MkdirTemp("", "boltstore-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "agent.db")
+	// A state file cut short, as a power cut may leave it on an SD card.
+	st, err := boltstore.Open(path, boltstore.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = st.PutTarget(context.Background(), "agent", json.RawMessage(`{"image":"web:2"}`))
+	_ = st.Close()
+	_ = os.Truncate(path, 4096)
+
+	st, err = boltstore.Open(path, boltstore.Options{
+		OnCorrupt: func(r boltstore.Recovery) {
+			// A real agent logs r.Err and r.MovedTo.
+			fmt.Println("damaged:", errors.Is(r.Err, boltstore.ErrCorrupt))
+			fmt.Println("kept as:", strings.TrimPrefix(r.MovedTo, path)[:9]+"...")
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st.Close()
+	_, err = st.Target(context.Background(), "agent")
+	fmt.Println("target:", errors.Is(err, converge.ErrStoreNotFound))
+	// Output:
+	// damaged: true
+	// kept as: .corrupt-...
+	// target: true
 }
