@@ -31,7 +31,7 @@ import (
 // writes to a store and prints a line after every acknowledged call; the
 // parent kills it with SIGKILL at a random moment, then checks the file.
 const (
-	envChild = "BOLTSTORE_CRASH_CHILD" // "writes" or "plan"
+	envChild = "BOLTSTORE_CRASH_CHILD" // "writes", "plan" or "corrupt"
 	envFile  = "BOLTSTORE_CRASH_FILE"  // the store file
 	envLog   = "BOLTSTORE_CRASH_LOG"   // the plan child's signal log
 	envPlans = "BOLTSTORE_CRASH_PLANS" // how many plans the plan child runs
@@ -54,6 +54,8 @@ func childMain() bool {
 	switch mode {
 	case "writes":
 		err = childWrites(os.Getenv(envFile))
+	case "corrupt":
+		err = childCorrupt()
 	case "plan":
 		var plans int
 		if plans, err = strconv.Atoi(os.Getenv(envPlans)); err == nil {

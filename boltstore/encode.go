@@ -3,33 +3,45 @@ package boltstore
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"time"
 
 	"github.com/convergekit/converge"
 )
 
-// Layout of format version 1. Integers are big-endian.
+// Layout of format version 2. Integers are big-endian.
 //
-//	records  key -> tag 1, flags, version u64, due i64, index i64, value
-//	leases   key -> tag 1, flags, token u64, expires i64, saved i64, owner
-//	due      index i64 (sign bit flipped, so it sorts) + key -> empty
-//	history  uvarint(len(key)) + key + seq u64 -> JSON HistoryEntry
-//	targets  name -> tag 1, flags, revision u64, last u64, value
+//	records  key -> tag 2, flags, version u64, due i64, index i64, value, sum
+//	leases   key -> tag 2, flags, token u64, expires i64, saved i64, owner, sum
+//	due      index i64 (sign bit flipped, so it sorts) + key -> sum
+//	history  uvarint(len(key)) + key + seq u64 -> JSON HistoryEntry, sum
+//	targets  name -> tag 1, flags, revision u64, last u64, value, sum
+//	meta     "format" -> the format version in decimal
 //
 // Times are Unix nanoseconds. A value (record or target) starting with a
 // zero byte is sealed (see converge.Sealer); anything else is clear JSON.
+// Every sum is the CRC-32C (Castagnoli) of the entry's kind, its key and
+// the bytes before the sum (see entrySum): an entry whose bytes, key
+// included, changed on the disk fails its sum and is reported as
+// ErrCorrupt rather than read. The sum covers the stored bytes as they are,
+// sealed or not.
+//
+// Format version 1 had the same layout without the sums (and tag 1 for
+// records and leases); Open upgrades such a file in place (see migrate).
+//
 // A target's revision is the one PutTarget gave its value; last is the
 // last revision taken for the name (a PutTarget without a target takes one
 // and keeps the value, which is absent until a target is stored). A target
-// entry that starts with anything but the tag is a bare value written
-// before revisions were kept: it reads as revision 1.
+// entry (before its sum) that starts with anything but the tag is a bare
+// value written before revisions were kept: it reads as revision 1.
 
 const (
-	recordTag  = 1
-	leaseTag   = 1
+	recordTag  = 2
+	leaseTag   = 2
 	recordHead = 2 + 8 + 8 + 8
 	leaseHead  = 2 + 8 + 8 + 8
+	sumSize    = 4
 
 	targetTag  = 1
 	targetHead = 2 + 8 + 8
@@ -63,12 +75,12 @@ func (t *target) encode() []byte {
 func decodeTarget(name string, b []byte) (target, error) {
 	switch {
 	case len(b) == 0:
-		return target{}, fmt.Errorf("%w: target %q", ErrCorrupt, name)
+		return target{}, corrupt("target %q: bad entry", name)
 	case b[0] != targetTag:
 		// A bare value, sealed or JSON, from before revisions were kept.
 		return target{rev: 1, last: 1, hasValue: true, value: b}, nil
 	case len(b) < targetHead:
-		return target{}, fmt.Errorf("%w: target %q", ErrCorrupt, name)
+		return target{}, corrupt("target %q: bad entry", name)
 	}
 	t := target{
 		rev:      binary.BigEndian.Uint64(b[2:]),
@@ -77,10 +89,58 @@ func decodeTarget(name string, b []byte) (target, error) {
 		value:    b[targetHead:],
 	}
 	if t.last == 0 || t.rev > t.last || t.hasValue != (t.rev > 0) || t.hasValue != (len(t.value) > 0) {
-		return target{}, fmt.Errorf("%w: target %q", ErrCorrupt, name)
+		return target{}, corrupt("target %q: bad entry", name)
 	}
 	return t, nil
 }
+
+// The kinds of entries, the first byte their sums cover: an entry moved to
+// another bucket fails its sum.
+const (
+	kindRecord  = 'r'
+	kindLease   = 'l'
+	kindDue     = 'd'
+	kindHistory = 'h'
+	kindTarget  = 't'
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// entrySum is the checksum of the entry of kind under key whose bytes
+// (without the sum) are body.
+func entrySum(kind byte, key string, body []byte) uint32 {
+	var pre [1 + binary.MaxVarintLen64]byte
+	pre[0] = kind
+	n := binary.PutUvarint(pre[1:], uint64(len(key)))
+	c := crc32.Update(0, castagnoli, pre[:1+n])
+	c = crc32.Update(c, castagnoli, []byte(key))
+	return crc32.Update(c, castagnoli, body)
+}
+
+// appendSum appends the sum of body to body.
+func appendSum(kind byte, key string, body []byte) []byte {
+	return binary.BigEndian.AppendUint32(body, entrySum(kind, key, body))
+}
+
+// checkSum returns b without its sum, and whether the sum matches.
+func checkSum(kind byte, key string, b []byte) ([]byte, bool) {
+	if len(b) < sumSize {
+		return nil, false
+	}
+	body := b[:len(b)-sumSize]
+	return body, binary.BigEndian.Uint32(b[len(body):]) == entrySum(kind, key, body)
+}
+
+// corruptEntry is the error of a damaged entry: it matches ErrCorrupt and
+// names the entry.
+type corruptEntry struct{ what string }
+
+func corrupt(format string, args ...any) error {
+	return &corruptEntry{what: fmt.Sprintf(format, args...)}
+}
+
+func (e *corruptEntry) Error() string { return ErrCorrupt.Error() + ": " + e.what }
+func (e *corruptEntry) Unwrap() error { return ErrCorrupt }
 
 // record is a decoded entry of the records bucket. value aliases the
 // transaction's memory.
@@ -93,8 +153,8 @@ type record struct {
 	value   []byte
 }
 
-func (r *record) encode() []byte {
-	b := make([]byte, recordHead, recordHead+len(r.value))
+func (r *record) encode(key string) []byte {
+	b := make([]byte, recordHead, recordHead+len(r.value)+sumSize)
 	b[0] = recordTag
 	if r.hasDue {
 		b[1] |= flagDue
@@ -105,12 +165,13 @@ func (r *record) encode() []byte {
 	binary.BigEndian.PutUint64(b[2:], r.version)
 	binary.BigEndian.PutUint64(b[10:], uint64(r.due))
 	binary.BigEndian.PutUint64(b[18:], uint64(r.index))
-	return append(b, r.value...)
+	return appendSum(kindRecord, key, append(b, r.value...))
 }
 
 func decodeRecord(key string, b []byte) (record, error) {
-	if len(b) < recordHead || b[0] != recordTag {
-		return record{}, fmt.Errorf("%w: record %q", ErrCorrupt, key)
+	b, ok := checkSum(kindRecord, key, b)
+	if !ok || len(b) < recordHead || b[0] != recordTag || b[1]&^(flagDue|flagIndexed) != 0 {
+		return record{}, corrupt("record %q: checksum mismatch", key)
 	}
 	return record{
 		version: binary.BigEndian.Uint64(b[2:]),
@@ -131,8 +192,8 @@ type lease struct {
 	owner    string
 }
 
-func (l *lease) encode() []byte {
-	b := make([]byte, leaseHead, leaseHead+len(l.owner))
+func (l *lease) encode(key string) []byte {
+	b := make([]byte, leaseHead, leaseHead+len(l.owner)+sumSize)
 	b[0] = leaseTag
 	if l.hasSaved {
 		b[1] |= flagSaved
@@ -140,12 +201,13 @@ func (l *lease) encode() []byte {
 	binary.BigEndian.PutUint64(b[2:], l.token)
 	binary.BigEndian.PutUint64(b[10:], uint64(l.expires))
 	binary.BigEndian.PutUint64(b[18:], uint64(l.saved))
-	return append(b, l.owner...)
+	return appendSum(kindLease, key, append(b, l.owner...))
 }
 
 func decodeLease(key string, b []byte) (lease, error) {
-	if len(b) < leaseHead || b[0] != leaseTag {
-		return lease{}, fmt.Errorf("%w: lease on %q", ErrCorrupt, key)
+	b, ok := checkSum(kindLease, key, b)
+	if !ok || len(b) < leaseHead || b[0] != leaseTag || b[1]&^flagSaved != 0 {
+		return lease{}, corrupt("lease on %q: checksum mismatch", key)
 	}
 	return lease{
 		token:    binary.BigEndian.Uint64(b[2:]),

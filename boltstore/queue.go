@@ -53,7 +53,7 @@ func take(tx *bolt.Tx, key, owner string, expires int64, cur lease, held, renew 
 			r.hasDue, r.due = false, 0
 		}
 	}
-	if err := tx.Bucket(bucketLeases).Put([]byte(key), l.encode()); err != nil {
+	if err := tx.Bucket(bucketLeases).Put([]byte(key), l.encode(key)); err != nil {
 		return lease{}, err
 	}
 	if isRecord {
@@ -254,7 +254,10 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 		out, refused = out[:0], nil
 		p := []byte(prefix)
 		c := tx.Bucket(bucketDue).Cursor()
-		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			if _, ok := checkSum(kindDue, string(k), v); !ok || len(k) <= 8 {
+				return corrupt("due index entry %q: checksum mismatch", k)
+			}
 			if dueTime(k) > nowN {
 				break
 			}
@@ -274,7 +277,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 				return err
 			}
 			if !ok {
-				return fmt.Errorf("%w: due index names %q, which is not stored", ErrCorrupt, key)
+				return corrupt("due index names %q, which is not stored", key)
 			}
 			// Open before anything is written: a value that cannot be
 			// opened fails the call with nothing claimed.

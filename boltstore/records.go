@@ -80,7 +80,7 @@ func getRecord(tx *bolt.Tx, key string) (record, bool, error) {
 }
 
 func putRecord(tx *bolt.Tx, key string, r *record) error {
-	return tx.Bucket(bucketRecords).Put([]byte(key), r.encode())
+	return tx.Bucket(bucketRecords).Put([]byte(key), r.encode(key))
 }
 
 func getLease(tx *bolt.Tx, key string) (lease, bool, error) {
@@ -108,7 +108,8 @@ func setIndex(tx *bolt.Tx, key string, r *record, l *lease) error {
 		r.indexed = false
 	}
 	if has && !r.indexed {
-		if err := tx.Bucket(bucketDue).Put(dueKey(at, key), nil); err != nil {
+		dk := dueKey(at, key)
+		if err := tx.Bucket(bucketDue).Put(dk, appendSum(kindDue, string(dk), nil)); err != nil {
 			return err
 		}
 	}
@@ -145,7 +146,8 @@ func (s *Store) appendHistory(tx *bolt.Tx, key string, entries [][]byte, now int
 		first = 1
 	}
 	for _, e := range entries {
-		if err := hb.Put(historyKey(p, next), e); err != nil {
+		hk := historyKey(p, next)
+		if err := hb.Put(hk, appendSum(kindHistory, string(hk), slices.Clip(e))); err != nil {
 			return err
 		}
 		next++
@@ -167,9 +169,9 @@ func (s *Store) appendHistory(tx *bolt.Tx, key string, entries [][]byte, now int
 	var drop [][]byte
 	c := hb.Cursor()
 	for k, v := c.Seek(p); k != nil && count > 1 && bytes.HasPrefix(k, p); k, v = c.Next() {
-		var h converge.HistoryEntry
-		if err := json.Unmarshal(v, &h); err != nil {
-			return fmt.Errorf("%w: history of %q: %v", ErrCorrupt, key, err)
+		h, err := decodeHistory(key, k, v)
+		if err != nil {
+			return err
 		}
 		if nanos(h.At) >= cutoff {
 			break
@@ -202,6 +204,19 @@ func historyBounds(hb *bolt.Bucket, p []byte) (first, last uint64, ok bool) {
 		k, _ = c.Prev()
 	}
 	return first, seqOf(k), true
+}
+
+// decodeHistory decodes the history entry of key stored as k, v.
+func decodeHistory(key string, k, v []byte) (converge.HistoryEntry, error) {
+	var h converge.HistoryEntry
+	body, ok := checkSum(kindHistory, string(k), v)
+	if !ok {
+		return h, corrupt("history of %q: checksum mismatch", key)
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		return h, corrupt("history of %q: %v", key, err)
+	}
+	return h, nil
 }
 
 func seqOf(k []byte) uint64 {
@@ -411,9 +426,9 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 		p := historyPrefix(key)
 		c := tx.Bucket(bucketHistory).Cursor()
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-			var h converge.HistoryEntry
-			if err := json.Unmarshal(v, &h); err != nil {
-				return fmt.Errorf("%w: history of %q: %v", ErrCorrupt, key, err)
+			h, err := decodeHistory(key, k, v)
+			if err != nil {
+				return err
 			}
 			out = append(out, h)
 		}
@@ -449,8 +464,12 @@ func (s *Store) PutTarget(ctx context.Context, name string, tgt json.RawMessage)
 		b := tx.Bucket(bucketTargets)
 		var cur target
 		if v := b.Get([]byte(name)); v != nil {
+			body, ok := checkSum(kindTarget, name, v)
+			if !ok {
+				return corrupt("target %q: checksum mismatch", name)
+			}
 			var err error
-			if cur, err = decodeTarget(name, v); err != nil {
+			if cur, err = decodeTarget(name, body); err != nil {
 				return err
 			}
 		}
@@ -459,7 +478,7 @@ func (s *Store) PutTarget(ctx context.Context, name string, tgt json.RawMessage)
 			cur.rev, cur.hasValue, cur.value = cur.last, true, value
 		}
 		rev = cur.last
-		return b.Put([]byte(name), cur.encode())
+		return b.Put([]byte(name), appendSum(kindTarget, name, cur.encode()))
 	})
 	if err != nil {
 		return 0, s.dbError(fmt.Sprintf("put target %q", name), err)
@@ -476,7 +495,11 @@ func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint6
 		if v == nil {
 			return fmt.Errorf("boltstore: target %q: %w", name, converge.ErrStoreNotFound)
 		}
-		t, err := decodeTarget(name, v)
+		body, ok := checkSum(kindTarget, name, v)
+		if !ok {
+			return corrupt("target %q: checksum mismatch", name)
+		}
+		t, err := decodeTarget(name, body)
 		if err != nil {
 			return err
 		}

@@ -1,12 +1,17 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +27,7 @@ const DefaultLockTimeout = time.Second
 
 // FormatVersion is the version of the file layout this package writes. A
 // file written by a newer layout is refused with ErrNewerFormat.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // The reasons of an *OpenError. They are always wrapped in an *OpenError
 // that names the file.
@@ -43,19 +48,23 @@ var (
 var (
 	// ErrClosed means the Store was closed.
 	ErrClosed = errors.New("boltstore: store is closed")
-	// ErrCorrupt means a stored record, lease or history entry cannot be
-	// decoded. The error names the key.
+	// ErrCorrupt means the file or an entry in it is damaged: Open finds
+	// a truncated file, a damaged page or an entry whose checksum does not
+	// match (in an *OpenError naming the file), or a call reads a record,
+	// lease, history entry or target that fails its checksum (the error
+	// names the key). Damaged data is never returned as good.
 	ErrCorrupt = errors.New("boltstore: stored data is corrupt")
 )
 
 // OpenError is the error of Open. It names the file the caller gave and
-// matches its reason (ErrNotStore, ErrFileLocked, ErrNewerFormat) and the
-// underlying error, if any, with errors.Is and errors.As.
+// matches its reason (ErrNotStore, ErrCorrupt, ErrFileLocked,
+// ErrNewerFormat) and the underlying error, if any, with errors.Is and
+// errors.As.
 type OpenError struct {
 	// Path is the file as given to Open.
 	Path string
-	// Reason is ErrNotStore, ErrFileLocked, ErrNewerFormat, or nil when the
-	// file could not be opened for another reason (see Err).
+	// Reason is ErrNotStore, ErrCorrupt, ErrFileLocked, ErrNewerFormat, or
+	// nil when the file could not be opened for another reason (see Err).
 	Reason error
 	// Err is the underlying error (from the operating system or bbolt), or
 	// nil.
@@ -66,7 +75,7 @@ type OpenError struct {
 func (e *OpenError) Error() string {
 	msg := "boltstore: open " + strconv.Quote(e.Path)
 	if e.Reason != nil {
-		msg += ": " + e.Reason.Error()
+		msg += ": " + strings.TrimPrefix(e.Reason.Error(), "boltstore: ")
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -86,7 +95,8 @@ func (e *OpenError) Unwrap() []error {
 }
 
 // Options tunes a Store. The zero value keeps DefaultHistoryEntries per key,
-// seals nothing, waits DefaultLockTimeout for the file and uses time.Now.
+// seals nothing, waits DefaultLockTimeout for the file, uses time.Now and
+// fails Open on a damaged file.
 type Options struct {
 	// Retention bounds the history kept per key; it is applied when a
 	// key's history is appended to.
@@ -102,6 +112,17 @@ type Options struct {
 	// Now returns the current time, for leases, due times and history
 	// retention; nil means time.Now.
 	Now func() time.Time
+	// OnCorrupt, when set, makes Open start over instead of failing when
+	// the file is damaged (an error matching ErrCorrupt): the damaged
+	// file is renamed aside (never deleted; see Recovery.MovedTo), a new
+	// empty store is created at the path, and OnCorrupt is called with
+	// what happened, for the program to log, before Open returns the new
+	// store. It suits a device agent whose state can be rebuilt (a target
+	// sent again, a walk that reads the real state), on a medium that
+	// loses power mid-write. Nil: Open fails with ErrCorrupt and leaves
+	// the file as it is. Other errors (ErrNotStore, ErrFileLocked,
+	// ErrNewerFormat) never start over: that file may be someone else's.
+	OnCorrupt func(Recovery)
 }
 
 // Store is the durable converge.Store and converge.Queue kept in one bbolt
@@ -148,10 +169,86 @@ var (
 // exist (an existing empty file is taken as a new store too). The file is
 // locked for this process until Close. Open fails with an *OpenError that
 // names path: ErrNotStore for a directory or a file that holds anything
-// else, ErrFileLocked when another process holds the file for longer than
-// opts.LockTimeout, ErrNewerFormat for a file written by a newer version.
-// In none of these cases is the file written to.
+// else, ErrCorrupt for a store file that is damaged (truncated, a page or
+// a value changed on the disk), ErrFileLocked when another process holds
+// the file for longer than opts.LockTimeout, ErrNewerFormat for a file
+// written by a newer version. In none of these cases is the file written
+// to, unless opts.OnCorrupt asks to move a damaged file aside.
+//
+// Before bbolt maps the file, Open reads it and checks what bbolt would
+// trust: both meta pages, the file's size against the page count they
+// give, and every page reachable from the current one (in range, of the
+// right kind, referenced once, its entries inside it, its keys in order).
+// It then checks the checksum of every entry of the store. Both passes
+// read the whole file, once, at open; a damaged file never crashes the
+// process and never gets as far as a read. A file of format version 1
+// (before checksums) is upgraded in place, in one transaction, after its
+// entries are checked as far as that format allows.
 func Open(path string, opts Options) (*Store, error) {
+	st, err := open(path, opts)
+	if err == nil || opts.OnCorrupt == nil || !errors.Is(err, ErrCorrupt) {
+		return st, err
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	moved, merr := moveAside(path, now())
+	if merr != nil {
+		var oe *OpenError
+		var le *os.LinkError
+		if errors.As(err, &oe) && errors.As(merr, &le) {
+			return nil, &OpenError{Path: path, Reason: ErrCorrupt, Err: fmt.Errorf("%w; moving it aside to %s failed: %w", oe.Err, le.New, le.Err)}
+		}
+		return nil, errors.Join(err, merr)
+	}
+	st, err2 := open(path, opts)
+	if err2 != nil {
+		return nil, err2
+	}
+	opts.OnCorrupt(Recovery{Path: path, MovedTo: moved, Err: err})
+	return st, nil
+}
+
+// Recovery tells what Open did with a damaged store file when
+// Options.OnCorrupt is set.
+type Recovery struct {
+	// Path is the store file as given to Open, now a new, empty store.
+	Path string
+	// MovedTo is where the damaged file is now: in the same directory,
+	// Path + ".corrupt-" + the UTC time of the move (20060102T150405Z),
+	// with "-2", "-3", ... added when that name is taken.
+	MovedTo string
+	// Err is the error Open would have returned without OnCorrupt: an
+	// *OpenError matching ErrCorrupt that says what is damaged.
+	Err error
+}
+
+// moveAside renames the file at path to a free name beside it, and syncs
+// the directory so the rename survives a power cut.
+func moveAside(path string, now time.Time) (string, error) {
+	base := path + ".corrupt-" + now.UTC().Format("20060102T150405Z")
+	to := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(to); errors.Is(err, fs.ErrNotExist) {
+			break
+		} else if err != nil {
+			return "", err
+		}
+		to = base + "-" + strconv.Itoa(i)
+	}
+	if err := os.Rename(path, to); err != nil {
+		return "", err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return to, nil
+}
+
+// open is Open without the recovery.
+func open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, &OpenError{Path: path, Err: &converge.StoreRequestError{Field: "path", Reason: "must not be empty"}}
 	}
@@ -165,13 +262,10 @@ func Open(path string, opts Options) (*Store, error) {
 	case timeout < 0:
 		timeout = time.Nanosecond // bbolt waits forever on 0
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout: timeout,
-		// The freelist is rebuilt from the pages at open rather than
-		// written at every commit: fewer pages per commit, same safety.
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-	})
+	if err := precheck(path, timeout); err != nil {
+		return nil, err
+	}
+	db, err := openBolt(path, timeout)
 	if err != nil {
 		return nil, openError(path, err)
 	}
@@ -194,9 +288,68 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// precheck checks the pages of the file at path (see checkFile) under a
+// shared lock, so that a process writing the file makes Open fail with
+// ErrFileLocked, not with a damage it saw half-written.
+func precheck(path string, timeout time.Duration) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // bbolt creates it
+	}
+	if err != nil {
+		return openError(path, err)
+	}
+	defer f.Close()
+	if err := lockShared(f, timeout); err != nil {
+		if errors.Is(err, errLocked) {
+			return &OpenError{Path: path, Reason: ErrFileLocked}
+		}
+		return &OpenError{Path: path, Err: fmt.Errorf("lock: %w", err)}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return &OpenError{Path: path, Err: err}
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	err = checkFile(f, fi.Size())
+	var d *errDamaged
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &d):
+		return &OpenError{Path: path, Reason: ErrCorrupt, Err: err}
+	case errors.Is(err, ErrNotStore):
+		return &OpenError{Path: path, Reason: ErrNotStore, Err: errors.New("no bbolt meta page")}
+	}
+	return &OpenError{Path: path, Err: err}
+}
+
+// openBolt opens the bbolt file, turning a panic of bbolt in this
+// goroutine (none is expected once precheck passed) into an error.
+func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, &errDamaged{msg: fmt.Sprintf("bbolt: %v", r)}
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: timeout,
+		// The freelist is rebuilt from the pages at open rather than
+		// written at every commit: fewer pages per commit, same safety.
+		// precheck has checked every page that rebuild reads.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+}
+
 // openError classifies an error of bolt.Open.
 func openError(path string, err error) error {
+	var d *errDamaged
 	switch {
+	case errors.As(err, &d):
+		return &OpenError{Path: path, Reason: ErrCorrupt, Err: err}
 	case errors.Is(err, berrors.ErrTimeout):
 		return &OpenError{Path: path, Reason: ErrFileLocked}
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch),
@@ -217,16 +370,29 @@ func openError(path string, err error) error {
 	return &OpenError{Path: path, Reason: ErrNotStore, Err: err}
 }
 
-// initialize checks the file's format and creates the buckets of a new
-// store. It writes only to a file with no bucket at all.
-func initialize(db *bolt.DB) error {
-	fresh := false
-	err := db.View(func(tx *bolt.Tx) error {
+// initialize checks the file's format and every entry, creates the
+// buckets of a new store and upgrades a file of format version 1. It
+// writes only to a file with no bucket at all or of an older format.
+func initialize(db *bolt.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &OpenError{Reason: ErrCorrupt, Err: fmt.Errorf("bbolt: %v", r)}
+		}
+	}()
+	fresh, format := false, 0
+	err = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
-			empty := true
-			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-			if !empty {
+			empty, ours := true, false
+			_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				empty = false
+				ours = ours || slices.ContainsFunc(allBuckets, func(b []byte) bool { return bytes.Equal(b, name) })
+				return nil
+			})
+			switch {
+			case ours:
+				return &OpenError{Reason: ErrCorrupt, Err: fmt.Errorf("bucket %q is missing", bucketMeta)}
+			case !empty:
 				return &OpenError{Reason: ErrNotStore, Err: errors.New("a bbolt database of another program")}
 			}
 			fresh = true
@@ -235,29 +401,37 @@ func initialize(db *bolt.DB) error {
 		raw := meta.Get(keyFormat)
 		v, err := strconv.Atoi(string(raw))
 		if err != nil || v < 1 {
-			return &OpenError{Reason: ErrNotStore, Err: fmt.Errorf("format version %q", raw)}
+			return &OpenError{Reason: ErrCorrupt, Err: fmt.Errorf("format version %q", raw)}
 		}
 		if v > FormatVersion {
 			return &OpenError{Reason: ErrNewerFormat, Err: fmt.Errorf("version %d, this package reads up to %d", v, FormatVersion)}
 		}
-		for _, b := range allBuckets {
-			if tx.Bucket(b) == nil {
-				return &OpenError{Reason: ErrNotStore, Err: fmt.Errorf("bucket %q is missing", b)}
+		format = v
+		if err := verify(tx, v); err != nil {
+			var ce *corruptEntry
+			if errors.As(err, &ce) {
+				err = errors.New(ce.what)
 			}
+			return &OpenError{Reason: ErrCorrupt, Err: err}
 		}
 		return nil
 	})
-	if err != nil || !fresh {
+	switch {
+	case err != nil:
 		return err
-	}
-	return db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
+	case fresh:
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, b := range allBuckets {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
 			}
-		}
-		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
-	})
+			return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
+		})
+	case format < FormatVersion:
+		return db.Update(migrate)
+	}
+	return nil
 }
 
 // Path returns the file of the store, as given to Open.
@@ -389,9 +563,17 @@ func callOp(o *op, tx *bolt.Tx) (err error) {
 }
 
 // view runs fn in a read transaction.
-func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// Open checked every page; a page that changes on the disk while the
+	// store is open fails the read instead of the process.
+	defer func() {
+		if r := recover(); r != nil {
+			err = corrupt("reading the file: %v", r)
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	return s.db.View(fn)
 }

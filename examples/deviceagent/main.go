@@ -31,6 +31,13 @@
 // with service and container names) to stderr through docker.Project's
 // Logger, never an environment value.
 //
+// A state file that is damaged (an SD card that lost power mid-write, a
+// truncated copy) does not stop the agent: it is moved aside as -state plus
+// ".corrupt-" and the UTC time, the agent says so on stderr and starts with
+// an empty store; -resume then has nothing to resume and loads the project
+// (-f or the built-in one) instead, as on a first start. Any other problem
+// with the file (another program's, held by another agent) stops it.
+//
 // The spec hashes in the containers' labels are keyed (docker.Project's
 // HashKey) with a random key the agent creates once and keeps next to the
 // store, in -state plus ".label-key" (mode 0600): whoever can read the
@@ -47,6 +54,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -56,6 +64,7 @@ import (
 	"syscall"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
 	"github.com/convergekit/converge/examples/internal/stores"
@@ -121,9 +130,10 @@ func run() error {
 		return err
 	}
 	var st *stores.Store
+	recovered := false
 	if !*dry && !*once && !*down {
 		var closeStore func() error
-		st, closeStore, err = stores.Open(ctx, stores.Options{Path: *state})
+		st, closeStore, recovered, err = openState(ctx, *state, os.Stderr)
 		if err != nil {
 			return err
 		}
@@ -133,7 +143,7 @@ func run() error {
 	switch {
 	case *resume && st == nil:
 		return errors.New("-resume keeps a project converged: it cannot go with -dry, -once or -down")
-	case *resume:
+	case *resume && !recovered:
 		b, rev, err := st.Target(ctx, converge.TargetDefaultName)
 		if err != nil {
 			return fmt.Errorf("no target to resume in %s: %w", *state, err)
@@ -236,7 +246,7 @@ func run() error {
 			}
 		}
 	}()
-	if !*resume {
+	if !*resume || recovered {
 		// Stored (fsynced) before it is applied: a restart with -resume
 		// finds it.
 		if err := r.SetTarget(ctx, *p); err != nil {
@@ -266,6 +276,17 @@ func printEvent(e converge.Event) {
 	case converge.EventFailed:
 		fmt.Printf("  %s: failed in %s: %v\n", e.ID, e.Phase, e.Err)
 	}
+}
+
+// openState opens the store file at path. A damaged file is moved aside
+// and an empty store started in its place, which it tells on w and
+// reports as recovered.
+func openState(ctx context.Context, path string, w io.Writer) (st *stores.Store, closeStore func() error, recovered bool, err error) {
+	st, closeStore, err = stores.Open(ctx, stores.Options{Path: path, OnCorrupt: func(r boltstore.Recovery) {
+		recovered = true
+		fmt.Fprintf(w, "deviceagent: the state file was damaged and is kept as %s; starting with an empty store: %v\n", r.MovedTo, r.Err)
+	}})
+	return st, closeStore, recovered, err
 }
 
 // defaultState is the store file in the user's cache directory.

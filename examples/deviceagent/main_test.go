@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/docker/dockertest"
 )
 
@@ -101,4 +103,38 @@ func TestOnceTwiceRecreatesNothing(t *testing.T) {
 	assert.Contains(t, down, "volume:deviceagent_data: changed", "-down -volumes removes the volume:\n%s", down)
 	_, err = cli.VolumeInspect(ctx, "deviceagent_data")
 	assert.True(t, errdefs.IsNotFound(err), "the volume is gone: %v", err)
+}
+
+// TestDamagedStateStartsOver: a damaged state file (cut in half, as a
+// power cut on an SD card may leave it) is moved aside, the agent says so
+// and gets an empty store; a good file is opened as it is.
+func TestDamagedStateStartsOver(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agent.db")
+	var log bytes.Buffer
+	st, closeStore, recovered, err := openState(ctx, path, &log)
+	require.NoError(t, err)
+	assert.False(t, recovered)
+	for i := range 100 {
+		_, err := st.PutTarget(ctx, fmt.Sprintf("target-%03d", i), []byte(`{"services":{"web":{"image":"alpine:3.20"}}}`))
+		require.NoError(t, err)
+	}
+	closeStore()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b[:len(b)/2], 0o600))
+
+	st, closeStore, recovered, err = openState(ctx, path, &log)
+	require.NoError(t, err)
+	defer closeStore()
+	assert.True(t, recovered)
+	assert.Contains(t, log.String(), "the state file was damaged and is kept as "+path+".corrupt-")
+	_, _, err = st.Target(ctx, "target-000")
+	require.ErrorIs(t, err, converge.ErrStoreNotFound, "the new store is empty")
+	moved, err := filepath.Glob(path + ".corrupt-*")
+	require.NoError(t, err)
+	require.Len(t, moved, 1)
+	kept, err := os.ReadFile(moved[0])
+	require.NoError(t, err)
+	assert.Equal(t, b[:len(b)/2], kept, "the damaged file is kept as it was")
 }

@@ -30,6 +30,10 @@ type Options struct {
 	// Path is the boltstore file used without a DSN; empty means a new
 	// file in a temporary directory, removed by the close function.
 	Path string
+	// OnCorrupt, when set, is boltstore.Options.OnCorrupt: a damaged
+	// boltstore file is moved aside and the example starts with an empty
+	// store, told through this function. Nil: a damaged file fails Open.
+	OnCorrupt func(boltstore.Recovery)
 }
 
 // Store is an open store and what it is, for the example to print.
@@ -67,7 +71,7 @@ func Open(ctx context.Context, opts Options) (*Store, func() error, error) {
 	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, err
 	}
-	st, err := boltstore.Open(path, boltstore.Options{Sealer: sealer})
+	st, err := boltstore.Open(path, boltstore.Options{Sealer: sealer, OnCorrupt: opts.OnCorrupt})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
