@@ -100,7 +100,9 @@
 // PostgreSQL for replicas. A Store that is also a Queue (all three are)
 // hands due records to one of several processes at a time, which is how
 // controller replicas share objects. Any store seals values and targets
-// at rest with a Sealer (NewAESGCMSealer). convergetest.ConformStore
+// at rest with a Sealer (NewAESGCMSealer, or NewAESGCMKeyring to rotate
+// keys, with Reseal), and then fails closed on a clear value
+// (ErrNotSealed). convergetest.ConformStore
 // checks a Store of your own against the contract.
 //
 // # Rollouts

@@ -124,15 +124,22 @@ type Retention struct {
 // due times stay in clear, so they must never carry a secret.
 //
 // Seal must bind the sealed value to key (as associated data), so that a
-// value moved to another key fails to open. A sealed value must start with
-// a zero byte, which no JSON document does: a store without a Sealer (or
-// with a Sealer, reading a value written before sealing was turned on)
-// tells a sealed value from a clear one by that byte. A store without a
-// Sealer refuses a sealed value with an error matching ErrSealed. Open
-// fails with an error matching ErrSealed when the value was sealed with
-// another key or was altered.
+// value moved to another key fails to open; stores pass keys that tell a
+// record from a target of the same name. A sealed value must start with a
+// zero byte, which no JSON document does: that is how a store tells a
+// sealed value from a clear one. A store with a Sealer fails closed: it
+// refuses a clear value where a sealed one belongs with an error matching
+// ErrNotSealed (unless its migration option, MemStore.AllowClear and the
+// like, accepts clear values while sealing is turned on), and passes only
+// sealed values to Open. A store without a Sealer refuses a sealed value
+// with an error matching ErrSealed. Open fails with an error matching
+// ErrSealed when the value was sealed with a key it does not hold or was
+// altered; a Sealer that names keys in its values (NewAESGCMKeyring) seals
+// with its newest key and opens with any, and Reseal seals every record
+// again with the newest.
 //
-// NewAESGCMSealer returns the Sealer on AES-GCM from the standard library.
+// NewAESGCMSealer and NewAESGCMKeyring return the Sealer on AES-GCM from
+// the standard library.
 type Sealer interface {
 	Seal(key string, plain []byte) ([]byte, error)
 	Open(key string, sealed []byte) ([]byte, error)
@@ -261,9 +268,18 @@ type MemStore struct {
 	Retention Retention
 	// Sealer, when set, seals every record value and target the store
 	// keeps and opens them on every read (see Sealer for what that
-	// covers). Set it before first use: without it, a sealed value fails
-	// to read with an error matching ErrSealed.
+	// covers); a clear value then fails to read with an error matching
+	// ErrNotSealed. Set it before first use: without it, a sealed value
+	// fails to read with an error matching ErrSealed.
 	Sealer Sealer
+	// AllowClear, with a Sealer, reads a value that is not sealed as the
+	// clear JSON it is, instead of failing with ErrNotSealed. It is the
+	// migration path for a store that held values before sealing was
+	// turned on: set Sealer and AllowClear, run Reseal, then unset
+	// AllowClear. It weakens what sealing promises (anyone who can write
+	// the store can then plant a clear value), so leave it off otherwise.
+	// Without a Sealer it changes nothing.
+	AllowClear bool
 
 	mu      sync.RWMutex
 	records map[string]memRecord
@@ -330,32 +346,66 @@ func unixNanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// open returns the clear value of a stored one.
-func (s *MemStore) open(key string, v json.RawMessage) (json.RawMessage, error) {
-	if s.Sealer == nil {
-		if len(v) > 0 && v[0] == 0 {
-			return nil, fmt.Errorf("converge: store key %q: %w (the store has no Sealer)", key, bare(ErrSealed))
-		}
-		return v, nil
+// memSealPlace tells a record from a target: each is sealed under
+// associated data of its own, so a value cannot move from one to the other.
+type memSealPlace bool
+
+const (
+	memSealRecord memSealPlace = false
+	memSealTarget memSealPlace = true
+)
+
+// ad returns the associated data of the value kept under key.
+func (p memSealPlace) ad(key string) string {
+	if p == memSealTarget {
+		return "target\x00" + key
 	}
-	plain, err := s.Sealer.Open(key, v)
+	return "record\x00" + key
+}
+
+// name returns how errors name the value kept under key.
+func (p memSealPlace) name(key string) string {
+	if p == memSealTarget {
+		return fmt.Sprintf("target %q", key)
+	}
+	return fmt.Sprintf("store key %q", key)
+}
+
+// open returns the clear value of the one stored under key in place p.
+func (s *MemStore) open(p memSealPlace, key string, v json.RawMessage) (json.RawMessage, error) {
+	sealed := len(v) > 0 && v[0] == 0
+	switch {
+	case s.Sealer == nil && sealed:
+		return nil, fmt.Errorf("converge: %s: %w (the store has no Sealer)", p.name(key), bare(ErrSealed))
+	case s.Sealer == nil:
+		return v, nil
+	case !sealed && s.AllowClear:
+		return v, nil
+	case !sealed:
+		return nil, fmt.Errorf("converge: %s: %w (the store has a Sealer; AllowClear reads clear values while migrating)", p.name(key), bare(ErrNotSealed))
+	}
+	plain, err := s.Sealer.Open(p.ad(key), v)
 	if err != nil {
 		if !errors.Is(err, ErrSealed) {
 			err = fmt.Errorf("%w: %w", ErrSealed, err)
 		}
-		return nil, fmt.Errorf("converge: store key %q: %w", key, bare(err))
+		return nil, fmt.Errorf("converge: %s: %w", p.name(key), bare(err))
 	}
 	return plain, nil
 }
 
-// seal returns the value to keep for a clear one, a copy in any case.
-func (s *MemStore) seal(key string, plain json.RawMessage) (json.RawMessage, error) {
+// seal returns the value to keep under key in place p for a clear one, a
+// copy in any case.
+func (s *MemStore) seal(p memSealPlace, key string, plain json.RawMessage) (json.RawMessage, error) {
 	if s.Sealer == nil {
 		return slices.Clone(plain), nil
 	}
-	v, err := s.Sealer.Seal(key, plain)
+	v, err := s.Sealer.Seal(p.ad(key), plain)
 	if err != nil {
-		return nil, fmt.Errorf("converge: store key %q: seal: %w", key, bare(err))
+		return nil, fmt.Errorf("converge: %s: seal: %w", p.name(key), bare(err))
+	}
+	if len(v) == 0 || v[0] != 0 {
+		return nil, fmt.Errorf("converge: %s: seal: the Sealer returned a value that does not start with a zero byte", p.name(key))
 	}
 	return v, nil
 }
@@ -371,7 +421,7 @@ func (s *MemStore) Get(ctx context.Context, key string) (StoreRecord, error) {
 	if !ok {
 		return StoreRecord{}, fmt.Errorf("converge: store key %q: %w", key, bare(ErrStoreNotFound))
 	}
-	v, err := s.open(key, r.value)
+	v, err := s.open(memSealRecord, key, r.value)
 	if err != nil {
 		return StoreRecord{}, err
 	}
@@ -390,7 +440,7 @@ func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryE
 	if !json.Valid(rec.Value) {
 		return 0, &StoreRequestError{Key: rec.Key, Field: "Value", Reason: "not valid JSON"}
 	}
-	value, err := s.seal(rec.Key, rec.Value)
+	value, err := s.seal(memSealRecord, rec.Key, rec.Value)
 	if err != nil {
 		return 0, err
 	}
@@ -528,7 +578,7 @@ func (s *MemStore) List(ctx context.Context, prefix string) ([]StoreRecord, erro
 	}
 	s.mu.RUnlock()
 	for i := range out {
-		v, err := s.open(out[i].Key, out[i].Value)
+		v, err := s.open(memSealRecord, out[i].Key, out[i].Value)
 		if err != nil {
 			return nil, err
 		}
@@ -560,7 +610,7 @@ func (s *MemStore) PutTarget(ctx context.Context, name string, target json.RawMe
 			return 0, &StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
 		}
 		var err error
-		if t, err = s.seal(name, target); err != nil {
+		if t, err = s.seal(memSealTarget, name, target); err != nil {
 			return 0, err
 		}
 	}
@@ -589,7 +639,7 @@ func (s *MemStore) Target(ctx context.Context, name string) (json.RawMessage, ui
 	if t.value == nil {
 		return nil, 0, fmt.Errorf("converge: target %q: %w", name, bare(ErrStoreNotFound))
 	}
-	v, err := s.open(name, t.value)
+	v, err := s.open(memSealTarget, name, t.value)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -714,7 +764,7 @@ func (s *MemStore) ClaimDue(ctx context.Context, prefix, owner string, ttl time.
 	out := make([]Claimed, len(picked))
 	for i, q := range picked {
 		r := s.records[q.key]
-		v, err := s.open(q.key, r.value)
+		v, err := s.open(memSealRecord, q.key, r.value)
 		if err != nil {
 			return nil, err // nothing claimed yet
 		}

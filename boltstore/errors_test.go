@@ -2,11 +2,13 @@ package boltstore_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,15 +301,117 @@ func TestSealedAtRest(t *testing.T) {
 		})
 	}
 
-	// A value written in clear before sealing was turned on is still read.
-	clear := openStore(t, tempPath(t), boltstore.Options{})
-	_, err = clear.Put(ctx, converge.StoreRecord{Key: "k", Value: raw(`{"a":1}`)})
+}
+
+// TestSealedFailsClosed writes clear values (as before sealing was turned
+// on, or by a writer bypassing the Sealer, over a sealed value): a store
+// with a Sealer refuses them with ErrNotSealed, unless AllowClear accepts
+// them for the migration, which converge.Reseal then completes.
+func TestSealedFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	sealer, err := converge.NewAESGCMSealer(bytes.Repeat([]byte{1}, 32))
+	require.NoError(t, err)
+	path := tempPath(t)
+	sealed := openStore(t, path, boltstore.Options{Sealer: sealer})
+	v, err := sealed.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: raw(`{"pw":"hunter2"}`)})
+	require.NoError(t, err)
+	_, err = sealed.PutTarget(ctx, "device", raw(`{"t":"hunter2"}`))
+	require.NoError(t, err)
+	require.NoError(t, sealed.Close())
+
+	clear := openStore(t, path, boltstore.Options{})
+	_, err = clear.Put(ctx, converge.StoreRecord{Key: "obj/a", Version: v, Value: raw(`{"pw":"planted"}`)})
+	require.NoError(t, err)
+	_, err = clear.Put(ctx, converge.StoreRecord{Key: "obj/b", Value: raw(`{"b":1}`)})
+	require.NoError(t, err)
+	_, err = clear.PutTarget(ctx, "device", raw(`{"t":"planted"}`))
 	require.NoError(t, err)
 	require.NoError(t, clear.Close())
-	sealed := openStore(t, clear.Path(), boltstore.Options{Sealer: sealer})
-	rec, err = sealed.Get(ctx, "k")
+
+	strict := openStore(t, path, boltstore.Options{Sealer: sealer})
+	reads := map[string]func() error{
+		"Get":    func() error { _, err := strict.Get(ctx, "obj/a"); return err },
+		"List":   func() error { _, err := strict.List(ctx, ""); return err },
+		"Target": func() error { _, _, err := strict.Target(ctx, "device"); return err },
+		"ClaimDue": func() error {
+			_, err := strict.ClaimDue(ctx, "", "o", time.Minute, 10)
+			return err
+		},
+	}
+	for name, read := range reads {
+		err := read()
+		require.ErrorIs(t, err, converge.ErrNotSealed, name)
+		assert.NotErrorIs(t, err, converge.ErrSealed, name)
+		assert.NotContains(t, err.Error(), "planted", name)
+	}
+	require.NoError(t, strict.Close())
+
+	migrate := openStore(t, path, boltstore.Options{Sealer: sealer, AllowClear: true})
+	rec, err := migrate.Get(ctx, "obj/a")
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"a":1}`, string(rec.Value))
+	assert.JSONEq(t, `{"pw":"planted"}`, string(rec.Value))
+	n, err := converge.Reseal(ctx, migrate, "device")
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	require.NoError(t, migrate.Close())
+
+	after := openStore(t, path, boltstore.Options{Sealer: sealer})
+	recs, err := after.List(ctx, "")
+	require.NoError(t, err, "every value is sealed now")
+	assert.Len(t, recs, 2)
+	tg, _, err := after.Target(ctx, "device")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"t":"planted"}`, string(tg))
+}
+
+// TestSealedFormat1FileOpens opens a file written by converge before
+// sealed values named their key (testdata/sealed-format1.db.gz: written by
+// boltstore at commit 2c8a87c with NewAESGCMSealer and the key of 32 bytes
+// 0x01; record "obj/a" = {"pw":"hunter2"} with one history entry, target
+// "device" = {"env":{"TOKEN":"hunter2"}}). A keyring holding the key opens
+// it, Reseal rewrites it under the keyring's newest key, and then the old
+// key can go. A keyring without the key refuses it with ErrSealed.
+func TestSealedFormat1FileOpens(t *testing.T) {
+	ctx := context.Background()
+	path := tempPath(t)
+	gz, err := os.Open(filepath.Join("testdata", "sealed-format1.db.gz"))
+	require.NoError(t, err)
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	require.NoError(t, err)
+	b, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	without, err := converge.NewAESGCMKeyring(newKey)
+	require.NoError(t, err)
+	st := openStore(t, path, boltstore.Options{Sealer: without})
+	_, err = st.Get(ctx, "obj/a")
+	require.ErrorIs(t, err, converge.ErrSealed)
+	require.NoError(t, st.Close())
+
+	both, err := converge.NewAESGCMKeyring(oldKey, newKey)
+	require.NoError(t, err)
+	st = openStore(t, path, boltstore.Options{Sealer: both})
+	rec, err := st.Get(ctx, "obj/a")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"pw":"hunter2"}`, string(rec.Value))
+	n, err := converge.Reseal(ctx, st, "device")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	require.NoError(t, st.Close())
+
+	st = openStore(t, path, boltstore.Options{Sealer: without})
+	rec, err = st.Get(ctx, "obj/a")
+	require.NoError(t, err, "resealed under the new key")
+	assert.JSONEq(t, `{"pw":"hunter2"}`, string(rec.Value))
+	tg, _, err := st.Target(ctx, "device")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"env":{"TOKEN":"hunter2"}}`, string(tg))
+	hist, err := st.History(ctx, "obj/a")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ready"}, tos(hist), "history kept")
 }
 
 // TestTargetEntries checks the target entries the file may hold: a bare

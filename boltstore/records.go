@@ -48,9 +48,13 @@ func (s *Store) seal(ad string, v []byte) ([]byte, error) {
 	return out, nil
 }
 
-// open returns the JSON document stored as b (which it does not keep).
+// open returns the JSON document stored as b (which it does not keep). With
+// a Sealer it fails closed: a clear value is refused unless AllowClear.
 func (s *Store) open(what, ad string, b []byte) (json.RawMessage, error) {
 	if len(b) == 0 || b[0] != 0 {
+		if s.sealer != nil && !s.clear {
+			return nil, fmt.Errorf("boltstore: %s: %w (the store has a Sealer; Options.AllowClear reads clear values while migrating)", what, converge.ErrNotSealed)
+		}
 		return slices.Clone(b), nil
 	}
 	if s.sealer == nil {

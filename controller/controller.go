@@ -36,6 +36,7 @@ type Controller struct {
 	metrics converge.Metrics
 	log     *slog.Logger // nil: no logging
 	now     func() time.Time
+	mono    func() time.Duration // Config.Monotonic, or derived from now
 
 	timed bool // Metrics is not MetricsNop: measure handler latency and the queue
 
@@ -52,7 +53,7 @@ type Controller struct {
 // ctrlEntry is the controller's view of one object. The object is kept in
 // the entry, and so is its queue item, so that a worker reaches everything
 // about an object in one allocation, without a lookup; the queue owns qi
-// (see workqueue.New). mu guards obj, hist and histAt.
+// (see workqueue.New). mu guards obj, hist, histAt and sla.
 type ctrlEntry struct {
 	qi    workqueue.Item[ctrlEntry]
 	mu    sync.Mutex
@@ -63,6 +64,8 @@ type ctrlEntry struct {
 	// not read yet), for the handler's Object.History.
 	hist   []converge.HistoryEntry
 	histAt uint64
+	// sla ties the object's Since to the monotonic clock (see inState).
+	sla slaAnchor
 }
 
 func newCtrlEntry(obj *Object) *ctrlEntry {
@@ -161,6 +164,7 @@ func New(cfg Config) (*Controller, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.mono = monotonic(cfg.Now, cfg.Monotonic)
 	return c, nil
 }
 
@@ -444,7 +448,7 @@ func (c *Controller) AboveSLA() []Object {
 	c.mu.RLock()
 	for _, e := range c.objs {
 		o := e.load()
-		if sla, ok := c.cfg.SLA[o.State]; ok && now.Sub(o.Since) > sla {
+		if sla, ok := c.cfg.SLA[o.State]; ok && c.inState(e, o.Since, now) > sla {
 			out = append(out, o)
 		}
 	}

@@ -260,12 +260,18 @@ func TestSealedAtRest(t *testing.T) {
 	require.ErrorIs(t, err, converge.ErrSealed)
 	assert.Contains(t, err.Error(), "obj/b")
 
-	// A value written in clear before sealing was turned on still reads.
+	// A value written in clear (before sealing was turned on, or by a
+	// writer bypassing the Sealer) is refused, unless AllowClear.
 	_, err = clear.Put(ctx, converge.StoreRecord{Key: "old", Value: json.RawMessage(`"plain"`)})
 	require.NoError(t, err)
-	rec, err = s.Get(ctx, "old")
+	_, err = s.Get(ctx, "old")
+	require.ErrorIs(t, err, converge.ErrNotSealed)
+	migrating := open(t, dsn, pgstore.Options{Sealer: sealer, AllowClear: true})
+	rec, err = migrating.Get(ctx, "old")
 	require.NoError(t, err)
 	assert.JSONEq(t, `"plain"`, string(rec.Value))
+	err = s.Delete(ctx, "old", rec.Version)
+	require.NoError(t, err)
 
 	// ClaimDue with a record it cannot open fails, and gives the good
 	// records of the batch back.
