@@ -29,7 +29,20 @@
 //     adopting that container when it has the target spec (ActionAdopt),
 //     and by removing it otherwise. Only containers carrying the project's
 //     labels are adopted; a name taken by a container we do not own is
-//     ErrNotOwned.
+//     ErrNotOwned, and the error names that container.
+//   - An interrupted run is finished by the very next one, however soon it
+//     starts. A cancelled walk does not return while a write it sent to
+//     the engine (a create, start, rename, remove, unpause, network or
+//     volume write) is unanswered: the engine carries such a write out
+//     whether or not its client waits, so the item waits for the answer,
+//     for at most WriteGrace, and the next walk's listing sees what it did;
+//     a write not yet sent when the walk is cancelled is not sent. Stops
+//     and pulls, which may take long, are cancelled at once. When a create
+//     still meets a container under its name (the answer of a create was
+//     lost with the process that sent it, or another process created it
+//     after the walk listed the project), the holder is inspected: one of
+//     the project's own containers is adopted when it has the target spec
+//     (and connected to the networks it misses) and replaced otherwise.
 //   - Clean (converge.Clean) removes in reverse dependency order:
 //     containers (dependents first), then the project's other owned
 //     containers (orphans), then networks, volumes and images, so nothing

@@ -194,7 +194,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		return nil, err
 	}
 	cp := p.clone()
-	eng = observe(eng, cp)
+	eng = observe(settled{eng}, cp)
 	g := converge.NewGraph()
 	pid := ProjectID(cp.Name)
 	g.Add(converge.Wrap[ProjectState](&projectItem{p: cp, eng: eng}), converge.Present)

@@ -169,7 +169,9 @@ func TestRedactedErrorsKeepTheirTypes(t *testing.T) {
 		},
 		{
 			name: "the name is taken by a container we do not own",
-			setup: func(_ *testing.T, f *dockertest.Engine) (*docker.Project, docker.Engine) {
+			setup: func(t *testing.T, f *dockertest.Engine) (*docker.Project, docker.Engine) {
+				_, err := f.ContainerCreate(t.Context(), &container.Config{Image: "app:1"}, nil, nil, nil, "red-a")
+				require.NoError(t, err)
 				return spec(nil), quoting{Engine: f, create: func(cfg *container.Config) error {
 					return fmt.Errorf("Conflict. %s: %w", quote(cfg), cerrdefs.ErrConflict)
 				}}
