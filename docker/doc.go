@@ -123,17 +123,22 @@
 // through the chain (messages, Unwrap, string fields) carries a secret.
 //
 // The hashes in LabelSpecHash and LabelSpecFields are HMAC-SHA256 under
-// Project.HashKey (LoadOptions.HashKey), so whoever reads the labels — in
-// engine events, monitoring exports, `docker inspect` output — cannot test
-// a guessed secret offline without the key. What the engine API stores
-// beside an object (labels, names, options) is open to whoever can read
-// those labels, and a volume's content needs a container to reach, so the
-// key is the caller's: keep it with the program's other secrets and keep it
-// stable (a new key recreates every container once). When HashKey is nil
-// the key is derived from the project name; anyone can recompute it, which
-// protects nothing: set HashKey wherever labels may be seen by someone who
-// must not learn the environment. Containers labelled by older versions
-// with unkeyed hashes are recreated once, with the plan field "spec".
+// Project.HashKey (LoadOptions.HashKey). With a secret key, whoever reads
+// the labels — in engine events, monitoring exports, `docker ps` output —
+// cannot test a guessed secret offline. What the engine API stores beside
+// an object (labels, names, options) is open to whoever can read those
+// labels, and a volume's content needs a container to reach, so the key is
+// the program's, kept where its state is: LoadHashKey creates a random key
+// once in the program's converge.Store (the boltstore file of a device
+// agent, the pgstore database of replicas; sealed when the store has a
+// Sealer) and returns the same key on every restart and to every replica,
+// so nothing is recreated for want of it. Keep it stable: a new key
+// recreates every container once. The key is opt-in: when HashKey is nil
+// (the default) it is derived from the project name, which anyone can
+// recompute, so a label reader can test a guessed value of a secret against
+// the labels; set HashKey wherever labels may be seen by someone who must
+// not learn the environment. Containers labelled by older versions with
+// unkeyed hashes are recreated once, with the plan field "spec".
 //
 // Errors read once: "docker: <object>: <step>: <cause>", with one package
 // prefix and the object named once (the engine's own message may name it
