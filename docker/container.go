@@ -509,8 +509,8 @@ func (c *Container) create(ctx context.Context, name string) error {
 // the project held and that was freed (removed, or not yet readable).
 const createAttempts = 3
 
-// nameTaken handles a create refused because a container holds name (a
-// conflict, conflict). Listing the project's containers at the start of
+// nameTaken handles a create refused because a container holds name (the
+// engine's error is conflict). Listing the project's containers at the start of
 // the walk did not show it: a create another walk had sent was carried out
 // after that list (a cancelled walk, another process), or someone else's
 // container has the name. It inspects the holder:
