@@ -307,8 +307,10 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 // without the abort. Abort returns once the request
 // is stored (see PlanStatus.Abort); Run returns a *PlanError for the
 // aborted plan. It fails with ErrPlanFinished when the plan is already
-// Completed or in an error state, and keeps the first reason when the plan
-// is already being aborted. An empty reason is stored as "aborted".
+// Completed or in an error state, and with ErrPlanAborted, keeping the
+// first reason, when the plan is already being aborted or ended in
+// PlanAborted (that error matches ErrPlanFinished too). An empty reason is
+// stored as "aborted".
 func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
 	if reason == "" {
 		reason = "aborted"
@@ -322,11 +324,14 @@ func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
 		if st == nil {
 			st = &PlanStatus{State: PlanNewPlan}
 		}
+		if st.State == PlanAborted {
+			return fmt.Errorf("converge: abort plan %q: %w, %w (reason %q)", id, ErrPlanAborted, ErrPlanFinished, st.Reason)
+		}
 		if st.State.IsFinal() {
 			return fmt.Errorf("converge: abort plan %q: %w (state %s)", id, ErrPlanFinished, st.State)
 		}
 		if st.Abort != "" {
-			return nil
+			return fmt.Errorf("converge: abort plan %q: %w (reason %q)", id, ErrPlanAborted, st.Abort)
 		}
 		if _, err := planReconcileStatus(ps.doc.Spec, st); err != nil {
 			return err
