@@ -276,15 +276,25 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 			for _, t := range cs.Targets[g] {
 				if t.State.IsFailure() {
 					hist = append(hist, HistoryEntry{At: now, From: string(t.State), To: string(HostPending),
-						Reason: fmt.Sprintf("retry command %d (%s) target %s/%s attempt %d: %s", i, cs.Kind, g, t.Name, t.Attempt, t.Reason)})
+						Reason:  fmt.Sprintf("retry command %d (%s) target %s/%s attempt %d: %s", i, cs.Kind, g, t.Name, t.Attempt, t.Reason),
+						Subject: &HistorySubject{Command: i, Group: g, Host: t.Name}})
 				}
 			}
 		}
+	}
+	before := make([]PlanState, len(st.Commands))
+	for i, cs := range st.Commands {
+		before[i] = cs.State.normal()
 	}
 	if err := st.Retry(now); err != nil {
 		return err
 	}
 	hist[0].To = string(st.State)
+	for i, cs := range st.Commands {
+		if to := cs.State.normal(); to != before[i] {
+			hist = append(hist, HistoryEntry{At: now, From: string(before[i]), To: string(to), Reason: "retry", Subject: &HistorySubject{Command: i}})
+		}
+	}
 	d, _ := planDiff(ps.doc.Status, st)
 	var changes []planChange
 	if r.observed() {
@@ -472,7 +482,8 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 		}
 		if step.Command >= 0 && step.CommandFrom != step.CommandTo {
 			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
-				Reason: fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind)})
+				Reason:  fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind),
+				Subject: &HistorySubject{Command: step.Command}})
 		}
 		var changes []planChange
 		if r.observed() {
