@@ -16,6 +16,7 @@ require (
 	golang.org/x/perf v0.0.0-20260512194132-3cf34090a3db
 	k8s.io/client-go v0.34.2
 	modernc.org/sqlite v1.59.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -94,7 +95,6 @@ require (
 	modernc.org/libc v1.75.7 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace github.com/convergekit/converge => ../
