@@ -54,7 +54,7 @@ type wireError struct {
 	path  string
 	err   error
 	token string
-	// name is set when the culprit is a member name: repeated (dup) or
+	// dup and unknown say that the culprit is a member name, repeated or
 	// unknown.
 	dup, unknown bool
 }
@@ -121,12 +121,11 @@ func wireToken(b []byte, off int64) string {
 // name.
 func wirePath(p jsontext.Pointer, name bool) string {
 	var b strings.Builder
-	last := p.LastToken()
-	n := strings.Count(string(p), "/")
+	n := strings.Count(string(p), "/") // the number of tokens
 	i := 0
 	for tok := range p.Tokens() {
 		i++
-		if _, err := strconv.ParseUint(tok, 10, 64); err == nil && !(name && i == n && tok == last) {
+		if _, err := strconv.ParseUint(tok, 10, 64); err == nil && !(name && i == n) {
 			b.WriteString("[" + tok + "]")
 			continue
 		}
