@@ -127,6 +127,15 @@
 // to and decodes from JSON in the shape of k0s autopilot plans; the
 // autopilot package adds YAML and the host-side signalling.
 //
+// # Dependencies
+//
+// Besides the standard library, this package imports golang.org/x/sync,
+// github.com/hashicorp/go-multierror and github.com/go-json-experiment/json
+// (the reference implementation of encoding/json/v2), which reads every
+// JSON document of this package (plans, desired configurations, edge and
+// status reports) strictly: unknown fields, repeated keys and data after
+// the document are refused, and the error names the culprit's path.
+//
 // Other packages: controller (the fleet object controller), autopilot
 // (k0s autopilot plan documents and signalling), hostcfg (host
 // configuration), convergetest (fakes and a conformance check for users'

@@ -108,6 +108,9 @@ var (
 	// ErrPlanFinished means Abort was asked of a plan that is Completed or
 	// already stopped in an error state.
 	ErrPlanFinished = errors.New("converge: plan is finished")
+	// ErrPlanAborted means Abort was asked of a plan that is already being
+	// aborted or ended in PlanAborted; the first reason is kept.
+	ErrPlanAborted = errors.New("converge: plan is already aborted")
 
 	// Status documents and edge reports. Every *StatusFieldError matches
 	// ErrStatusInvalid and one of the more specific sentinels; every

@@ -3,7 +3,6 @@ package converge
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -11,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/convergekit/converge/internal/strictjson"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // PlanDocument is a plan with its status, in the shape of a k0s autopilot
@@ -79,12 +78,8 @@ var planInlineGroups = map[string]bool{"controllers": true, "workers": true}
 // index and the field, or a *PlanFieldError.
 func decodePlan(data []byte) (*PlanDocument, error) {
 	var doc PlanDocument
-	if err := json.Unmarshal(data, &doc); err != nil {
-		var de *PlanDecodeError
-		if planAsDecodeError(err, &de) {
-			return nil, de
-		}
-		return nil, &PlanDecodeError{Command: -1, Err: err}
+	if err := doc.UnmarshalJSON(data); err != nil {
+		return nil, err
 	}
 	if err := doc.Spec.Validate(); err != nil {
 		return nil, err
@@ -92,92 +87,37 @@ func decodePlan(data []byte) (*PlanDocument, error) {
 	return &doc, nil
 }
 
-func planAsDecodeError(err error, de **PlanDecodeError) bool {
-	e, ok := err.(*PlanDecodeError)
-	if ok {
-		*de = e
-	}
-	return ok
-}
+// planCommandIndex matches the command index at the start of a path.
+var planCommandIndex = regexp.MustCompile(`^(?:spec|status)\.commands\[(\d+)\]`)
 
-// planDecodeErr wraps err with its path; a *json.UnmarshalTypeError's own field
-// is appended to the path.
-func planDecodeErr(cmd int, path string, err error) error {
-	if de, ok := err.(*PlanDecodeError); ok {
-		return de
-	}
-	if te, ok := err.(*json.UnmarshalTypeError); ok {
-		if te.Field != "" {
-			path += "." + te.Field
-		}
-		return &PlanDecodeError{Command: cmd, Field: path, Err: fmt.Errorf("want %s, got %s", te.Type, te.Value)}
+// planErr is the *PlanDecodeError about the culprit at path (of the whole
+// document), with the command index the path names.
+func planErr(path string, err error) *PlanDecodeError {
+	cmd := -1
+	if m := planCommandIndex.FindStringSubmatch(path); m != nil {
+		cmd, _ = strconv.Atoi(m[1])
 	}
 	return &PlanDecodeError{Command: cmd, Field: path, Err: err}
 }
 
-// planCommandIndex matches the command index at the start of a path.
-var planCommandIndex = regexp.MustCompile(`^(?:spec|status)\.commands\[(\d+)\]`)
-
-// planCheck rejects a document with a repeated key (anywhere in it) or data
-// after it, before any decoding: encoding/json would keep the last of a
-// repeated key silently. The error names the repeated key's path and, when
-// the key is inside a command, the command's index.
-func planCheck(b []byte, path string) error {
-	err := strictjson.Check(b)
-	var se *strictjson.Error
-	if !errors.As(err, &se) {
-		return nil // syntax errors are reported by the decoding that follows
-	}
-	field := se.Path
-	if path != "" {
-		field = planJoin(path, se.Path)
-	}
-	cmd := -1
-	if m := planCommandIndex.FindStringSubmatch(field); m != nil {
-		cmd, _ = strconv.Atoi(m[1])
-	}
-	return &PlanDecodeError{Command: cmd, Field: field, Err: se.Err}
-}
-
-// planDecodeValue decodes raw into v, naming path on error.
-func planDecodeValue(raw json.RawMessage, v any, cmd int, path string) error {
-	if err := json.Unmarshal(raw, v); err != nil {
-		return planDecodeErr(cmd, path, err)
-	}
-	return nil
-}
-
-// planDecodeObject decodes a JSON object field by field: known keys go to their
-// decoder, others to rest (nil rest rejects them). Keys are visited in sorted
-// order, so the first error is deterministic.
-func planDecodeObject(raw json.RawMessage, cmd int, path string, fields map[string]func(json.RawMessage) error, rest func(string, json.RawMessage) error) error {
-	if planIsNull(raw) {
+// planRead reads the JSON document b strictly into in; a problem is a
+// *PlanDecodeError naming its path.
+func planRead(b []byte, in any) error {
+	we := wireDecode(b, in)
+	switch {
+	case we == nil:
 		return nil
+	case we.dup:
+		return planErr(we.path, fmt.Errorf("duplicate key %q", planLastKey(we.path)))
+	case we.unknown:
+		return planErr(we.path, fmt.Errorf("unknown field"))
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return planDecodeErr(cmd, path, fmt.Errorf("want an object: %w", err))
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if f, ok := fields[k]; ok {
-			if err := f(m[k]); err != nil {
-				return err
-			}
-			continue
-		}
-		if rest == nil {
-			return &PlanDecodeError{Command: cmd, Field: planJoin(path, k), Err: fmt.Errorf("unknown field")}
-		}
-		if err := rest(k, m[k]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return planErr(we.path, we.err)
+}
+
+// planLastKey returns the last key of a path.
+func planLastKey(path string) string {
+	return path[strings.LastIndexByte(path, '.')+1:]
 }
 
 func planJoin(path, key string) string {
@@ -187,38 +127,90 @@ func planJoin(path, key string) string {
 	return path + "." + key
 }
 
-func planIsNull(raw json.RawMessage) bool {
-	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
-}
+// The documents as read: tagged structs that the strict decoder fills, and
+// that the functions below turn into the package's types, checking what
+// tags cannot say.
+type (
+	planDocIn struct {
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		Metadata   *planMetadataIn `json:"metadata"`
+		Spec       planSpecIn      `json:"spec"`
+		Status     *planStatusIn   `json:"status"`
+	}
+	// planMetadataIn drops the metadata keys plans do not keep.
+	planMetadataIn struct {
+		PlanMetadata `json:",inline"`
+		Other        jsontext.Value `json:",inline"`
+	}
+	planSpecIn struct {
+		ID        string          `json:"id"`
+		Timestamp string          `json:"timestamp"`
+		Commands  []planCommandIn `json:"commands"`
+	}
+	// planCommandIn is `{<kind>: {<spec>, targets, timeout, targetTimeout}}`.
+	planCommandIn map[string]*planBodyIn
+	planBodyIn    struct {
+		Timeout       wireField[string]         `json:"timeout"`
+		TargetTimeout wireField[string]         `json:"targetTimeout"`
+		Targets       map[string]planGroupIn    `json:"targets"`
+		Controllers   wireField[planGroupIn]    `json:"controllers"`
+		Workers       wireField[planGroupIn]    `json:"workers"`
+		Spec          map[string]jsontext.Value `json:",inline"`
+	}
+	planGroupIn struct {
+		Order  int `json:"order"`
+		Limits struct {
+			Concurrent int `json:"concurrent"`
+		} `json:"limits"`
+		Discovery *struct {
+			Static *struct {
+				Nodes []string `json:"nodes"`
+			} `json:"static"`
+			Selector *CommandSelector `json:"selector"`
+			Function *string          `json:"function"`
+		} `json:"discovery"`
+	}
+	planStatusIn struct {
+		State    PlanState         `json:"state"`
+		Reason   string            `json:"reason"`
+		Abort    string            `json:"abort"`
+		Commands []commandStatusIn `json:"commands"`
+	}
+	// commandStatusIn holds the targets under the key of the command's kind.
+	commandStatusIn struct {
+		ID      int                                  `json:"id"`
+		State   PlanState                            `json:"state"`
+		Reason  string                               `json:"reason"`
+		Started time.Time                            `json:"startedTimestamp"`
+		Kinds   map[string]map[string][]planTargetIn `json:",inline"`
+	}
+	// planTargetIn has the fields of PlanTargetStatus without its
+	// UnmarshalJSON.
+	planTargetIn PlanTargetStatus
+)
 
 // UnmarshalJSON decodes a plan document strictly (unknown fields are errors,
-// except inside metadata).
+// except inside metadata; so are repeated keys and data after the
+// document); errors are *PlanDecodeError.
 func (d *PlanDocument) UnmarshalJSON(b []byte) error {
-	if err := planCheck(b, ""); err != nil {
+	var in planDocIn
+	if err := planRead(b, &in); err != nil {
 		return err
 	}
-	var doc PlanDocument
-	err := planDecodeObject(b, -1, "", map[string]func(json.RawMessage) error{
-		"apiVersion": func(r json.RawMessage) error { return planDecodeValue(r, &doc.APIVersion, -1, "apiVersion") },
-		"kind":       func(r json.RawMessage) error { return planDecodeValue(r, &doc.Kind, -1, "kind") },
-		"metadata": func(r json.RawMessage) error {
-			if planIsNull(r) {
-				return nil
-			}
-			doc.Metadata = new(PlanMetadata)
-			return planDecodeValue(r, doc.Metadata, -1, "metadata")
-		},
-		"spec": func(r json.RawMessage) error { return doc.Spec.decode(r, "spec") },
-		"status": func(r json.RawMessage) error {
-			if planIsNull(r) {
-				return nil
-			}
-			doc.Status = new(PlanStatus)
-			return doc.Status.decode(r, "status")
-		},
-	}, nil)
-	if err != nil {
+	doc := PlanDocument{APIVersion: in.APIVersion, Kind: in.Kind}
+	if in.Metadata != nil {
+		doc.Metadata = &in.Metadata.PlanMetadata
+	}
+	var err error
+	if doc.Spec, err = in.Spec.plan("spec"); err != nil {
 		return err
+	}
+	if in.Status != nil {
+		doc.Status = new(PlanStatus)
+		if *doc.Status, err = in.Status.status("status"); err != nil {
+			return err
+		}
 	}
 	*d = doc
 	return nil
@@ -240,32 +232,27 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes the `spec` of a document; errors are
 // *PlanDecodeError.
 func (p *Plan) UnmarshalJSON(b []byte) error {
-	if err := planCheck(b, ""); err != nil {
+	var in planSpecIn
+	if err := planRead(b, &in); err != nil {
 		return err
 	}
-	return p.decode(b, "")
-}
-
-func (p *Plan) decode(b []byte, path string) error {
-	var plan Plan
-	err := planDecodeObject(b, -1, path, map[string]func(json.RawMessage) error{
-		"id": func(r json.RawMessage) error { return planDecodeValue(r, &plan.ID, -1, planJoin(path, "id")) },
-		"timestamp": func(r json.RawMessage) error {
-			return planDecodeValue(r, &plan.Timestamp, -1, planJoin(path, "timestamp"))
-		},
-		"commands": func(r json.RawMessage) error {
-			var err error
-			plan.Commands, err = planDecodeList(r, -1, planJoin(path, "commands"), func(c *Command, raw json.RawMessage, i int, p string) error {
-				return c.decode(raw, i, p)
-			})
-			return err
-		},
-	}, nil)
+	plan, err := in.plan("")
 	if err != nil {
 		return err
 	}
 	*p = plan
 	return nil
+}
+
+func (in planSpecIn) plan(path string) (Plan, error) {
+	p := Plan{ID: in.ID, Timestamp: in.Timestamp, Commands: make([]Command, len(in.Commands))}
+	for i, c := range in.Commands {
+		var err error
+		if p.Commands[i], err = c.command(i, fmt.Sprintf("%s[%d]", planJoin(path, "commands"), i)); err != nil {
+			return Plan{}, err
+		}
+	}
+	return p, nil
 }
 
 // MarshalJSON encodes the command as `{<kind>: {<spec>, targets, timeout,
@@ -320,178 +307,95 @@ func (t CommandTargets) encode() map[string]any {
 // UnmarshalJSON decodes one command; errors are *PlanDecodeError (with
 // Command -1, since the index is known only to the plan).
 func (c *Command) UnmarshalJSON(b []byte) error {
-	if err := planCheck(b, ""); err != nil {
+	var in planCommandIn
+	if err := planRead(b, &in); err != nil {
 		return err
 	}
-	return c.decode(b, -1, "")
-}
-
-func (c *Command) decode(b []byte, idx int, path string) error {
-	var outer map[string]json.RawMessage
-	if err := json.Unmarshal(b, &outer); err != nil {
-		return planDecodeErr(idx, path, fmt.Errorf("want an object with one command kind: %w", err))
-	}
-	if len(outer) != 1 {
-		keys := planSortedKeys(outer)
-		return &PlanDecodeError{Command: idx, Field: path, Err: fmt.Errorf("want exactly one command kind, got %d (%s)", len(outer), strings.Join(keys, ", "))}
-	}
-	var cmd Command
-	var body json.RawMessage
-	for k, v := range outer {
-		cmd.Kind, body = k, v
-	}
-	if cmd.Kind == "" {
-		return &PlanDecodeError{Command: idx, Field: path, Err: fmt.Errorf("command kind must not be empty")}
-	}
-	bpath := planJoin(path, cmd.Kind)
-	if planIsNull(body) || bytes.TrimSpace(body)[0] != '{' {
-		return &PlanDecodeError{Command: idx, Field: bpath, Err: fmt.Errorf("want an object")}
-	}
-	var targets, inline []CommandTargets
-	duration := func(dst *time.Duration, key string) func(json.RawMessage) error {
-		return func(r json.RawMessage) error {
-			var s string
-			if err := planDecodeValue(r, &s, idx, planJoin(bpath, key)); err != nil {
-				return err
-			}
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				return &PlanDecodeError{Command: idx, Field: planJoin(bpath, key), Err: err}
-			}
-			if d < 0 {
-				return &PlanDecodeError{Command: idx, Field: planJoin(bpath, key), Err: fmt.Errorf("must not be negative")}
-			}
-			*dst = d
-			return nil
-		}
-	}
-	err := planDecodeObject(body, idx, bpath, map[string]func(json.RawMessage) error{
-		planKeyTimeout:       duration(&cmd.Timeout, planKeyTimeout),
-		planKeyTargetTimeout: duration(&cmd.TargetTimeout, planKeyTargetTimeout),
-		planKeyTargets: func(r json.RawMessage) error {
-			tpath := planJoin(bpath, planKeyTargets)
-			return planDecodeObject(r, idx, tpath, nil, func(g string, gr json.RawMessage) error {
-				t, err := planDecodeTargets(gr, g, idx, planJoin(tpath, g))
-				targets = append(targets, t)
-				return err
-			})
-		},
-	}, func(k string, r json.RawMessage) error {
-		if planInlineGroups[k] {
-			t, err := planDecodeTargets(r, k, idx, planJoin(bpath, k))
-			inline = append(inline, t)
-			return err
-		}
-		if cmd.Spec == nil {
-			cmd.Spec = map[string]json.RawMessage{}
-		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, r); err != nil {
-			return planDecodeErr(idx, planJoin(bpath, k), err)
-		}
-		cmd.Spec[k] = compact.Bytes()
-		return nil
-	})
+	cmd, err := in.command(-1, "")
 	if err != nil {
 		return err
 	}
-	if len(inline) > 0 && len(targets) > 0 {
-		return &PlanDecodeError{Command: idx, Field: planJoin(bpath, inline[0].Group), Err: fmt.Errorf("groups must be all under %q or all at the top, not both", planKeyTargets)}
-	}
-	if len(inline) > 0 {
-		cmd.InlineTargets = true
-		targets = inline
-	}
-	planSortTargets(targets)
-	cmd.Targets = targets
 	*c = cmd
 	return nil
 }
 
-func planDecodeTargets(raw json.RawMessage, group string, idx int, path string) (CommandTargets, error) {
-	t := CommandTargets{Group: group}
-	dpath := planJoin(path, "discovery")
-	found := false
-	err := planDecodeObject(raw, idx, path, map[string]func(json.RawMessage) error{
-		"order": func(r json.RawMessage) error { return planDecodeValue(r, &t.Order, idx, planJoin(path, "order")) },
-		"limits": func(r json.RawMessage) error {
-			lpath := planJoin(path, "limits")
-			return planDecodeObject(r, idx, lpath, map[string]func(json.RawMessage) error{
-				"concurrent": func(r json.RawMessage) error {
-					if err := planDecodeValue(r, &t.Concurrent, idx, planJoin(lpath, "concurrent")); err != nil {
-						return err
-					}
-					if t.Concurrent < 0 {
-						return &PlanDecodeError{Command: idx, Field: planJoin(lpath, "concurrent"), Err: fmt.Errorf("must not be negative")}
-					}
-					return nil
-				},
-			}, nil)
-		},
-		"discovery": func(r json.RawMessage) error {
-			found = true
-			return planDecodeObject(r, idx, dpath, map[string]func(json.RawMessage) error{
-				"static": func(r json.RawMessage) error {
-					spath := planJoin(dpath, "static")
-					t.Discovery.Static = []string{}
-					return planDecodeObject(r, idx, spath, map[string]func(json.RawMessage) error{
-						"nodes": func(r json.RawMessage) error {
-							var nodes []string
-							if err := planDecodeValue(r, &nodes, idx, planJoin(spath, "nodes")); err != nil {
-								return err
-							}
-							for i, n := range nodes {
-								if n == "" {
-									return &PlanDecodeError{Command: idx, Field: fmt.Sprintf("%s[%d]", planJoin(spath, "nodes"), i), Err: fmt.Errorf("node name must not be empty")}
-								}
-							}
-							if nodes != nil {
-								t.Discovery.Static = nodes
-							}
-							return nil
-						},
-					}, nil)
-				},
-				"function": func(r json.RawMessage) error {
-					fpath := planJoin(dpath, "function")
-					if err := planDecodeValue(r, &t.Discovery.Function, idx, fpath); err != nil {
-						return err
-					}
-					if t.Discovery.Function == "" {
-						return &PlanDecodeError{Command: idx, Field: fpath, Err: fmt.Errorf("must not be empty")}
-					}
-					return nil
-				},
-				"selector": func(r json.RawMessage) error {
-					spath := planJoin(dpath, "selector")
-					t.Discovery.Selector = &CommandSelector{}
-					return planDecodeObject(r, idx, spath, map[string]func(json.RawMessage) error{
-						"labels": func(r json.RawMessage) error {
-							return planDecodeValue(r, &t.Discovery.Selector.Labels, idx, planJoin(spath, "labels"))
-						},
-						"fields": func(r json.RawMessage) error {
-							return planDecodeValue(r, &t.Discovery.Selector.Fields, idx, planJoin(spath, "fields"))
-						},
-					}, nil)
-				},
-			}, nil)
-		},
-	}, nil)
-	if err != nil {
-		return t, err
+func (in planCommandIn) command(idx int, path string) (Command, error) {
+	fail := func(path string, err error) (Command, error) {
+		return Command{}, &PlanDecodeError{Command: idx, Field: path, Err: err}
 	}
-	n := 0
-	for _, set := range []bool{t.Discovery.Static != nil, t.Discovery.Selector != nil, t.Discovery.Function != ""} {
-		if set {
-			n++
+	if len(in) != 1 {
+		keys := planSortedKeys((in))
+		return fail(path, fmt.Errorf("want exactly one command kind, got %d (%s)", len(in), strings.Join(keys, ", ")))
+	}
+	var cmd Command
+	var body *planBodyIn
+	for k, v := range in {
+		cmd.Kind, body = k, v
+	}
+	if cmd.Kind == "" {
+		return fail(path, fmt.Errorf("command kind must not be empty"))
+	}
+	bpath := planJoin(path, cmd.Kind)
+	if body == nil {
+		return fail(bpath, fmt.Errorf("want an object"))
+	}
+	for _, d := range []struct {
+		dst *time.Duration
+		in  wireField[string]
+		key string
+	}{{&cmd.Timeout, body.Timeout, planKeyTimeout}, {&cmd.TargetTimeout, body.TargetTimeout, planKeyTargetTimeout}} {
+		if !d.in.Set {
+			continue
 		}
+		v, err := time.ParseDuration(d.in.V)
+		if err == nil && v < 0 {
+			err = fmt.Errorf("must not be negative")
+		}
+		if err != nil {
+			return fail(planJoin(bpath, d.key), err)
+		}
+		*d.dst = v
 	}
-	if !found || n != 1 {
-		return t, &PlanDecodeError{Command: idx, Field: dpath, Err: fmt.Errorf("needs exactly one of static, selector or function")}
+	for _, k := range planSortedKeys((body.Spec)) {
+		if cmd.Spec == nil {
+			cmd.Spec = map[string]json.RawMessage{}
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, body.Spec[k]); err != nil {
+			return fail(planJoin(bpath, k), err)
+		}
+		cmd.Spec[k] = compact.Bytes()
 	}
-	return t, nil
+	tpath := planJoin(bpath, planKeyTargets)
+	for _, g := range planSortedKeys((body.Targets)) {
+		t, err := body.Targets[g].targets(g, idx, planJoin(tpath, g))
+		if err != nil {
+			return Command{}, err
+		}
+		cmd.Targets = append(cmd.Targets, t)
+	}
+	for _, g := range []struct {
+		name string
+		in   wireField[planGroupIn]
+	}{{"controllers", body.Controllers}, {"workers", body.Workers}} {
+		if !g.in.Set {
+			continue
+		}
+		if body.Targets != nil {
+			return fail(planJoin(bpath, g.name), fmt.Errorf("groups must be all under %q or all at the top, not both", planKeyTargets))
+		}
+		t, err := g.in.V.targets(g.name, idx, planJoin(bpath, g.name))
+		if err != nil {
+			return Command{}, err
+		}
+		cmd.InlineTargets = true
+		cmd.Targets = append(cmd.Targets, t)
+	}
+	planSortTargets(cmd.Targets)
+	return cmd, nil
 }
 
+// planSortedKeys returns the keys of m in order.
 func planSortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -499,6 +403,47 @@ func planSortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func (in planGroupIn) targets(group string, idx int, path string) (CommandTargets, error) {
+	fail := func(path string, err error) (CommandTargets, error) {
+		return CommandTargets{}, &PlanDecodeError{Command: idx, Field: path, Err: err}
+	}
+	t := CommandTargets{Group: group, Order: in.Order, Concurrent: in.Limits.Concurrent}
+	if t.Concurrent < 0 {
+		return fail(planJoin(path, "limits.concurrent"), fmt.Errorf("must not be negative"))
+	}
+	dpath := planJoin(path, "discovery")
+	n := 0
+	if d := in.Discovery; d != nil {
+		if d.Static != nil {
+			n++
+			t.Discovery.Static = []string{}
+			for i, node := range d.Static.Nodes {
+				if node == "" {
+					return fail(fmt.Sprintf("%s[%d]", planJoin(dpath, "static.nodes"), i), fmt.Errorf("node name must not be empty"))
+				}
+			}
+			if d.Static.Nodes != nil {
+				t.Discovery.Static = d.Static.Nodes
+			}
+		}
+		if d.Function != nil {
+			n++
+			if *d.Function == "" {
+				return fail(planJoin(dpath, "function"), fmt.Errorf("must not be empty"))
+			}
+			t.Discovery.Function = *d.Function
+		}
+		if d.Selector != nil {
+			n++
+			t.Discovery.Selector = d.Selector
+		}
+	}
+	if n != 1 {
+		return fail(dpath, fmt.Errorf("needs exactly one of static, selector or function"))
+	}
+	return t, nil
 }
 
 // MarshalJSON encodes the status with the zero state written as NewPlan.
@@ -518,31 +463,27 @@ func (s PlanStatus) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes the `status` of a document; errors are
 // *PlanDecodeError.
 func (s *PlanStatus) UnmarshalJSON(b []byte) error {
-	if err := planCheck(b, ""); err != nil {
+	var in planStatusIn
+	if err := planRead(b, &in); err != nil {
 		return err
 	}
-	return s.decode(b, "")
-}
-
-func (s *PlanStatus) decode(b []byte, path string) error {
-	var st PlanStatus
-	err := planDecodeObject(b, -1, path, map[string]func(json.RawMessage) error{
-		"state":  func(r json.RawMessage) error { return planDecodeValue(r, &st.State, -1, planJoin(path, "state")) },
-		"reason": func(r json.RawMessage) error { return planDecodeValue(r, &st.Reason, -1, planJoin(path, "reason")) },
-		"abort":  func(r json.RawMessage) error { return planDecodeValue(r, &st.Abort, -1, planJoin(path, "abort")) },
-		"commands": func(r json.RawMessage) error {
-			var err error
-			st.Commands, err = planDecodeList(r, -1, planJoin(path, "commands"), func(c *CommandStatus, raw json.RawMessage, i int, p string) error {
-				return c.decode(raw, i, p)
-			})
-			return err
-		},
-	}, nil)
+	st, err := in.status("")
 	if err != nil {
 		return err
 	}
 	*s = st
 	return nil
+}
+
+func (in planStatusIn) status(path string) (PlanStatus, error) {
+	s := PlanStatus{State: in.State, Reason: in.Reason, Abort: in.Abort, Commands: make([]CommandStatus, len(in.Commands))}
+	for i, c := range in.Commands {
+		var err error
+		if s.Commands[i], err = c.status(i, fmt.Sprintf("%s[%d]", planJoin(path, "commands"), i)); err != nil {
+			return PlanStatus{}, err
+		}
+	}
+	return s, nil
 }
 
 // MarshalJSON encodes the status of a command as `{id, state, reason,
@@ -571,124 +512,68 @@ func (s CommandStatus) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes the status of one command; errors are
 // *PlanDecodeError.
 func (s *CommandStatus) UnmarshalJSON(b []byte) error {
-	if err := planCheck(b, ""); err != nil {
+	var in commandStatusIn
+	if err := planRead(b, &in); err != nil {
 		return err
 	}
-	return s.decode(b, -1, "")
-}
-
-func (s *CommandStatus) decode(b []byte, idx int, path string) error {
-	var cs CommandStatus
-	err := planDecodeObject(b, idx, path, map[string]func(json.RawMessage) error{
-		"id":     func(r json.RawMessage) error { return planDecodeValue(r, &cs.ID, idx, planJoin(path, "id")) },
-		"state":  func(r json.RawMessage) error { return planDecodeValue(r, &cs.State, idx, planJoin(path, "state")) },
-		"reason": func(r json.RawMessage) error { return planDecodeValue(r, &cs.Reason, idx, planJoin(path, "reason")) },
-		"startedTimestamp": func(r json.RawMessage) error {
-			return planDecodeValue(r, &cs.Started, idx, planJoin(path, "startedTimestamp"))
-		},
-	}, func(kind string, r json.RawMessage) error {
-		kpath := planJoin(path, kind)
-		if cs.Kind != "" {
-			return &PlanDecodeError{Command: idx, Field: kpath, Err: fmt.Errorf("status already answers command kind %q", cs.Kind)}
-		}
-		if kind == "" {
-			return &PlanDecodeError{Command: idx, Field: path, Err: fmt.Errorf("command kind must not be empty")}
-		}
-		cs.Kind = kind
-		cs.Targets = map[string][]PlanTargetStatus{}
-		return planDecodeObject(r, idx, kpath, nil, func(g string, gr json.RawMessage) error {
-			gpath := planJoin(kpath, g)
-			if ts, ok := planFastTargets(gr); ok {
-				cs.Targets[g] = ts
-				return nil
-			}
-			ts, err := planDecodeList(gr, idx, gpath, func(t *PlanTargetStatus, raw json.RawMessage, _ int, p string) error {
-				return t.decode(raw, idx, p)
-			})
-			cs.Targets[g] = ts
-			return err
-		})
-	})
+	cs, err := in.status(-1, "")
 	if err != nil {
 		return err
 	}
-	cs.Started = cs.Started.UTC()
 	*s = cs
 	return nil
 }
 
-// planTargetWire has the fields of PlanTargetStatus without its strict
-// UnmarshalJSON.
-type planTargetWire PlanTargetStatus
-
-// planFastTargets decodes a list of targets in one pass when it is valid;
-// ok is false when anything is wrong, and the field-by-field path then finds
-// and names the culprit.
-func planFastTargets(raw json.RawMessage) ([]PlanTargetStatus, bool) {
-	var wire []planTargetWire
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&wire); err != nil || dec.More() || wire == nil {
-		return nil, false
-	}
-	ts := make([]PlanTargetStatus, len(wire))
-	for i, w := range wire {
-		if w.Name == "" || w.Attempt < 0 {
-			return nil, false
+func (in commandStatusIn) status(idx int, path string) (CommandStatus, error) {
+	cs := CommandStatus{ID: in.ID, State: in.State, Reason: in.Reason, Started: in.Started.UTC()}
+	for _, kind := range planSortedKeys((in.Kinds)) {
+		kpath := planJoin(path, kind)
+		if cs.Kind != "" {
+			return CommandStatus{}, &PlanDecodeError{Command: idx, Field: kpath, Err: fmt.Errorf("status already answers command kind %q", cs.Kind)}
 		}
-		w.LastUpdatedTimestamp = w.LastUpdatedTimestamp.UTC()
-		ts[i] = PlanTargetStatus(w)
+		if kind == "" {
+			return CommandStatus{}, &PlanDecodeError{Command: idx, Field: path, Err: fmt.Errorf("command kind must not be empty")}
+		}
+		cs.Kind = kind
+		cs.Targets = map[string][]PlanTargetStatus{}
+		for _, g := range planSortedKeys((in.Kinds[kind])) {
+			ins := in.Kinds[kind][g]
+			ts := make([]PlanTargetStatus, len(ins))
+			for i, t := range ins {
+				var err error
+				if ts[i], err = t.status(idx, fmt.Sprintf("%s[%d]", planJoin(kpath, g), i)); err != nil {
+					return CommandStatus{}, err
+				}
+			}
+			cs.Targets[g] = ts
+		}
 	}
-	return ts, true
+	return cs, nil
 }
 
 // UnmarshalJSON decodes the status of one target; errors are
 // *PlanDecodeError.
 func (t *PlanTargetStatus) UnmarshalJSON(b []byte) error {
-	if err := planCheck(b, ""); err != nil {
+	var in planTargetIn
+	if err := planRead(b, &in); err != nil {
 		return err
 	}
-	return t.decode(b, -1, "")
-}
-
-func (t *PlanTargetStatus) decode(b []byte, idx int, path string) error {
-	var ts PlanTargetStatus
-	err := planDecodeObject(b, idx, path, map[string]func(json.RawMessage) error{
-		"name":    func(r json.RawMessage) error { return planDecodeValue(r, &ts.Name, idx, planJoin(path, "name")) },
-		"state":   func(r json.RawMessage) error { return planDecodeValue(r, &ts.State, idx, planJoin(path, "state")) },
-		"reason":  func(r json.RawMessage) error { return planDecodeValue(r, &ts.Reason, idx, planJoin(path, "reason")) },
-		"attempt": func(r json.RawMessage) error { return planDecodeValue(r, &ts.Attempt, idx, planJoin(path, "attempt")) },
-		"lastUpdatedTimestamp": func(r json.RawMessage) error {
-			return planDecodeValue(r, &ts.LastUpdatedTimestamp, idx, planJoin(path, "lastUpdatedTimestamp"))
-		},
-	}, nil)
+	ts, err := in.status(-1, "")
 	if err != nil {
 		return err
-	}
-	ts.LastUpdatedTimestamp = ts.LastUpdatedTimestamp.UTC()
-	if ts.Name == "" {
-		return &PlanDecodeError{Command: idx, Field: planJoin(path, "name"), Err: fmt.Errorf("must not be empty")}
-	}
-	if ts.Attempt < 0 {
-		return &PlanDecodeError{Command: idx, Field: planJoin(path, "attempt"), Err: fmt.Errorf("must not be negative")}
 	}
 	*t = ts
 	return nil
 }
 
-// planDecodeList decodes the JSON array r at path into a slice, each element
-// with decode, which gets the element's index and path ("path[i]"). cmd is
-// the command index errors name (-1 for none).
-func planDecodeList[T any](r json.RawMessage, cmd int, path string, decode func(t *T, raw json.RawMessage, i int, path string) error) ([]T, error) {
-	var raws []json.RawMessage
-	if err := planDecodeValue(r, &raws, cmd, path); err != nil {
-		return nil, err
+func (in planTargetIn) status(idx int, path string) (PlanTargetStatus, error) {
+	t := PlanTargetStatus(in)
+	t.LastUpdatedTimestamp = t.LastUpdatedTimestamp.UTC()
+	if t.Name == "" {
+		return PlanTargetStatus{}, &PlanDecodeError{Command: idx, Field: planJoin(path, "name"), Err: fmt.Errorf("must not be empty")}
 	}
-	out := make([]T, len(raws))
-	for i, raw := range raws {
-		if err := decode(&out[i], raw, i, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-			return nil, err
-		}
+	if t.Attempt < 0 {
+		return PlanTargetStatus{}, &PlanDecodeError{Command: idx, Field: planJoin(path, "attempt"), Err: fmt.Errorf("must not be negative")}
 	}
-	return out, nil
+	return t, nil
 }

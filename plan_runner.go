@@ -283,10 +283,15 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 			for _, t := range cs.Targets[g] {
 				if t.State.IsFailure() {
 					hist = append(hist, HistoryEntry{At: now, From: string(t.State), To: string(HostPending),
-						Reason: fmt.Sprintf("retry command %d (%s) target %s/%s attempt %d: %s", i, cs.Kind, g, t.Name, t.Attempt, t.Reason)})
+						Reason:  fmt.Sprintf("retry command %d (%s) target %s/%s attempt %d: %s", i, cs.Kind, g, t.Name, t.Attempt, t.Reason),
+						Subject: &HistorySubject{Command: i, Group: g, Host: t.Name}})
 				}
 			}
 		}
+	}
+	before := make([]PlanState, len(st.Commands))
+	for i, cs := range st.Commands {
+		before[i] = cs.State.normal()
 	}
 	// The targets' fresh timestamps count from this reading.
 	stamp, mono := r.clock.read()
@@ -294,6 +299,11 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 		return err
 	}
 	hist[0].To = string(st.State)
+	for i, cs := range st.Commands {
+		if to := cs.State.normal(); to != before[i] {
+			hist = append(hist, HistoryEntry{At: now, From: string(before[i]), To: string(to), Reason: "retry", Subject: &HistorySubject{Command: i}})
+		}
+	}
 	d, _ := planDiff(ps.doc.Status, st)
 	var changes []planChange
 	if r.observed() {
@@ -317,8 +327,10 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 // without the abort. Abort returns once the request
 // is stored (see PlanStatus.Abort); Run returns a *PlanError for the
 // aborted plan. It fails with ErrPlanFinished when the plan is already
-// Completed or in an error state, and keeps the first reason when the plan
-// is already being aborted. An empty reason is stored as "aborted".
+// Completed or in an error state, and with ErrPlanAborted, keeping the
+// first reason, when the plan is already being aborted or ended in
+// PlanAborted (that error matches ErrPlanFinished too). An empty reason is
+// stored as "aborted".
 func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
 	if reason == "" {
 		reason = "aborted"
@@ -332,11 +344,14 @@ func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
 		if st == nil {
 			st = &PlanStatus{State: PlanNewPlan}
 		}
+		if st.State == PlanAborted {
+			return fmt.Errorf("converge: abort plan %q: %w, %w (reason %q)", id, ErrPlanAborted, ErrPlanFinished, st.Reason)
+		}
 		if st.State.IsFinal() {
 			return fmt.Errorf("converge: abort plan %q: %w (state %s)", id, ErrPlanFinished, st.State)
 		}
 		if st.Abort != "" {
-			return nil
+			return fmt.Errorf("converge: abort plan %q: %w (reason %q)", id, ErrPlanAborted, st.Abort)
 		}
 		if _, err := planReconcileStatus(ps.doc.Spec, st); err != nil {
 			return err
@@ -477,7 +492,8 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 		}
 		if step.Command >= 0 && step.CommandFrom != step.CommandTo {
 			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
-				Reason: fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind)})
+				Reason:  fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind),
+				Subject: &HistorySubject{Command: step.Command}})
 		}
 		var changes []planChange
 		if r.observed() {

@@ -93,6 +93,19 @@ type HistoryEntry struct {
 	From   string    `json:"from,omitempty"`
 	To     string    `json:"to,omitempty"`
 	Reason string    `json:"reason,omitempty"`
+	// Subject says which part of the record moved, for records made of
+	// parts (a plan's commands and their hosts); nil means the record
+	// itself (a controller object, a plan).
+	Subject *HistorySubject `json:"subject,omitempty"`
+}
+
+// HistorySubject names the part of a plan a history entry is about: the
+// command at index Command of spec.commands, or, when Host is not empty,
+// the host Host of that command's group Group.
+type HistorySubject struct {
+	Command int    `json:"command"`
+	Group   string `json:"group,omitempty"`
+	Host    string `json:"host,omitempty"`
 }
 
 // Lease is a claim on a key by one owner until Expires. Token increases

@@ -3,8 +3,11 @@ package autopilot
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/convergekit/converge"
@@ -12,55 +15,85 @@ import (
 
 // Decode decodes a plan document from YAML or JSON and validates its spec.
 // Timestamps are read in UTC. Decoding is strict: unknown fields (outside
-// metadata), repeated keys (in JSON, named by their path; in YAML, by the
-// YAML reader with the key and its line), values of the wrong type and data
-// after the document are errors. Errors are a *converge.PlanDecodeError naming the
-// command index and the field (it matches converge.ErrPlanDecode), or a
+// metadata), repeated keys, values of the wrong type and data after the
+// document are errors. Errors are a *converge.PlanDecodeError naming the
+// command index and the field (it matches converge.ErrPlanDecode; a
+// repeated key is named by its path in YAML as in JSON), or a
 // *converge.PlanFieldError for a plan that decodes but cannot run: one
 // that converge.Plan.Validate rejects (a command without targets, an empty
 // static node list, ...), or a k0s command with a version or platforms
 // CommandHandler.ValidateCommand rejects.
 //
-// YAML in the block style that Encode writes is read in one pass straight
-// into the document; any other YAML (flow style, anchors, tags, block
-// scalars, ...) and every document with an error take the general path, so
-// that results and errors are the same either way.
+// A JSON object is read as it is; anything else is YAML, which
+// sigs.k8s.io/yaml converts to JSON (refusing repeated keys); the JSON is
+// then read by the strict decoder of converge.PlanDocument.
 func Decode(data []byte) (*converge.PlanDocument, error) {
-	doc, ok := decodeFast(data)
-	if !ok {
-		var err error
-		if doc, err = decodeSlow(data); err != nil {
-			return nil, err
-		}
-	}
-	if err := validateDocument(doc); err != nil {
-		return nil, err
-	}
-	return doc, nil
-}
-
-// decodeSlow decodes data without validating it: a JSON object as it is,
-// anything else converted from YAML to JSON by sigs.k8s.io/yaml, then
-// strictly with encoding/json (PlanDocument.UnmarshalJSON). It reads any
-// document, and names the culprit of any error.
-func decodeSlow(data []byte) (*converge.PlanDocument, error) {
 	j := data
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
-		// YAML (JSON is YAML too, but a JSON object skips the conversion).
 		var err error
 		if j, err = yaml.YAMLToJSONStrict(data); err != nil {
-			return nil, &converge.PlanDecodeError{Command: -1, Err: err}
+			return nil, yamlError(data, err)
 		}
 	}
 	var doc converge.PlanDocument
-	if err := json.Unmarshal(j, &doc); err != nil {
-		var de *converge.PlanDecodeError
-		if errors.As(err, &de) {
-			return nil, de
-		}
-		return nil, &converge.PlanDecodeError{Command: -1, Err: err}
+	if err := doc.UnmarshalJSON(j); err != nil {
+		return nil, err
+	}
+	if err := validateDocument(&doc); err != nil {
+		return nil, err
 	}
 	return &doc, nil
+}
+
+// yamlError is the *converge.PlanDecodeError for a YAML document the
+// strict YAML reader refused with err: a repeated key named by its path,
+// or err itself.
+func yamlError(data []byte, err error) error {
+	var doc yamlv2.MapSlice
+	if yamlv2.Unmarshal(data, &doc) == nil {
+		if path, key, ok := yamlRepeat(doc, ""); ok {
+			cmd := -1
+			if m := commandIndex.FindStringSubmatch(path); m != nil {
+				cmd, _ = strconv.Atoi(m[1])
+			}
+			return &converge.PlanDecodeError{Command: cmd, Field: path, Err: fmt.Errorf("duplicate key %q", key)}
+		}
+	}
+	return &converge.PlanDecodeError{Command: -1, Err: err}
+}
+
+// commandIndex matches the command index at the start of a path.
+var commandIndex = regexp.MustCompile(`^(?:spec|status)\.commands\[(\d+)\]`)
+
+// yamlRepeat finds the first mapping key repeated within one mapping of v
+// (read as MapSlices, which keep every key), returning its path as the
+// JSON decoder names paths ("spec.commands[0].k0supdate.version").
+func yamlRepeat(v any, path string) (string, string, bool) {
+	switch v := v.(type) {
+	case yamlv2.MapSlice:
+		seen := make(map[string]bool, len(v))
+		for _, it := range v {
+			k := fmt.Sprint(it.Key)
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if seen[k] {
+				return p, k, true
+			}
+			seen[k] = true
+			if p, k, ok := yamlRepeat(it.Value, p); ok {
+				return p, k, true
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if p, k, ok := yamlRepeat(e, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, k, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // validateDocument makes the checks of Decode on a decoded document: the

@@ -345,6 +345,12 @@ func TestDecodeRejectsDuplicateKeys(t *testing.T) {
 		{"command body", `{"spec":{"id":"p1","commands":[{"k0supdate":{"version":"v1","version":"v2"}}]}}`, "spec.commands[0].k0supdate.version", 0},
 		{"status command", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","state":"Completed"}]}}`, "status.commands[0].state", 0},
 		{"target status", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","k0supdate":{"workers":[{"name":"w0","name":"w1"}]}}]}}`, "status.commands[0].k0supdate.workers[0].name", 0},
+		// A repeated key in YAML is the same *PlanDecodeError as in JSON:
+		// the key's path and its command.
+		{"yaml top", "spec: {id: p1, commands: [" + cmd + "]}\nspec: {}\n", "spec", -1},
+		{"yaml spec", "spec:\n  id: p1\n  id: p2\n  commands: [" + cmd + "]\n", "spec.id", -1},
+		{"yaml command body", "spec:\n  id: p1\n  commands:\n  - " + cmd + "\n  - k0supdate:\n      version: v1\n      version: v2\n", "spec.commands[1].k0supdate.version", 1},
+		{"yaml target status", "spec: {id: p1, commands: [" + cmd + "]}\nstatus:\n  commands:\n  - id: 0\n    k0supdate:\n      workers:\n      - {name: w0, name: w1}\n", "status.commands[0].k0supdate.workers[0].name", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package autopilot_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/convergetest"
 )
 
@@ -71,4 +73,64 @@ func TestPlanHistoryOncePerTransition(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPlanHistorySubjects reads the history of a finished plan (one that
+// failed on a host, was retried and completed): every entry says in
+// Subject what moved, and each subject's entries are its own transitions,
+// each once, one after the other (an entry's From is the To of the
+// subject's entry before it).
+func TestPlanHistorySubjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := converge.NewMemStore()
+		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+			if node == "w1" && s.Attempt == 0 {
+				return converge.HostFailed, "disk full"
+			}
+			return converge.HostCompleted, ""
+		}, planWrk("w0"), planWrk("w1"), planCtl("controller0"))
+		r := planRunner(t, mem, bus, converge.PlanConfig{})
+		planCreate(t, r, planOf(
+			planCmd("update", planGroup("controllers", 1, "controller0")),
+			planCmd("update", planGroup("workers", 2, "w0", "w1"))))
+		_, err := r.Run(ctx, "p1")
+		require.ErrorIs(t, err, converge.ErrPlanFailed)
+		require.NoError(t, r.Retry(ctx, "p1"))
+		st, err := r.Run(ctx, "p1")
+		require.NoError(t, err)
+		require.Equal(t, converge.PlanCompleted, st.State)
+
+		hist, err := r.History(ctx, "p1")
+		require.NoError(t, err)
+		last := map[string]string{} // subject -> the To of its last entry
+		commands := map[int]bool{}
+		hosts := 0
+		for i, h := range hist {
+			subject := "plan"
+			if s := h.Subject; s != nil {
+				require.GreaterOrEqual(t, s.Command, 0, "entry %d", i)
+				require.Less(t, s.Command, len(st.Commands), "entry %d", i)
+				subject = fmt.Sprintf("command %d", s.Command)
+				if s.Host != "" {
+					require.NotEmpty(t, s.Group, "entry %d", i)
+					subject += " host " + s.Group + "/" + s.Host
+					hosts++
+				} else {
+					commands[s.Command] = true
+				}
+			}
+			if prev, ok := last[subject]; ok && h.From != h.To {
+				assert.Equal(t, prev, h.From, "entry %d (%s) follows the last transition of its subject", i, subject)
+			}
+			last[subject] = h.To
+		}
+		assert.Equal(t, string(converge.PlanCompleted), last["plan"])
+		assert.Len(t, commands, len(st.Commands), "every command's transitions are in the history, under its own subject")
+		for i := range st.Commands {
+			assert.Equal(t, string(converge.PlanCompleted), last[fmt.Sprintf("command %d", i)])
+		}
+		assert.Equal(t, 1, hosts, "the retried host")
+		assert.Equal(t, string(converge.HostPending), last["command 1 host workers/w1"])
+	})
 }

@@ -84,7 +84,8 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 		assert.Equal(t, []string{">NewPlan", "NewPlan>SchedulableWait", "SchedulableWait>Schedulable", "Schedulable>SchedulableWait",
 			"SchedulableWait>Schedulable", "Schedulable>SchedulableWait", "SchedulableWait>Schedulable", "Schedulable>SchedulableWait",
 			"SchedulableWait>Completed"}, plan)
-		assert.Contains(t, hist, converge.HistoryEntry{At: hist[len(hist)-1].At, From: "SchedulableWait", To: "Completed", Reason: "command 1 (k0supdate)"})
+		assert.Contains(t, hist, converge.HistoryEntry{At: hist[len(hist)-1].At, From: "SchedulableWait", To: "Completed", Reason: "command 1 (k0supdate)",
+			Subject: &converge.HistorySubject{Command: 1}})
 		assert.NotEmpty(t, steps)
 		assert.True(t, steps[len(steps)-1].Done)
 

@@ -87,25 +87,6 @@ func BenchmarkPlanStep1000(b *testing.B) { benchPlanStep(b, 1000) }
 // BenchmarkPlanDecode decodes, with autopilot.Decode, the YAML document of
 // a stored 1,000-host plan with its status, as written by autopilot.Encode.
 func BenchmarkPlanDecode(b *testing.B) {
-	hosts := planHosts(1000)
-	bus := autopilot.NewBus(hosts...)
-	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	doc := planDoc("decode", hosts, 50)
-	if _, err := r.Step(context.Background(), doc); err != nil { // NewPlan fills the status
-		b.Fatal(err)
-	}
-	data, err := autopilot.Encode(doc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := autopilot.Decode(data); err != nil {
-			b.Fatal(err)
-		}
-	}
+	data, _ := planDecodeDoc(b)
+	benchDecode(b, data, func(d []byte) error { _, err := autopilot.Decode(d); return err })
 }

@@ -270,7 +270,7 @@ func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, controller.ErrObjectNotFound), errors.Is(err, converge.ErrStoreNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, converge.ErrPlanNotFailed), errors.Is(err, converge.ErrPlanFinished):
+	case errors.Is(err, converge.ErrPlanNotFailed), errors.Is(err, converge.ErrPlanFinished), errors.Is(err, converge.ErrPlanAborted):
 		status = http.StatusConflict
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusServiceUnavailable
