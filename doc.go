@@ -63,8 +63,10 @@
 // TargetReconciler keeps one device at its target: it walks the target's
 // stages until a pass changes nothing, coalesces triggers, backs off after
 // failures, honours update locks (ErrLocked) unless forced, and persists
-// the last target in a Store so a restart resumes it. Every target has a
-// revision that its events and reports carry; a new target preempts the
+// the last target in a Store so a restart resumes it (Load, or LoadOrSet
+// with a default for the first start). Every target has a revision, which
+// the Store assigns and keeps with it, so it only grows across restarts,
+// and which its events and reports carry; a new target preempts the
 // running pass at the next item boundary. Subscribers each get their own
 // goroutine, so a slow one only loses events (TargetEvent.Dropped), and
 // Run stops as a walk is interrupted, gracefully within Walk.Grace. The controller
@@ -98,7 +100,9 @@
 // PostgreSQL for replicas. A Store that is also a Queue (all three are)
 // hands due records to one of several processes at a time, which is how
 // controller replicas share objects. Any store seals values and targets
-// at rest with a Sealer (NewAESGCMSealer). convergetest.ConformStore
+// at rest with a Sealer (NewAESGCMSealer, or NewAESGCMKeyring to rotate
+// keys, with Reseal), and then fails closed on a clear value
+// (ErrNotSealed). convergetest.ConformStore
 // checks a Store of your own against the contract.
 //
 // # Rollouts

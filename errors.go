@@ -165,7 +165,13 @@ var (
 	// valid JSON).
 	ErrStoreInvalid = errors.New("converge: invalid store request")
 	// ErrSealed means a stored value is sealed and cannot be opened: the
-	// store has no Sealer, or the value was sealed with another key or
-	// altered.
+	// store has no Sealer, or the value was sealed with a key the Sealer
+	// does not hold, under another store key, or altered.
 	ErrSealed = errors.New("converge: sealed value cannot be opened")
+	// ErrNotSealed means a store with a Sealer read a value that is not
+	// sealed where a sealed one belongs (written in clear before sealing
+	// was turned on, or by someone bypassing the Sealer). Stores fail
+	// closed on it unless told to accept clear values while migrating
+	// (MemStore.AllowClear and its likes in the durable stores).
+	ErrNotSealed = errors.New("converge: value is not sealed")
 )

@@ -82,7 +82,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 				require.ErrorIs(t, err, converge.ErrNotConverged)
 				return err
 			}},
-		{name: "reconciler pass", is: converge.ErrNotConverged, culprits: []string{`"svc"`, `"apps"`},
+		{name: "reconciler pass", is: converge.ErrNotConverged, culprits: []string{`"svc"`, `"apps"`, "attempt 1:"},
 			err: func(t *testing.T) error {
 				r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
 					Build: func(context.Context, string) ([]converge.TargetStage, error) {
@@ -101,6 +101,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 				require.NoError(t, <-done)
 				var se *converge.TargetStageError
 				require.ErrorAs(t, err, &se)
+				assert.NotContains(t, err.Error(), "(walk ", "the attempt is not a walk ID")
 				return err
 			}},
 		{name: "reconciler build", is: converge.ErrInvalidGraph, culprits: []string{`"build"`},

@@ -154,10 +154,13 @@ type Command struct {
 	// groups named "controllers" and "workers" can be written there.
 	InlineTargets bool
 	// Timeout bounds the whole command from the moment it becomes active;
-	// 0 means the runner's default (none unless configured).
+	// 0 means the runner's default (none unless configured). It is
+	// measured on the runner's monotonic clock (see CommandContext.Since):
+	// a step of the wall clock never makes it fire early.
 	Timeout time.Duration
 	// TargetTimeout bounds each target from the moment it is signalled;
-	// 0 means the runner's default (none unless configured).
+	// 0 means the runner's default (none unless configured). It is
+	// measured like Timeout.
 	TargetTimeout time.Duration
 }
 
@@ -255,8 +258,9 @@ type CommandStatus struct {
 	State PlanState
 	// Reason says why the command is in an error state.
 	Reason string
-	// Started is when the command became active (zero before); the command
-	// timeout counts from it.
+	// Started is when the command became active (zero before), on the
+	// wall clock; the command timeout counts from it on the runner's
+	// monotonic clock (see CommandContext.Since).
 	Started time.Time
 	// Targets maps a group name to the status of each of its targets.
 	Targets map[string][]PlanTargetStatus
@@ -273,11 +277,12 @@ type PlanTargetStatus struct {
 	// it is part of the signal, so a node's report of an older attempt does
 	// not count.
 	Attempt int `json:"attempt,omitempty"`
-	// LastUpdatedTimestamp is when State last changed; the target timeout
-	// counts from it while the target is HostSent. It is written in RFC
-	// 3339 with the fraction of a second the runner's clock gave (k0s
-	// writes whole seconds and reads both), so a timeout that is not a
-	// whole number of seconds is never found to have run out early.
+	// LastUpdatedTimestamp is when State last changed, on the wall clock;
+	// the target timeout counts from it while the target is HostSent, on
+	// the runner's monotonic clock (see CommandContext.Since). It is
+	// written in RFC 3339 with the fraction of a second the runner's clock
+	// gave (k0s writes whole seconds and reads both), and read back to the
+	// nanosecond.
 	LastUpdatedTimestamp time.Time `json:"lastUpdatedTimestamp"`
 }
 

@@ -57,12 +57,36 @@ type CommandContext struct {
 	// Status is a copy of the command's status; the machine keeps the
 	// handler's changes when it returns without an error.
 	Status *CommandStatus
-	// Now is the time of this step, in UTC, to the nanosecond: compare
-	// it with the status's timestamps, which have the same precision.
+	// Now is the time of this step, in UTC, to the nanosecond, on the wall
+	// clock: the time to stamp the status with (SetTarget does). Measure
+	// how long ago a timestamp was set with Since, not by subtracting it
+	// from Now: the wall clock can step.
 	Now time.Time
 	// TargetTimeout is the effective timeout of each target once signalled
-	// (the command's, else the runner's default); 0 means none.
+	// (the command's, else the runner's default); 0 means none. Compare
+	// it with Since(target.LastUpdatedTimestamp).
 	TargetTimeout time.Duration
+
+	// since measures elapsed time on the runner's clock; nil: Now.Sub.
+	since func(time.Time) time.Duration
+}
+
+// Since returns how long ago t, a timestamp of the plan's status (a
+// target's LastUpdatedTimestamp, a command's Started), was set, measured
+// on the runner's monotonic clock: a step of the wall clock (NTP setting
+// the time of a device without a real-time clock) or the skew between
+// replicas never makes it longer than the time that really passed. A
+// timestamp this runner did not set (a plan resumed after a restart or
+// taken over from another replica) counts from the step at which the
+// runner first asked about it, so a timeout measured with Since can fire
+// late by the time the plan had no runner, never early. With a
+// PlanConfig.Now of its own (a test's fake clock), that clock is trusted.
+// On a CommandContext the machine did not build, it is Now.Sub(t).
+func (c *CommandContext) Since(t time.Time) time.Duration {
+	if c.since == nil {
+		return c.Now.Sub(t)
+	}
+	return c.since(t)
 }
 
 // SetTarget sets the state and reason of a target, creating its entry in
@@ -224,14 +248,14 @@ func (r *PlanRunner) stepMachine(ctx context.Context, doc *PlanDocument, work *P
 	from := st.State.normal()
 	st.State = from
 	step := PlanStep{Command: -1, From: from}
-	now := r.now()
+	now, mono := r.clock.read()
 	var err error
 	switch {
 	case from.IsFinal():
 	case from == PlanNewPlan && st.Abort == "":
-		err = r.stepNewPlan(ctx, doc.Spec, st, now)
+		err = r.stepNewPlan(ctx, doc.Spec, st, now, mono)
 	default:
-		step, err = r.stepActive(ctx, doc.Spec, st, now, step)
+		step, err = r.stepActive(ctx, doc.Spec, st, now, mono, step)
 	}
 	if err != nil {
 		return PlanStep{Command: step.Command, From: from, To: from}, planDelta{}, err
@@ -241,6 +265,13 @@ func (r *PlanRunner) stepMachine(ctx context.Context, doc *PlanDocument, work *P
 	d, changed := planDiff(doc.Status, st)
 	step.Changed = changed
 	doc.Status = st
+	switch {
+	case step.Done:
+		r.clock.drop(doc.Spec.ID)
+	case changed:
+		// The timestamps this step set (all equal to now) count from it.
+		r.clock.set(doc.Spec.ID, now, mono)
+	}
 	return step, d, nil
 }
 
@@ -252,17 +283,18 @@ func (r *PlanRunner) handler(i int, kind string) (CommandHandler, error) {
 	return h, nil
 }
 
-func (r *PlanRunner) context(spec Plan, i int, cs *CommandStatus, now time.Time) *CommandContext {
+func (r *PlanRunner) context(spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) *CommandContext {
 	cmd := spec.Commands[i]
 	tt := cmd.TargetTimeout
 	if tt == 0 {
 		tt = r.cfg.TargetTimeout
 	}
-	return &CommandContext{PlanID: spec.ID, Index: i, Command: cmd, Status: cs, Now: now, TargetTimeout: tt}
+	since := func(t time.Time) time.Duration { return r.clock.since(spec.ID, t, mono) }
+	return &CommandContext{PlanID: spec.ID, Index: i, Command: cmd, Status: cs, Now: now, TargetTimeout: tt, since: since}
 }
 
 // call runs the handler for cs in its state and applies the result.
-func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, now time.Time) error {
+func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) error {
 	h, err := r.handler(i, spec.Commands[i].Kind)
 	if err != nil {
 		return err
@@ -271,7 +303,7 @@ func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStat
 	// cs belongs to Step's copy of the status, which Step drops on error:
 	// the handler can work on it in place.
 	work := cs
-	cc := r.context(spec, i, work, now)
+	cc := r.context(spec, i, work, now, mono)
 	var next PlanState
 	switch state {
 	case PlanNewPlan:
@@ -300,13 +332,13 @@ func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStat
 	return nil
 }
 
-func (r *PlanRunner) stepNewPlan(ctx context.Context, spec Plan, st *PlanStatus, now time.Time) error {
+func (r *PlanRunner) stepNewPlan(ctx context.Context, spec Plan, st *PlanStatus, now time.Time, mono time.Duration) error {
 	for i := range spec.Commands {
 		cs := &st.Commands[i]
 		if cs.State.normal() != PlanNewPlan {
 			continue
 		}
-		if err := r.call(ctx, spec, i, cs, now); err != nil {
+		if err := r.call(ctx, spec, i, cs, now, mono); err != nil {
 			return err
 		}
 		if cs.State.IsError() {
@@ -330,7 +362,7 @@ func planAggregate(st *PlanStatus) PlanState {
 	return PlanCompleted
 }
 
-func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, now time.Time, step PlanStep) (PlanStep, error) {
+func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, now time.Time, mono time.Duration, step PlanStep) (PlanStep, error) {
 	active := -1
 	for i := range st.Commands {
 		if st.Commands[i].State.normal() != PlanCompleted {
@@ -363,7 +395,7 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 	if timeout == 0 {
 		timeout = r.cfg.CommandTimeout
 	}
-	if timeout > 0 && now.Sub(cs.Started) >= timeout {
+	if timeout > 0 && r.clock.since(spec.ID, cs.Started, mono) >= timeout {
 		reason := fmt.Sprintf("command did not complete within %s", timeout)
 		for g := range cs.Targets {
 			for j := range cs.Targets[g] {
@@ -378,7 +410,7 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 		if st.Abort != "" && cs.State == PlanSchedulable {
 			cs.State = PlanSchedulableWait // read back, signal nothing
 		}
-		if err := r.call(ctx, spec, active, cs, now); err != nil {
+		if err := r.call(ctx, spec, active, cs, now, mono); err != nil {
 			return step, err
 		}
 		if st.Abort != "" && !cs.State.IsFinal() {

@@ -17,7 +17,7 @@ const PlanKeyPrefix = "plan/"
 // PlanConfig tunes a PlanRunner. The zero value has no handlers (every plan
 // fails with ErrPlanUnknownCommand), no timeouts, PlanDefaultPollInterval,
 // PlanDefaultLeaseTTL, the owner name PlanDefaultOwner returns, no metrics,
-// no logs and time.Now.
+// no logs, time.Now and the monotonic clock.
 type PlanConfig struct {
 	// Handlers maps a command kind to its handler.
 	Handlers map[string]CommandHandler
@@ -60,8 +60,19 @@ type PlanConfig struct {
 	// attributes "plan" (the ID), "command" (its index), "kind", "from"
 	// and "to". Command specs never reach the log. nil means no logging.
 	Logger *slog.Logger
-	// Now returns the current time; nil means time.Now.
+	// Now returns the current time; nil means time.Now. It stamps the
+	// status (Started, LastUpdatedTimestamp) and the history: those times
+	// are for people. Timeouts are measured on Monotonic instead (see
+	// CommandContext.Since), so a step of the wall clock never fires one
+	// early.
 	Now func() time.Time
+	// Monotonic returns the time elapsed since an origin of its choosing
+	// on a clock that never steps; the command and target timeouts are
+	// measured on it. nil means the process's monotonic clock when Now is
+	// nil or time.Now, and Now itself otherwise (a test's fake clock then
+	// drives both, measured with time.Time.Sub). Set it with Now to test
+	// a step of the wall clock.
+	Monotonic func() time.Duration
 }
 
 // Validate reports the first field out of range as a *ConfigError.
@@ -106,6 +117,7 @@ func (c PlanConfig) Validate() error {
 type PlanRunner struct {
 	cfg   PlanConfig
 	store Store
+	clock *planClock
 }
 
 // NewPlanRunner validates cfg and returns a runner on store. A nil store is
@@ -129,13 +141,8 @@ func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
 	if _, nop := cfg.Metrics.(MetricsNop); nop {
 		cfg.Metrics = nil
 	}
-	return &PlanRunner{cfg: cfg, store: store}, nil
+	return &PlanRunner{cfg: cfg, store: store, clock: newPlanClock(cfg.Now, cfg.Monotonic)}, nil
 }
-
-// now is the time of a step, in UTC and to the nanosecond: timeouts compare
-// precise times, so that one never fires before its duration has passed
-// (documents carry the fraction of a second; see PlanTargetStatus).
-func (r *PlanRunner) now() time.Time { return r.cfg.Now().UTC() }
 
 // PlanDefaultOwner returns the owner name of a PlanRunner whose
 // PlanConfig.Owner is empty: "plan-runner:" followed by the host name and
@@ -281,7 +288,9 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 			}
 		}
 	}
-	if err := st.Retry(now); err != nil {
+	// The targets' fresh timestamps count from this reading.
+	stamp, mono := r.clock.read()
+	if err := st.Retry(stamp); err != nil {
 		return err
 	}
 	hist[0].To = string(st.State)
@@ -293,6 +302,7 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 	if err := r.commit(ctx, ps, st, d, hist...); err != nil {
 		return err
 	}
+	r.clock.set(id, stamp, mono)
 	r.observeChanges(ctx, id, changes)
 	return nil
 }

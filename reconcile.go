@@ -41,7 +41,9 @@ type TargetBuildFunc[T any] func(ctx context.Context, target T) ([]TargetStage, 
 type TargetStageError struct {
 	// Stage is the stage's name, or "build" when Build failed.
 	Stage string
-	// Round is the walk of the stage that failed, from 1; 0 for a build
+	// Round is the attempt of the stage that failed: the stage is walked
+	// again while a walk changes something, and Round counts those walks
+	// in this pass, from 1 ("attempt 1" in the message); 0 for a build
 	// error.
 	Round int
 	Err   error
@@ -55,7 +57,7 @@ func (e *TargetStageError) Error() string {
 	if e.Round == 0 {
 		return fmt.Sprintf("converge: stage %q: %s", e.Stage, causeText(e.Err))
 	}
-	return fmt.Sprintf("converge: stage %q (walk %d): %s", e.Stage, e.Round, causeText(e.Err))
+	return fmt.Sprintf("converge: stage %q, attempt %d: %s", e.Stage, e.Round, causeText(e.Err))
 }
 
 // Unwrap returns the stage's error.
@@ -145,7 +147,9 @@ func (k TargetEventKind) String() string {
 // TargetEvent is what subscribers of a TargetReconciler receive.
 type TargetEvent struct {
 	Kind TargetEventKind
-	// Pass numbers the passes of the reconciler from 1.
+	// Pass numbers the passes of this TargetReconciler value from 1: it
+	// counts the passes since the reconciler was built, and starts at 1
+	// again in a restarted process (Revision does not).
 	Pass int
 	// Revision is the revision of the target the pass converges (see
 	// TargetReconciler.Revision): events of one target never carry
@@ -178,18 +182,24 @@ type TargetEvent struct {
 	Dropped int
 }
 
-// TargetReconciler keeps one device converged to a target (see DESIGN §3):
-// each pass builds the target's stages and walks them in order; a stage is
-// walked again until a walk changes nothing, then the next stage starts.
-// Triggers coalesce into at most one pending pass; a forced trigger raises
-// the flag of the running pass (items see it through Forced) and of the
-// pending one; failed passes back off; a new target preempts the running
-// pass at the next item boundary; intermediate targets preempt the regular
-// loop and hand back to it; the last target is kept in the Store. Every
-// target gets a revision, which its events and reports carry.
+// TargetReconciler keeps one device converged to a target: each pass
+// builds the target's stages and walks them in order; a stage is walked
+// again until a walk changes nothing, then the next stage starts. Triggers
+// coalesce into at most one pending pass; a forced trigger raises the flag
+// of the running pass (items see it through Forced) and of the pending
+// one; failed passes back off; a new target preempts the running pass at
+// the next item boundary; intermediate targets preempt the regular loop
+// and hand back to it.
 //
-// Create it with NewTargetReconciler (the zero value is not usable), set a
-// target and call Run once. Its methods are safe for concurrent use.
+// The last target is kept in the Store with its revision, which the Store
+// assigns: revisions only grow, across restarts and across processes
+// sharing the store, and the events and reports of a target's passes carry
+// its revision. A restarted program resumes its last target with Load (or
+// LoadOrSet, which sets a default when none is stored), before Run or by
+// Run itself.
+//
+// Create it with NewTargetReconciler (the zero value is not usable), set or
+// load a target and call Run once. Its methods are safe for concurrent use.
 type TargetReconciler[T any] struct {
 	cfg    TargetConfig[T]
 	walker *Walker
@@ -199,8 +209,7 @@ type TargetReconciler[T any] struct {
 	mu           sync.Mutex
 	target       T
 	hasTarget    bool
-	rev          uint64 // revision of target
-	revs         uint64 // revisions handed out
+	rev          uint64 // revision of target, from the Store
 	pending      bool
 	pendingForce bool
 	// unreported counts the SetTarget calls still reporting their target
@@ -274,27 +283,46 @@ func (r *TargetReconciler[T]) signal() {
 	}
 }
 
-// SetTarget stores t as the last target, gives it the next revision and
-// asks for a pass, resetting the backoff. A pass of the previous target
-// that is running stops at the next item boundary (the items applying
-// finish; no item is cut in the middle), ends with TargetPassPreempted,
-// and the new target's pass starts. When the store fails, the target is
-// not changed and the error is returned.
+// SetTarget stores t as the last target under the next revision (the
+// Store assigns it, so revisions only grow, across restarts too), makes it
+// the current target and asks for a pass, resetting the backoff. A pass of
+// the previous target that is running stops at the next item boundary (the
+// items applying finish; no item is cut in the middle), ends with
+// TargetPassPreempted, and the new target's pass starts. When the store
+// fails, the target is not changed and the error is returned.
+//
+// SetTarget before Run (or before Load) replaces the stored target: t is
+// the target Run starts with, under a revision above the stored one's, and
+// the stored target is not loaded. To resume the stored target and set t
+// only when none is stored, call LoadOrSet instead.
+//
+// When two SetTarget calls race, the target the Store numbered last is the
+// current one when both have returned.
 func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("converge: target %q: encode: %w", r.name, bare(err))
 	}
-	if err := r.cfg.Store.PutTarget(ctx, r.name, b); err != nil {
+	rev, err := r.cfg.Store.PutTarget(ctx, r.name, b)
+	if err != nil {
 		return fmt.Errorf("converge: target %q: store: %w", r.name, bare(err))
 	}
+	r.adopt(ctx, t, rev)
+	return nil
+}
+
+// adopt makes t, stored under rev, the current target, unless a target of
+// a higher revision is current already, and asks for its pass.
+func (r *TargetReconciler[T]) adopt(ctx context.Context, t T, rev uint64) bool {
 	r.mu.Lock()
+	if r.hasTarget && rev <= r.rev {
+		r.mu.Unlock()
+		return false
+	}
 	r.target, r.hasTarget = t, true
-	r.revs++
-	r.rev = r.revs
+	r.rev = rev
 	r.pending = true
 	r.failures, r.notBefore = 0, time.Time{}
-	rev := r.rev
 	if r.running != nil {
 		r.running.superseded.Store(true)
 		r.running.yield()
@@ -306,22 +334,71 @@ func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	r.unreported--
 	r.mu.Unlock()
 	r.signal()
-	return nil
+	return true
 }
 
-// Revision returns the revision of the current target: targets are
-// numbered from 1 in the order they were set (by SetTarget, or loaded by
-// Run), and ApplyIntermediate's targets take numbers from the same count.
-// It is 0 when no target is set. Called right after SetTarget from the
-// goroutine that set it, it is that target's revision, as the TargetEvent
-// values of its passes carry it.
+// Load reads the target stored under the reconciler's Name, with its
+// revision, and makes it the current target (readable with Target and
+// Revision at once, and the target Run converges) unless the current
+// target is already that one or a newer one. It reports whether the
+// reconciler has a target now: false, with a nil error, when the Store
+// holds none and none was set. It fails when the stored target cannot be
+// read or decoded, changing nothing.
+//
+// Load may be called before Run (Run loads the stored target itself when
+// no target is set) or while it runs: a newer target that another process
+// stored then preempts the running pass as SetTarget does.
+func (r *TargetReconciler[T]) Load(ctx context.Context) (bool, error) {
+	b, rev, err := r.cfg.Store.Target(ctx, r.name)
+	if errors.Is(err, ErrStoreNotFound) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.hasTarget, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("converge: target %q: load: %w", r.name, bare(err))
+	}
+	var t T
+	if err := json.Unmarshal(b, &t); err != nil {
+		return false, fmt.Errorf("converge: target %q: decode: %w", r.name, bare(err))
+	}
+	r.adopt(ctx, t, rev)
+	return true, nil
+}
+
+// LoadOrSet resumes the stored target, or sets def when there is none: it
+// calls Load, and SetTarget(ctx, def) when Load found no target. It reports
+// whether a target was found (stored, or set in this reconciler before),
+// in which case def is not used. It is the one call a program makes before
+// Run to come back with its last target after a restart and start with a
+// default the first time. It is not atomic across processes sharing the
+// Store: two that call it at once on an empty store both set their def,
+// and the one stored last wins.
+func (r *TargetReconciler[T]) LoadOrSet(ctx context.Context, def T) (found bool, err error) {
+	found, err = r.Load(ctx)
+	if err != nil || found {
+		return found, err
+	}
+	return false, r.SetTarget(ctx, def)
+}
+
+// Revision returns the revision of the current target, as the Store
+// numbered it: targets stored under the reconciler's Name are numbered
+// from 1 in the order they were stored, and ApplyIntermediate's targets
+// take numbers from the same count, so a revision is never reused for
+// another target, not after a restart either. It is 0 when no target is
+// set (before SetTarget, Load, LoadOrSet, or Run's own load). Called
+// right after SetTarget from the goroutine that set it, it is that
+// target's revision, as the TargetEvent values of its passes carry it.
 func (r *TargetReconciler[T]) Revision() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rev
 }
 
-// Target returns the current target, and false when none is set.
+// Target returns the current target, and false when none is set: a
+// target stored by an earlier process is current once Load (or LoadOrSet,
+// or Run) has read it.
 func (r *TargetReconciler[T]) Target() (T, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -404,17 +481,28 @@ func (r *TargetReconciler[T]) emit(e TargetEvent) {
 // with TargetPassPreempted, t gets one pass under a revision of its own,
 // and the regular loop resumes with a pass right after. It blocks until
 // the intermediate pass ends and returns its error, or ctx's error.
-// Intermediate targets are not stored. Run must be running, or be started
-// before ctx ends.
+// Intermediate targets are not stored, but their revision is taken from
+// the Store (PutTarget without a target), which fails ApplyIntermediate
+// when the store does. Run must be running, or be started before ctx
+// ends.
 func (r *TargetReconciler[T]) ApplyIntermediate(ctx context.Context, t T) error {
 	req := &targetIntermediate[T]{target: t, done: make(chan error, 1)}
+	r.mu.Lock()
+	stopped := r.stopped
+	r.mu.Unlock()
+	if stopped {
+		return ErrTargetStopped
+	}
+	rev, err := r.cfg.Store.PutTarget(ctx, r.name, nil)
+	if err != nil {
+		return fmt.Errorf("converge: target %q: intermediate revision: %w", r.name, bare(err))
+	}
+	req.rev = rev
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
 		return ErrTargetStopped
 	}
-	r.revs++
-	req.rev = r.revs
 	r.inter = append(r.inter, req)
 	if r.running != nil {
 		r.running.preempted.Store(true)
@@ -430,8 +518,9 @@ func (r *TargetReconciler[T]) ApplyIntermediate(ctx context.Context, t T) error 
 	}
 }
 
-// Run loads the last target from the Store (unless SetTarget was called)
-// and reconciles until ctx ends. Then it interrupts the running pass as a
+// Run loads the last target from the Store (as Load does, unless a target
+// is set already: by SetTarget, Load or LoadOrSet) and reconciles until
+// ctx ends. Then it interrupts the running pass as a
 // walk is interrupted: no new item starts, and the items already applying
 // get Walk.Grace to finish before their context is cancelled (at once
 // when Grace is 0, or at a second interrupt of a ctx made by
@@ -451,28 +540,8 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 	defer r.stop()
 
 	if !has {
-		b, err := r.cfg.Store.Target(ctx, r.name)
-		switch {
-		case errors.Is(err, ErrStoreNotFound):
-		case err != nil:
-			return fmt.Errorf("converge: target %q: load: %w", r.name, bare(err))
-		default:
-			var t T
-			if err := json.Unmarshal(b, &t); err != nil {
-				return fmt.Errorf("converge: target %q: decode: %w", r.name, bare(err))
-			}
-			r.mu.Lock()
-			loaded := !r.hasTarget
-			if loaded {
-				r.target, r.hasTarget, r.pending = t, true, true
-				r.revs++
-				r.rev = r.revs
-			}
-			rev := r.rev
-			r.mu.Unlock()
-			if loaded {
-				r.obs.targetSet(ctx, rev)
-			}
+		if _, err := r.Load(ctx); err != nil {
+			return err
 		}
 	}
 

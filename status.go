@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// This file holds the configuration/state loop of DESIGN §2: an edge agent
+// This file holds the configuration/state loop: an edge agent
 // turns a walk's Report into an EdgeReport, and a central service derives a
 // StatusReport from the DesiredConfig it asked for and that EdgeReport.
 // status_json.go holds the JSON wire format of the three documents.
@@ -80,8 +80,8 @@ func (s EdgeState) Failed() bool {
 	return false
 }
 
-// Detected returns what the edge detected when it reported s, as in the
-// "detected" column of DESIGN §2: present for EdgePresent and
+// Detected returns what the edge detected when it reported s: present for
+// EdgePresent and
 // EdgeRemovingFailed (it is still there), absent for EdgeAbsent and
 // EdgeCreatingFailed (it is not there yet), unknown for everything else.
 func (s EdgeState) Detected() EdgeDetected {
@@ -649,10 +649,23 @@ type StatusReport struct {
 	Dropped  []StatusDropped
 }
 
-// DeriveItemStatus is the table of DESIGN §2 for an item in the desired
-// configuration: the status and review flag of an item desired with presence
-// p for which the edge reported e (EdgeNotReported when it has not reported
-// it for the current revision).
+// DeriveItemStatus returns the status and review flag of an item desired
+// with presence p in the configuration for which the edge reported e
+// (EdgeNotReported when it has not reported it for the current revision),
+// by this table:
+//
+//	desired  edge reports                  status                        review
+//	present  EdgePresent                   StatusPresent                 no
+//	absent   EdgeAbsent                    StatusAbsent                  no
+//	present  EdgeAbsent                    StatusCreating                no
+//	absent   EdgePresent                   StatusRemoving                no
+//	present  EdgeCreatingFailed            StatusCreatingFailed          yes
+//	absent   EdgeRemovingFailed            StatusRemovingFailed          yes
+//	present  EdgeCheckPresentFailed        StatusCheckPresentFailed      yes
+//	absent   EdgeCheckAbsentFailed         StatusCheckAbsentFailed       yes
+//	either   EdgeWaitingForDependencies    StatusWaitingForDependencies  no
+//	present  EdgeNotReported               StatusCreating                no
+//	absent   EdgeNotReported               StatusRemoving                no
 //
 // Beyond the table: EdgeNotRun counts as not reported (Creating or
 // Removing, no review), since the edge did not look at the item. A failure
@@ -688,10 +701,10 @@ func DeriveItemStatus(p Presence, e EdgeState) (Status, Review) {
 	return 0, ReviewYes
 }
 
-// DroppedReview is the table of DESIGN §2 for an item the edge reports
-// that is not in the desired configuration: whether a person should look.
-// EdgeAbsent needs none; EdgePresent maybe (the edge still holds something
-// nobody asked for); every failure yes. Beyond the table,
+// DroppedReview says, for an item the edge reports that is not in the
+// desired configuration (its status is dropped), whether a person should
+// look. EdgeAbsent needs none; EdgePresent maybe (the edge still holds
+// something nobody asked for); every failure yes. Besides,
 // EdgeWaitingForDependencies and EdgeNotRun need none: the edge did nothing
 // with the item. An undeclared state needs review.
 func (e EdgeState) DroppedReview() Review {

@@ -41,8 +41,10 @@ func (h *statusLogs) attrs(i int) map[string]string {
 
 func statusDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// TestStatusDeriveTable has one case per row of the table in DESIGN §2
-// (row 17 lists two edge states, so it has two cases), run through
+// TestStatusDeriveTable has one case per row of the status table (the
+// items in the configuration as DeriveItemStatus documents them, the
+// others as DroppedReview does; the last row lists two edge states, so it
+// has two cases), run through
 // DeriveStatus with a real desired configuration and edge report.
 func TestStatusDeriveTable(t *testing.T) {
 	const notInConfig = converge.Presence(255)

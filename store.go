@@ -124,15 +124,22 @@ type Retention struct {
 // due times stay in clear, so they must never carry a secret.
 //
 // Seal must bind the sealed value to key (as associated data), so that a
-// value moved to another key fails to open. A sealed value must start with
-// a zero byte, which no JSON document does: a store without a Sealer (or
-// with a Sealer, reading a value written before sealing was turned on)
-// tells a sealed value from a clear one by that byte. A store without a
-// Sealer refuses a sealed value with an error matching ErrSealed. Open
-// fails with an error matching ErrSealed when the value was sealed with
-// another key or was altered.
+// value moved to another key fails to open; stores pass keys that tell a
+// record from a target of the same name. A sealed value must start with a
+// zero byte, which no JSON document does: that is how a store tells a
+// sealed value from a clear one. A store with a Sealer fails closed: it
+// refuses a clear value where a sealed one belongs with an error matching
+// ErrNotSealed (unless its migration option, MemStore.AllowClear and the
+// like, accepts clear values while sealing is turned on), and passes only
+// sealed values to Open. A store without a Sealer refuses a sealed value
+// with an error matching ErrSealed. Open fails with an error matching
+// ErrSealed when the value was sealed with a key it does not hold or was
+// altered; a Sealer that names keys in its values (NewAESGCMKeyring) seals
+// with its newest key and opens with any, and Reseal seals every record
+// again with the newest.
 //
-// NewAESGCMSealer returns the Sealer on AES-GCM from the standard library.
+// NewAESGCMSealer and NewAESGCMKeyring return the Sealer on AES-GCM from
+// the standard library.
 type Sealer interface {
 	Seal(key string, plain []byte) ([]byte, error)
 	Open(key string, sealed []byte) ([]byte, error)
@@ -167,11 +174,19 @@ type Store interface {
 	// History returns the stored transitions of key, oldest first (empty,
 	// not an error, when there are none).
 	History(ctx context.Context, key string) ([]HistoryEntry, error)
-	// PutTarget stores the last target of the reconciler called name.
-	PutTarget(ctx context.Context, name string, target json.RawMessage) error
-	// Target returns the last target stored for name, or an error matching
-	// ErrStoreNotFound.
-	Target(ctx context.Context, name string) (json.RawMessage, error)
+	// PutTarget stores target as the last target of the reconciler called
+	// name and returns its revision: one more than the last revision
+	// taken for name (1 for the first), assigned in the same atomic write
+	// as the target, so that the revisions of a name only ever grow,
+	// across restarts and across processes sharing the store, and no two
+	// targets get the same one. A target of length 0 (nil) takes the next
+	// revision without replacing the stored target: a target that is not
+	// kept (TargetReconciler.ApplyIntermediate's) is numbered so.
+	PutTarget(ctx context.Context, name string, target json.RawMessage) (revision uint64, err error)
+	// Target returns the last target stored for name and the revision
+	// PutTarget gave it, or an error matching ErrStoreNotFound when no
+	// target is stored (even if revisions were taken for name).
+	Target(ctx context.Context, name string) (target json.RawMessage, revision uint64, err error)
 	// Claim gives key to owner for ttl: it succeeds when the key is free,
 	// its lease expired, or owner already holds it (which renews it). When
 	// another owner holds an unexpired lease it fails with a *ClaimError.
@@ -253,18 +268,35 @@ type MemStore struct {
 	Retention Retention
 	// Sealer, when set, seals every record value and target the store
 	// keeps and opens them on every read (see Sealer for what that
-	// covers). Set it before first use: without it, a sealed value fails
-	// to read with an error matching ErrSealed.
+	// covers); a clear value then fails to read with an error matching
+	// ErrNotSealed. Set it before first use: without it, a sealed value
+	// fails to read with an error matching ErrSealed.
 	Sealer Sealer
+	// AllowClear, with a Sealer, reads a value that is not sealed as the
+	// clear JSON it is, instead of failing with ErrNotSealed. It is the
+	// migration path for a store that held values before sealing was
+	// turned on: set Sealer and AllowClear, run Reseal, then unset
+	// AllowClear. It weakens what sealing promises (anyone who can write
+	// the store can then plant a clear value), so leave it off otherwise.
+	// Without a Sealer it changes nothing.
+	AllowClear bool
 
 	mu      sync.RWMutex
 	records map[string]memRecord
 	history map[string]memHistory
-	targets map[string]json.RawMessage
+	targets map[string]memTarget
 	leases  map[string]Lease
 	tokens  uint64
 	due     memDueHeap
 	watches []*memWatch
+}
+
+// memTarget is the last target of a name, its revision, and the last
+// revision taken for the name (by it or by a PutTarget without a target).
+type memTarget struct {
+	value json.RawMessage // nil: only revisions were taken
+	rev   uint64          // of value
+	last  uint64
 }
 
 type memRecord struct {
@@ -314,32 +346,66 @@ func unixNanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// open returns the clear value of a stored one.
-func (s *MemStore) open(key string, v json.RawMessage) (json.RawMessage, error) {
-	if s.Sealer == nil {
-		if len(v) > 0 && v[0] == 0 {
-			return nil, fmt.Errorf("converge: store key %q: %w (the store has no Sealer)", key, bare(ErrSealed))
-		}
-		return v, nil
+// memSealPlace tells a record from a target: each is sealed under
+// associated data of its own, so a value cannot move from one to the other.
+type memSealPlace bool
+
+const (
+	memSealRecord memSealPlace = false
+	memSealTarget memSealPlace = true
+)
+
+// ad returns the associated data of the value kept under key.
+func (p memSealPlace) ad(key string) string {
+	if p == memSealTarget {
+		return "target\x00" + key
 	}
-	plain, err := s.Sealer.Open(key, v)
+	return "record\x00" + key
+}
+
+// name returns how errors name the value kept under key.
+func (p memSealPlace) name(key string) string {
+	if p == memSealTarget {
+		return fmt.Sprintf("target %q", key)
+	}
+	return fmt.Sprintf("store key %q", key)
+}
+
+// open returns the clear value of the one stored under key in place p.
+func (s *MemStore) open(p memSealPlace, key string, v json.RawMessage) (json.RawMessage, error) {
+	sealed := len(v) > 0 && v[0] == 0
+	switch {
+	case s.Sealer == nil && sealed:
+		return nil, fmt.Errorf("converge: %s: %w (the store has no Sealer)", p.name(key), bare(ErrSealed))
+	case s.Sealer == nil:
+		return v, nil
+	case !sealed && s.AllowClear:
+		return v, nil
+	case !sealed:
+		return nil, fmt.Errorf("converge: %s: %w (the store has a Sealer; AllowClear reads clear values while migrating)", p.name(key), bare(ErrNotSealed))
+	}
+	plain, err := s.Sealer.Open(p.ad(key), v)
 	if err != nil {
 		if !errors.Is(err, ErrSealed) {
 			err = fmt.Errorf("%w: %w", ErrSealed, err)
 		}
-		return nil, fmt.Errorf("converge: store key %q: %w", key, bare(err))
+		return nil, fmt.Errorf("converge: %s: %w", p.name(key), bare(err))
 	}
 	return plain, nil
 }
 
-// seal returns the value to keep for a clear one, a copy in any case.
-func (s *MemStore) seal(key string, plain json.RawMessage) (json.RawMessage, error) {
+// seal returns the value to keep under key in place p for a clear one, a
+// copy in any case.
+func (s *MemStore) seal(p memSealPlace, key string, plain json.RawMessage) (json.RawMessage, error) {
 	if s.Sealer == nil {
 		return slices.Clone(plain), nil
 	}
-	v, err := s.Sealer.Seal(key, plain)
+	v, err := s.Sealer.Seal(p.ad(key), plain)
 	if err != nil {
-		return nil, fmt.Errorf("converge: store key %q: seal: %w", key, bare(err))
+		return nil, fmt.Errorf("converge: %s: seal: %w", p.name(key), bare(err))
+	}
+	if len(v) == 0 || v[0] != 0 {
+		return nil, fmt.Errorf("converge: %s: seal: the Sealer returned a value that does not start with a zero byte", p.name(key))
 	}
 	return v, nil
 }
@@ -355,7 +421,7 @@ func (s *MemStore) Get(ctx context.Context, key string) (StoreRecord, error) {
 	if !ok {
 		return StoreRecord{}, fmt.Errorf("converge: store key %q: %w", key, bare(ErrStoreNotFound))
 	}
-	v, err := s.open(key, r.value)
+	v, err := s.open(memSealRecord, key, r.value)
 	if err != nil {
 		return StoreRecord{}, err
 	}
@@ -374,7 +440,7 @@ func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryE
 	if !json.Valid(rec.Value) {
 		return 0, &StoreRequestError{Key: rec.Key, Field: "Value", Reason: "not valid JSON"}
 	}
-	value, err := s.seal(rec.Key, rec.Value)
+	value, err := s.seal(memSealRecord, rec.Key, rec.Value)
 	if err != nil {
 		return 0, err
 	}
@@ -512,7 +578,7 @@ func (s *MemStore) List(ctx context.Context, prefix string) ([]StoreRecord, erro
 	}
 	s.mu.RUnlock()
 	for i := range out {
-		v, err := s.open(out[i].Key, out[i].Value)
+		v, err := s.open(memSealRecord, out[i].Key, out[i].Value)
 		if err != nil {
 			return nil, err
 		}
@@ -534,38 +600,50 @@ func (s *MemStore) History(ctx context.Context, key string) ([]HistoryEntry, err
 
 // PutTarget implements Store. It keeps a copy of target (sealed when the
 // store has a Sealer).
-func (s *MemStore) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+func (s *MemStore) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	if !json.Valid(target) {
-		return &StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
-	}
-	t, err := s.seal(name, target)
-	if err != nil {
-		return err
+	var t json.RawMessage
+	if len(target) > 0 {
+		if !json.Valid(target) {
+			return 0, &StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
+		}
+		var err error
+		if t, err = s.seal(memSealTarget, name, target); err != nil {
+			return 0, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.targets == nil {
-		s.targets = map[string]json.RawMessage{}
+		s.targets = map[string]memTarget{}
 	}
-	s.targets[name] = t
-	return nil
+	cur := s.targets[name]
+	cur.last++
+	if t != nil {
+		cur.value, cur.rev = t, cur.last
+	}
+	s.targets[name] = cur
+	return cur.last, nil
 }
 
 // Target implements Store.
-func (s *MemStore) Target(ctx context.Context, name string) (json.RawMessage, error) {
+func (s *MemStore) Target(ctx context.Context, name string) (json.RawMessage, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	s.mu.RLock()
-	t, ok := s.targets[name]
+	t := s.targets[name]
 	s.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("converge: target %q: %w", name, bare(ErrStoreNotFound))
+	if t.value == nil {
+		return nil, 0, fmt.Errorf("converge: target %q: %w", name, bare(ErrStoreNotFound))
 	}
-	return s.open(name, t)
+	v, err := s.open(memSealTarget, name, t.value)
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, t.rev, nil
 }
 
 // checkClaim validates the arguments of Claim and ClaimDue.
@@ -686,7 +764,7 @@ func (s *MemStore) ClaimDue(ctx context.Context, prefix, owner string, ttl time.
 	out := make([]Claimed, len(picked))
 	for i, q := range picked {
 		r := s.records[q.key]
-		v, err := s.open(q.key, r.value)
+		v, err := s.open(memSealRecord, q.key, r.value)
 		if err != nil {
 			return nil, err // nothing claimed yet
 		}

@@ -74,7 +74,7 @@ func TestStoreMemRejectsBadInput(t *testing.T) {
 			_, err := s.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`{`)})
 			return err
 		}, "Value"},
-		{"invalid target", func() error { return s.PutTarget(ctx, "t", json.RawMessage(`nope`)) }, "target"},
+		{"invalid target", func() error { _, err := s.PutTarget(ctx, "t", json.RawMessage(`nope`)); return err }, "target"},
 		{"empty claim key", func() error { _, err := s.Claim(ctx, "", "o", time.Second); return err }, "key"},
 		{"empty owner", func() error { _, err := s.Claim(ctx, "k", "", time.Second); return err }, "owner"},
 		{"zero ttl", func() error { _, err := s.Claim(ctx, "k", "o", 0); return err }, "ttl"},
@@ -104,9 +104,10 @@ func TestStoreMemCopiesValues(t *testing.T) {
 	assert.JSONEq(t, `"abc"`, string(rec.Value))
 
 	tv := json.RawMessage(`{"image":"a"}`)
-	require.NoError(t, s.PutTarget(ctx, "device", tv))
+	_, err = s.PutTarget(ctx, "device", tv)
+	require.NoError(t, err)
 	tv[2] = 'X'
-	got, err := s.Target(ctx, "device")
+	got, _, err := s.Target(ctx, "device")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"image":"a"}`, string(got))
 }
@@ -173,13 +174,25 @@ func TestStoreMemList(t *testing.T) {
 func TestStoreMemTarget(t *testing.T) {
 	ctx := context.Background()
 	s := converge.NewMemStore()
-	_, err := s.Target(ctx, "device")
+	_, _, err := s.Target(ctx, "device")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound)
-	require.NoError(t, s.PutTarget(ctx, "device", json.RawMessage(`{"v":1}`)))
-	require.NoError(t, s.PutTarget(ctx, "device", json.RawMessage(`{"v":2}`)))
-	got, err := s.Target(ctx, "device")
+	r1, err := s.PutTarget(ctx, "device", json.RawMessage(`{"v":1}`))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), r1, "the first target of a name is revision 1")
+	reserved, err := s.PutTarget(ctx, "device", nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), reserved)
+	got, rev, err := s.Target(ctx, "device")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"v":1}`, string(got), "a revision without a target keeps the target")
+	assert.Equal(t, r1, rev)
+	r3, err := s.PutTarget(ctx, "device", json.RawMessage(`{"v":2}`))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), r3)
+	got, rev, err = s.Target(ctx, "device")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"v":2}`, string(got))
+	assert.Equal(t, r3, rev)
 }
 
 func TestStoreMemClaims(t *testing.T) {

@@ -520,7 +520,7 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 					continue
 				}
 			}
-			if c.TargetTimeout > 0 && c.Now.Sub(t.LastUpdatedTimestamp) >= c.TargetTimeout {
+			if c.TargetTimeout > 0 && c.Since(t.LastUpdatedTimestamp) >= c.TargetTimeout {
 				reason := fmt.Sprintf("node %q did not complete within %s", t.Name, c.TargetTimeout)
 				c.SetTarget(grp.Group, t.Name, converge.HostTimedOut, reason)
 				fail.set(converge.PlanTimedOut, reason)

@@ -46,7 +46,7 @@ func TestReadOfDamagedEntry(t *testing.T) {
 			return err
 		}, `history of "obj/a"`},
 		{"target", bucketTargets, func() []byte { return []byte("agent") }, func(s *Store) error {
-			_, err := s.Target(ctx, "agent")
+			_, _, err := s.Target(ctx, "agent")
 			return err
 		}, `target "agent"`},
 		{"lease", bucketLeases, func() []byte { return []byte("obj/b") }, func(s *Store) error {
@@ -68,7 +68,8 @@ func TestReadOfDamagedEntry(t *testing.T) {
 			require.NoError(t, err)
 			_, err = s.Claim(ctx, "obj/b", "me", time.Hour)
 			require.NoError(t, err)
-			require.NoError(t, s.PutTarget(ctx, "agent", json.RawMessage(`{"n":3}`)))
+			_, err = s.PutTarget(ctx, "agent", json.RawMessage(`{"n":3}`))
+			require.NoError(t, err)
 			require.NoError(t, tc.read(s), "undamaged")
 
 			// Change one bit of the stored bytes, keeping their length:
@@ -163,7 +164,7 @@ func TestFormat1IsUpgraded(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, hist, 1)
 	assert.Equal(t, "ready", hist[0].To)
-	target, err := s.Target(ctx, "agent")
+	target, _, err := s.Target(ctx, "agent")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"t":1}`, string(target))
 	var ce *converge.ClaimError

@@ -97,7 +97,8 @@ func buildFixture(t *testing.T, path string) fixtureState {
 	want.Targets["agent"] = []byte(`{"project":"demo","replicas":3}`)
 	want.Targets["big"] = fmt.Appendf(nil, `{"blob":%q}`, strings.Repeat("target-", 700))
 	for _, name := range []string{"agent", "big"} {
-		require.NoError(t, st.PutTarget(ctx, name, want.Targets[name]))
+		_, err := st.PutTarget(ctx, name, want.Targets[name])
+		require.NoError(t, err)
 	}
 	put("last", 0, []byte(`{"last":true}`), "last")
 	require.NoError(t, st.Close())
@@ -519,7 +520,7 @@ func examineCopy(path string, want fixtureState) string {
 		}
 	}
 	for name, exp := range want.Targets {
-		got, err := st.Target(ctx, name)
+		got, _, err := st.Target(ctx, name)
 		switch {
 		case err != nil:
 			failed("target "+name, err)

@@ -417,7 +417,7 @@ func childTarget(path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.Target(ctx, converge.TargetDefaultName)
+	_, _, err = st.Target(ctx, converge.TargetDefaultName)
 	stored := err == nil
 	if err != nil && !errors.Is(err, converge.ErrStoreNotFound) {
 		return err
@@ -453,13 +453,17 @@ func storedTarget(t *testing.T, path string) int {
 	st, err := boltstore.Open(path, boltstore.Options{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, st.Close()) }()
-	b, err := st.Target(context.Background(), converge.TargetDefaultName)
+	b, rev, err := st.Target(context.Background(), converge.TargetDefaultName)
 	if errors.Is(err, converge.ErrStoreNotFound) {
 		return -1
 	}
 	require.NoError(t, err)
 	tg, err := decodeTarget(b)
 	require.NoError(t, err, "the stored target is whole: %q", b)
+	// Every child sets the stored target's Rev + 1, and the store numbers
+	// each target one above the last: a revision that restarted after a
+	// kill would fall behind.
+	require.Equal(t, uint64(tg.Rev), rev, "the store's revision of the target survived every kill")
 	return tg.Rev
 }
 
@@ -536,5 +540,6 @@ func TestCrashTargetReconciler(t *testing.T) {
 	cur, ok := rec.Target()
 	assert.True(t, ok)
 	assert.Equal(t, crashTarget{Rev: stored}, cur)
+	assert.Equal(t, uint64(stored), rec.Revision(), "the resumed target has its stored revision")
 	t.Logf("%d kills, %d children resumed a stored target, last revision %d", crashKills, resumed, stored)
 }

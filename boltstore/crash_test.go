@@ -100,7 +100,7 @@ func childWrites(path string) error {
 			key := fmt.Sprintf("rec/%d", g)
 			n := 0
 			if g == 0 {
-				if t, err := st.Target(ctx, "agent"); err == nil {
+				if t, _, err := st.Target(ctx, "agent"); err == nil {
 					var v struct{ N int }
 					if err := json.Unmarshal(t, &v); err != nil {
 						errc <- err
@@ -130,7 +130,7 @@ func childWrites(path string) error {
 				switch g {
 				case 0:
 					n++
-					if err := st.PutTarget(ctx, "agent", fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
+					if _, err := st.PutTarget(ctx, "agent", fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
 						errc <- err
 						return
 					}
@@ -267,10 +267,11 @@ func TestCrashWrites(t *testing.T) {
 			}
 		}
 		if ackedTarget > 0 {
-			tg, err := st.Target(ctx, "agent")
+			tg, rev, err := st.Target(ctx, "agent")
 			require.NoError(t, err)
 			var v struct{ N int }
 			require.NoError(t, json.Unmarshal(tg, &v))
+			require.Equal(t, uint64(v.N), rev, "round %d: the target's revision went with it", round)
 			require.GreaterOrEqual(t, v.N, ackedTarget, "round %d: the target lost an acknowledged write", round)
 		}
 		require.NoError(t, st.Close())

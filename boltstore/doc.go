@@ -46,7 +46,8 @@
 // with the errors of the converge.Store contract (converge.ErrStoreStale,
 // converge.ErrLeaseLost, converge.ErrStoreInvalid for a value that is not
 // JSON, converge.ErrSealed for a sealed value without the right Sealer,
-// ...), with ErrClosed after Close, and with ErrCorrupt naming the key if
+// converge.ErrNotSealed for a clear value in a sealed store, ...), with
+// ErrClosed after Close, and with ErrCorrupt naming the key if
 // stored data fails its checksum or cannot be decoded.
 //
 // # Damaged files
@@ -83,6 +84,13 @@
 // # What is sealed
 //
 // With Options.Sealer, record values and targets are sealed before they
-// are written. Keys, versions, history entries, leases (owners, expiry) and
-// due times are stored in clear: never put a secret in them.
+// are written, and a clear value read back is refused with
+// converge.ErrNotSealed (Options.AllowClear accepts it while sealing is
+// turned on over an existing file). Keys, versions, history entries,
+// leases (owners, expiry) and due times are stored in clear: never put a
+// secret in them. Files sealed by earlier versions of converge (values
+// without a key ID) open with a converge.NewAESGCMKeyring that holds their
+// key, and converge.Reseal rewrites them under its newest key; records
+// and targets are bound to associated data of their own ("record",
+// "target" and the key), as before.
 package boltstore

@@ -17,7 +17,7 @@ import (
 //	leases   key -> tag 2, flags, token u64, expires i64, saved i64, owner, sum
 //	due      index i64 (sign bit flipped, so it sorts) + key -> sum
 //	history  uvarint(len(key)) + key + seq u64 -> JSON HistoryEntry, sum
-//	targets  name -> value, sum
+//	targets  name -> tag 1, flags, revision u64, last u64, value, sum
 //	meta     "format" -> the format version in decimal
 //
 // Times are Unix nanoseconds. A value (record or target) starting with a
@@ -30,6 +30,12 @@ import (
 //
 // Format version 1 had the same layout without the sums (and tag 1 for
 // records and leases); Open upgrades such a file in place (see migrate).
+//
+// A target's revision is the one PutTarget gave its value; last is the
+// last revision taken for the name (a PutTarget without a target takes one
+// and keeps the value, which is absent until a target is stored). A target
+// entry (before its sum) that starts with anything but the tag is a bare
+// value written before revisions were kept: it reads as revision 1.
 
 const (
 	recordTag  = 2
@@ -38,10 +44,56 @@ const (
 	leaseHead  = 2 + 8 + 8 + 8
 	sumSize    = 4
 
+	targetTag  = 1
+	targetHead = 2 + 8 + 8
+
 	flagDue     = 1 << 0 // record: due holds a due time
 	flagIndexed = 1 << 1 // record: the due bucket holds index+key
 	flagSaved   = 1 << 0 // lease: saved holds the record's due time at claim
+	flagValue   = 1 << 0 // target: a value follows the head
 )
+
+// target is a decoded entry of the targets bucket. value aliases the
+// transaction's memory.
+type target struct {
+	rev      uint64 // of value
+	last     uint64 // last revision taken for the name
+	hasValue bool
+	value    []byte
+}
+
+func (t *target) encode() []byte {
+	b := make([]byte, targetHead, targetHead+len(t.value))
+	b[0] = targetTag
+	if t.hasValue {
+		b[1] |= flagValue
+	}
+	binary.BigEndian.PutUint64(b[2:], t.rev)
+	binary.BigEndian.PutUint64(b[10:], t.last)
+	return append(b, t.value...)
+}
+
+func decodeTarget(name string, b []byte) (target, error) {
+	switch {
+	case len(b) == 0:
+		return target{}, corrupt("target %q: bad entry", name)
+	case b[0] != targetTag:
+		// A bare value, sealed or JSON, from before revisions were kept.
+		return target{rev: 1, last: 1, hasValue: true, value: b}, nil
+	case len(b) < targetHead:
+		return target{}, corrupt("target %q: bad entry", name)
+	}
+	t := target{
+		rev:      binary.BigEndian.Uint64(b[2:]),
+		last:     binary.BigEndian.Uint64(b[10:]),
+		hasValue: b[1]&flagValue != 0,
+		value:    b[targetHead:],
+	}
+	if t.last == 0 || t.rev > t.last || t.hasValue != (t.rev > 0) || t.hasValue != (len(t.value) > 0) {
+		return target{}, corrupt("target %q: bad entry", name)
+	}
+	return t, nil
+}
 
 // The kinds of entries, the first byte their sums cover: an entry moved to
 // another bucket fails its sum.

@@ -2,9 +2,13 @@ package boltstore_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
+	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,8 +189,8 @@ func TestBadRequests(t *testing.T) {
 			_, err := st.Put(ctx, converge.StoreRecord{Key: long, Value: raw(`1`)})
 			return err
 		}, "Key"},
-		{"invalid target", func() error { return st.PutTarget(ctx, "t", raw(`nope`)) }, "target"},
-		{"empty target name", func() error { return st.PutTarget(ctx, "", raw(`1`)) }, "name"},
+		{"invalid target", func() error { _, err := st.PutTarget(ctx, "t", raw(`nope`)); return err }, "target"},
+		{"empty target name", func() error { _, err := st.PutTarget(ctx, "", raw(`1`)); return err }, "name"},
 		{"empty owner", func() error { _, err := st.Claim(ctx, "k", "", time.Minute); return err }, "owner"},
 		{"zero ttl", func() error { _, err := st.Claim(ctx, "k", "o", 0); return err }, "ttl"},
 		{"empty claim key", func() error { _, err := st.Claim(ctx, "", "o", time.Minute); return err }, "key"},
@@ -208,7 +212,7 @@ func TestBadRequests(t *testing.T) {
 	hist, err := st.History(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"one"}, tos(hist))
-	_, err = st.Target(ctx, "t")
+	_, _, err = st.Target(ctx, "t")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound)
 	got, err := st.ClaimDue(ctx, "", "o", time.Minute, 10)
 	require.NoError(t, err)
@@ -225,7 +229,8 @@ func TestCancelledContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = st.List(ctx, "")
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, st.PutTarget(ctx, "t", raw(`1`)), context.Canceled)
+	_, err = st.PutTarget(ctx, "t", raw(`1`))
+	require.ErrorIs(t, err, context.Canceled)
 	_, err = st.ClaimDue(ctx, "", "o", time.Minute, 1)
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = st.Get(context.Background(), "k")
@@ -254,7 +259,8 @@ func TestSealedAtRest(t *testing.T) {
 	val, _ := json.Marshal(map[string]string{"password": secret})
 	_, err = st.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: val}, converge.HistoryEntry{To: "ready"})
 	require.NoError(t, err)
-	require.NoError(t, st.PutTarget(ctx, "agent", val))
+	_, err = st.PutTarget(ctx, "agent", val)
+	require.NoError(t, err)
 	rec, err := st.Get(ctx, "obj/a")
 	require.NoError(t, err)
 	assert.JSONEq(t, string(val), string(rec.Value))
@@ -278,7 +284,7 @@ func TestSealedAtRest(t *testing.T) {
 			_, err := other.Get(ctx, "obj/a")
 			require.ErrorIs(t, err, converge.ErrSealed)
 			assert.NotContains(t, err.Error(), secret)
-			_, err = other.Target(ctx, "agent")
+			_, _, err = other.Target(ctx, "agent")
 			require.ErrorIs(t, err, converge.ErrSealed)
 			_, err = other.List(ctx, "")
 			require.ErrorIs(t, err, converge.ErrSealed)
@@ -295,13 +301,177 @@ func TestSealedAtRest(t *testing.T) {
 		})
 	}
 
-	// A value written in clear before sealing was turned on is still read.
-	clear := openStore(t, tempPath(t), boltstore.Options{})
-	_, err = clear.Put(ctx, converge.StoreRecord{Key: "k", Value: raw(`{"a":1}`)})
+}
+
+// TestSealedFailsClosed writes clear values (as before sealing was turned
+// on, or by a writer bypassing the Sealer, over a sealed value): a store
+// with a Sealer refuses them with ErrNotSealed, unless AllowClear accepts
+// them for the migration, which converge.Reseal then completes.
+func TestSealedFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	sealer, err := converge.NewAESGCMSealer(bytes.Repeat([]byte{1}, 32))
+	require.NoError(t, err)
+	path := tempPath(t)
+	sealed := openStore(t, path, boltstore.Options{Sealer: sealer})
+	v, err := sealed.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: raw(`{"pw":"hunter2"}`)})
+	require.NoError(t, err)
+	_, err = sealed.PutTarget(ctx, "device", raw(`{"t":"hunter2"}`))
+	require.NoError(t, err)
+	require.NoError(t, sealed.Close())
+
+	clear := openStore(t, path, boltstore.Options{})
+	_, err = clear.Put(ctx, converge.StoreRecord{Key: "obj/a", Version: v, Value: raw(`{"pw":"planted"}`)})
+	require.NoError(t, err)
+	_, err = clear.Put(ctx, converge.StoreRecord{Key: "obj/b", Value: raw(`{"b":1}`)})
+	require.NoError(t, err)
+	_, err = clear.PutTarget(ctx, "device", raw(`{"t":"planted"}`))
 	require.NoError(t, err)
 	require.NoError(t, clear.Close())
-	sealed := openStore(t, clear.Path(), boltstore.Options{Sealer: sealer})
-	rec, err = sealed.Get(ctx, "k")
+
+	strict := openStore(t, path, boltstore.Options{Sealer: sealer})
+	reads := map[string]func() error{
+		"Get":    func() error { _, err := strict.Get(ctx, "obj/a"); return err },
+		"List":   func() error { _, err := strict.List(ctx, ""); return err },
+		"Target": func() error { _, _, err := strict.Target(ctx, "device"); return err },
+		"ClaimDue": func() error {
+			_, err := strict.ClaimDue(ctx, "", "o", time.Minute, 10)
+			return err
+		},
+	}
+	for name, read := range reads {
+		err := read()
+		require.ErrorIs(t, err, converge.ErrNotSealed, name)
+		assert.NotErrorIs(t, err, converge.ErrSealed, name)
+		assert.NotContains(t, err.Error(), "planted", name)
+	}
+	require.NoError(t, strict.Close())
+
+	migrate := openStore(t, path, boltstore.Options{Sealer: sealer, AllowClear: true})
+	rec, err := migrate.Get(ctx, "obj/a")
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"a":1}`, string(rec.Value))
+	assert.JSONEq(t, `{"pw":"planted"}`, string(rec.Value))
+	n, err := converge.Reseal(ctx, migrate, "device")
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	require.NoError(t, migrate.Close())
+
+	after := openStore(t, path, boltstore.Options{Sealer: sealer})
+	recs, err := after.List(ctx, "")
+	require.NoError(t, err, "every value is sealed now")
+	assert.Len(t, recs, 2)
+	tg, _, err := after.Target(ctx, "device")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"t":"planted"}`, string(tg))
+}
+
+// TestSealedFormat1FileOpens opens a file written by converge before
+// sealed values named their key (testdata/sealed-format1.db.gz: written by
+// boltstore at commit 2c8a87c with NewAESGCMSealer and the key of 32 bytes
+// 0x01; record "obj/a" = {"pw":"hunter2"} with one history entry, target
+// "device" = {"env":{"TOKEN":"hunter2"}}). A keyring holding the key opens
+// it, Reseal rewrites it under the keyring's newest key, and then the old
+// key can go. A keyring without the key refuses it with ErrSealed.
+func TestSealedFormat1FileOpens(t *testing.T) {
+	ctx := context.Background()
+	path := tempPath(t)
+	gz, err := os.Open(filepath.Join("testdata", "sealed-format1.db.gz"))
+	require.NoError(t, err)
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	require.NoError(t, err)
+	b, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	without, err := converge.NewAESGCMKeyring(newKey)
+	require.NoError(t, err)
+	st := openStore(t, path, boltstore.Options{Sealer: without})
+	_, err = st.Get(ctx, "obj/a")
+	require.ErrorIs(t, err, converge.ErrSealed)
+	require.NoError(t, st.Close())
+
+	both, err := converge.NewAESGCMKeyring(oldKey, newKey)
+	require.NoError(t, err)
+	st = openStore(t, path, boltstore.Options{Sealer: both})
+	rec, err := st.Get(ctx, "obj/a")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"pw":"hunter2"}`, string(rec.Value))
+	n, err := converge.Reseal(ctx, st, "device")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	require.NoError(t, st.Close())
+
+	st = openStore(t, path, boltstore.Options{Sealer: without})
+	rec, err = st.Get(ctx, "obj/a")
+	require.NoError(t, err, "resealed under the new key")
+	assert.JSONEq(t, `{"pw":"hunter2"}`, string(rec.Value))
+	tg, _, err := st.Target(ctx, "device")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"env":{"TOKEN":"hunter2"}}`, string(tg))
+	hist, err := st.History(ctx, "obj/a")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ready"}, tos(hist), "history kept")
+}
+
+// TestTargetEntries checks the target entries the file may hold: a bare
+// value written before revisions were kept reads as revision 1 and the
+// next target is revision 2; a damaged entry is ErrCorrupt naming the
+// target, for reads and writes alike, and changes nothing.
+func TestTargetEntries(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		entry   []byte
+		corrupt bool
+	}{
+		{"bare JSON value", []byte(`{"image":"web:1"}`), false},
+		{"empty entry", []byte{}, true},
+		{"short head", []byte{1, 1, 0, 0}, true},
+		{"value without its flag", append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, `{}`...), true},
+		{"revision above the last", []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, '1'}, true},
+		{"no revision taken", []byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tempPath(t)
+			st, err := boltstore.Open(path, boltstore.Options{})
+			require.NoError(t, err)
+			require.NoError(t, st.Close())
+			db, err := bolt.Open(path, 0o600, nil)
+			require.NoError(t, err)
+			require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("targets")).Put([]byte("agent"), withTargetSum("agent", tc.entry))
+			}))
+			require.NoError(t, db.Close())
+
+			if tc.corrupt {
+				// The entry's sum is right but its content is not: Open
+				// checks every entry and refuses the file, naming the target.
+				_, err := boltstore.Open(path, boltstore.Options{})
+				require.ErrorIs(t, err, boltstore.ErrCorrupt)
+				assert.Equal(t, 1, strings.Count(err.Error(), `"agent"`), "the target named once: %v", err)
+				return
+			}
+			st = openStore(t, path, boltstore.Options{})
+			got, rev, err := st.Target(ctx, "agent")
+			require.NoError(t, err)
+			assert.JSONEq(t, string(tc.entry), string(got))
+			assert.Equal(t, uint64(1), rev)
+			rev, err = st.PutTarget(ctx, "agent", raw(`{"image":"web:2"}`))
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), rev)
+		})
+	}
+}
+
+// withTargetSum appends to entry the checksum that format 2 keeps after
+// every target entry: CRC-32C (Castagnoli) over the kind 't', the key's
+// length as a uvarint, the key and the entry.
+func withTargetSum(key string, entry []byte) []byte {
+	pre := binary.AppendUvarint([]byte{'t'}, uint64(len(key)))
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	c := crc32.Update(0, tab, pre)
+	c = crc32.Update(c, tab, []byte(key))
+	c = crc32.Update(c, tab, entry)
+	return binary.BigEndian.AppendUint32(append([]byte(nil), entry...), c)
 }

@@ -33,7 +33,7 @@ func Example() {
 	v, err := st.Put(ctx, converge.StoreRecord{Key: "host/web-1", Value: json.RawMessage(`{"state":"ready"}`)},
 		converge.HistoryEntry{At: at, To: "ready", Reason: "created"})
 	fmt.Println("version", v, err)
-	if err := st.PutTarget(ctx, "agent", json.RawMessage(`{"image":"web:2"}`)); err != nil {
+	if _, err := st.PutTarget(ctx, "agent", json.RawMessage(`{"image":"web:2"}`)); err != nil {
 		fmt.Println(err)
 	}
 	if err := st.Close(); err != nil {
@@ -49,7 +49,7 @@ func Example() {
 	defer st.Close()
 	rec, _ := st.Get(ctx, "host/web-1")
 	hist, _ := st.History(ctx, "host/web-1")
-	target, _ := st.Target(ctx, "agent")
+	target, _, _ := st.Target(ctx, "agent")
 	fmt.Println(rec.Version, string(rec.Value), hist[0].To, string(target))
 
 	// A stale write is refused.

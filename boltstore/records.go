@@ -48,9 +48,13 @@ func (s *Store) seal(ad string, v []byte) ([]byte, error) {
 	return out, nil
 }
 
-// open returns the JSON document stored as b (which it does not keep).
+// open returns the JSON document stored as b (which it does not keep). With
+// a Sealer it fails closed: a clear value is refused unless AllowClear.
 func (s *Store) open(what, ad string, b []byte) (json.RawMessage, error) {
 	if len(b) == 0 || b[0] != 0 {
+		if s.sealer != nil && !s.clear {
+			return nil, fmt.Errorf("boltstore: %s: %w (the store has a Sealer; Options.AllowClear reads clear values while migrating)", what, converge.ErrNotSealed)
+		}
 		return slices.Clone(b), nil
 	}
 	if s.sealer == nil {
@@ -441,34 +445,55 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 }
 
 // PutTarget implements converge.Store. With a Sealer, the target is sealed
-// before it is written.
-func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+// before it is written; its revision is not.
+func (s *Store) PutTarget(ctx context.Context, name string, tgt json.RawMessage) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := checkKey(name, "name"); err != nil {
-		return err
+		return 0, err
 	}
-	if !json.Valid(target) {
-		return &converge.StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
+	var value []byte
+	if len(tgt) > 0 {
+		if !json.Valid(tgt) {
+			return 0, &converge.StoreRequestError{Key: name, Field: "target", Reason: "not valid JSON"}
+		}
+		var err error
+		if value, err = s.seal(targetAD(name), tgt); err != nil {
+			return 0, err
+		}
 	}
-	value, err := s.seal(targetAD(name), target)
-	if err != nil {
-		return err
-	}
-	value = appendSum(kindTarget, name, value)
-	err = s.update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketTargets).Put([]byte(name), value)
+	var rev uint64
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTargets)
+		var cur target
+		if v := b.Get([]byte(name)); v != nil {
+			body, ok := checkSum(kindTarget, name, v)
+			if !ok {
+				return corrupt("target %q: checksum mismatch", name)
+			}
+			var err error
+			if cur, err = decodeTarget(name, body); err != nil {
+				return err
+			}
+		}
+		cur.last++
+		if value != nil {
+			cur.rev, cur.hasValue, cur.value = cur.last, true, value
+		}
+		rev = cur.last
+		return b.Put([]byte(name), appendSum(kindTarget, name, cur.encode()))
 	})
 	if err != nil {
-		return s.dbError(fmt.Sprintf("put target %q", name), err)
+		return 0, s.dbError(fmt.Sprintf("put target %q", name), err)
 	}
-	return nil
+	return rev, nil
 }
 
 // Target implements converge.Store.
-func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, error) {
+func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint64, error) {
 	var stored []byte
+	var rev uint64
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketTargets).Get([]byte(name))
 		if v == nil {
@@ -478,11 +503,22 @@ func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, error
 		if !ok {
 			return corrupt("target %q: checksum mismatch", name)
 		}
-		stored = slices.Clone(body)
+		t, err := decodeTarget(name, body)
+		if err != nil {
+			return err
+		}
+		if !t.hasValue {
+			return fmt.Errorf("boltstore: target %q: %w", name, converge.ErrStoreNotFound)
+		}
+		stored, rev = slices.Clone(t.value), t.rev
 		return nil
 	})
 	if err != nil {
-		return nil, s.readError("target", name, err)
+		return nil, 0, s.readError("target", name, err)
 	}
-	return s.open(fmt.Sprintf("target %q", name), targetAD(name), stored)
+	v, err := s.open(fmt.Sprintf("target %q", name), targetAD(name), stored)
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, rev, nil
 }

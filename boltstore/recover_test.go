@@ -143,7 +143,7 @@ func ExampleOptions_onCorrupt() {
 		fmt.Println(err)
 		return
 	}
-	_ = st.PutTarget(context.Background(), "agent", json.RawMessage(`{"image":"web:2"}`))
+	_, _ = st.PutTarget(context.Background(), "agent", json.RawMessage(`{"image":"web:2"}`))
 	_ = st.Close()
 	_ = os.Truncate(path, 4096)
 
@@ -159,7 +159,7 @@ func ExampleOptions_onCorrupt() {
 		return
 	}
 	defer st.Close()
-	_, err = st.Target(context.Background(), "agent")
+	_, _, err = st.Target(context.Background(), "agent")
 	fmt.Println("target:", errors.Is(err, converge.ErrStoreNotFound))
 	// Output:
 	// damaged: true

@@ -102,9 +102,19 @@ type Options struct {
 	// key's history is appended to.
 	Retention converge.Retention
 	// Sealer, when set, seals every record value and every target at rest
-	// (see converge.Sealer for what is and is not covered). Without it, a
-	// sealed value is refused with an error matching converge.ErrSealed.
+	// (see converge.Sealer for what is and is not covered), and a value
+	// that is not sealed is refused with an error matching
+	// converge.ErrNotSealed. Without it, a sealed value is refused with an
+	// error matching converge.ErrSealed.
 	Sealer converge.Sealer
+	// AllowClear, with a Sealer, reads a value that is not sealed as the
+	// clear JSON it is instead of refusing it: the migration path for a
+	// file written before sealing was turned on. Open the file with
+	// Sealer and AllowClear, run converge.Reseal (naming the targets),
+	// then open it without AllowClear. Leave it off otherwise: anyone who
+	// can write the file could then plant a clear value. Without a Sealer
+	// it changes nothing.
+	AllowClear bool
 	// LockTimeout is how long Open waits for another process to let go of
 	// the file before it fails with ErrFileLocked; 0 means
 	// DefaultLockTimeout and a negative value fails at once.
@@ -133,6 +143,7 @@ type Store struct {
 	db     *bolt.DB
 	path   string
 	sealer converge.Sealer
+	clear  bool // Options.AllowClear
 	now    func() time.Time
 	keep   int           // history entries kept per key; < 0: all
 	maxAge time.Duration // 0: any age
@@ -278,7 +289,7 @@ func open(path string, opts Options) (*Store, error) {
 		}
 		return nil, &OpenError{Path: path, Err: err}
 	}
-	s := &Store{db: db, path: path, sealer: opts.Sealer, now: opts.Now, keep: opts.Retention.Entries, maxAge: opts.Retention.Age}
+	s := &Store{db: db, path: path, sealer: opts.Sealer, clear: opts.AllowClear, now: opts.Now, keep: opts.Retention.Entries, maxAge: opts.Retention.Age}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -461,7 +472,7 @@ func (s *Store) dbError(what string, err error) error {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("%w (%s)", ErrClosed, what)
 	}
-	if errors.Is(err, ErrCorrupt) || errors.Is(err, converge.ErrSealed) {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, converge.ErrSealed) || errors.Is(err, converge.ErrNotSealed) {
 		return err
 	}
 	return fmt.Errorf("boltstore: %s: %w", what, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -96,6 +97,10 @@ func tempPath(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
 
+// Store is an io.Closer, as pgstore.Store is, so a program can keep
+// either behind one interface.
+var _ io.Closer = (*boltstore.Store)(nil)
+
 func TestConformStore(t *testing.T) {
 	sealer, err := converge.NewAESGCMSealer(make([]byte, 32))
 	require.NoError(t, err)
@@ -139,7 +144,8 @@ func TestSurvivesReopen(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.Put(ctx, converge.StoreRecord{Key: "a", Version: v, Value: raw(`{"n":2}`)}, converge.HistoryEntry{At: at, From: "one", To: "two"})
 	require.NoError(t, err)
-	require.NoError(t, st.PutTarget(ctx, "agent", raw(`{"t":1}`)))
+	_, err = st.PutTarget(ctx, "agent", raw(`{"t":1}`))
+	require.NoError(t, err)
 	l, err := st.Claim(ctx, "lock", "me", time.Hour)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
@@ -153,9 +159,13 @@ func TestSurvivesReopen(t *testing.T) {
 	require.Len(t, hist, 2)
 	assert.True(t, hist[1].At.Equal(at))
 	assert.Equal(t, "two", hist[1].To)
-	tg, err := st.Target(ctx, "agent")
+	tg, rev, err := st.Target(ctx, "agent")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"t":1}`, string(tg))
+	assert.Equal(t, uint64(1), rev)
+	rev, err = st.PutTarget(ctx, "agent", raw(`{"t":2}`))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), rev, "the revision goes on after a reopen")
 	_, err = st.Claim(ctx, "lock", "other", time.Hour)
 	require.ErrorIs(t, err, converge.ErrClaimHeld, "a lease survives a restart")
 	require.NoError(t, st.Release(ctx, l))

@@ -71,7 +71,12 @@ func verifyEntry(format int, name, k, v []byte) error {
 		case bytes.Equal(name, bucketHistory):
 			_, ok = checkSum(kindHistory, key, v)
 		case bytes.Equal(name, bucketTargets):
-			_, ok = checkSum(kindTarget, key, v)
+			var body []byte
+			if body, ok = checkSum(kindTarget, key, v); ok {
+				if _, err := decodeTarget(key, body); err != nil {
+					return err
+				}
+			}
 		}
 		if !ok {
 			return corrupt("%s: checksum mismatch", entryName(name, k))
@@ -89,7 +94,8 @@ func verifyEntry(format int, name, k, v []byte) error {
 	case bytes.Equal(name, bucketHistory):
 		ok = json.Valid(v)
 	case bytes.Equal(name, bucketTargets):
-		ok = storedValue(v)
+		_, err := decodeTarget(key, v)
+		ok = err == nil && (v[0] == targetTag || storedValue(v))
 	}
 	if !ok {
 		return corrupt("%s (format 1): cannot be decoded", entryName(name, k))

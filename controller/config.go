@@ -64,7 +64,16 @@ type Config struct {
 	Backoff converge.Backoff
 	// SLA is the longest an object should stay in a state; states without
 	// an entry have none. Objects over it are reported by AboveSLA,
-	// MetricAboveSLA and OnSLA.
+	// MetricAboveSLA and OnSLA. The time in the state is measured on the
+	// monotonic clock (Monotonic) from when this controller saw the object
+	// enter it, so a step of the wall clock neither reports a breach early
+	// nor hides one. For an object that entered its state before this
+	// controller saw it (after a restart, or from another replica), the
+	// time before is taken from the wall clock (now minus Object.Since,
+	// never negative) once, when the controller first sees it: an SLA that
+	// started again with every restart would hide breaches, and a replica
+	// whose clock runs ahead of the one that stamped Since can report such
+	// an object that much early.
 	SLA map[State]time.Duration
 	// OnSLA, when set, is called once when an object is found above its
 	// state's SLA (Breached true: when the SLA runs out, or for a replica
@@ -127,8 +136,16 @@ type Config struct {
 	// Poll is how often a replica (Owner set) asks the store for due
 	// objects when nothing woke it; 0 means DefaultPoll.
 	Poll time.Duration
-	// Now returns the current time; nil means time.Now.
+	// Now returns the current time; nil means time.Now. It stamps what is
+	// stored (Object.Since, history, failures): those times are for people.
 	Now func() time.Time
+	// Monotonic returns the time elapsed since an origin of its choosing
+	// on a clock that never steps; the time an object has been in its
+	// state, for the SLA, is measured on it (see Config.SLA). nil means
+	// the process's monotonic clock when Now is nil or time.Now, and Now
+	// itself otherwise (a test's fake clock then drives both). Set it with
+	// Now to test a step of the wall clock.
+	Monotonic func() time.Duration
 }
 
 // Validate reports the first field out of range as a *converge.ConfigError.

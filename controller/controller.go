@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,14 +20,15 @@ import (
 )
 
 // Controller drives many objects of one kind through their lifecycle
-// states with a Handler (see DESIGN §3): a transition re-runs the handler
+// states with a Handler: a transition re-runs the handler
 // at once, everything else waits for the periodic pass, errors back off
 // per object, and Enqueue asks for a run as soon as possible. One handler
 // runs per object at a time, Workers objects in parallel. Every transition
 // is stored with its time in the converge.Store's history.
 //
 // Create it with New (the zero value is not usable), add objects
-// with Add (before or while it runs) and call Run once. Its methods are
+// with Add (before or while it runs; AddObject stores them without a
+// Controller) and call Run once. Its methods are
 // safe for concurrent use.
 type Controller struct {
 	cfg     Config
@@ -36,6 +36,7 @@ type Controller struct {
 	metrics converge.Metrics
 	log     *slog.Logger // nil: no logging
 	now     func() time.Time
+	mono    func() time.Duration // Config.Monotonic, or derived from now
 
 	timed bool // Metrics is not MetricsNop: measure handler latency and the queue
 
@@ -52,7 +53,7 @@ type Controller struct {
 // ctrlEntry is the controller's view of one object. The object is kept in
 // the entry, and so is its queue item, so that a worker reaches everything
 // about an object in one allocation, without a lookup; the queue owns qi
-// (see workqueue.New). mu guards obj, hist and histAt.
+// (see workqueue.New). mu guards obj, hist, histAt and sla.
 type ctrlEntry struct {
 	qi    workqueue.Item[ctrlEntry]
 	mu    sync.Mutex
@@ -63,6 +64,8 @@ type ctrlEntry struct {
 	// not read yet), for the handler's Object.History.
 	hist   []converge.HistoryEntry
 	histAt uint64
+	// sla ties the object's Since to the monotonic clock (see inState).
+	sla slaAnchor
 }
 
 func newCtrlEntry(obj *Object) *ctrlEntry {
@@ -161,6 +164,7 @@ func New(cfg Config) (*Controller, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.mono = monotonic(cfg.Now, cfg.Monotonic)
 	return c, nil
 }
 
@@ -173,26 +177,13 @@ func (c *Controller) objErr(key string, err error) error {
 
 // Add stores a new object in state with data (nil for none) and, when the
 // controller runs, queues it. Its history starts with an entry into state.
-// A key already stored fails with ErrObjectExists.
+// A key already stored fails with ErrObjectExists. To store objects
+// without a Controller (no handler at hand), use AddObject.
 func (c *Controller) Add(ctx context.Context, key string, state State, data json.RawMessage) error {
-	switch {
-	case key == "":
-		return c.objErr(key, fmt.Errorf("%w: empty key", ErrObjectInvalid))
-	case state == "":
-		return c.objErr(key, fmt.Errorf("%w: empty state", ErrObjectInvalid))
-	case data != nil && !json.Valid(data):
-		return c.objErr(key, fmt.Errorf("%w: data is not valid JSON", ErrObjectInvalid))
-	}
-	now := c.now()
-	obj := &Object{Key: key, State: state, Since: now, Data: slices.Clone(data)}
-	v, err := c.put(ctx, obj, 0, 0, converge.HistoryEntry{At: now, To: string(state), Reason: "added"})
-	if errors.Is(err, converge.ErrStoreStale) {
-		return c.objErr(key, ErrObjectExists)
-	}
+	obj, err := addObject(ctx, c.cfg.Store, c.cfg.Kind, key, state, data, c.now())
 	if err != nil {
-		return c.objErr(key, err)
+		return err
 	}
-	obj.Version = v
 	c.adopt(obj, true)
 	return nil
 }
@@ -423,7 +414,12 @@ func (c *Controller) Len() int {
 	return len(c.objs)
 }
 
-// Objects returns the objects the controller knows, sorted by key.
+// Objects returns the objects as this controller last saw them, sorted by
+// key: the ones it added, loaded or handled, as it left them. It reads no
+// store and may lag behind it: objects that others sharing the store (other
+// replicas, AddObject) added, changed or removed show here once this
+// controller lists the store again, at Run and at every periodic pass
+// (Config.Resync), or handles them. StoredObjects reads the store.
 func (c *Controller) Objects() []Object {
 	c.mu.RLock()
 	out := make([]Object, 0, len(c.objs))
@@ -452,7 +448,7 @@ func (c *Controller) AboveSLA() []Object {
 	c.mu.RLock()
 	for _, e := range c.objs {
 		o := e.load()
-		if sla, ok := c.cfg.SLA[o.State]; ok && now.Sub(o.Since) > sla {
+		if sla, ok := c.cfg.SLA[o.State]; ok && c.inState(e, o.Since, now) > sla {
 			out = append(out, o)
 		}
 	}

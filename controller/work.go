@@ -89,7 +89,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		return stepStore, 0, err
 	}
 	if obj.Halted != "" {
-		return stepHalted, c.untilSLA(obj), nil
+		return stepHalted, c.untilSLA(e, obj), nil
 	}
 	if err := c.recent(ctx, e, obj); err != nil {
 		return stepStore, 0, err
@@ -125,7 +125,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	}
 	if failed.Halted != "" {
 		c.logRun(ctx, slog.LevelError, obj, string(failed.Halted), herr)
-		return stepHalted, c.untilSLA(failed), nil
+		return stepHalted, c.untilSLA(e, failed), nil
 	}
 	c.logRun(ctx, slog.LevelWarn, obj, "error", herr, slog.Int("retries", failed.Retries))
 	c.metrics.Add(MetricRetries, 1, c.cfg.Kind)
@@ -308,7 +308,7 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 		if res.Next == "" {
 			return 0, 0, errVerdict
 		}
-		now := c.now()
+		now, mono := c.now(), c.mono()
 		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data}
 		if res.Data != nil {
 			next.Data = slices.Clone(res.Data)
@@ -322,8 +322,9 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 		c.replace(e, next)
 		c.histMoved(e, obj.Version, v, h)
 		if obj.SLABreached {
-			c.reportSLA(obj, now, false)
+			c.reportSLA(e, obj, now, false) // e is still anchored to obj.Since
 		}
+		c.anchorSLA(e, now, mono)
 		return settledAgain, 0, nil
 	case VerdictDeleted:
 		now := c.now()
@@ -333,7 +334,7 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 		}
 		c.forget(key, e)
 		if err == nil && obj.SLABreached {
-			c.reportSLA(obj, now, false)
+			c.reportSLA(e, obj, now, false)
 		}
 		return settledGone, 0, nil
 	}
@@ -359,7 +360,7 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 	if d <= 0 {
 		d = c.resync()
 	}
-	if until := c.untilSLA(obj); until >= 0 {
+	if until := c.untilSLA(e, obj); until >= 0 {
 		// Look again when the SLA runs out, so a breach is seen on time.
 		d = min(d, until)
 	}

@@ -228,17 +228,17 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 }
 
 // PutTarget implements converge.Store.
-func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
 	if err := s.enter(OpPutTarget); err != nil {
-		return err
+		return 0, err
 	}
 	return s.Mem.PutTarget(ctx, name, target)
 }
 
 // Target implements converge.Store.
-func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, error) {
+func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint64, error) {
 	if err := s.enter(OpTarget); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	return s.Mem.Target(ctx, name)
 }

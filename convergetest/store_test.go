@@ -53,7 +53,7 @@ func TestStoreFailNext(t *testing.T) {
 
 	s.FailNext(convergetest.OpTarget, -1, nil)
 	for range 3 {
-		_, err := s.Target(ctx, "x")
+		_, _, err := s.Target(ctx, "x")
 		require.ErrorIs(t, err, convergetest.ErrInjected)
 	}
 }
@@ -244,11 +244,37 @@ func (s carelessStore) Put(_ context.Context, rec converge.StoreRecord, h ...con
 // lenientStore takes anything for JSON.
 type lenientStore struct{ *converge.MemStore }
 
-func (s lenientStore) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+func (s lenientStore) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
 	if !json.Valid(target) {
 		target = json.RawMessage(`null`)
 	}
 	return s.MemStore.PutTarget(ctx, name, target)
+}
+
+// forgetfulTargets numbers every target 1, as if each were the first.
+type forgetfulTargets struct{ *converge.MemStore }
+
+func (s forgetfulTargets) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
+	_, err := s.MemStore.PutTarget(ctx, name, target)
+	return 1, err
+}
+
+// nullReservations stores null for a revision taken without a target.
+type nullReservations struct{ *converge.MemStore }
+
+func (s nullReservations) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
+	if len(target) == 0 {
+		target = json.RawMessage(`null`)
+	}
+	return s.MemStore.PutTarget(ctx, name, target)
+}
+
+// sharedRevisions gives every revision to two targets.
+type sharedRevisions struct{ *converge.MemStore }
+
+func (s sharedRevisions) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
+	rev, err := s.MemStore.PutTarget(ctx, name, target)
+	return (rev + 1) / 2, err
 }
 
 // leakyQueue hands out due records without keeping them from others.
@@ -321,6 +347,9 @@ func TestStoreConformCatchesBrokenRules(t *testing.T) {
 		}, convergetest.StoreConformOptions{Retention: converge.Retention{Entries: 5, Age: time.Hour}}, "retention"},
 		{"cancellation ignored", func() converge.Store { return carelessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "cancellation"},
 		{"invalid target taken", func() converge.Store { return lenientStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "invalid input"},
+		{"target revisions restart", func() converge.Store { return forgetfulTargets{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "target"},
+		{"revision without a target replaces it", func() converge.Store { return nullReservations{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "target revision"},
+		{"revision given twice", func() converge.Store { return sharedRevisions{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "concurrent targets"},
 		{"claims not exclusive", func() converge.Store { return leakyQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "queue: exclusive claims"},
 		{"claims taken twice", func() converge.Store { return leakyQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "queue: concurrent claims"},
 		{"watch never delivers", func() converge.Store { return deafQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "watch"},

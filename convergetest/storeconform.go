@@ -86,7 +86,16 @@ const watchTimeout = 5 * time.Second
 //     with ErrStoreNotFound on a missing key.
 //   - "list": List returns the records under a prefix, sorted by key.
 //   - "target": Target of a missing name matches ErrStoreNotFound;
-//     PutTarget replaces the last target.
+//     PutTarget replaces the last target and returns a revision greater
+//     than every one it returned for the name before, which Target
+//     returns with the target.
+//   - "target revision": PutTarget without a target takes the next
+//     revision and keeps the stored target and its revision (on a name
+//     with no target, Target still matches ErrStoreNotFound); the next
+//     target's revision is greater still.
+//   - "concurrent targets": 8 goroutines storing targets under one name
+//     get distinct revisions, and Target returns the one with the
+//     highest.
 //   - "claim", "release": a claim is exclusive until released or (with
 //     Wait) expired; renewing keeps the token; a claim after a release
 //     gets a greater token; a lost lease cannot be released.
@@ -294,16 +303,94 @@ func (c *storeConformer) list() {
 
 func (c *storeConformer) targets() {
 	name := c.k("device")
-	if _, err := c.s.Target(c.ctx, name); !errors.Is(err, converge.ErrStoreNotFound) {
+	if _, _, err := c.s.Target(c.ctx, name); !errors.Is(err, converge.ErrStoreNotFound) {
 		c.fail("target", "missing: want ErrStoreNotFound, got %v", err)
 	}
+	var last uint64
 	for _, v := range []string{`{"v":1}`, `{"v":2}`} {
-		if err := c.s.PutTarget(c.ctx, name, json.RawMessage(v)); err != nil {
+		rev, err := c.s.PutTarget(c.ctx, name, json.RawMessage(v))
+		if err != nil {
 			c.fail("target", "put: %v", err)
+			return
 		}
+		if rev <= last {
+			c.fail("target", "put %s: revision %d after %d, want it to grow", v, rev, last)
+		}
+		last = rev
 	}
-	if got, err := c.s.Target(c.ctx, name); err != nil || !jsonEqual(got, `{"v":2}`) {
-		c.fail("target", "want the last one, got %s, %v", got, err)
+	if got, rev, err := c.s.Target(c.ctx, name); err != nil || !jsonEqual(got, `{"v":2}`) || rev != last {
+		c.fail("target", "want the last one at revision %d, got %s at %d, %v", last, got, rev, err)
+	}
+	c.targetRevisions(name, last)
+	c.concurrentTargets()
+}
+
+// targetRevisions checks PutTarget without a target on name, whose last
+// target is {"v":2} at revision stored, and on a name with no target.
+func (c *storeConformer) targetRevisions(name string, stored uint64) {
+	const rule = "target revision"
+	reserved, err := c.s.PutTarget(c.ctx, name, nil)
+	if err != nil {
+		c.fail(rule, "without a target: %v", err)
+		return
+	}
+	if reserved <= stored {
+		c.fail(rule, "without a target: revision %d after %d, want it to grow", reserved, stored)
+	}
+	if got, rev, err := c.s.Target(c.ctx, name); err != nil || !jsonEqual(got, `{"v":2}`) || rev != stored {
+		c.fail(rule, "without a target: want the stored target kept at revision %d, got %s at %d, %v", stored, got, rev, err)
+	}
+	if rev, err := c.s.PutTarget(c.ctx, name, json.RawMessage(`{"v":3}`)); err != nil || rev <= reserved {
+		c.fail(rule, "after a revision without a target: want a revision above %d, got %d, %v", reserved, rev, err)
+	}
+	empty := c.k("device-none")
+	r1, err := c.s.PutTarget(c.ctx, empty, nil)
+	if err != nil || r1 == 0 {
+		c.fail(rule, "first revision of a name without a target: got %d, %v", r1, err)
+		return
+	}
+	if _, _, err := c.s.Target(c.ctx, empty); !errors.Is(err, converge.ErrStoreNotFound) {
+		c.fail(rule, "name with revisions but no target: want ErrStoreNotFound, got %v", err)
+	}
+	if r2, err := c.s.PutTarget(c.ctx, empty, json.RawMessage(`1`)); err != nil || r2 <= r1 {
+		c.fail(rule, "first target after a revision without one: want a revision above %d, got %d, %v", r1, r2, err)
+	}
+}
+
+// concurrentTargets stores targets under one name from 8 goroutines.
+func (c *storeConformer) concurrentTargets() {
+	const rule, writers, each = "concurrent targets", 8, 5
+	name := c.k("device-shared")
+	var (
+		mu   sync.Mutex
+		seen = map[uint64]string{}
+		wg   sync.WaitGroup
+	)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				v := fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				rev, err := c.s.PutTarget(c.ctx, name, json.RawMessage(v))
+				if err != nil {
+					c.fail(rule, "put: %v", err)
+					return
+				}
+				mu.Lock()
+				if prev, dup := seen[rev]; dup {
+					c.fail(rule, "revision %d given to %s and %s", rev, prev, v)
+				}
+				seen[rev] = v
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	var top uint64
+	for rev := range seen {
+		top = max(top, rev)
+	}
+	if got, rev, err := c.s.Target(c.ctx, name); err != nil || rev != top || !jsonEqual(got, seen[top]) {
+		c.fail(rule, "want %s at revision %d (the highest), got %s at %d, %v", seen[top], top, got, rev, err)
 	}
 }
 
@@ -584,7 +671,8 @@ func (c *storeConformer) cancellation() {
 	if !ok {
 		return
 	}
-	if err := c.s.PutTarget(live, c.k("cancel/t"), json.RawMessage(`1`)); err != nil {
+	trev, err := c.s.PutTarget(live, c.k("cancel/t"), json.RawMessage(`1`))
+	if err != nil {
 		c.fail(rule, "put target: %v", err)
 		return
 	}
@@ -600,7 +688,7 @@ func (c *storeConformer) cancellation() {
 	canceled("List", err)
 	_, err = c.s.History(ctx, key)
 	canceled("History", err)
-	_, err = c.s.Target(ctx, c.k("cancel/t"))
+	_, _, err = c.s.Target(ctx, c.k("cancel/t"))
 	canceled("Target", err)
 
 	_, err = c.s.Put(ctx, converge.StoreRecord{Key: c.k("cancel/new"), Value: json.RawMessage(`1`)})
@@ -618,9 +706,15 @@ func (c *storeConformer) cancellation() {
 	if hist, err := c.s.History(live, key); err != nil || !historyEqual(hist, []converge.HistoryEntry{c.h(1, "one")}) {
 		c.fail(rule, "Put or Delete changed the history: %v, %v", hist, err)
 	}
-	canceled("PutTarget", c.s.PutTarget(ctx, c.k("cancel/t"), json.RawMessage(`2`)))
-	if got, err := c.s.Target(live, c.k("cancel/t")); err != nil || !jsonEqual(got, `1`) {
-		c.fail(rule, "PutTarget changed the target: %s, %v", got, err)
+	_, err = c.s.PutTarget(ctx, c.k("cancel/t"), json.RawMessage(`2`))
+	canceled("PutTarget", err)
+	_, err = c.s.PutTarget(ctx, c.k("cancel/t"), nil)
+	canceled("PutTarget without a target", err)
+	if got, rev, err := c.s.Target(live, c.k("cancel/t")); err != nil || !jsonEqual(got, `1`) || rev != trev {
+		c.fail(rule, "PutTarget changed the target: %s at revision %d, %v", got, rev, err)
+	}
+	if rev, err := c.s.PutTarget(live, c.k("cancel/t"), json.RawMessage(`3`)); err != nil || rev <= trev {
+		c.fail(rule, "after a cancelled PutTarget: want a revision above %d, got %d, %v", trev, rev, err)
 	}
 	_, err = c.s.Claim(ctx, c.k("cancel/free"), "owner-b", time.Minute)
 	canceled("Claim", err)
@@ -754,7 +848,8 @@ func (c *storeConformer) invalidInput() {
 			return err
 		}, false},
 		{"PutTarget of a target that is not JSON", func() error {
-			return c.s.PutTarget(c.ctx, c.k("invalid/t"), json.RawMessage(`nope`))
+			_, err := c.s.PutTarget(c.ctx, c.k("invalid/t"), json.RawMessage(`nope`))
+			return err
 		}, false},
 		{"Claim with an empty key", func() error { _, err := c.s.Claim(c.ctx, "", "owner-a", time.Minute); return err }, false},
 		{"Claim with an empty owner", func() error { _, err := c.s.Claim(c.ctx, key, "", time.Minute); return err }, false},
@@ -788,7 +883,7 @@ func (c *storeConformer) invalidInput() {
 	if hist, err := c.s.History(c.ctx, key); err != nil || len(hist) != 0 {
 		c.fail(rule, "an invalid Put wrote history: %v, %v", hist, err)
 	}
-	if _, err := c.s.Target(c.ctx, c.k("invalid/t")); !errors.Is(err, converge.ErrStoreNotFound) {
+	if _, _, err := c.s.Target(c.ctx, c.k("invalid/t")); !errors.Is(err, converge.ErrStoreNotFound) {
 		c.fail(rule, "an invalid PutTarget wrote the target: %v", err)
 	}
 	if l, err := c.s.Claim(c.ctx, key, "owner-b", time.Minute); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -471,22 +472,100 @@ func (c *Container) create(ctx context.Context, name string) error {
 			first.Name: {Aliases: c.aliases(first)},
 		}}
 	}
-	if _, err := c.eng.ContainerCreate(ctx, cfg, host, netcfg, nil, name); err != nil {
-		if errdefs.IsConflict(err) && name == c.name {
-			// Our own container with this name would have been in the
-			// project's list: the name belongs to someone else.
-			return &causeError{msg: "create: the name is taken by a container converge does not own",
-				err: errors.Join(ErrNotOwned, err)}
+	var attached []string
+	for attempt := 1; ; attempt++ {
+		_, err := c.eng.ContainerCreate(ctx, cfg, host, netcfg, nil, name)
+		if err == nil {
+			if len(s.Networks) > 0 {
+				attached = []string{s.Networks[0].Name}
+			}
+			break
 		}
-		return fmt.Errorf("create: %w", err)
+		if !errdefs.IsConflict(err) {
+			return fmt.Errorf("create: %w", err)
+		}
+		holder, err := c.nameTaken(ctx, name, labels[LabelSpecHash], err, attempt)
+		if err != nil {
+			return err
+		}
+		if holder != nil { // adopted
+			attached = slices.Collect(maps.Keys(holder.NetworkSettings.Networks))
+			break
+		}
 	}
 	// API 1.41 attaches one network at create; connect the others.
-	for _, n := range s.Networks[min(1, len(s.Networks)):] {
+	for _, n := range s.Networks {
+		if slices.Contains(attached, n.Name) {
+			continue
+		}
 		if err := c.eng.NetworkConnect(ctx, n.Name, name, &network.EndpointSettings{Aliases: c.aliases(n)}); err != nil {
 			return fmt.Errorf("connect network %s: %w", n.Name, err)
 		}
 	}
 	return nil
+}
+
+// createAttempts bounds how often create tries a name that a container of
+// the project held and that was freed (removed, or not yet readable).
+const createAttempts = 3
+
+// nameTaken handles a create refused because a container holds name (the
+// engine's error is conflict). Listing the project's containers at the start of
+// the walk did not show it: a create another walk had sent was carried out
+// after that list (a cancelled walk, another process), or someone else's
+// container has the name. It inspects the holder:
+//
+//   - one of the project's own containers (LabelOwner and LabelProject)
+//     with the spec hash specHash is adopted: it is returned, and the
+//     caller goes on with it as if it had created it;
+//   - one of the project's own containers with another spec is removed
+//     (unless its update lock is held) and nil is returned: create again;
+//   - a holder that is gone (removed meanwhile, or still being created and
+//     not yet readable) returns nil after one poll interval: create again,
+//     createAttempts times at most;
+//   - anyone else's container fails with ErrNotOwned, naming the holder.
+func (c *Container) nameTaken(ctx context.Context, name, specHash string, conflict error, attempt int) (*container.InspectResponse, error) {
+	r, err := c.eng.ContainerInspect(ctx, name)
+	switch {
+	case errdefs.IsNotFound(err) && attempt < createAttempts:
+		t := time.NewTimer(c.poll)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("create: %w", ctx.Err())
+		case <-t.C:
+		}
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("create: %w", conflict)
+	case r.ContainerJSONBase == nil || r.Config == nil:
+		return nil, fmt.Errorf("create: %w", conflict)
+	}
+	id := r.ID
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	lbl := r.Config.Labels
+	if lbl[LabelOwner] != OwnerValue || lbl[LabelProject] != c.project {
+		return nil, &causeError{msg: fmt.Sprintf("create: the name is taken by container %s, which converge does not own for project %s", id, c.project),
+			err: errors.Join(ErrNotOwned, conflict)}
+	}
+	if lbl[LabelSpecHash] == specHash {
+		if r.NetworkSettings == nil {
+			r.NetworkSettings = &container.NetworkSettings{}
+		}
+		return &r, nil
+	}
+	if attempt >= createAttempts {
+		return nil, fmt.Errorf("create: %w", conflict)
+	}
+	if err := checkLock(ctx, c.eng, name, lbl[LabelUpdateLock], ActionRecreate); err != nil {
+		return nil, err
+	}
+	if err := removeContainer(ctx, c.eng, r.ID, c.spec.StopTimeout); err != nil {
+		return nil, fmt.Errorf("container %s in the way: %w", id, err)
+	}
+	return nil, nil
 }
 
 // aliases are the user's aliases plus the service name, so services find

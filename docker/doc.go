@@ -29,7 +29,20 @@
 //     adopting that container when it has the target spec (ActionAdopt),
 //     and by removing it otherwise. Only containers carrying the project's
 //     labels are adopted; a name taken by a container we do not own is
-//     ErrNotOwned.
+//     ErrNotOwned, and the error names that container.
+//   - An interrupted run is finished by the very next one, however soon it
+//     starts. A cancelled walk does not return while a write it sent to
+//     the engine (a create, start, rename, remove, unpause, network or
+//     volume write) is unanswered: the engine carries such a write out
+//     whether or not its client waits, so the item waits for the answer,
+//     for at most WriteGrace, and the next walk's listing sees what it did;
+//     a write not yet sent when the walk is cancelled is not sent. Stops
+//     and pulls, which may take long, are cancelled at once. When a create
+//     still meets a container under its name (the answer of a create was
+//     lost with the process that sent it, or another process created it
+//     after the walk listed the project), the holder is inspected: one of
+//     the project's own containers is adopted when it has the target spec
+//     (and connected to the networks it misses) and replaced otherwise.
 //   - Clean (converge.Clean) removes in reverse dependency order:
 //     containers (dependents first), then the project's other owned
 //     containers (orphans), then networks, volumes and images, so nothing
@@ -110,17 +123,22 @@
 // through the chain (messages, Unwrap, string fields) carries a secret.
 //
 // The hashes in LabelSpecHash and LabelSpecFields are HMAC-SHA256 under
-// Project.HashKey (LoadOptions.HashKey), so whoever reads the labels — in
-// engine events, monitoring exports, `docker inspect` output — cannot test
-// a guessed secret offline without the key. What the engine API stores
-// beside an object (labels, names, options) is open to whoever can read
-// those labels, and a volume's content needs a container to reach, so the
-// key is the caller's: keep it with the program's other secrets and keep it
-// stable (a new key recreates every container once). When HashKey is nil
-// the key is derived from the project name; anyone can recompute it, which
-// protects nothing: set HashKey wherever labels may be seen by someone who
-// must not learn the environment. Containers labelled by older versions
-// with unkeyed hashes are recreated once, with the plan field "spec".
+// Project.HashKey (LoadOptions.HashKey). With a secret key, whoever reads
+// the labels — in engine events, monitoring exports, `docker ps` output —
+// cannot test a guessed secret offline. What the engine API stores beside
+// an object (labels, names, options) is open to whoever can read those
+// labels, and a volume's content needs a container to reach, so the key is
+// the program's, kept where its state is: LoadHashKey creates a random key
+// once in the program's converge.Store (the boltstore file of a device
+// agent, the pgstore database of replicas; sealed when the store has a
+// Sealer) and returns the same key on every restart and to every replica,
+// so nothing is recreated for want of it. Keep it stable: a new key
+// recreates every container once. The key is opt-in: when HashKey is nil
+// (the default) it is derived from the project name, which anyone can
+// recompute, so a label reader can test a guessed value of a secret against
+// the labels; set HashKey wherever labels may be seen by someone who must
+// not learn the environment. Containers labelled by older versions with
+// unkeyed hashes are recreated once, with the plan field "spec".
 //
 // Errors read once: "docker: <object>: <step>: <cause>", with one package
 // prefix and the object named once (the engine's own message may name it

@@ -28,7 +28,7 @@ func TestIntegrationItems(t *testing.T) {
 	// A second tag of the test image, which the Image item may remove.
 	alias := "converge-test/alias:" + name
 	require.NoError(t, cli.ImageTag(ctx, img, alias))
-	t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), alias, image.RemoveOptions{}) })
+	removeImageAfter(t, cli, name, alias)
 
 	g := converge.NewGraph()
 	g.Add(converge.Wrap[docker.NetworkState](docker.NewNetwork(eng, name, docker.NetworkSpec{Name: name + "-net", Labels: map[string]string{dockertest.TestLabel: "1"}})), converge.Present)

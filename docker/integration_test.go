@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
@@ -87,20 +88,38 @@ func uniqueName(prefix string) string {
 // cleanupProject removes whatever carries the project label, whatever
 // happened in the test.
 func cleanupProject(t *testing.T, cli *client.Client, project string) {
+	t.Cleanup(func() { removeProject(cli, project) })
+}
+
+// removeProject removes the containers, networks and volumes that carry
+// the project label. An image a test made must be removed after it (see
+// removeImageAfter): the engine keeps an image a container still uses.
+func removeProject(cli *client.Client, project string) {
+	ctx := context.Background()
+	f := filters.NewArgs(filters.Arg("label", docker.LabelProject+"="+project))
+	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	for _, c := range cs {
+		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	}
+	ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	for _, n := range ns {
+		_ = cli.NetworkRemove(ctx, n.ID)
+	}
+	vs, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	for _, v := range vs.Volumes {
+		_ = cli.VolumeRemove(ctx, v.Name, true)
+	}
+}
+
+// removeImageAfter removes the image (a tag or an ID) when the test ends,
+// after the project's containers, which may use it, are removed; a test
+// fails when the image cannot be removed, so no test leaves one behind.
+func removeImageAfter(t *testing.T, cli *client.Client, project, ref string) {
 	t.Cleanup(func() {
-		ctx := context.Background()
-		f := filters.NewArgs(filters.Arg("label", docker.LabelProject+"="+project))
-		cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-		for _, c := range cs {
-			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		}
-		ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-		for _, n := range ns {
-			_ = cli.NetworkRemove(ctx, n.ID)
-		}
-		vs, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-		for _, v := range vs.Volumes {
-			_ = cli.VolumeRemove(ctx, v.Name, true)
+		removeProject(cli, project)
+		_, err := cli.ImageRemove(context.Background(), ref, image.RemoveOptions{PruneChildren: true})
+		if err != nil && !client.IsErrNotFound(err) {
+			t.Errorf("test image %s left behind: %v", ref, err)
 		}
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,7 +18,8 @@ import (
 )
 
 // otherImage commits a container of img into a new image (another ID, no
-// registry involved) and returns its ID.
+// registry involved) and returns its ID; it is removed when the test ends,
+// after the containers of project name.
 func otherImage(t *testing.T, cli *client.Client, img, name string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -29,9 +29,7 @@ func otherImage(t *testing.T, cli *client.Client, img, name string) string {
 	r, err := cli.ContainerCommit(ctx, c.ID, container.CommitOptions{Config: &container.Config{
 		Cmd: []string{"/app", "sleep"}, Labels: map[string]string{dockertest.TestLabel: "1", "moved": name}}})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = cli.ImageRemove(context.Background(), r.ID, image.RemoveOptions{Force: true, PruneChildren: true})
-	})
+	removeImageAfter(t, cli, name, r.ID)
 	return r.ID
 }
 
@@ -44,7 +42,7 @@ func TestIntegrationMovedTagRecreatesItsContainers(t *testing.T) {
 
 	tag := "converge-test/moved:" + name
 	require.NoError(t, cli.ImageTag(ctx, img, tag))
-	t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), tag, image.RemoveOptions{}) })
+	removeImageAfter(t, cli, name, tag)
 	p := &docker.Project{Name: name, Containers: []docker.ContainerSpec{
 		{Service: "a", Image: tag, Pull: docker.PullNever, Command: []string{"/app", "sleep"}, Labels: map[string]string{dockertest.TestLabel: "1"}},
 		{Service: "b", Image: img, Pull: docker.PullNever, Command: []string{"/app", "sleep"}, Labels: map[string]string{dockertest.TestLabel: "1"}},

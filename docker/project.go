@@ -49,9 +49,12 @@ type Project struct {
 	// HashKey keys the spec hashes in LabelSpecHash and LabelSpecFields
 	// (HMAC-SHA256), so a reader of the labels cannot test a guessed secret
 	// offline. Keep it secret and stable: a new key recreates every
-	// container once. Nil derives a key from Name, which anyone can
-	// recompute: set it whenever labels may be seen by someone who must not
-	// learn the environment (see the package documentation).
+	// container once. LoadHashKey keeps a random one in the program's
+	// converge.Store, beside its target. Nil (the zero value) derives the
+	// key from Name, which anyone can recompute: then a label reader CAN
+	// test a guessed secret value. Set it whenever labels may be seen by
+	// someone who must not learn the environment (see the package
+	// documentation).
 	HashKey []byte
 	// Metrics, when set, counts every engine call the project's graph
 	// makes, by operation (MetricEngineCalls, MetricEngineErrors); nil
@@ -194,7 +197,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		return nil, err
 	}
 	cp := p.clone()
-	eng = observe(eng, cp)
+	eng = observe(settled{eng}, cp)
 	g := converge.NewGraph()
 	pid := ProjectID(cp.Name)
 	g.Add(converge.Wrap[ProjectState](&projectItem{p: cp, eng: eng}), converge.Present)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -169,7 +170,9 @@ func TestRedactedErrorsKeepTheirTypes(t *testing.T) {
 		},
 		{
 			name: "the name is taken by a container we do not own",
-			setup: func(_ *testing.T, f *dockertest.Engine) (*docker.Project, docker.Engine) {
+			setup: func(t *testing.T, f *dockertest.Engine) (*docker.Project, docker.Engine) {
+				_, err := f.ContainerCreate(t.Context(), &container.Config{Image: "app:1"}, nil, nil, nil, "red-a")
+				require.NoError(t, err)
 				return spec(nil), quoting{Engine: f, create: func(cfg *container.Config) error {
 					return fmt.Errorf("Conflict. %s: %w", quote(cfg), cerrdefs.ErrConflict)
 				}}
@@ -224,6 +227,17 @@ func TestRedactedErrorsKeepTheirTypes(t *testing.T) {
 			is:    []error{docker.ErrContainerFailed},
 			as:    []any{new(*converge.ItemError), new(*docker.ContainerError)},
 			keeps: "password " + docker.Redacted + " refused",
+		},
+		{
+			name: "a create refused with a *SpecError quoting the request",
+			setup: func(_ *testing.T, f *dockertest.Engine) (*docker.Project, docker.Engine) {
+				return spec(nil), quoting{Engine: f, create: func(cfg *container.Config) error {
+					return &docker.SpecError{Object: "container red-a", Service: "a", Field: "Env", Reason: "refused by policy: " + quote(cfg)}
+				}}
+			},
+			is:    []error{docker.ErrInvalidSpec},
+			as:    []any{new(*converge.ItemError), new(*docker.SpecError)},
+			keeps: "docker: container red-a: Env: refused by policy: bad request: env [",
 		},
 		{
 			name: "a typed engine error without secrets, beside a message quoting them, is kept as it is",
@@ -286,6 +300,47 @@ func TestRedactedErrorKeepsEngineClassifications(t *testing.T) {
 				require.Error(t, err)
 				assert.True(t, tt.is(err), "%v", err)
 				assertNoSecret(t, err, envSecret)
+			})
+		})
+	}
+}
+
+// TestSecretEnvKeys: the keys whose values are secret by default (see
+// IsSecretEnv), and those that are not; a secret key's value is scrubbed
+// from a failing container's error and log tail.
+func TestSecretEnvKeys(t *testing.T) {
+	secret := []string{
+		"DB_PASSWORD", "db_passwd", "GPG_PASSPHRASE", "CLIENT_SECRET", "github_token", "TOKEN", "AccessToken",
+		"GOOGLE_APPLICATION_CREDENTIALS", "credential", "API_KEY", "apikey", "SSH_PRIVATE_KEY", "PRIVATEKEY",
+		"BASIC_AUTH", "AWS_SECRET_ACCESS_KEY",
+		"SMTP_PASS", "db.pass", "MYSQL_PWD", "redis-pw", "STRIPE_KEY", "Signing_Key", "JWT_KEYS", "SENTRY_DSN",
+	}
+	plain := []string{"MODE", "PORT", "PWD", "PATH", "MONKEY", "KEYBOARD", "PASSAGE", "DSN_HOST", "HOME", "KEY_ID"}
+	for _, k := range secret {
+		assert.True(t, docker.IsSecretEnv(k, nil), k)
+	}
+	for _, k := range plain {
+		assert.False(t, docker.IsSecretEnv(k, nil), k)
+	}
+	assert.True(t, docker.IsSecretEnv("PIN", []string{"PIN"}), "listed in extra")
+	assert.False(t, docker.IsSecretEnv("pin", []string{"PIN"}), "extra lists keys exactly")
+
+	for _, k := range secret {
+		t.Run(k, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				value := "value-of-" + strings.ToLower(k)
+				f := newFake()
+				f.OnStart = func(c *dockertest.Container) (container.ContainerState, int) {
+					c.Log = "starting with " + value + "\n"
+					return "exited", 1
+				}
+				p := &docker.Project{Name: "red", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1",
+					Env: map[string]string{k: value}}}}
+				_, err := converge.Apply(t.Context(), mustGraph(t, p, f))
+				var ce *docker.ContainerError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, "starting with "+docker.Redacted, ce.Log)
+				assertNoSecret(t, err, value)
 			})
 		})
 	}

@@ -305,15 +305,6 @@ type ContainerSpec struct {
 	UpdateLock string
 }
 
-var secretKey = regexp.MustCompile(`(?i)(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)`)
-
-// IsSecretEnv reports whether the environment key is secret: it matches the
-// default pattern (PASSWORD, SECRET, TOKEN, API_KEY, PRIVATE_KEY,
-// CREDENTIAL, AUTH, case-insensitive) or is listed in extra.
-func IsSecretEnv(key string, extra []string) bool {
-	return secretKey.MatchString(key) || slices.Contains(extra, key)
-}
-
 // Redacted replaces secret values in its output.
 const Redacted = "[redacted]"
 

@@ -65,7 +65,7 @@ func TestCrashChild(t *testing.T) {
 		versions[k] = rec.Version
 	}
 	seq := 0
-	if tgt, err := s.Target(ctx, "crash"); err == nil {
+	if tgt, _, err := s.Target(ctx, "crash"); err == nil {
 		var v crashValue
 		if err := json.Unmarshal(tgt, &v); err != nil {
 			fatal("target %s: %v", tgt, err)
@@ -92,7 +92,7 @@ func TestCrashChild(t *testing.T) {
 		versions[k] = put(k, versions[k], 0)
 		if i%3 == 0 {
 			seq++
-			if err := s.PutTarget(ctx, "crash", json.RawMessage(fmt.Sprintf(`{"v":%d}`, seq))); err != nil {
+			if _, err := s.PutTarget(ctx, "crash", json.RawMessage(fmt.Sprintf(`{"v":%d}`, seq))); err != nil {
 				fatal("put target: %v", err)
 			}
 			fmt.Printf("target %d\n", seq)
@@ -246,13 +246,14 @@ func verifyCrashState(t *testing.T, s *pgstore.Store, run int, acked map[string]
 			}
 		}
 	}
-	tgt, err := s.Target(ctx, "crash")
+	tgt, rev, err := s.Target(ctx, "crash")
 	if *ackedTarget == 0 && errors.Is(err, converge.ErrStoreNotFound) {
 		return
 	}
 	require.NoError(t, err)
 	var v crashValue
 	require.NoError(t, json.Unmarshal(tgt, &v), "run %d: target torn: %s", run, tgt)
+	require.Equal(t, v.V, rev, "run %d: the target's revision went with it", run)
 	require.Contains(t, []uint64{uint64(*ackedTarget), uint64(*ackedTarget) + 1}, v.V, "run %d: target", run)
 	*ackedTarget = int(v.V)
 	if ackedToken > 0 {

@@ -36,7 +36,19 @@
 // nothing behind. A schema migrated by a newer pgstore is refused with a
 // *SchemaVersionError. Keys and history are stored in clear; with
 // Options.Sealer, record values and targets are sealed (see
-// converge.Sealer).
+// converge.Sealer), bound to "record" or "target", a NUL and the key, and
+// a clear value read back is refused with converge.ErrNotSealed
+// (Options.AllowClear accepts it while sealing is turned on over an
+// existing database).
+//
+// Values sealed by earlier versions (format 1 of converge's AES-GCM
+// Sealer, without a key ID) were bound to the record's key alone and to
+// "target:" and the target's name, so record "target:x" and target "x"
+// shared their binding. They still open (with a converge.NewAESGCMKeyring
+// holding their key), under that old binding; run converge.Reseal once to
+// rewrite them in the current format, bound apart, and then rotate the
+// key (a new key in the keyring, Reseal again, the old key dropped), so
+// that no copy of an old value opens any more.
 //
 // # Sharing one database
 //
@@ -74,7 +86,8 @@
 // cannot be reached a *ConnectError (both name the host, port and
 // database, never the password), a missing privilege a *PermissionError;
 // record errors are the converge package's (converge.ErrStoreStale,
-// converge.ErrLeaseLost, converge.ErrStoreInvalid, converge.ErrSealed).
+// converge.ErrLeaseLost, converge.ErrStoreInvalid, converge.ErrSealed,
+// converge.ErrNotSealed).
 //
 // Tests get a throw-away database from package pgtest.
 package pgstore

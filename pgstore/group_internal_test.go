@@ -68,7 +68,7 @@ func newGroupFixture(t *testing.T) *groupFixture {
 	t.Cleanup(pool.Close)
 	s, err := New(ctx, pool, Options{})
 	require.NoError(t, err)
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	_, err = s.Put(ctx, converge.StoreRecord{Key: "a", Value: json.RawMessage(`0`)})
 	require.NoError(t, err)
 	return &groupFixture{s: s, batches: b, dsn: dsn}

@@ -23,7 +23,7 @@ func open(t testing.TB, dsn string, opts pgstore.Options) *pgstore.Store {
 	defer cancel()
 	s, err := pgstore.Open(ctx, dsn, opts)
 	require.NoError(t, err)
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
 }
 

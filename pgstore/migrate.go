@@ -64,6 +64,17 @@ CREATE TABLE {schema}.leases (
 CREATE INDEX records_due ON {schema}.records ((least(due_at, claimed_due)), key);
 DROP INDEX {schema}.records_ready;
 `},
+	// A target keeps the revision PutTarget gave it (0 while no target is
+	// stored), and its name the last revision taken: a PutTarget without
+	// a target takes one and keeps the value, NULL until a target is
+	// stored. Targets stored before read as revision 1.
+	{version: 3, what: "keep the revisions of the targets", sql: `
+ALTER TABLE {schema}.targets
+	ADD COLUMN revision bigint NOT NULL DEFAULT 1 CHECK (revision >= 0),
+	ADD COLUMN last_revision bigint NOT NULL DEFAULT 1 CHECK (last_revision > 0),
+	ALTER COLUMN value DROP NOT NULL,
+	ADD CHECK (revision <= last_revision AND (value IS NULL) = (revision = 0));
+`},
 }
 
 // schemaVersion is the newest schema version this pgstore knows: the

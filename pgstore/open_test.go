@@ -63,7 +63,7 @@ func TestOpenConcurrentlyMigratesOnce(t *testing.T) {
 func TestOpenRefusesANewerSchema(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	open(t, dsn, pgstore.Options{}).Close()
+	require.NoError(t, open(t, dsn, pgstore.Options{}).Close())
 	query(t, dsn, `INSERT INTO converge.migrations (version) VALUES (9999)`, nil)
 	_, err := pgstore.Open(ctxT(t), dsn, pgstore.Options{})
 	var ve *pgstore.SchemaVersionError
@@ -116,7 +116,7 @@ func TestOpenWithoutCreatePermission(t *testing.T) {
 
 	// Once an administrator made the schema, the role can open it (no DDL
 	// when the schema is current) if granted the tables.
-	open(t, dsn, pgstore.Options{}).Close()
+	require.NoError(t, open(t, dsn, pgstore.Options{}).Close())
 	_, err = pgstore.Open(ctxT(t), u.String(), pgstore.Options{})
 	require.ErrorIs(t, err, pgstore.ErrPermission, "no USAGE on the schema yet")
 	query(t, dsn, `GRANT USAGE ON SCHEMA converge TO `+role+`; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA converge TO `+role, nil)
@@ -215,7 +215,8 @@ func TestSealedAtRest(t *testing.T) {
 	const secret = "hunter2-very-secret"
 	_, err := s.Put(ctx, converge.StoreRecord{Key: "obj/a", Value: json.RawMessage(`{"password":"` + secret + `"}`)})
 	require.NoError(t, err)
-	require.NoError(t, s.PutTarget(ctx, "device", json.RawMessage(`{"env":{"TOKEN":"`+secret+`"}}`)))
+	_, err = s.PutTarget(ctx, "device", json.RawMessage(`{"env":{"TOKEN":"`+secret+`"}}`))
+	require.NoError(t, err)
 
 	// In the database: a leading zero byte and no secret in clear.
 	for _, sql := range []string{`SELECT value FROM converge.records WHERE key = 'obj/a'`, `SELECT value FROM converge.targets WHERE name = 'device'`} {
@@ -234,7 +235,7 @@ func TestSealedAtRest(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	assert.JSONEq(t, string(rec.Value), string(recs[0].Value))
-	tgt, err := s.Target(ctx, "device")
+	tgt, _, err := s.Target(ctx, "device")
 	require.NoError(t, err)
 	assert.Contains(t, string(tgt), secret)
 	claimed, err := s.ClaimDue(ctx, "obj/", "o", time.Minute, 10)
@@ -246,7 +247,7 @@ func TestSealedAtRest(t *testing.T) {
 	clear := open(t, dsn, pgstore.Options{})
 	_, err = clear.Get(ctx, "obj/a")
 	require.ErrorIs(t, err, converge.ErrSealed)
-	_, err = clear.Target(ctx, "device")
+	_, _, err = clear.Target(ctx, "device")
 	require.ErrorIs(t, err, converge.ErrSealed)
 	_, err = clear.List(ctx, "")
 	require.ErrorIs(t, err, converge.ErrSealed)
@@ -259,12 +260,18 @@ func TestSealedAtRest(t *testing.T) {
 	require.ErrorIs(t, err, converge.ErrSealed)
 	assert.Contains(t, err.Error(), "obj/b")
 
-	// A value written in clear before sealing was turned on still reads.
+	// A value written in clear (before sealing was turned on, or by a
+	// writer bypassing the Sealer) is refused, unless AllowClear.
 	_, err = clear.Put(ctx, converge.StoreRecord{Key: "old", Value: json.RawMessage(`"plain"`)})
 	require.NoError(t, err)
-	rec, err = s.Get(ctx, "old")
+	_, err = s.Get(ctx, "old")
+	require.ErrorIs(t, err, converge.ErrNotSealed)
+	migrating := open(t, dsn, pgstore.Options{Sealer: sealer, AllowClear: true})
+	rec, err = migrating.Get(ctx, "old")
 	require.NoError(t, err)
 	assert.JSONEq(t, `"plain"`, string(rec.Value))
+	err = s.Delete(ctx, "old", rec.Version)
+	require.NoError(t, err)
 
 	// ClaimDue with a record it cannot open fails, and gives the good
 	// records of the batch back.

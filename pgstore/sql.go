@@ -147,9 +147,18 @@ SELECT w.version, ` + notify + ` FROM w`
 ),` + historyCTE(hist, 3) + `
 SELECT w.version, pg_notify($10, $11)::text FROM w`
 
-	s.putTarget = `INSERT INTO ` + targets + ` (name, value) VALUES ($1, $2)
-	ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`
-	s.target = `SELECT value FROM ` + targets + ` WHERE name = $1`
+	// Every PutTarget takes the next revision of the name in one
+	// statement, under the row's lock, so that concurrent writers never
+	// get the same one; a NULL value keeps the stored target.
+	s.putTarget = `INSERT INTO ` + targets + ` AS t (name, value, revision, last_revision)
+	VALUES ($1, $2, CASE WHEN $2::bytea IS NULL THEN 0 ELSE 1 END, 1)
+	ON CONFLICT (name) DO UPDATE SET
+		last_revision = t.last_revision + 1,
+		value = coalesce(EXCLUDED.value, t.value),
+		revision = CASE WHEN EXCLUDED.value IS NULL THEN t.revision ELSE t.last_revision + 1 END,
+		updated_at = CASE WHEN EXCLUDED.value IS NULL THEN t.updated_at ELSE now() END
+	RETURNING last_revision`
+	s.target = `SELECT value, revision FROM ` + targets + ` WHERE name = $1`
 
 	// A claim succeeds when the key is free, its lease expired, or the
 	// owner renews it; the token grows unless the owner renews a lease

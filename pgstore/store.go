@@ -35,8 +35,19 @@ type Options struct {
 	// newest converge.DefaultHistoryEntries.
 	Retention converge.Retention
 	// Sealer, when set, seals every record value and target before it is
-	// written. See converge.Sealer for what is covered.
+	// written, and a value read that is not sealed is refused with an
+	// error matching converge.ErrNotSealed. See converge.Sealer for what
+	// is covered, and the package documentation for values sealed by
+	// earlier versions.
 	Sealer converge.Sealer
+	// AllowClear, with a Sealer, reads a value that is not sealed as the
+	// clear JSON it is instead of refusing it: the migration path for a
+	// database written before sealing was turned on. Open the stores with
+	// Sealer and AllowClear, run converge.Reseal (naming the targets) on
+	// one, then open them without AllowClear. Leave it off otherwise:
+	// anyone who can write the tables could then plant a clear value.
+	// Without a Sealer it changes nothing.
+	AllowClear bool
 	// Schema is the PostgreSQL schema of the store's tables, created at
 	// open when missing; empty means DefaultSchema. Stores that share a
 	// schema share their records.
@@ -55,6 +66,7 @@ type Store struct {
 	schema   string
 	channel  string
 	sealer   converge.Sealer
+	clear    bool  // Options.AllowClear
 	keep     int   // history entries kept per key; < 0: all
 	ageUS    int64 // history age bound in microseconds; 0: none
 	sql      statements
@@ -114,7 +126,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if pool == nil {
 		return nil, &OptionsError{Field: "pool", Reason: "must not be nil"}
 	}
-	s := &Store{pool: pool, writes: group{pool: pool}, schema: opts.Schema, channel: opts.Channel, sealer: opts.Sealer, watchers: map[*watcher]struct{}{}}
+	s := &Store{pool: pool, writes: group{pool: pool}, schema: opts.Schema, channel: opts.Channel, sealer: opts.Sealer, clear: opts.AllowClear, watchers: map[*watcher]struct{}{}}
 	if s.schema == "" {
 		s.schema = DefaultSchema
 	}
@@ -146,8 +158,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	return s, nil
 }
 
-// Close stops the store's watches and, when Open made the pool, closes it.
-func (s *Store) Close() {
+// Close stops the store's watches and, when Open made the pool, closes it,
+// waiting for its connections to close. It returns an error, as
+// boltstore.Store.Close does, so that both are an io.Closer; it has
+// nothing to report today and returns nil, also when called again.
+func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	ws := make([]*watcher, 0, len(s.watchers))
@@ -161,6 +176,7 @@ func (s *Store) Close() {
 	if s.ownPool {
 		s.pool.Close()
 	}
+	return nil
 }
 
 // Pool returns the store's connection pool.
@@ -206,15 +222,26 @@ func (s *Store) seal(key, field, ad string, v json.RawMessage) ([]byte, error) {
 	return sealed, nil
 }
 
-// open turns a stored value back into JSON.
-func (s *Store) open(key, ad string, stored []byte) (json.RawMessage, error) {
+// open turns a stored value back into JSON. ad is the associated data
+// the value is sealed under, legacy the one pgstore used before sealed
+// values named their key (see legacyAD). With a Sealer it fails closed:
+// a clear value is refused unless AllowClear.
+func (s *Store) open(key, ad, legacy string, stored []byte) (json.RawMessage, error) {
 	if len(stored) == 0 || stored[0] != 0 {
+		if s.sealer != nil && !s.clear {
+			return nil, fmt.Errorf("pgstore: key %q: value is not sealed and the store has a Sealer (Options.AllowClear reads clear values while migrating): %w", key, converge.ErrNotSealed)
+		}
 		return json.RawMessage(stored), nil
 	}
 	if s.sealer == nil {
 		return nil, fmt.Errorf("pgstore: key %q: value is sealed and the store has no Sealer: %w", key, converge.ErrSealed)
 	}
 	plain, err := s.sealer.Open(ad, stored)
+	if err != nil && len(stored) > 1 && stored[1] == legacySealFormat {
+		if p, lerr := s.sealer.Open(legacy, stored); lerr == nil {
+			plain, err = p, nil
+		}
+	}
 	if err != nil {
 		if errors.Is(err, converge.ErrSealed) {
 			return nil, fmt.Errorf("pgstore: key %q: %w", key, err)
@@ -224,9 +251,24 @@ func (s *Store) open(key, ad string, stored []byte) (json.RawMessage, error) {
 	return plain, nil
 }
 
-// targetAD is what a target's sealed value is bound to, so that it cannot
-// be swapped with a record stored under the same string.
-func targetAD(name string) string { return "target:" + name }
+// recordAD and targetAD are what the sealed value of a record and of a
+// target are bound to: the kind, a NUL (which keys and names cannot
+// hold), and the key, so that a value cannot move to another key, nor
+// between a record and a target (record "target:x" and target "x" too).
+func recordAD(key string) string  { return "record\x00" + key }
+func targetAD(name string) string { return "target\x00" + name }
+
+// legacySealFormat is the format byte of the values converge's AES-GCM
+// Sealer wrote before sealed values named their key (format 1). pgstore
+// then bound a record to its key and a target to "target:" and its name,
+// which a record named "target:x" shared with target "x"; a value in that
+// format that does not open under its associated data is tried under the
+// old one, so that a database sealed by an earlier version still opens.
+// converge.Reseal rewrites such values in the current format, bound apart.
+const legacySealFormat = 1
+
+func legacyRecordAD(key string) string  { return key }
+func legacyTargetAD(name string) string { return "target:" + name }
 
 func payload(key string) string {
 	if len(key) > maxPayload {
@@ -247,7 +289,7 @@ func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, erro
 	if err != nil {
 		return rec, s.dbError("get", key, err)
 	}
-	val, err := s.open(key, key, stored)
+	val, err := s.open(key, recordAD(key), legacyRecordAD(key), stored)
 	if err != nil {
 		return rec, err
 	}
@@ -300,7 +342,7 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	if err := checkKey(rec.Key, "Key"); err != nil {
 		return 0, err
 	}
-	stored, err := s.seal(rec.Key, "Value", rec.Key, rec.Value)
+	stored, err := s.seal(rec.Key, "Value", recordAD(rec.Key), rec.Value)
 	if err != nil {
 		return 0, err
 	}
@@ -388,7 +430,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]converge.StoreRecord
 	var v int64
 	var stored []byte
 	_, err = pgx.ForEachRow(rows, []any{&key, &v, &stored}, func() error {
-		val, err := s.open(key, key, slices.Clone(stored))
+		val, err := s.open(key, recordAD(key), legacyRecordAD(key), slices.Clone(stored))
 		if err != nil {
 			return err
 		}
@@ -424,32 +466,44 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 	return out, nil
 }
 
-// PutTarget implements converge.Store.
-func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) error {
+// PutTarget implements converge.Store. The revision is taken in the
+// same statement that writes the target, so replicas sharing the database
+// never get the same one.
+func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
 	if err := checkKey(name, "name"); err != nil {
-		return err
+		return 0, err
 	}
-	stored, err := s.seal(name, "target", targetAD(name), target)
-	if err != nil {
-		return err
+	var stored any // NULL: take a revision, keep the target
+	if len(target) > 0 {
+		v, err := s.seal(name, "target", targetAD(name), target)
+		if err != nil {
+			return 0, err
+		}
+		stored = v
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.putTarget, name, stored); err != nil {
-		return s.dbError("put target", name, err)
+	var rev int64
+	if err := s.pool.QueryRow(ctx, s.sql.putTarget, name, stored).Scan(&rev); err != nil {
+		return 0, s.dbError("put target", name, err)
 	}
-	return nil
+	return uint64(rev), nil
 }
 
 // Target implements converge.Store.
-func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, error) {
+func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint64, error) {
 	var stored []byte
-	err := s.pool.QueryRow(ctx, s.sql.target, name).Scan(&stored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("pgstore: target %q: %w", name, converge.ErrStoreNotFound)
+	var rev int64
+	err := s.pool.QueryRow(ctx, s.sql.target, name).Scan(&stored, &rev)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && stored == nil) {
+		return nil, 0, fmt.Errorf("pgstore: target %q: %w", name, converge.ErrStoreNotFound)
 	}
 	if err != nil {
-		return nil, s.dbError("target", name, err)
+		return nil, 0, s.dbError("target", name, err)
 	}
-	return s.open(name, targetAD(name), stored)
+	v, err := s.open(name, targetAD(name), legacyTargetAD(name), stored)
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, uint64(rev), nil
 }
 
 func checkLease(key, owner string, ttl time.Duration) error {

@@ -136,7 +136,7 @@ func TestBadInputIsRefusedWithNothingWritten(t *testing.T) {
 			_, err := s.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`1`)}, converge.HistoryEntry{Reason: "a\x00"})
 			return err
 		}, "history[0].Reason"},
-		{"invalid JSON target", func() error { return s.PutTarget(ctx, "k", json.RawMessage(`nope`)) }, "target"},
+		{"invalid JSON target", func() error { _, err := s.PutTarget(ctx, "k", json.RawMessage(`nope`)); return err }, "target"},
 		{"empty owner", func() error {
 			_, err := s.Claim(ctx, "k", "", time.Second)
 			return err
@@ -165,7 +165,7 @@ func TestBadInputIsRefusedWithNothingWritten(t *testing.T) {
 	recs, err := s.List(ctx, "")
 	require.NoError(t, err)
 	assert.Empty(t, recs)
-	_, err = s.Target(ctx, "k")
+	_, _, err = s.Target(ctx, "k")
 	assert.ErrorIs(t, err, converge.ErrStoreNotFound)
 	hist, err := s.History(ctx, "k")
 	require.NoError(t, err)

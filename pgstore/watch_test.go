@@ -128,7 +128,7 @@ func TestWatchStopAndClose(t *testing.T) {
 	other := open(t, dsn, pgstore.Options{})
 	_, err = other.Watch(ctx, "", func(string) {})
 	require.NoError(t, err)
-	other.Close()
+	require.NoError(t, other.Close())
 	_, err = other.Watch(ctx, "", func(string) {})
 	require.ErrorIs(t, err, pgstore.ErrClosed)
 	stopWitness()

@@ -7,9 +7,11 @@
 // failed passes, whether an update lock stopped the last one and the host
 // actions items asked for, and the target's graph per stage: as SVG when
 // Graphviz dot is on PATH, and always as a list in dependency order with
-// each item's outcome, plus its Mermaid text. A TargetReconciler has no
-// read API besides Revision, so WatchTarget subscribes to its events and
-// keeps a snapshot: create it before the reconciler runs.
+// each item's outcome, plus its Mermaid text. The revision is the one the
+// reconciler's Store keeps with the target, so it grows across restarts;
+// the passes are counted from the reconciler's events by WatchTarget,
+// from the time it was called (the page says since when), so create it
+// before the reconciler runs.
 //
 // Per controller (controller.Controller) it shows the objects per
 // lifecycle state with their counts, how many are above their state's SLA

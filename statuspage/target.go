@@ -47,7 +47,9 @@ type TargetOptions[T any] struct {
 }
 
 // WatchTarget subscribes to r's events and returns the Target that keeps
-// their snapshot for a Handler (see Options.Targets).
+// their snapshot for a Handler (see Options.Targets). The snapshot counts
+// the passes from now on (TargetView.Since); the revision it shows is the
+// reconciler's, read on every request.
 func WatchTarget[T any](r *converge.TargetReconciler[T], opts TargetOptions[T]) *Target {
 	t := &Target{
 		name:     opts.Name,
@@ -72,6 +74,7 @@ func WatchTarget[T any](r *converge.TargetReconciler[T], opts TargetOptions[T]) 
 		}
 	}
 	t.snap.Name = t.name
+	t.snap.Since = t.now()
 	t.stop = r.Subscribe(t.observe)
 	return t
 }

@@ -60,9 +60,11 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		go func() { stopped <- r.Run(ctx) }()
 		synctest.Wait()
 
+		watched := time.Now()
 		var v statuspage.TargetView
 		getJSON(t, h, "/targets/device", &v)
 		assert.Equal(t, uint64(1), v.Revision)
+		assert.True(t, v.Since.Equal(watched), "the counts are since WatchTarget: %s", v.Since)
 		assert.True(t, v.Graph)
 		assert.True(t, v.Locked, "the first pass stopped at the update lock")
 		assert.Equal(t, 1, v.Failed)
@@ -76,6 +78,7 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		assert.Contains(t, body, "held: the last pass stopped at it")
 		assert.Contains(t, body, "update lock held")
+		assert.Contains(t, body, "since "+watched.UTC().Format(time.RFC3339)+", when this page started counting; not kept across restarts")
 
 		time.Sleep(2 * time.Minute) // the backoff, on synctest's clock
 		synctest.Wait()

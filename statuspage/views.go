@@ -29,10 +29,15 @@ type OverviewView struct {
 // TargetView is the snapshot of a target reconciler, at "/targets/{name}".
 type TargetView struct {
 	Name string `json:"name"`
-	// Revision is the revision of the current target (0: none set).
+	// Revision is the revision of the current target (0: none set). The
+	// reconciler's Store keeps it with the target, so it goes on growing
+	// after a restart of the program.
 	Revision uint64 `json:"revision"`
-	// Finished, Failed and Preempted count the passes seen since the page
-	// started watching.
+	// Since is when the page started watching (WatchTarget): the counts
+	// of passes and changes, and the pass numbers, are of this process
+	// since then, not stored; they start again after a restart.
+	Since time.Time `json:"since"`
+	// Finished, Failed and Preempted count the passes seen since Since.
 	Finished  int `json:"finished"`
 	Failed    int `json:"failed"`
 	Preempted int `json:"preempted"`

@@ -132,7 +132,7 @@ func run() error {
 	var st *stores.Store
 	recovered := false
 	if !*dry && !*once && !*down {
-		var closeStore func()
+		var closeStore func() error
 		st, closeStore, recovered, err = openState(ctx, *state, os.Stderr)
 		if err != nil {
 			return err
@@ -144,7 +144,7 @@ func run() error {
 	case *resume && st == nil:
 		return errors.New("-resume keeps a project converged: it cannot go with -dry, -once or -down")
 	case *resume && !recovered:
-		b, err := st.Target(ctx, converge.TargetDefaultName)
+		b, rev, err := st.Target(ctx, converge.TargetDefaultName)
 		if err != nil {
 			return fmt.Errorf("no target to resume in %s: %w", *state, err)
 		}
@@ -152,7 +152,7 @@ func run() error {
 		if err := json.Unmarshal(b, p); err != nil {
 			return fmt.Errorf("the target kept in %s: %w", *state, err)
 		}
-		fmt.Printf("resuming project %s from %s\n", p.Name, *state)
+		fmt.Printf("resuming project %s (target revision %d) from %s\n", p.Name, rev, *state)
 	case *file != "":
 		p, err = docker.LoadComposeFile(ctx, *file, docker.LoadOptions{HashKey: key})
 	default:
@@ -281,7 +281,7 @@ func printEvent(e converge.Event) {
 // openState opens the store file at path. A damaged file is moved aside
 // and an empty store started in its place, which it tells on w and
 // reports as recovered.
-func openState(ctx context.Context, path string, w io.Writer) (st *stores.Store, closeStore func(), recovered bool, err error) {
+func openState(ctx context.Context, path string, w io.Writer) (st *stores.Store, closeStore func() error, recovered bool, err error) {
 	st, closeStore, err = stores.Open(ctx, stores.Options{Path: path, OnCorrupt: func(r boltstore.Recovery) {
 		recovered = true
 		fmt.Fprintf(w, "deviceagent: the state file was damaged and is kept as %s; starting with an empty store: %v\n", r.MovedTo, r.Err)

@@ -116,7 +116,8 @@ func TestDamagedStateStartsOver(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, recovered)
 	for i := range 100 {
-		require.NoError(t, st.PutTarget(ctx, fmt.Sprintf("target-%03d", i), []byte(`{"services":{"web":{"image":"alpine:3.20"}}}`)))
+		_, err := st.PutTarget(ctx, fmt.Sprintf("target-%03d", i), []byte(`{"services":{"web":{"image":"alpine:3.20"}}}`))
+		require.NoError(t, err)
 	}
 	closeStore()
 	b, err := os.ReadFile(path)
@@ -128,7 +129,7 @@ func TestDamagedStateStartsOver(t *testing.T) {
 	defer closeStore()
 	assert.True(t, recovered)
 	assert.Contains(t, log.String(), "the state file was damaged and is kept as "+path+".corrupt-")
-	_, err = st.Target(ctx, "target-000")
+	_, _, err = st.Target(ctx, "target-000")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound, "the new store is empty")
 	moved, err := filepath.Glob(path + ".corrupt-*")
 	require.NoError(t, err)

@@ -39,7 +39,7 @@ func TestWithoutPostgresDSNSkipsOrFails(t *testing.T) {
 	defer func(g string) { libGlob = g; _ = Stop() }(libGlob)
 	libGlob = t.TempDir() + "/*/bin"
 
-	_, err := binary("initdb")
+	_, err := binary("", "initdb")
 	require.ErrorIs(t, err, ErrNoPostgres)
 
 	t.Setenv(EnvRequire, "")
@@ -63,10 +63,10 @@ func TestBinaryPrefersTheNewestVersion(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	defer func(g string) { libGlob = g }(libGlob)
 	libGlob = dir + "/*/bin"
-	got, err := binary("initdb")
+	got, err := binary("", "initdb")
 	require.NoError(t, err)
 	assert.Equal(t, dir+"/15/bin/initdb", got)
-	_, err = binary("postgres")
+	_, err = binary("", "postgres")
 	assert.True(t, errors.Is(err, ErrNoPostgres))
 }
 
@@ -87,4 +87,15 @@ func mkExecutable(path string) error {
 		return err
 	}
 	return os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755)
+}
+
+func TestBinaryInOptionsBin(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, mkExecutable(dir+"/initdb"))
+	got, err := binary(dir, "initdb")
+	require.NoError(t, err)
+	assert.Equal(t, dir+"/initdb", got)
+	_, err = binary(dir, "postgres")
+	require.ErrorIs(t, err, ErrNoPostgres, "Bin is not searched past")
+	assert.Contains(t, err.Error(), dir)
 }

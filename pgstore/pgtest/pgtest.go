@@ -16,6 +16,15 @@
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 //
+// Outside go test (an integration program of one's own, a demo), Start
+// starts such a cluster under a context and Options and returns a Server
+// to create databases on and Close:
+//
+//	srv, err := pgtest.Start(ctx, pgtest.Options{})
+//	if err != nil { ... }
+//	defer srv.Close()
+//	dsn, err := srv.CreateDatabase(ctx)
+//
 // Without PostgreSQL binaries (and without CONVERGE_PG_DSN), DSN skips the
 // test with a message saying so, unless CONVERGE_REQUIRE_PG=1, which makes
 // it fail instead. The cluster is also killed if the test binary dies
@@ -28,6 +37,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -170,7 +180,7 @@ func serverDSN() (string, error) {
 	if failed != nil {
 		return "", failed
 	}
-	c, err := start()
+	c, err := start(context.Background(), Options{})
 	if err != nil {
 		failed = err
 		return "", err
@@ -222,9 +232,16 @@ type cluster struct {
 // directory per major version.
 var libGlob = "/usr/lib/postgresql/*/bin"
 
-// binary finds a PostgreSQL program on PATH or under
-// /usr/lib/postgresql/*/bin (the newest version first).
-func binary(name string) (string, error) {
+// binary finds a PostgreSQL program in bin when it is set, else on PATH
+// or under /usr/lib/postgresql/*/bin (the newest version first).
+func binary(bin, name string) (string, error) {
+	if bin != "" {
+		p := filepath.Join(bin, name)
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%w: %s is not a program in %s (Options.Bin)", ErrNoPostgres, name, bin)
+		}
+		return p, nil
+	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
@@ -259,12 +276,12 @@ func runAs() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
 
-func start() (*cluster, error) {
-	initdb, err := binary("initdb")
+func start(ctx context.Context, opts Options) (*cluster, error) {
+	initdb, err := binary(opts.Bin, "initdb")
 	if err != nil {
 		return nil, err
 	}
-	postgres, err := binary("postgres")
+	postgres, err := binary(opts.Bin, "postgres")
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +289,7 @@ func start() (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	dir, err := os.MkdirTemp(opts.Dir, "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
@@ -289,10 +306,17 @@ func start() (*cluster, error) {
 	data := filepath.Join(dir, "data")
 	// --no-sync only skips initdb's own final flush; the server runs
 	// with fsync on.
-	cmd := exec.Command(initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	cmd := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	cmd.SysProcAttr = sysProcAttr(cred)
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return fail(fmt.Errorf("pgtest: initdb in %s: %w", data, ctx.Err()))
+		}
 		return fail(fmt.Errorf("pgtest: initdb in %s: %w\n%s", data, err, out))
+	}
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = DefaultStartTimeout
 	}
 	var lastErr error
 	for range 5 { // a free port may be taken before postgres binds it
@@ -300,11 +324,14 @@ func start() (*cluster, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if lastErr = c.run(postgres, data, port, cred); lastErr == nil {
-			return c, nil
+		if lastErr = c.run(ctx, postgres, data, port, cred, opts.Settings, timeout); lastErr == nil || ctx.Err() != nil {
+			break
 		}
 	}
-	return fail(lastErr)
+	if lastErr != nil {
+		return fail(lastErr)
+	}
+	return c, nil
 }
 
 func freePort() (int, error) {
@@ -316,17 +343,23 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// run starts postgres on port and waits until it accepts connections.
-func (c *cluster) run(postgres, data string, port int, cred *syscall.Credential) error {
+// run starts postgres on port and waits until it accepts connections, for
+// timeout at most, or until ctx ends (the server is then killed).
+func (c *cluster) run(ctx context.Context, postgres, data string, port int, cred *syscall.Credential, settings map[string]string, timeout time.Duration) error {
 	logPath := filepath.Join(c.dir, "postgres.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(postgres, "-D", data, "-p", strconv.Itoa(port), "-k", c.dir,
+	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", c.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections=300",
-		"-c", "shared_buffers=32MB", "-c", "log_min_messages=warning")
+		"-c", "shared_buffers=32MB", "-c", "log_min_messages=warning"}
+	names := slices.Sorted(maps.Keys(settings))
+	for _, k := range names {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	cmd := exec.Command(postgres, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = sysProcAttr(cred)
 	if err := cmd.Start(); err != nil {
@@ -336,10 +369,14 @@ func (c *cluster) run(postgres, data string, port int, cred *syscall.Credential)
 	go func() { _ = cmd.Wait(); close(done) }()
 	c.cmd, c.done = cmd, done
 	c.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(timeout)
+	kill := func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := admin(ctx, c.dsn, "SELECT 1")
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := admin(pctx, c.dsn, "SELECT 1")
 		cancel()
 		if err == nil {
 			return nil
@@ -348,12 +385,14 @@ func (c *cluster) run(postgres, data string, port int, cred *syscall.Credential)
 		case <-done:
 			out, _ := os.ReadFile(logPath)
 			return fmt.Errorf("pgtest: postgres exited at start: %s", out)
+		case <-ctx.Done():
+			kill()
+			return fmt.Errorf("pgtest: start postgres: %w", ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("pgtest: postgres did not accept connections within 60s: %w", err)
+			kill()
+			return fmt.Errorf("pgtest: postgres did not accept connections within %s: %w", timeout, err)
 		}
 	}
 }

@@ -46,8 +46,9 @@ type Store struct {
 	Where string
 }
 
-// Open opens the store opts names. The returned function closes it.
-func Open(ctx context.Context, opts Options) (*Store, func(), error) {
+// Open opens the store opts names. The returned function closes it (both
+// stores' Close return an error, as io.Closer).
+func Open(ctx context.Context, opts Options) (*Store, func() error, error) {
 	sealer, err := sealerFromEnv()
 	if err != nil {
 		return nil, nil, err
@@ -75,7 +76,7 @@ func Open(ctx context.Context, opts Options) (*Store, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	return &Store{Store: st, Where: path}, func() { _ = st.Close(); cleanup() }, nil
+	return &Store{Store: st, Where: path}, func() error { defer cleanup(); return st.Close() }, nil
 }
 
 func sealerFromEnv() (converge.Sealer, error) {

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// repoRoot is the repository this module lives in.
+const repoRoot = ".."
+
+func TestRepositoryModulesRequireEachOtherInLockstep(t *testing.T) {
+	mods, err := readModules(repoRoot)
+	require.NoError(t, err)
+	v, err := lockstepVersion(mods)
+	require.NoError(t, err, "every module must require its siblings at one release version")
+	assert.NotEqual(t, "v0.0.0", v)
+
+	var published []string
+	for _, m := range mods {
+		if m.Published {
+			published = append(published, m.Dir)
+		}
+	}
+	for _, dir := range []string{".", "docker", "pgstore", "prometheus", "statuspage"} {
+		assert.Contains(t, published, dir, "a library module must be tagged")
+	}
+	assert.NotContains(t, published, "bench")
+	assert.NotContains(t, published, "release")
+}
+
+// workspace writes a small repository of three modules under a temporary
+// directory: the core, docker (a library requiring the core at from) and
+// bench (a tool requiring both).
+func workspace(t *testing.T, from string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.work":          "go 1.25.0\n\nuse (\n\t.\n\t./docker\n\t./bench\n)\n",
+		"go.mod":           "module example.com/kit\n\ngo 1.25.0\n",
+		"kit.go":           "package kit\n",
+		"docker/go.mod":    "module example.com/kit/docker\n\ngo 1.25.0\n\nrequire example.com/kit " + from + "\n\nreplace example.com/kit => ../\n",
+		"docker/docker.go": "package docker\n",
+		"bench/go.mod":     "module example.com/kit/bench\n\ngo 1.25.0\n\nrequire (\n\texample.com/kit " + from + "\n\texample.com/kit/docker " + from + "\n)\n",
+		"CHANGELOG.md":     "# Changelog\n\n## Unreleased\n\n### Changes that need your attention\n\n- Clean keeps volumes.\n\n## v0.1.0 — 2026-01-01\n\nFirst.\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	return dir
+}
+
+func TestLockstepVersionRefusesSkew(t *testing.T) {
+	dir := workspace(t, "v0.1.0")
+	bench := filepath.Join(dir, "bench", "go.mod")
+	data, err := os.ReadFile(bench)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bench, bytes.Replace(data, []byte("docker v0.1.0"), []byte("docker v0.2.0"), 1), 0o644))
+
+	mods, err := readModules(dir)
+	require.NoError(t, err)
+	_, err = lockstepVersion(mods)
+	var skew *SkewError
+	require.ErrorAs(t, err, &skew)
+	assert.Len(t, skew.Versions, 2)
+	assert.Contains(t, err.Error(), "bench requires example.com/kit/docker")
+}
+
+func TestLockstepVersionRefusesAnUnreleasedVersion(t *testing.T) {
+	mods, err := readModules(workspace(t, "v0.0.0"))
+	require.NoError(t, err)
+	_, err = lockstepVersion(mods)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"v0.0.0"`)
+}
+
+func TestSetVersionRewritesEverySiblingRequirement(t *testing.T) {
+	mods, err := readModules(workspace(t, "v0.1.0"))
+	require.NoError(t, err)
+	changed, err := setVersion(mods, "v0.2.0")
+	require.NoError(t, err)
+	require.Len(t, changed, 2, "docker and bench require siblings; the core requires none")
+	assert.Contains(t, string(changed["docker"]), "require example.com/kit v0.2.0")
+	assert.Contains(t, string(changed["docker"]), "replace example.com/kit => ../", "replace stays for building alone")
+	assert.Contains(t, string(changed["bench"]), "example.com/kit v0.2.0")
+	assert.Contains(t, string(changed["bench"]), "example.com/kit/docker v0.2.0")
+	assert.NotContains(t, string(changed["bench"]), "v0.1.0")
+}
+
+func TestChangelogEntry(t *testing.T) {
+	tests := []struct {
+		name, doc, want string
+		commits         []string
+		err             error
+	}{
+		{
+			name:    "unreleased notes and commits",
+			doc:     "# Changelog\n\n## Unreleased\n\n- Clean keeps volumes.\n\n## v0.1.0 — 2026-01-01\n\nFirst.\n",
+			commits: []string{"docker: a", "core: b"},
+			want:    "# Changelog\n\n## Unreleased\n\n## v0.2.0 — 2026-11-25\n\n- Clean keeps volumes.\n\n### Commits\n\n- docker: a\n- core: b\n\n## v0.1.0 — 2026-01-01\n\nFirst.\n",
+		},
+		{
+			name: "nothing unreleased, no commits listed",
+			doc:  "# Changelog\n\n## Unreleased\n",
+			want: "# Changelog\n\n## Unreleased\n\n## v0.2.0 — 2026-11-25\n\n",
+		},
+		{
+			name: "no unreleased section",
+			doc:  "# Changelog\n\n## v0.1.0\n",
+			err:  ErrNoUnreleased,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := changelogEntry(tt.doc, "v0.2.0", "2026-11-25", tt.commits)
+			if tt.err != nil {
+				require.ErrorIs(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := git(dir, args...)
+	require.NoError(t, err)
+	return out
+}
+
+func TestReleaseTagsEveryPublishedModuleInLockstep(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := workspace(t, "v0.1.0")
+	gitT(t, dir, "init", "-q", "-b", "main")
+	gitT(t, dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "start")
+	gitT(t, dir, "tag", "v0.1.0")
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "docker: adopt interrupted ups")
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
+
+	var out bytes.Buffer
+	err := run([]string{"-C", dir, "-version", "v0.1.0", "-skip-tests"}, &out, &out)
+	require.Error(t, err, "a version that is not above the latest tag is refused")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kit.go"), []byte("package kit // edited\n"), 0o644))
+	err = run([]string{"-C", dir, "-version", "v0.2.0", "-skip-tests"}, &out, &out)
+	require.Error(t, err, "a dirty tree is refused")
+	assert.Contains(t, err.Error(), "not clean")
+	gitT(t, dir, "checkout", "--", "kit.go")
+
+	require.NoError(t, run([]string{"-C", dir, "-version", "v0.2.0", "-skip-tests", "-dry-run"}, &out, &out))
+	assert.NotContains(t, gitT(t, dir, "tag"), "v0.2.0", "a dry run tags nothing")
+
+	require.NoError(t, run([]string{"-C", dir, "-version", "v0.2.0", "-skip-tests"}, &out, &out), out.String())
+	tags := strings.Fields(gitT(t, dir, "tag", "--points-at", "HEAD"))
+	assert.ElementsMatch(t, []string{"v0.2.0", "docker/v0.2.0"}, tags, "bench is a tool: not tagged")
+	assert.Empty(t, strings.TrimSpace(gitT(t, dir, "status", "--porcelain")), "everything is committed")
+
+	docker, err := os.ReadFile(filepath.Join(dir, "docker", "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(docker), "example.com/kit v0.2.0")
+	cl, err := os.ReadFile(filepath.Join(dir, "CHANGELOG.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(cl), "## Unreleased\n\n## v0.2.0 — ")
+	assert.Contains(t, string(cl), "- Clean keeps volumes.")
+	assert.Contains(t, string(cl), "- docker: adopt interrupted ups")
+
+	mods, err := readModules(dir)
+	require.NoError(t, err)
+	v, err := lockstepVersion(mods)
+	require.NoError(t, err)
+	assert.Equal(t, "v0.2.0", v)
+}
+
+func TestRunRefusesAMissingVersion(t *testing.T) {
+	var out bytes.Buffer
+	err := run([]string{"-C", workspace(t, "v0.1.0")}, &out, &out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-version is required")
+}
+
+// TestConsumerGoGetsEveryModule is the proof that a program outside this
+// repository can depend on its modules: it writes a module proxy of the
+// working tree at its lockstep version and, in a consumer module outside
+// the workspace, runs go get for every library module and builds a
+// program that imports them all.
+func TestConsumerGoGetsEveryModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a consumer against a module proxy of the tree: not in -short")
+	}
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err)
+	mods, err := readModules(repoRoot)
+	require.NoError(t, err)
+	v, err := lockstepVersion(mods)
+	require.NoError(t, err)
+
+	proxy := t.TempDir()
+	paths, err := writeProxy(repoRoot, proxy, v, time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+
+	consumer := t.TempDir()
+	var sums bytes.Buffer
+	seen := map[string]bool{}
+	for _, m := range mods {
+		data, err := os.ReadFile(filepath.Join(repoRoot, m.Dir, "go.sum"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		require.NoError(t, err)
+		for _, l := range strings.Split(string(data), "\n") {
+			if l != "" && !seen[l] {
+				seen[l] = true
+				sums.WriteString(l + "\n")
+			}
+		}
+	}
+	// Import every module that has a package at its root (the libraries);
+	// the examples module is built below by the path of a command in it.
+	var imports strings.Builder
+	for _, m := range mods {
+		if !m.Published {
+			continue
+		}
+		if roots, _ := filepath.Glob(filepath.Join(repoRoot, m.Dir, "*.go")); len(roots) == 0 {
+			continue
+		}
+		imports.WriteString("\t_ \"" + m.Path + "\"\n")
+	}
+	files := map[string]string{
+		"go.mod":  "module example.com/consumer\n\ngo 1.25.0\n",
+		"go.sum":  sums.String(),
+		"main.go": "package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/convergekit/converge\"\n" + imports.String() + ")\n\nfunc main() { fmt.Println(converge.NewGraph() != nil) }\n",
+	}
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(consumer, name), []byte(content), 0o644))
+	}
+
+	upstream := os.Getenv("GOPROXY")
+	if upstream == "" {
+		out, err := exec.Command(goBin, "env", "GOPROXY").Output()
+		require.NoError(t, err)
+		upstream = strings.TrimSpace(string(out))
+	}
+	env := append(os.Environ(),
+		"GOWORK=off",
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+","+upstream,
+		"GONOSUMDB=github.com/convergekit/converge",
+		"GONOSUMCHECK=",
+		"GOPRIVATE=",
+		"GOFLAGS=-mod=mod",
+	)
+	goCmd := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = consumer
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+	}
+	var gets []string
+	for _, p := range paths {
+		gets = append(gets, p+"@"+v)
+	}
+	goCmd(append([]string{"get"}, gets...)...)
+	goCmd("build", "-o", filepath.Join(consumer, "consumer"), ".")
+	goCmd("build", "-o", filepath.Join(consumer, "quickstart"), "github.com/convergekit/converge/examples/quickstart")
+
+	gomod, err := os.ReadFile(filepath.Join(consumer, "go.mod"))
+	require.NoError(t, err)
+	for _, p := range paths {
+		assert.Contains(t, string(gomod), p+" "+v, "the consumer requires %s at the release version", p)
+	}
+	assert.NotContains(t, string(gomod), "replace", "a consumer needs no replace")
+	out, err := exec.Command(filepath.Join(consumer, "consumer")).Output()
+	require.NoError(t, err)
+	assert.Equal(t, "true\n", string(out))
+}
