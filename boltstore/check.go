@@ -272,6 +272,17 @@ func (c *checker) elements(id uint64, p []byte, lo, hi []byte, depth int) ([]byt
 	if !leaf && count == 0 {
 		return nil, damaged("page %d: branch page without elements", id)
 	}
+	if count == 0 {
+		// bbolt writes an empty leaf from a zeroed buffer (an inline one
+		// as a bare header): anything after the header means entries
+		// whose count was lost.
+		if id == 0 && len(p) != pageHeaderSize {
+			return nil, damaged("inline bucket: %d bytes after a header of no elements", len(p)-pageHeaderSize)
+		}
+		if bytes.IndexFunc(p[pageHeaderSize:], func(r rune) bool { return r != 0 }) >= 0 {
+			return nil, damaged("page %d: data after a header of no elements", id)
+		}
+	}
 	var maxKey []byte
 	running := lo
 	// bbolt writes the keys and values of a page one after the other,

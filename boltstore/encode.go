@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/convergekit/converge"
 )
@@ -109,12 +110,25 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // entrySum is the checksum of the entry of kind under key whose bytes
 // (without the sum) are body.
 func entrySum(kind byte, key string, body []byte) uint32 {
-	var pre [1 + binary.MaxVarintLen64]byte
-	pre[0] = kind
-	n := binary.PutUvarint(pre[1:], uint64(len(key)))
-	c := crc32.Update(0, castagnoli, pre[:1+n])
-	c = crc32.Update(c, castagnoli, []byte(key))
+	c := crcBytes(0, kind)
+	for n := uint64(len(key)); ; n >>= 7 { // uvarint(len(key))
+		if n < 0x80 {
+			c = crcBytes(c, byte(n))
+			break
+		}
+		c = crcBytes(c, byte(n)|0x80)
+	}
+	// Read in place: crc32 only reads it.
+	c = crc32.Update(c, castagnoli, unsafe.Slice(unsafe.StringData(key), len(key)))
 	return crc32.Update(c, castagnoli, body)
+}
+
+// crcBytes is crc32.Update of the one byte b, without the slice a call of
+// crc32.Update would move to the heap.
+func crcBytes(crc uint32, b byte) uint32 {
+	crc = ^crc
+	crc = castagnoli[byte(crc)^b] ^ (crc >> 8)
+	return ^crc
 }
 
 // appendSum appends the sum of body to body.

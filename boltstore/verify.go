@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -52,7 +53,9 @@ func verify(tx *bolt.Tx, format int) error {
 
 // verifyEntry checks one entry k, v of the bucket name.
 func verifyEntry(format int, name, k, v []byte) error {
-	key := string(k)
+	// The key as a string without a copy: it is only read, while the
+	// transaction that holds k is open (messages copy it).
+	key := unsafe.String(unsafe.SliceData(k), len(k))
 	if format >= 2 {
 		var ok bool
 		switch {
