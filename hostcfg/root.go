@@ -38,6 +38,12 @@ type Root struct {
 	// afterResolve, when set (tests only), runs after a path was resolved
 	// and before it is written.
 	afterResolve func(rel string)
+	// beforeOpen, when set (tests only), runs after a path was resolved
+	// and before the file there is opened to be read.
+	beforeOpen func(rel string)
+	// beforeLook, when set (tests only), runs before resolution looks at
+	// a component (the root-relative path up to it).
+	beforeLook func(rel string)
 	// syncHook, when set (tests only), runs for every directory synced.
 	syncHook func(dir string)
 	// stampHook, when set (tests only), changes every stamp the read cache
