@@ -65,7 +65,8 @@
 // Owners: File, Dir and Symlink (the link itself, with lchown) take an
 // Ownership by number or by name; names resolve in the root's own
 // /etc/passwd and /etc/group, so a device image mounted elsewhere keeps
-// its own users. On Windows an owner fails with ErrOwnerUnsupported.
+// its own users; the name "root" is 0 and needs neither file, as the zero
+// value needs none. On Windows an owner fails with ErrOwnerUnsupported.
 //
 // Errors read once: one "hostcfg: " prefix, the path as the item names it
 // ("(empty path)" when it has none), never a temporary file.

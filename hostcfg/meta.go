@@ -19,8 +19,10 @@ var geteuid = os.Geteuid
 // (<root>/etc/passwd, read through the root: a device image mounted
 // elsewhere resolves its own names, not the host's; name services such as
 // LDAP are not asked); a name that is not there but is a number is that
-// number, and any other is an *OwnerError (ErrUnknownOwner). The zero
-// value is root:root (UID and GID 0). Owners are not supported on Windows
+// number, and any other is an *OwnerError (ErrUnknownOwner). The name
+// "root" (as User or Group) is 0 and needs no database, as the zero value
+// needs none: an image without /etc/passwd can still be given root:root
+// by name. The zero value is root:root (UID and GID 0). Owners are not supported on Windows
 // (ErrOwnerUnsupported).
 type Ownership struct {
 	UID, GID int
