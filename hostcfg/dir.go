@@ -94,7 +94,7 @@ func (d *Dir) StateGoal(context.Context, converge.Deps) (DirState, error) {
 	s := DirState{Path: name, Exists: true, Mode: d.Mode, UID: -1, GID: -1}
 	if d.Owner != nil {
 		if d.Root == nil || d.Root.r == nil {
-			return DirState{}, &ItemError{Item: string(d.ID()), Reason: "nil Root"}
+			return DirState{}, &ItemError{Item: string(d.ID()), Reason: "Root is nil"}
 		}
 		if s.UID, s.GID, err = d.Root.ownerIDs(name, d.Owner); err != nil {
 			return DirState{}, err

@@ -69,5 +69,8 @@
 // value needs none. On Windows an owner fails with ErrOwnerUnsupported.
 //
 // Errors read once: one "hostcfg: " prefix, the path as the item names it
-// ("(empty path)" when it has none), never a temporary file.
+// ("(empty path)" when it has none), never a temporary file. An item with
+// invalid fields fails with an *ItemError whose message names the field or
+// value at fault but not the item: the walk's *converge.ItemError names
+// it, so it is named once.
 package hostcfg

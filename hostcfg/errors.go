@@ -189,13 +189,18 @@ func (e *PathError) Unwrap() error { return e.Err }
 // ItemError reports an item whose fields are invalid. It matches
 // ErrInvalidItem.
 type ItemError struct {
-	Item   string
+	// Item is the item's ID (the path, for a Root method). The message
+	// does not repeat it: a walk's *converge.ItemError names the item
+	// already, so the item is named once.
+	Item string
+	// Reason says what is wrong, naming the field or value at fault.
 	Reason string
 }
 
-// Error describes the problem, naming its culprit.
+// Error describes the problem, naming the field or value at fault
+// (`hostcfg: invalid key "gpu=mem"`).
 func (e *ItemError) Error() string {
-	return fmt.Sprintf("hostcfg: invalid item %s: %s", e.Item, e.Reason)
+	return "hostcfg: " + e.Reason
 }
 
 // Is makes ItemError match ErrInvalidItem.

@@ -79,7 +79,7 @@ func (f *File) Node() converge.Node { return converge.Wrap[FileState](f) }
 // StateCurrent reads the file.
 func (f *File) StateCurrent(ctx context.Context, _ converge.Deps) (FileState, error) {
 	if f.Root == nil || f.Root.r == nil {
-		return FileState{}, &ItemError{Item: string(f.ID()), Reason: "nil Root"}
+		return FileState{}, &ItemError{Item: string(f.ID()), Reason: "Root is nil"}
 	}
 	name, rel, fi, err := f.Root.readResolved(f.Path)
 	if err != nil {
@@ -110,7 +110,7 @@ func (f *File) StateGoal(context.Context, converge.Deps) (FileState, error) {
 	}
 	if f.Owner != nil {
 		if f.Root == nil || f.Root.r == nil {
-			return FileState{}, &ItemError{Item: string(f.ID()), Reason: "nil Root"}
+			return FileState{}, &ItemError{Item: string(f.ID()), Reason: "Root is nil"}
 		}
 		if s.UID, s.GID, err = f.Root.ownerIDs(name, f.Owner); err != nil {
 			return FileState{}, err

@@ -44,7 +44,7 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 		return "", "", fileInfo{}, err
 	}
 	if r == nil || r.r == nil {
-		return "", "", fileInfo{}, &ItemError{Item: name, Reason: "nil Root"}
+		return "", "", fileInfo{}, &ItemError{Item: name, Reason: "Root is nil"}
 	}
 	r.reads.Add(1)
 	// Fast path: no link on the way, one kernel call that cannot leave the

@@ -81,7 +81,7 @@ func (r *Root) host(rel string) string {
 // since, and readResolved verifies that it opened the file resolution saw.
 func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, error) {
 	if r == nil || r.r == nil {
-		return "", nil, &ItemError{Item: name, Reason: "nil Root"}
+		return "", nil, &ItemError{Item: name, Reason: "Root is nil"}
 	}
 	if name == "" || strings.IndexByte(name, 0) >= 0 {
 		return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
@@ -249,7 +249,7 @@ func resolveItem(root *Root, p string, followLast bool) (name, rel string, err e
 		return "", "", err
 	}
 	if root == nil || root.r == nil {
-		return "", "", &ItemError{Item: name, Reason: "nil Root"}
+		return "", "", &ItemError{Item: name, Reason: "Root is nil"}
 	}
 	rel, err = root.resolve(name, followLast)
 	return name, rel, err

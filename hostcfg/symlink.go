@@ -102,7 +102,7 @@ func (l *Symlink) StateGoal(context.Context, converge.Deps) (SymlinkState, error
 		return SymlinkState{}, err
 	}
 	if l.Target == "" {
-		return SymlinkState{}, &ItemError{Item: string(l.ID()), Reason: "empty Target"}
+		return SymlinkState{}, &ItemError{Item: string(l.ID()), Reason: "Target is empty"}
 	}
 	if path.IsAbs(l.Target) {
 		if _, ok := l.Root.inside(l.Target); !ok {

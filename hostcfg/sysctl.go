@@ -114,10 +114,10 @@ func (s *Sysctl) validate() error {
 		return err
 	}
 	if strings.ContainsAny(s.Value, "\r\n") {
-		return &ItemError{Item: string(s.ID()), Reason: "value contains a line terminator"}
+		return &ItemError{Item: string(s.ID()), Reason: "Value contains a line terminator"}
 	}
 	if s.Root == nil || s.Root.r == nil {
-		return &ItemError{Item: string(s.ID()), Reason: "nil Root"}
+		return &ItemError{Item: string(s.ID()), Reason: "Root is nil"}
 	}
 	return nil
 }
@@ -154,7 +154,7 @@ func (s *Sysctl) StateGoal(context.Context, converge.Deps) (SysctlState, error) 
 		return SysctlState{}, err
 	}
 	if normValue(s.Value) == "" {
-		return SysctlState{}, &ItemError{Item: string(s.ID()), Reason: "empty Value"}
+		return SysctlState{}, &ItemError{Item: string(s.ID()), Reason: "Value is empty"}
 	}
 	st := SysctlState{Key: s.dotted(), Value: normValue(s.Value)}
 	if s.Persist != "" {
