@@ -544,7 +544,7 @@ func (c *Controller) waitHandlers(finished <-chan struct{}, cancelHandlers func(
 	case <-t.C:
 		cancelHandlers()
 		<-finished
-		return fmt.Errorf("controller: controller %s: %w after %s", c.cfg.Kind, errtext.Bare(ErrShutdownTimeout, "controller: "), c.cfg.ShutdownTimeout)
+		return fmt.Errorf("controller: %s: %w after %s", c.cfg.Kind, errtext.Bare(ErrShutdownTimeout, "controller: "), c.cfg.ShutdownTimeout)
 	}
 }
 

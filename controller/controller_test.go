@@ -507,6 +507,7 @@ func TestControllerShutdown(t *testing.T) {
 				err = stop()
 				if tt.wantErr != nil {
 					require.ErrorIs(t, err, tt.wantErr)
+					assert.Equal(t, "controller: vm: handlers did not finish in time after 5s", err.Error(), "reads once")
 				} else {
 					require.NoError(t, err)
 				}

@@ -11,10 +11,10 @@ import (
 var (
 	// ErrRunning means Run was called on a controller that is
 	// running or has run.
-	ErrRunning = errors.New("controller: controller already ran")
+	ErrRunning = errors.New("controller: Run was already called")
 	// ErrShutdownTimeout means running handlers did not finish
 	// within ShutdownTimeout and their context was cancelled.
-	ErrShutdownTimeout = errors.New("controller: controller handlers did not finish in time")
+	ErrShutdownTimeout = errors.New("controller: handlers did not finish in time")
 	// ErrObjectExists means Add was called with a key already stored.
 	ErrObjectExists = errors.New("controller: object exists")
 	// ErrObjectNotFound means no object has the key.

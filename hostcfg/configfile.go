@@ -308,7 +308,7 @@ func (c *ConfigFile) current(ctx context.Context) (name string, idx *docIndex, l
 	}
 	name = c.name
 	if c.root == nil || c.root.r == nil {
-		return "", nil, 0, &ItemError{Item: name, Reason: "nil Root"}
+		return "", nil, 0, &ItemError{Item: name, Reason: "Root is nil"}
 	}
 	walk, inWalk := converge.CurrentWalk(ctx)
 	if inWalk {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 
 	"github.com/convergekit/converge"
@@ -56,19 +55,21 @@ func (d *Dir) ID() converge.ID { return converge.ID("dir:" + canonical(d.Path)) 
 // Node returns the item wrapped for a graph.
 func (d *Dir) Node() converge.Node { return converge.Wrap[DirState](d) }
 
-func (d *Dir) read(name, rel string) (DirState, error) {
+// read looks at the directory rel (resolved from name) through the root,
+// and returns its state and its Lstat (nil when it does not exist).
+func (d *Dir) read(name, rel string) (DirState, fs.FileInfo, error) {
 	fi, err := d.Root.r.Lstat(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return DirState{Path: name, UID: -1, GID: -1}, nil
+			return DirState{Path: name, UID: -1, GID: -1}, nil, nil
 		}
-		return DirState{}, d.Root.fail("stat", name, err)
+		return DirState{}, nil, d.Root.fail("stat", name, err)
 	}
 	if !fi.IsDir() {
-		return DirState{}, wrongType("stat", name, fi.Mode())
+		return DirState{}, nil, wrongType("stat", name, fi.Mode())
 	}
 	uid, gid := owner(fi)
-	return DirState{Path: name, Exists: true, Mode: fi.Mode() & permBits, UID: uid, GID: gid}, nil
+	return DirState{Path: name, Exists: true, Mode: fi.Mode() & permBits, UID: uid, GID: gid}, fi, nil
 }
 
 // StateCurrent reads the directory.
@@ -77,7 +78,8 @@ func (d *Dir) StateCurrent(ctx context.Context, _ converge.Deps) (DirState, erro
 	if err != nil {
 		return DirState{}, err
 	}
-	return d.read(name, rel)
+	st, _, err := d.read(name, rel)
+	return st, err
 }
 
 // StateGoal is the directory with Mode and Owner.
@@ -92,7 +94,7 @@ func (d *Dir) StateGoal(context.Context, converge.Deps) (DirState, error) {
 	s := DirState{Path: name, Exists: true, Mode: d.Mode, UID: -1, GID: -1}
 	if d.Owner != nil {
 		if d.Root == nil || d.Root.r == nil {
-			return DirState{}, &ItemError{Item: string(d.ID()), Reason: "nil Root"}
+			return DirState{}, &ItemError{Item: string(d.ID()), Reason: "Root is nil"}
 		}
 		if s.UID, s.GID, err = d.Root.ownerIDs(name, d.Owner); err != nil {
 			return DirState{}, err
@@ -145,7 +147,7 @@ func (d *Dir) converge(ctx context.Context, target DirState, write bool) (DirSta
 	}
 	unlock := d.Root.lock(rel)
 	defer unlock()
-	cur, err := d.read(name, rel)
+	cur, seen, err := d.read(name, rel)
 	if err != nil {
 		return DirState{}, err
 	}
@@ -190,9 +192,9 @@ func (d *Dir) converge(ctx context.Context, target DirState, write bool) (DirSta
 		if err := d.Root.mkdirAll(name, rel, m.mode&fs.ModePerm); err != nil {
 			return DirState{}, err
 		}
-		cur.Mode, cur.UID, cur.GID = 0, geteuid(), os.Getegid()
+		seen = nil // just made: whatever is there now
 	}
-	if err := d.Root.setMeta(name, rel, cur.Mode, cur.UID, cur.GID, m); err != nil {
+	if err := d.Root.setMeta(name, rel, true, seen, m); err != nil {
 		return DirState{}, err
 	}
 	return out, nil

@@ -65,8 +65,12 @@
 // Owners: File, Dir and Symlink (the link itself, with lchown) take an
 // Ownership by number or by name; names resolve in the root's own
 // /etc/passwd and /etc/group, so a device image mounted elsewhere keeps
-// its own users. On Windows an owner fails with ErrOwnerUnsupported.
+// its own users; the name "root" is 0 and needs neither file, as the zero
+// value needs none. On Windows an owner fails with ErrOwnerUnsupported.
 //
 // Errors read once: one "hostcfg: " prefix, the path as the item names it
-// ("(empty path)" when it has none), never a temporary file.
+// ("(empty path)" when it has none), never a temporary file. An item with
+// invalid fields fails with an *ItemError whose message names the field or
+// value at fault but not the item: the walk's *converge.ItemError names
+// it, so it is named once.
 package hostcfg

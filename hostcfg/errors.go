@@ -37,6 +37,12 @@ var (
 	// ErrUnknownOwner means a user or group name does not resolve in the
 	// root's /etc/passwd or /etc/group; see OwnerError.
 	ErrUnknownOwner = errors.New("hostcfg: unknown user or group")
+	// ErrHardLinked means a change in place (the runtime value of a
+	// Sysctl, or a mode or owner change that raced with a new link) met a
+	// regular file with other hard links, which may lie outside the root;
+	// it is refused, the file unchanged. File, Line, ConfigKey and Hostname
+	// give such a file a new inode instead of changing it in place.
+	ErrHardLinked = errors.New("hostcfg: file has other hard links")
 	// ErrOwnerUnsupported means an item sets an owner on a system that
 	// has no numeric owners (Windows).
 	ErrOwnerUnsupported = errors.New("hostcfg: owners are not supported on this system")
@@ -183,13 +189,18 @@ func (e *PathError) Unwrap() error { return e.Err }
 // ItemError reports an item whose fields are invalid. It matches
 // ErrInvalidItem.
 type ItemError struct {
-	Item   string
+	// Item is the item's ID (the path, for a Root method). The message
+	// does not repeat it: a walk's *converge.ItemError names the item
+	// already, so the item is named once.
+	Item string
+	// Reason says what is wrong, naming the field or value at fault.
 	Reason string
 }
 
-// Error describes the problem, naming its culprit.
+// Error describes the problem, naming the field or value at fault
+// (`hostcfg: invalid key "gpu=mem"`).
 func (e *ItemError) Error() string {
-	return fmt.Sprintf("hostcfg: invalid item %s: %s", e.Item, e.Reason)
+	return "hostcfg: " + e.Reason
 }
 
 // Is makes ItemError match ErrInvalidItem.

@@ -16,6 +16,12 @@ import (
 // included, are followed inside the root; a directory or other special
 // file at the path is refused with ErrWrongType.
 //
+// A file that has other hard links (which may lie outside the root) is
+// never changed in place: a new content, mode or owner is written to a new
+// inode renamed over the path, so the other names keep the old file. A
+// file with one link gets a mode or owner change in place, through a
+// handle that is checked to be the file read.
+//
 // The zero value has no Root and fails; set Root and Path at least.
 type File struct {
 	// Root resolves Path.
@@ -73,7 +79,7 @@ func (f *File) Node() converge.Node { return converge.Wrap[FileState](f) }
 // StateCurrent reads the file.
 func (f *File) StateCurrent(ctx context.Context, _ converge.Deps) (FileState, error) {
 	if f.Root == nil || f.Root.r == nil {
-		return FileState{}, &ItemError{Item: string(f.ID()), Reason: "nil Root"}
+		return FileState{}, &ItemError{Item: string(f.ID()), Reason: "Root is nil"}
 	}
 	name, rel, fi, err := f.Root.readResolved(f.Path)
 	if err != nil {
@@ -104,7 +110,7 @@ func (f *File) StateGoal(context.Context, converge.Deps) (FileState, error) {
 	}
 	if f.Owner != nil {
 		if f.Root == nil || f.Root.r == nil {
-			return FileState{}, &ItemError{Item: string(f.ID()), Reason: "nil Root"}
+			return FileState{}, &ItemError{Item: string(f.ID()), Reason: "Root is nil"}
 		}
 		if s.UID, s.GID, err = f.Root.ownerIDs(name, f.Owner); err != nil {
 			return FileState{}, err
@@ -221,10 +227,12 @@ func (f *File) converge(ctx context.Context, target FileState, write bool) (File
 		}
 		return out, nil
 	}
-	if !cur.exists || !bytes.Equal(cur.content, target.Content) {
+	// A file with another hard link (maybe outside the root) is never
+	// changed in place: a new mode or owner comes with a new inode.
+	if !cur.exists || !bytes.Equal(cur.content, target.Content) || hardLinked(cur.stat) {
 		err = f.Root.writeAtomic(ctx, name, rel, target.Content, meta.spec())
 	} else {
-		err = f.Root.setMeta(name, rel, cur.mode, cur.uid, cur.gid, meta)
+		err = f.Root.setMeta(name, rel, false, cur.stat, meta)
 	}
 	if err != nil {
 		return FileState{}, err

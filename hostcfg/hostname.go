@@ -51,7 +51,7 @@ func (h *Hostname) Node() converge.Node { return converge.Wrap[HostnameState](h)
 
 func (h *Hostname) validate() error {
 	if h.Root == nil || h.Root.r == nil {
-		return &ItemError{Item: "hostname", Reason: "nil Root"}
+		return &ItemError{Item: "hostname", Reason: "Root is nil"}
 	}
 	if !validHostname(h.Name) {
 		return &ItemError{Item: "hostname", Reason: fmt.Sprintf("invalid host name %q", h.Name)}
@@ -91,7 +91,7 @@ func firstLine(content []byte) string {
 // StateCurrent reads /etc/hostname and the running name.
 func (h *Hostname) StateCurrent(context.Context, converge.Deps) (HostnameState, error) {
 	if h.Root == nil || h.Root.r == nil {
-		return HostnameState{}, &ItemError{Item: "hostname", Reason: "nil Root"}
+		return HostnameState{}, &ItemError{Item: "hostname", Reason: "Root is nil"}
 	}
 	_, content, _, leftovers, err := h.Root.peek(hostnameFile)
 	if err != nil {

@@ -62,10 +62,10 @@ func (l *Line) Node() converge.Node { return converge.Wrap[LineState](l) }
 
 func (l *Line) validate() error {
 	if strings.ContainsAny(l.Line, "\r\n") {
-		return &ItemError{Item: string(l.ID()), Reason: "the line contains a line terminator"}
+		return &ItemError{Item: string(l.ID()), Reason: "Line contains a line terminator"}
 	}
 	if l.Mode&^fs.ModePerm != 0 {
-		return &ItemError{Item: string(l.ID()), Reason: "mode has bits other than permissions"}
+		return &ItemError{Item: string(l.ID()), Reason: "mode " + l.Mode.String() + " has bits other than permissions"}
 	}
 	return nil
 }

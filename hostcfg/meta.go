@@ -1,6 +1,7 @@
 package hostcfg
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 )
@@ -18,8 +19,10 @@ var geteuid = os.Geteuid
 // (<root>/etc/passwd, read through the root: a device image mounted
 // elsewhere resolves its own names, not the host's; name services such as
 // LDAP are not asked); a name that is not there but is a number is that
-// number, and any other is an *OwnerError (ErrUnknownOwner). The zero
-// value is root:root (UID and GID 0). Owners are not supported on Windows
+// number, and any other is an *OwnerError (ErrUnknownOwner). The name
+// "root" (as User or Group) is 0 and needs no database, as the zero value
+// needs none: an image without /etc/passwd can still be given root:root
+// by name. The zero value is root:root (UID and GID 0). Owners are not supported on Windows
 // (ErrOwnerUnsupported).
 type Ownership struct {
 	UID, GID int
@@ -81,14 +84,73 @@ func planMeta(name string, exists bool, curMode fs.FileMode, curUID, curGID int,
 	return m, nil
 }
 
-// setMeta changes the mode and owner of rel in place.
-func (r *Root) setMeta(name, rel string, curMode fs.FileMode, curUID, curGID int, m meta) error {
-	if curMode != m.mode {
+// errMetaChanged is the cause of a change of mode or owner that found
+// another file at the path than the one read.
+var errMetaChanged = errors.New("the path changed before its mode and owner were set")
+
+// hardLinked reports whether the regular file fi has other hard links
+// than its path, or may have (a link count this system does not tell).
+func hardLinked(fi fs.FileInfo) bool {
+	return fi != nil && fi.Mode().IsRegular() && linkCount(fi) != 1
+}
+
+// setMeta changes the mode and owner of the file or directory rel in
+// place, through a handle opened through the root without following a
+// last link (openLeaf), so that no component can be swapped between the
+// check and the change. It must be a directory when dir is set, a regular
+// file otherwise. The handle must lead to the file read (same, when
+// not nil), and a regular file must have no other hard link: one that has
+// is refused with ErrHardLinked (File rewrites such a file instead, so
+// this is a race with whoever linked it since the read).
+func (r *Root) setMeta(name, rel string, dir bool, same fs.FileInfo, m meta) error {
+	f, err := r.openLeaf(rel, os.O_RDONLY|openNonBlock)
+	if errors.Is(err, fs.ErrPermission) && geteuid() != 0 {
+		// A directory we may not list (mode 0311) cannot be opened to
+		// read; os.Root changes it by name instead (a directory has no
+		// hard links, and os.Root keeps the change inside the root).
+		if fi, lerr := r.r.Lstat(rel); lerr == nil && fi.IsDir() && (same == nil || os.SameFile(fi, same)) {
+			return r.setMetaByName(name, rel, fi, m)
+		}
+	}
+	if err != nil {
+		return r.fail("chmod", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return &PathError{Op: "stat", Path: name, Err: err}
+	}
+	if same != nil && !os.SameFile(st, same) {
+		return &PathError{Op: "chmod", Path: name, Err: errMetaChanged}
+	}
+	if st.IsDir() != dir || !dir && !st.Mode().IsRegular() {
+		return wrongType("chmod", name, st.Mode())
+	}
+	if hardLinked(st) {
+		return &PathError{Op: "chmod", Path: name, Err: ErrHardLinked}
+	}
+	if st.Mode()&permBits != m.mode {
+		if err := f.Chmod(m.mode); err != nil {
+			return &PathError{Op: "chmod", Path: name, Err: err}
+		}
+	}
+	if uid, gid := owner(st); uid != m.uid || gid != m.gid {
+		if err := f.Chown(m.uid, m.gid); err != nil {
+			return &PathError{Op: "chown", Path: name, Err: err}
+		}
+	}
+	return nil
+}
+
+// setMetaByName is setMeta for a directory that cannot be opened, whose
+// Lstat is fi.
+func (r *Root) setMetaByName(name, rel string, fi fs.FileInfo, m meta) error {
+	if fi.Mode()&permBits != m.mode {
 		if err := r.r.Chmod(rel, m.mode); err != nil {
 			return r.fail("chmod", name, err)
 		}
 	}
-	if curUID != m.uid || curGID != m.gid {
+	if uid, gid := owner(fi); uid != m.uid || gid != m.gid {
 		if err := r.r.Chown(rel, m.uid, m.gid); err != nil {
 			return r.fail("chown", name, err)
 		}

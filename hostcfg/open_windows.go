@@ -2,10 +2,14 @@
 
 package hostcfg
 
-// Windows has no named pipes in the file system and no O_NOFOLLOW:
-// resolution already followed the links, and the file opened is checked
-// to be the one resolution saw.
-const (
-	openNoFollow = 0
-	openNonBlock = 0
-)
+import "os"
+
+// openNonBlock is 0: Windows has no named pipes in the file system.
+const openNonBlock = 0
+
+// openLeaf opens the file at rel (root-relative, resolved) through the
+// os.Root. Windows cannot refuse a last link here: the caller checks that
+// it opened the file it expected.
+func (r *Root) openLeaf(rel string, flag int) (*os.File, error) {
+	return r.r.OpenFile(rel, flag, 0)
+}

@@ -24,10 +24,16 @@ func (r *Root) ownerIDs(name string, o *Ownership) (uid, gid int, err error) {
 	return uid, gid, nil
 }
 
+// rootName is the user and group name that is 0 without a database.
+const rootName = "root"
+
 // lookupID finds id in the third field of the line of db ("/etc/passwd",
 // "/etc/group" inside the root) whose first field is id; a number not
-// found stands for itself.
+// found stands for itself. The name "root" is 0 without looking.
 func (r *Root) lookupID(name, kind, db, id string) (int, error) {
+	if id == rootName {
+		return 0, nil
+	}
 	_, rel, fi, err := r.readResolved(db)
 	if rel == "" {
 		rel = db[1:]

@@ -89,3 +89,19 @@ func TestSymlinkOwner(t *testing.T) {
 	_, err := converge.Apply(context.Background(), graph((&Symlink{Root: r, Path: "/l2", Target: "target", Owner: &Ownership{UID: 0, GID: 0}}).Node()))
 	require.ErrorIs(t, err, ErrNeedRoot)
 }
+
+// TestRootByNameNeedsNoDatabase gives the owner root:root by name on a root
+// without /etc/passwd and /etc/group: it is 0:0, as the zero value is,
+// while any other name still needs the root's own files.
+func TestRootByNameNeedsNoDatabase(t *testing.T) {
+	r, _, _ := newRoot(t)
+	ctx := context.Background()
+	f := &File{Root: r, Path: "/srv/f", Content: []byte("x"), Owner: &Ownership{User: "root", Group: "root"}}
+	goal, err := f.StateGoal(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int{0, 0}, []int{goal.UID, goal.GID})
+	for _, o := range []*Ownership{{User: "pi"}, {Group: "adm"}} {
+		_, err := (&File{Root: r, Path: "/srv/f", Owner: o}).StateGoal(ctx, nil)
+		require.ErrorIs(t, err, ErrUnknownOwner, "%+v", o)
+	}
+}

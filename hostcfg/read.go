@@ -19,20 +19,32 @@ type fileInfo struct {
 	stat fs.FileInfo
 }
 
+// readAttempts bounds how often readResolved resolves a path again when
+// the file it opened is not the one resolution saw.
+const readAttempts = 4
+
+// errReadChanged is the cause of a read that kept finding another file at
+// the path than the one resolution had seen (the path is being swapped).
+var errReadChanged = errors.New("the path changed while it was read")
+
 // readResolved resolves the item path p (following every link) and reads
 // the regular file there. A missing file is not an error; a path holding
 // another kind of file is ErrWrongType.
 //
-// The file is opened by its host path without following a last link, and
-// kept only if it is the very file resolution saw; otherwise (a component
-// was swapped meanwhile) it is opened again through os.Root.
+// Nothing is looked at by its host path. A path without links is opened
+// in one openat2 call that cannot leave the root. Otherwise resolution
+// looks at each component through the os.Root, and the file it found is
+// opened through the os.Root as well, its last component without
+// following a link (openLeaf); the file is kept only if it is the very
+// file resolution saw (os.SameFile), else the path is resolved again (a
+// component was swapped meanwhile), and after readAttempts the read fails.
 func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error) {
 	name, err = cleanPath(p)
 	if err != nil {
 		return "", "", fileInfo{}, err
 	}
 	if r == nil || r.r == nil {
-		return "", "", fileInfo{}, &ItemError{Item: name, Reason: "nil Root"}
+		return "", "", fileInfo{}, &ItemError{Item: name, Reason: "Root is nil"}
 	}
 	r.reads.Add(1)
 	// Fast path: no link on the way, one kernel call that cannot leave the
@@ -46,33 +58,39 @@ func (r *Root) readResolved(p string) (name, rel string, fi fileInfo, err error)
 		fi, err = readOpen(name, f)
 		return name, name[1:], fi, err
 	}
-	rel, seen, err := r.resolveInfo(name, true)
-	if err != nil {
-		return "", "", fileInfo{}, err
-	}
-	if seen == nil {
-		return name, rel, fileInfo{}, nil
-	}
-	if !seen.Mode().IsRegular() {
-		return "", "", fileInfo{}, wrongType("read", name, seen.Mode())
-	}
-	f, err := os.OpenFile(r.host(rel), os.O_RDONLY|openNoFollow|openNonBlock, 0)
-	if err == nil {
-		if st, serr := f.Stat(); serr != nil || !os.SameFile(st, seen) {
-			f.Close()
-			f, err = nil, errors.New("changed")
+	for attempt := 1; ; attempt++ {
+		rel, seen, err := r.resolveInfo(name, true)
+		if err != nil {
+			return "", "", fileInfo{}, err
 		}
-	}
-	if err != nil {
-		if f, err = r.r.OpenFile(rel, os.O_RDONLY|openNonBlock, 0); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return name, rel, fileInfo{}, nil
+		if seen == nil {
+			return name, rel, fileInfo{}, nil
+		}
+		if !seen.Mode().IsRegular() {
+			return "", "", fileInfo{}, wrongType("read", name, seen.Mode())
+		}
+		if r.beforeOpen != nil {
+			r.beforeOpen(rel)
+		}
+		f, err := r.openLeaf(rel, os.O_RDONLY|openNonBlock)
+		if err == nil {
+			st, serr := f.Stat()
+			if serr == nil && os.SameFile(st, seen) {
+				fi, err = readOpen(name, f)
+				return name, rel, fi, err
+			}
+			f.Close()
+			err = errReadChanged
+		}
+		// Whatever failed (the file swapped, removed, a link or a
+		// directory swapped in), resolving again tells what is there now.
+		if attempt == readAttempts {
+			if errors.Is(err, errReadChanged) {
+				return "", "", fileInfo{}, &PathError{Op: "read", Path: name, Err: err}
 			}
 			return "", "", fileInfo{}, r.fail("read", name, err)
 		}
 	}
-	fi, err = readOpen(name, f)
-	return name, rel, fi, err
 }
 
 // readOpen reads the open file f, which must be a regular file, and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 )
@@ -74,13 +73,15 @@ func (r *Root) host(rel string) string {
 // resolveInfo is resolve that also returns the Lstat of the last component
 // when followLast and it exists (nil otherwise).
 //
-// Resolution looks at the host paths of components already known to be
-// plain directories, one lstat each. It is a check, not the guard: every
-// write then goes through os.Root, which refuses a link swapped in since,
-// and readResolved verifies that it opened the file resolution saw.
+// Resolution looks at each component through the os.Root, one lstat (and
+// readlink) each, never at a host path: a directory swapped for a symbolic
+// link to outside the root is refused by os.Root, so nothing it returns
+// describes a file outside the root. It is a check, not the guard: every
+// access then goes through os.Root too, which refuses a link swapped in
+// since, and readResolved verifies that it opened the file resolution saw.
 func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, error) {
 	if r == nil || r.r == nil {
-		return "", nil, &ItemError{Item: name, Reason: "nil Root"}
+		return "", nil, &ItemError{Item: name, Reason: "Root is nil"}
 	}
 	if name == "" || strings.IndexByte(name, 0) >= 0 {
 		return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrInvalidPath}
@@ -120,7 +121,10 @@ func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, e
 			continue
 		}
 		cand := strings.Join(append(stack, c), "/")
-		fi, err := os.Lstat(r.host(cand))
+		if r.beforeLook != nil {
+			r.beforeLook(cand)
+		}
+		fi, err := r.r.Lstat(cand)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				missing = true
@@ -141,7 +145,7 @@ func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, e
 		if links > maxLinks {
 			return "", nil, &PathError{Op: "resolve", Path: name, Err: ErrTooManyLinks}
 		}
-		target, err := os.Readlink(r.host(cand))
+		target, err := r.r.Readlink(cand)
 		if err != nil {
 			return "", nil, &PathError{Op: "resolve", Path: name, Err: err}
 		}
@@ -168,7 +172,7 @@ func (r *Root) resolveInfo(name string, followLast bool) (string, fs.FileInfo, e
 	if followLast && !missing && last == nil {
 		// The path ended with ".." (from a link target): look at where it
 		// leads.
-		fi, err := os.Lstat(r.host(rel))
+		fi, err := r.r.Lstat(rel)
 		switch {
 		case err == nil:
 			last = fi
@@ -245,7 +249,7 @@ func resolveItem(root *Root, p string, followLast bool) (name, rel string, err e
 		return "", "", err
 	}
 	if root == nil || root.r == nil {
-		return "", "", &ItemError{Item: name, Reason: "nil Root"}
+		return "", "", &ItemError{Item: name, Reason: "Root is nil"}
 	}
 	rel, err = root.resolve(name, followLast)
 	return name, rel, err

@@ -15,9 +15,12 @@ import (
 // Symbolic links are followed the way the kernel would follow them, but a
 // path that climbs above the root with "..", or meets a link whose target
 // lies outside the root's directory (relative or absolute), is refused
-// with an *EscapeError before anything is written. Every access then goes
-// through an os.Root, so a link swapped in after the check cannot lead a
-// write outside either.
+// with an *EscapeError before anything is written. Every access, reads
+// and stats included, then goes through an os.Root (or one openat2 call
+// confined beneath the root), never through a host path, so a directory
+// swapped for a link after the check cannot lead a read or a write
+// outside: a read keeps only the very file resolution saw. A file with
+// other hard links is never changed in place (see File and ErrHardLinked).
 //
 // A Root is safe for concurrent use. Items that write one file take a lock
 // per file, so items sharing a file never lose each other's changes. The
@@ -38,6 +41,12 @@ type Root struct {
 	// afterResolve, when set (tests only), runs after a path was resolved
 	// and before it is written.
 	afterResolve func(rel string)
+	// beforeOpen, when set (tests only), runs after a path was resolved
+	// and before the file there is opened to be read.
+	beforeOpen func(rel string)
+	// beforeLook, when set (tests only), runs before resolution looks at
+	// a component (the root-relative path up to it).
+	beforeLook func(rel string)
 	// syncHook, when set (tests only), runs for every directory synced.
 	syncHook func(dir string)
 	// stampHook, when set (tests only), changes every stamp the read cache

@@ -3,6 +3,7 @@ package hostcfg
 import (
 	"io/fs"
 	"os"
+	"path"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,40 @@ func (r *Root) stampBeneath(rel string) (st fileStamp, ok bool) {
 		dev: uint64(sys.Dev), ino: uint64(sys.Ino), size: int64(sys.Size),
 		mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(),
 	}, true
+}
+
+// lchownLeaf changes the owner of the symbolic link rel (resolved from
+// name) in place, through a handle opened through the root without
+// following it (O_PATH), so that nothing can be swapped in between the
+// check and the change: the handle must be the link read (same) and have
+// no other hard link.
+func (r *Root) lchownLeaf(name, rel string, same fs.FileInfo, uid, gid int) error {
+	dir, base := path.Split(rel)
+	d, err := r.r.Open(dirName(dir))
+	if err != nil {
+		return r.fail("lchown", name, err)
+	}
+	defer d.Close()
+	fd, err := unix.Openat(int(d.Fd()), base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return r.fail("lchown", name, err)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &PathError{Op: "lchown", Path: name, Err: err}
+	}
+	if sys, ok := same.Sys().(*syscall.Stat_t); !ok || uint64(sys.Dev) != uint64(st.Dev) || uint64(sys.Ino) != uint64(st.Ino) {
+		return &PathError{Op: "lchown", Path: name, Err: errMetaChanged}
+	}
+	if st.Nlink != 1 {
+		return &PathError{Op: "lchown", Path: name, Err: ErrHardLinked}
+	}
+	if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &PathError{Op: "lchown", Path: name, Err: err}
+	}
+	return nil
 }
 
 // openBeneath opens the regular file at rel (root-relative, already

@@ -12,7 +12,8 @@ import (
 
 // Symlink is an Item for a symbolic link at Path pointing to Target. The
 // link is created atomically (a temporary link renamed into place);
-// Absent removes it. A Target that would lead outside the root is refused
+// Absent removes it. A link that has other hard links is never changed in
+// place: a new owner comes with a new link renamed over it. A Target that would lead outside the root is refused
 // with an *EscapeError, and a file or directory at Path with ErrWrongType.
 //
 // The zero value has no Root and fails; set Root, Path and Target.
@@ -58,23 +59,25 @@ func (l *Symlink) ID() converge.ID { return converge.ID("symlink:" + canonical(l
 // Node returns the item wrapped for a graph.
 func (l *Symlink) Node() converge.Node { return converge.Wrap[SymlinkState](l) }
 
-func (l *Symlink) read(name, rel string) (SymlinkState, error) {
+// read looks at the link rel (resolved from name) through the root, and
+// returns its state and its Lstat (nil when it does not exist).
+func (l *Symlink) read(name, rel string) (SymlinkState, fs.FileInfo, error) {
 	fi, err := l.Root.r.Lstat(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return SymlinkState{Path: name, UID: -1, GID: -1}, nil
+			return SymlinkState{Path: name, UID: -1, GID: -1}, nil, nil
 		}
-		return SymlinkState{}, l.Root.fail("stat", name, err)
+		return SymlinkState{}, nil, l.Root.fail("stat", name, err)
 	}
 	if fi.Mode()&fs.ModeSymlink == 0 {
-		return SymlinkState{}, wrongType("stat", name, fi.Mode())
+		return SymlinkState{}, nil, wrongType("stat", name, fi.Mode())
 	}
 	t, err := l.Root.r.Readlink(rel)
 	if err != nil {
-		return SymlinkState{}, l.Root.fail("readlink", name, err)
+		return SymlinkState{}, nil, l.Root.fail("readlink", name, err)
 	}
 	uid, gid := owner(fi)
-	return SymlinkState{Path: name, Exists: true, Target: t, UID: uid, GID: gid}, nil
+	return SymlinkState{Path: name, Exists: true, Target: t, UID: uid, GID: gid}, fi, nil
 }
 
 // StateCurrent reads the link.
@@ -83,7 +86,7 @@ func (l *Symlink) StateCurrent(ctx context.Context, _ converge.Deps) (SymlinkSta
 	if err != nil {
 		return SymlinkState{}, err
 	}
-	st, err := l.read(name, rel)
+	st, _, err := l.read(name, rel)
 	if err != nil {
 		return SymlinkState{}, err
 	}
@@ -99,7 +102,7 @@ func (l *Symlink) StateGoal(context.Context, converge.Deps) (SymlinkState, error
 		return SymlinkState{}, err
 	}
 	if l.Target == "" {
-		return SymlinkState{}, &ItemError{Item: string(l.ID()), Reason: "empty Target"}
+		return SymlinkState{}, &ItemError{Item: string(l.ID()), Reason: "Target is empty"}
 	}
 	if path.IsAbs(l.Target) {
 		if _, ok := l.Root.inside(l.Target); !ok {
@@ -157,7 +160,7 @@ func (l *Symlink) converge(ctx context.Context, target SymlinkState, write bool)
 	}
 	unlock := l.Root.lock(rel)
 	defer unlock()
-	cur, err := l.read(name, rel)
+	cur, seen, err := l.read(name, rel)
 	if err != nil {
 		return SymlinkState{}, err
 	}
@@ -198,12 +201,12 @@ func (l *Symlink) converge(ctx context.Context, target SymlinkState, write bool)
 	if l.Root.afterResolve != nil {
 		l.Root.afterResolve(rel)
 	}
-	if relink {
+	// A link with other hard links (maybe outside the root) gets its new
+	// owner as a new link, never in place.
+	if relink || linkCount(seen) != 1 {
 		err = l.Root.symlinkAtomic(ctx, name, rel, target.Target, m.spec())
 	} else if err = ctx.Err(); err == nil {
-		if err = l.Root.r.Lchown(rel, m.uid, m.gid); err != nil {
-			err = l.Root.fail("lchown", name, err)
-		}
+		err = l.Root.lchownLeaf(name, rel, seen, m.uid, m.gid)
 	}
 	if err != nil {
 		return SymlinkState{}, err

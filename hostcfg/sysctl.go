@@ -14,8 +14,10 @@ import (
 // Sysctl is an Item for a kernel parameter: its runtime value under
 // proc/sys of the root and, when Persist is set, an entry "key=value" in
 // that sysctl.d file so that it survives a reboot. The runtime file is
-// written in place (files under /proc cannot be replaced by a rename); the
-// persisted file is written atomically with only its own line changed.
+// written in place (files under /proc cannot be replaced by a rename), and
+// refused with ErrHardLinked when it is a regular file with other hard
+// links (which may lie outside the root); the persisted file is written
+// atomically with only its own line changed.
 // Absent removes the persisted entry and leaves the runtime value alone
 // (a kernel parameter cannot be removed).
 //
@@ -112,10 +114,10 @@ func (s *Sysctl) validate() error {
 		return err
 	}
 	if strings.ContainsAny(s.Value, "\r\n") {
-		return &ItemError{Item: string(s.ID()), Reason: "value contains a line terminator"}
+		return &ItemError{Item: string(s.ID()), Reason: "Value contains a line terminator"}
 	}
 	if s.Root == nil || s.Root.r == nil {
-		return &ItemError{Item: string(s.ID()), Reason: "nil Root"}
+		return &ItemError{Item: string(s.ID()), Reason: "Root is nil"}
 	}
 	return nil
 }
@@ -152,7 +154,7 @@ func (s *Sysctl) StateGoal(context.Context, converge.Deps) (SysctlState, error) 
 		return SysctlState{}, err
 	}
 	if normValue(s.Value) == "" {
-		return SysctlState{}, &ItemError{Item: string(s.ID()), Reason: "empty Value"}
+		return SysctlState{}, &ItemError{Item: string(s.ID()), Reason: "Value is empty"}
 	}
 	st := SysctlState{Key: s.dotted(), Value: normValue(s.Value)}
 	if s.Persist != "" {
@@ -253,9 +255,26 @@ func (s *Sysctl) writeRuntime(ctx context.Context, value string) error {
 	}
 	unlock := s.Root.lock(rel)
 	defer unlock()
-	f, err := s.Root.r.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
+	// The value is written in place (a kernel parameter has no inode to
+	// replace), through a handle that cannot have been swapped for a link;
+	// a regular file with other hard links is refused, unchanged.
+	f, err := s.Root.openLeaf(rel, os.O_WRONLY)
 	if err != nil {
 		return s.Root.fail("write", name, err)
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return &PathError{Op: "write", Path: name, Err: err}
+	case st.Mode().IsRegular() && linkCount(st) > 1:
+		f.Close()
+		return &PathError{Op: "write", Path: name, Err: ErrHardLinked}
+	case st.Mode().IsRegular():
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return &PathError{Op: "write", Path: name, Err: err}
+		}
 	}
 	_, werr := f.WriteString(value + "\n")
 	cerr := f.Close()

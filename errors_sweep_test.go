@@ -1,0 +1,122 @@
+package converge_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/boltstore"
+	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/hostcfg"
+)
+
+// articlePair is "a" or "an" and the word after it.
+var articlePair = regexp.MustCompile(`(?i)\b(an?) ([a-z]+)`)
+
+// wrongArticles returns the pairs of msg with the wrong article: "a"
+// before a vowel sound ("a edge", "a invalid"), "an" before a consonant
+// sound. Words starting with "one", "uni", "use", "usu" and "eu" sound
+// as consonants.
+func wrongArticles(msg string) []string {
+	var out []string
+	for _, m := range articlePair.FindAllStringSubmatch(msg, -1) {
+		w := strings.ToLower(m[2])
+		vowel := strings.ContainsRune("aeiou", rune(w[0]))
+		for _, p := range []string{"one", "uni", "use", "usu", "eu"} {
+			if strings.HasPrefix(w, p) {
+				vowel = false
+			}
+		}
+		if vowel != (strings.ToLower(m[1]) == "an") {
+			out = append(out, m[0])
+		}
+	}
+	return out
+}
+
+// TestErrorMessagesOfEveryPackageReadOnce sweeps the sentinels and typed
+// errors of every package of the core module: a message carries its
+// package prefix once and first (embedded sentinels, made to follow
+// another error's prefix, carry none), names its subject once (the
+// package's name is not repeated after its prefix: "controller:
+// controller ..." reads twice) and uses the right article.
+func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
+	prefixed := map[string][]error{
+		"converge": {
+			converge.ErrStateUnknown, converge.ErrNotConverged, converge.ErrPanic, converge.ErrNotRun,
+			converge.ErrStateType, converge.ErrLocked, converge.ErrInvalidGraph, converge.ErrNilItem,
+			converge.ErrEmptyID, converge.ErrDuplicateID, converge.ErrUnknownDependency, converge.ErrCycle,
+			converge.ErrPresentDependsOnAbsent, converge.ErrNoClean, converge.ErrInvalidConfig,
+			converge.ErrTargetNotSettled, converge.ErrTargetNone, converge.ErrTargetRunning,
+			converge.ErrTargetStopped, converge.ErrPlanDecode, converge.ErrPlanInvalid,
+			converge.ErrPlanStatusMismatch, converge.ErrPlanUnknownCommand, converge.ErrPlanTransition,
+			converge.ErrPlanFailed, converge.ErrPlanNotFailed, converge.ErrPlanFinished,
+			converge.ErrStatusInvalid, converge.ErrEdgeDryRun, converge.ErrEdgeNoReport,
+			converge.ErrEdgeBadOutcome, converge.ErrStoreNotFound, converge.ErrStoreStale,
+			converge.ErrClaimHeld, converge.ErrLeaseLost, converge.ErrStoreInvalid, converge.ErrSealed,
+			&converge.StatusFieldError{Doc: "edge report", Field: "items[0].edge", Value: "x", Err: converge.ErrStatusUnknownValue},
+		},
+		"controller": {
+			controller.ErrRunning, controller.ErrShutdownTimeout, controller.ErrObjectExists,
+			controller.ErrObjectNotFound, controller.ErrTerminal, controller.ErrObjectInvalid,
+			&controller.ObjectError{Kind: "host", Key: "h1", Err: controller.ErrObjectNotFound},
+		},
+		"autopilot": {autopilot.ErrHostNotFound, autopilot.ErrNoSelector, autopilot.ErrNoDiscover},
+		"boltstore": {
+			boltstore.ErrClosed, boltstore.ErrCorrupt,
+			&boltstore.OpenError{Path: "/var/lib/agent.db", Reason: boltstore.ErrNotStore},
+		},
+		"hostcfg": {
+			hostcfg.ErrEscape, hostcfg.ErrInvalidPath, hostcfg.ErrTooManyLinks, hostcfg.ErrWrongType,
+			hostcfg.ErrNeedRoot, hostcfg.ErrInvalidItem, hostcfg.ErrRepeatedKey, hostcfg.ErrUnknownOwner,
+			hostcfg.ErrHardLinked, hostcfg.ErrOwnerUnsupported,
+			&hostcfg.PathError{Op: "write", Path: "/etc/motd", Err: hostcfg.ErrHardLinked},
+			&hostcfg.EscapeError{Path: "/etc/x", Link: "etc", Target: "/outside"},
+			&hostcfg.OwnerError{Path: "/etc/x", Kind: "user", Name: "pi", DB: "/mnt/etc/passwd"},
+			&hostcfg.RepeatedKeyError{Path: "/config.txt", Key: "gpu_mem", Lines: []int{1, 2}},
+			&hostcfg.ItemError{Item: "configkey:/config.txt:gpu=mem", Reason: `invalid key "gpu=mem"`},
+		},
+	}
+	// Sentinels made to be embedded after another error's prefix.
+	embedded := []error{
+		converge.ErrStatusUnknownValue, converge.ErrStatusUnknownField, converge.ErrStatusDuplicateField,
+		converge.ErrStatusMissingField, converge.ErrStatusMalformed, converge.ErrStatusEmptyID,
+		converge.ErrStatusDuplicateID, converge.ErrStatusNoRevision, converge.ErrStatusInconsistent,
+		boltstore.ErrNotStore, boltstore.ErrFileLocked, boltstore.ErrNewerFormat,
+	}
+	prefixes := []string{"converge: ", "controller: ", "autopilot: ", "boltstore: ", "hostcfg: ", "convergetest: "}
+	for pkg, errs := range prefixed {
+		for _, err := range errs {
+			msg := err.Error()
+			t.Run(msg, func(t *testing.T) {
+				assert.True(t, strings.HasPrefix(msg, pkg+": "), "starts with its prefix")
+				for _, p := range prefixes {
+					want := 0
+					if p == pkg+": " {
+						want = 1
+					}
+					assert.Equal(t, want, strings.Count(msg, p), "prefix %q", p)
+				}
+				rest := strings.TrimPrefix(msg, pkg+": ")
+				assert.False(t, strings.HasPrefix(rest, pkg), "the package named once, not again as the subject")
+				assert.Empty(t, wrongArticles(msg), "articles")
+			})
+		}
+	}
+	for _, err := range embedded {
+		msg := err.Error()
+		t.Run(msg, func(t *testing.T) {
+			for _, p := range prefixes {
+				assert.NotContains(t, msg, p, "an embedded sentinel has no prefix")
+			}
+			assert.Empty(t, wrongArticles(msg), "articles")
+		})
+	}
+	// The article check itself: it finds what it is for, and only that.
+	assert.Equal(t, []string{"a edge", "an plan"}, wrongArticles("converge: a edge report, an plan"))
+	assert.Empty(t, wrongArticles("a user, a unique key, a one-off, an edge, an item, a plan"))
+}
