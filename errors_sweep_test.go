@@ -11,6 +11,7 @@ import (
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/convergetest"
 	"github.com/convergekit/converge/hostcfg"
 )
 
@@ -58,6 +59,7 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 			converge.ErrStatusInvalid, converge.ErrEdgeDryRun, converge.ErrEdgeNoReport,
 			converge.ErrEdgeBadOutcome, converge.ErrStoreNotFound, converge.ErrStoreStale,
 			converge.ErrClaimHeld, converge.ErrLeaseLost, converge.ErrStoreInvalid, converge.ErrSealed,
+			converge.ErrNotSealed, converge.ErrPlanAborted, converge.ErrUnknownName,
 			&converge.StatusFieldError{Doc: "edge report", Field: "items[0].edge", Value: "x", Err: converge.ErrStatusUnknownValue},
 		},
 		"controller": {
@@ -65,7 +67,8 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 			controller.ErrObjectNotFound, controller.ErrTerminal, controller.ErrObjectInvalid,
 			&controller.ObjectError{Kind: "host", Key: "h1", Err: controller.ErrObjectNotFound},
 		},
-		"autopilot": {autopilot.ErrHostNotFound, autopilot.ErrNoSelector, autopilot.ErrNoDiscover},
+		"autopilot": {autopilot.ErrHostNotFound, autopilot.ErrNoSelector, autopilot.ErrNoDiscover, autopilot.ErrNoSignal},
+		"convergetest": {convergetest.ErrInjected, convergetest.ErrNonConformant, convergetest.ErrStoreNonConformant},
 		"boltstore": {
 			boltstore.ErrClosed, boltstore.ErrCorrupt,
 			&boltstore.OpenError{Path: "/var/lib/agent.db", Reason: boltstore.ErrNotStore},
