@@ -55,8 +55,6 @@ var rows = []row{
 	// The same load with the workers racing the enqueue for the queue.
 	{"ControllerThroughputRacing", "reconciles/s", "WorkqueueBaselineRacing", "reconciles/s", false, 1.1},
 	{"PlanStep1000", "ns/step", "PlanStep1", "ns/step", true, 3},
-	{"PlanDecode", "B/s", "", "", false, 50e6},
-	{"StatusEdgeReportJSON", "B/s", "StatusEdgeReportStdJSON", "B/s", false, 1.0},
 	{"DeriveStatus10k", "ns/item", "", "", true, 1000},
 	{"HostcfgNoop1k", "sec/op", "HostcfgFloor1k", "sec/op", true, 1.5},
 	{"ConfigTxtNoop200", "sec/op", "ConfigTxtFloor200", "sec/op", true, 2.0},
