@@ -2,7 +2,9 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -64,6 +66,12 @@ var supportedService = map[string]bool{
 	"CustomLabels": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
+}
+
+func init() {
+	for _, f := range hostServiceFields {
+		supportedService[f] = true
+	}
 }
 
 // unsupportedFields lists the set fields of v (a struct) not supported,
@@ -185,10 +193,9 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		if bool(n.External) {
 			continue
 		}
-		if n.Attachable || n.EnableIPv6 != nil || len(n.DriverOpts) > 0 || len(n.Ipam.Config) > 0 || n.Ipam.Driver != "" {
-			unsupported = append(unsupported, "networks."+key+".(attachable|enable_ipv6|driver_opts|ipam)")
-		}
-		p.Networks = append(p.Networks, NetworkSpec{Name: name, Driver: n.Driver, Internal: n.Internal, Labels: n.Labels})
+		spec, skipped := networkFromCompose(key, name, n)
+		unsupported = append(unsupported, skipped...)
+		p.Networks = append(p.Networks, spec)
 	}
 	volName := map[string]string{}
 	for _, key := range slices.Sorted(mapKeys(cp.Volumes)) {
@@ -201,10 +208,8 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		if bool(v.External) {
 			continue
 		}
-		if len(v.DriverOpts) > 0 {
-			unsupported = append(unsupported, "volumes."+key+".driver_opts")
-		}
-		p.Volumes = append(p.Volumes, VolumeSpec{Name: name, Driver: v.Driver, Labels: v.Labels})
+		p.Volumes = append(p.Volumes, VolumeSpec{Name: name, Driver: v.Driver, Labels: v.Labels,
+			Options: maps.Clone(map[string]string(v.DriverOpts))})
 	}
 	once := map[string]bool{}
 	for _, s := range cp.Services {
@@ -222,6 +227,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			unsupported = append(unsupported, prefix+"scale")
 		}
 		spec := ContainerSpec{Service: name, Name: s.ContainerName, Image: s.Image, Restart: s.Restart}
+		unsupported = append(unsupported, hostFromCompose(&s, &spec, prefix)...)
 		if len(s.Command) > 0 {
 			spec.Command = []string(s.Command)
 		}
@@ -281,7 +287,8 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 			if cfg := s.Networks[key]; cfg != nil {
 				att.Aliases = slices.Clone(cfg.Aliases)
-				unsupported = append(unsupported, setFields(prefix+"networks."+key+".", cfg, "Aliases")...)
+				att.IPv4Address, att.IPv6Address = cfg.Ipv4Address, cfg.Ipv6Address
+				unsupported = append(unsupported, setFields(prefix+"networks."+key+".", cfg, "Aliases", "Ipv4Address", "Ipv6Address")...)
 			}
 			spec.Networks = append(spec.Networks, att)
 		}
@@ -332,7 +339,10 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		}
 		for _, dep := range slices.Sorted(mapKeys(s.DependsOn)) {
 			d := s.DependsOn[dep]
-			if d.Restart {
+			// compose-go adds "restart: true" to the dependency a
+			// network_mode of service:NAME implies; that container is
+			// recreated with NAME (see ContainerSpec.NetworkMode).
+			if d.Restart && s.NetworkMode != ServiceNetworkPrefix+dep {
 				unsupported = append(unsupported, prefix+"depends_on."+dep+".restart")
 			}
 			if !d.Required {
@@ -362,6 +372,16 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			return nil, &UnsupportedError{Fields: unsupported}
 		}
 		p.Unsupported = unsupported
+	}
+	for i := range p.Containers {
+		spec := &p.Containers[i]
+		if err := spec.validate("service " + spec.Service); err != nil {
+			var se *SpecError
+			if errors.As(err, &se) {
+				se.Field = composeHostFieldName(se.Field)
+			}
+			return nil, err
+		}
 	}
 	if err := p.validate(); err != nil {
 		return nil, err

@@ -37,6 +37,9 @@ type Container struct {
 	poll      time.Duration
 	red       redactor
 	hashKey   []byte // keys the spec hashes (Project.HashKey)
+	// netContainer is the engine name of the container whose network
+	// namespace a "service:NAME" NetworkMode shares.
+	netContainer string
 }
 
 type wait struct {
@@ -463,15 +466,16 @@ func (c *Container) create(ctx context.Context, name string) error {
 	for _, m := range s.Mounts {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
+	platform := s.hostOptions(cfg, host, c.netContainer)
 	var netcfg *network.NetworkingConfig
 	if len(s.Networks) > 0 {
 		first := s.Networks[0]
 		host.NetworkMode = container.NetworkMode(first.Name)
 		netcfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			first.Name: {Aliases: c.aliases(first)},
+			first.Name: c.endpoint(first),
 		}}
 	}
-	if _, err := c.eng.ContainerCreate(ctx, cfg, host, netcfg, nil, name); err != nil {
+	if _, err := c.eng.ContainerCreate(ctx, cfg, host, netcfg, platform, name); err != nil {
 		if errdefs.IsConflict(err) && name == c.name {
 			// Our own container with this name would have been in the
 			// project's list: the name belongs to someone else.
@@ -482,11 +486,21 @@ func (c *Container) create(ctx context.Context, name string) error {
 	}
 	// API 1.41 attaches one network at create; connect the others.
 	for _, n := range s.Networks[min(1, len(s.Networks)):] {
-		if err := c.eng.NetworkConnect(ctx, n.Name, name, &network.EndpointSettings{Aliases: c.aliases(n)}); err != nil {
+		if err := c.eng.NetworkConnect(ctx, n.Name, name, c.endpoint(n)); err != nil {
 			return fmt.Errorf("connect network %s: %w", n.Name, err)
 		}
 	}
 	return nil
+}
+
+// endpoint is the endpoint of the container on network n: its aliases and
+// static addresses.
+func (c *Container) endpoint(n NetworkAttachment) *network.EndpointSettings {
+	ep := &network.EndpointSettings{Aliases: c.aliases(n)}
+	if n.IPv4Address != "" || n.IPv6Address != "" {
+		ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: n.IPv4Address, IPv6Address: n.IPv6Address}
+	}
+	return ep
 }
 
 // aliases are the user's aliases plus the service name, so services find

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -77,6 +78,12 @@ type NetworkSpec struct {
 	Driver   string
 	Internal bool
 	Labels   map[string]string
+	// Options are the driver's options (Compose driver_opts).
+	Options map[string]string
+	// EnableIPv6 gives the network IPv6 addresses (Compose enable_ipv6).
+	EnableIPv6 bool
+	// IPAM sets the address pools; nil lets the engine choose.
+	IPAM *IPAM
 }
 
 // VolumeSpec is an engine volume the project owns.
@@ -85,6 +92,8 @@ type VolumeSpec struct {
 	Name   string
 	Driver string
 	Labels map[string]string
+	// Options are the driver's options (Compose driver_opts).
+	Options map[string]string
 }
 
 // ProjectID is the ID of the project item of project name.
@@ -152,9 +161,19 @@ func (p *Project) validate() error {
 			}
 		}
 	}
+	for i := range p.Containers {
+		s := &p.Containers[i]
+		if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok && !seen[svc] {
+			return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: "NetworkMode",
+				Reason: fmt.Sprintf("unknown service %q", svc)}
+		}
+	}
 	for _, n := range p.Networks {
 		if n.Name == "" {
 			return &SpecError{Object: "project " + p.Name, Field: "Networks", Reason: "network name is required"}
+		}
+		if field, reason := n.IPAM.validate(); field != "" {
+			return &SpecError{Object: "project " + p.Name + ": network " + n.Name, Field: field, Reason: reason}
 		}
 	}
 	for _, v := range p.Volumes {
@@ -256,13 +275,25 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 				deps = append(deps, VolumeID(m.Source))
 			}
 		}
+		if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok {
+			for j := range cp.Containers {
+				if dep := &cp.Containers[j]; dep.Service == svc {
+					c.netContainer = cp.containerName(dep)
+				}
+			}
+			if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
+				deps = append(deps, id)
+			}
+		}
 		for _, d := range s.DependsOn {
 			for j := range cp.Containers {
 				if dep := &cp.Containers[j]; dep.Service == d.Service {
 					c.waits = append(c.waits, wait{name: cp.containerName(dep), dep: d, red: newRedactor(dep)})
 				}
 			}
-			deps = append(deps, ContainerID(cp.Name, d.Service))
+			if id := ContainerID(cp.Name, d.Service); !slices.Contains(deps, id) {
+				deps = append(deps, id)
+			}
 		}
 		g.Add(converge.Wrap[ContainerState](c), converge.Present, deps...)
 	}
@@ -283,6 +314,7 @@ func (p *Project) clone() *Project {
 		c.Networks = slices.Clone(c.Networks)
 		c.DependsOn = slices.Clone(c.DependsOn)
 		c.SecretEnv = slices.Clone(c.SecretEnv)
+		c.cloneHost()
 	}
 	cp.Networks = slices.Clone(p.Networks)
 	cp.Volumes = slices.Clone(p.Volumes)
