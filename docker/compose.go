@@ -141,14 +141,24 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 // carries out, per service: image, command, entrypoint, environment,
 // labels, ports, volumes (named and bind), networks with aliases, restart,
 // healthcheck, stop_grace_period, pull_policy (missing, never or always),
-// container_name and depends_on with its conditions; and the top-level
-// networks and volumes (external ones are used, not created). Two
+// container_name and depends_on with its conditions; every container
+// option of ContainerSpec under its Compose name (cap_add ... working_dir,
+// cpus, deploy.resources limits of cpus, memory and pids and reservation
+// of memory, platform, runtime, init, logging, stdin_open, tty, and a
+// network's ipv4_address and ipv6_address); and the top-level networks
+// (with driver_opts, enable_ipv6 and ipam) and volumes (with driver_opts;
+// external ones are used, not created). A top-level include: is loaded
+// with the files it names, relative to WorkingDir, and a service's
+// extends: is resolved, as compose-go does: neither is ever dropped, and
+// one that cannot be read fails with ErrInvalidCompose. Two
 // extensions are read: x-timeout on a depends_on entry (a duration) and
 // x-update on a service ("download-then-kill" or "kill-then-download").
 // The label io.convergekit.update-lock (LabelUpdateLock) on a service sets
 // its ContainerSpec.UpdateLock instead of a label.
 // A service that others wait for with service_completed_successfully runs
-// Once. Any other field set is unsupported (see LoadOptions.IgnoreUnsupported).
+// Once. Any other field set is unsupported: the *UnsupportedError names
+// every one of them at once, top-level secrets, configs, models and jobs
+// included (see LoadOptions.IgnoreUnsupported).
 func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Project, error) {
 	if err := checkComposeValues(content, opts.Env); err != nil {
 		return nil, err
@@ -166,8 +176,6 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 		details.Environment = types.Mapping{}
 	}
 	cp, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
-		o.SkipInclude = true
-		o.SkipExtends = true
 		o.ResolvePaths = true
 		if opts.ProjectName != "" {
 			o.SetProjectName(opts.ProjectName, true)
@@ -181,7 +189,8 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 
 func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 	p := &Project{Name: cp.Name, HashKey: slices.Clone(opts.HashKey)}
-	var unsupported []string
+	unsupported := setFields("", cp, "Name", "WorkingDir", "Services", "Networks", "Volumes", "ComposeFiles", "Environment",
+		"DisabledServices", "DisabledJobs", "Profiles")
 	netName := map[string]string{}
 	for _, key := range slices.Sorted(mapKeys(cp.Networks)) {
 		n := cp.Networks[key]

@@ -2,6 +2,8 @@ package docker_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -169,4 +171,74 @@ func TestLoadComposeCreateOptionErrors(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "NetworkMode", se.Field)
 	assert.Zero(t, fake.TotalCalls())
+}
+
+// TestLoadComposeRefusesEveryUnsupportedFieldAtOnce: the fields the
+// adapter does not carry out are all named in one *UnsupportedError.
+func TestLoadComposeRefusesEveryUnsupportedFieldAtOnce(t *testing.T) {
+	yaml := []byte(`
+name: d
+services:
+  db:
+    image: db
+  web:
+    image: web
+    links: [db]
+    external_links: [other_db]
+    volumes_from: [db]
+    scale: 3
+    deploy:
+      mode: replicated
+      replicas: 3
+      placement: {constraints: [node.role==manager]}
+      update_config: {parallelism: 1}
+      restart_policy: {condition: on-failure}
+      resources:
+        reservations: {cpus: "0.5", devices: [{capabilities: [gpu]}]}
+secrets:
+  token: {file: ./token}
+configs:
+  conf: {file: ./conf}
+`)
+	_, err := docker.LoadCompose(context.Background(), yaml, docker.LoadOptions{WorkingDir: t.TempDir()})
+	var ue *docker.UnsupportedError
+	require.ErrorAs(t, err, &ue, "%v", err)
+	require.ErrorIs(t, err, docker.ErrUnsupported)
+	for _, f := range []string{
+		"configs", "secrets",
+		"services.web.links", "services.web.external_links", "services.web.volumes_from", "services.web.scale",
+		"services.web.deploy.mode", "services.web.deploy.replicas", "services.web.deploy.placement",
+		"services.web.deploy.update_config", "services.web.deploy.restart_policy",
+		"services.web.deploy.resources.reservations.cpus", "services.web.deploy.resources.reservations.devices",
+	} {
+		assert.Contains(t, ue.Fields, f)
+	}
+}
+
+// TestLoadComposeFileIncludesAndExtends: a top-level include: and a
+// service's extends: are loaded (never dropped), and an include that
+// cannot be read fails the load.
+func TestLoadComposeFileIncludesAndExtends(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		return p
+	}
+	write("db.yaml", "services:\n  db:\n    image: postgres:16\n    environment: {MODE: primary}\n")
+	write("base.yaml", "services:\n  base:\n    image: app:1\n    user: \"1000\"\n")
+	main := write("compose.yaml", "name: inc\ninclude: [db.yaml]\nservices:\n  web:\n    extends: {file: base.yaml, service: base}\n    depends_on: [db]\n")
+	p, err := docker.LoadComposeFile(context.Background(), main, docker.LoadOptions{})
+	require.NoError(t, err)
+	require.Len(t, p.Containers, 2)
+	assert.Equal(t, "db", p.Containers[0].Service)
+	assert.Equal(t, "postgres:16", p.Containers[0].Image)
+	assert.Equal(t, map[string]string{"MODE": "primary"}, p.Containers[0].Env)
+	assert.Equal(t, "web", p.Containers[1].Service)
+	assert.Equal(t, "app:1", p.Containers[1].Image)
+	assert.Equal(t, "1000", p.Containers[1].User)
+
+	missing := write("broken.yaml", "name: inc\ninclude: [nowhere.yaml]\nservices:\n  web:\n    image: app:1\n")
+	_, err = docker.LoadComposeFile(context.Background(), missing, docker.LoadOptions{})
+	require.ErrorIs(t, err, docker.ErrInvalidCompose)
 }
