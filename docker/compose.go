@@ -236,7 +236,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			unsupported = append(unsupported, prefix+"scale")
 		}
 		spec := ContainerSpec{Service: name, Name: s.ContainerName, Image: s.Image, Restart: s.Restart}
-		unsupported = append(unsupported, hostFromCompose(&s, &spec, prefix)...)
+		unsupported = append(unsupported, hostFromCompose(cp.Name, &s, &spec, prefix)...)
 		if len(s.Command) > 0 {
 			spec.Command = []string(s.Command)
 		}
@@ -327,6 +327,10 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		}
 		switch s.PullPolicy {
 		case "", types.PullPolicyMissing, types.PullPolicyIfNotPresent:
+		case types.PullPolicyBuild:
+			if s.Build == nil {
+				unsupported = append(unsupported, prefix+"pull_policy(build)")
+			}
 		case types.PullPolicyNever:
 			spec.Pull = PullNever
 		case types.PullPolicyAlways:

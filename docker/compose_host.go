@@ -15,15 +15,16 @@ var hostServiceFields = []string{
 	"DNSSearch", "DomainName", "Expose", "ExtraHosts", "GroupAdd", "Hostname", "Ipc", "MacAddress", "MemLimit",
 	"MemReservation", "NetworkMode", "OomKillDisable", "OomScoreAdj", "Pid", "PidsLimit", "Privileged", "ReadOnly",
 	"SecurityOpt", "ShmSize", "StopSignal", "Sysctls", "Tmpfs", "Ulimits", "User", "UserNSMode", "WorkingDir",
-	"Platform", "Runtime", "Init", "Logging", "StdinOpen", "Tty", "Deploy",
+	"Platform", "Runtime", "Init", "Logging", "StdinOpen", "Tty", "Deploy", "Build",
 }
 
-// hostFromCompose carries the create options of service s into spec and
+// hostFromCompose carries the create options and the build of service s
+// (of project projectName) into spec and
 // returns the parts of them it does not carry out (prefix names the
 // service, "services.web."). Values the engine would refuse are left to
 // ContainerSpec.validate (the loader maps its Go field names to Compose
 // names).
-func hostFromCompose(s *types.ServiceConfig, spec *ContainerSpec, prefix string) []string {
+func hostFromCompose(projectName string, s *types.ServiceConfig, spec *ContainerSpec, prefix string) []string {
 	var unsupported []string
 	spec.CapAdd, spec.CapDrop = slices.Clone(s.CapAdd), slices.Clone(s.CapDrop)
 	spec.CgroupParent = s.CgroupParent
@@ -75,6 +76,29 @@ func hostFromCompose(s *types.ServiceConfig, spec *ContainerSpec, prefix string)
 		spec.Logging = &Logging{Driver: l.Driver, Options: maps.Clone(map[string]string(l.Options))}
 	}
 	spec.StdinOpen, spec.Tty = s.StdinOpen, s.Tty
+	if b := s.Build; b != nil {
+		unsupported = append(unsupported, setFields(prefix+"build.", b, "Context", "Dockerfile", "Args", "Target", "Labels",
+			"ExtraHosts", "ShmSize")...)
+		spec.Build = &Build{Context: b.Context, Dockerfile: b.Dockerfile, Target: b.Target, ShmSize: int64(b.ShmSize),
+			Labels: maps.Clone(map[string]string(b.Labels))}
+		for k, v := range b.Args {
+			if v != nil {
+				if spec.Build.Args == nil {
+					spec.Build.Args = map[string]string{}
+				}
+				spec.Build.Args[k] = *v
+			}
+		}
+		for _, host := range slices.Sorted(maps.Keys(b.ExtraHosts)) {
+			for _, ip := range b.ExtraHosts[host] {
+				spec.Build.ExtraHosts = append(spec.Build.ExtraHosts, host+":"+ip)
+			}
+		}
+		if spec.Image == "" {
+			// Compose's name for the image of a service built without one.
+			spec.Image = projectName + "-" + spec.Service
+		}
+	}
 	if d := s.Deploy; d != nil {
 		unsupported = append(unsupported, setFields(prefix+"deploy.", d, "Resources")...)
 		unsupported = append(unsupported, setFields(prefix+"deploy.resources.", d.Resources, "Limits", "Reservations")...)

@@ -96,7 +96,7 @@ services:
     image: nginx
     cpu_count: 2
     mem_swappiness: 10
-    build: .
+    build: {context: ., cache_from: [app:cache]}
     ports:
       - {target: 80, published: "8080", app_protocol: http}
     volumes:
@@ -119,7 +119,7 @@ volumes:
 	var ue *docker.UnsupportedError
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, []string{
-		"services.web.build", "services.web.cpu_count",
+		"services.web.build.cache_from", "services.web.cpu_count",
 		"services.web.depends_on.db.required", "services.web.depends_on.db.restart",
 		"services.web.healthcheck.start_interval", "services.web.mem_swappiness",
 		"services.web.networks.default.link_local_ips", "services.web.ports.app_protocol",

@@ -413,4 +413,9 @@ func (s *ContainerSpec) cloneHost() {
 		l.Options = maps.Clone(l.Options)
 		s.Logging = &l
 	}
+	if s.Build != nil {
+		b := *s.Build
+		b.Args, b.Labels, b.ExtraHosts = maps.Clone(b.Args), maps.Clone(b.Labels), slices.Clone(b.ExtraHosts)
+		s.Build = &b
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -218,9 +219,29 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	pid := ProjectID(cp.Name)
 	g.Add(converge.Wrap[ProjectState](&projectItem{p: cp, eng: eng}), converge.Present)
 	var images []*Image
+	builds := map[string]*builtImage{}
+	var buildRefs []string
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
 		ref := normalizeRef(s.Image)
+		if s.Build != nil {
+			b, ok := builds[ref]
+			switch {
+			case !ok:
+				b = &builtImage{ref: ref, spec: *s.Build, eng: eng, project: pid, keep: !cp.RemoveImages}
+				builds[ref] = b
+				buildRefs = append(buildRefs, ref)
+			case !reflect.DeepEqual(b.spec, *s.Build):
+				return nil, &SpecError{Object: "project " + cp.Name + ": service " + s.Service, Service: s.Service, Field: "Build",
+					Reason: fmt.Sprintf("image %s is also built by another service with other options", ref)}
+			}
+			b.services = append(b.services, s.Service)
+			continue
+		}
+		if slices.Contains(buildRefs, ref) {
+			return nil, &SpecError{Object: "project " + cp.Name + ": service " + s.Service, Service: s.Service, Field: "Image",
+				Reason: fmt.Sprintf("image %s is built by another service: give this one Build too", ref)}
+		}
 		j := slices.IndexFunc(images, func(im *Image) bool { return im.Ref == ref })
 		if j < 0 {
 			j = len(images)
@@ -236,9 +257,19 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	}
 	var imageIDs []converge.ID
 	for _, im := range images {
+		if _, built := builds[im.Ref]; built {
+			return nil, &SpecError{Object: "project " + cp.Name, Field: "Image",
+				Reason: fmt.Sprintf("image %s is built by service %s and pulled by service %s", im.Ref, builds[im.Ref].services[0], im.services[0])}
+		}
 		sort.Strings(im.services)
 		g.Add(converge.Wrap[ImageState](im), converge.Present, pid)
 		imageIDs = append(imageIDs, im.ID())
+	}
+	for _, ref := range buildRefs {
+		b := builds[ref]
+		sort.Strings(b.services)
+		g.Add(converge.Wrap[ImageState](b), converge.Present, pid)
+		imageIDs = append(imageIDs, b.ID())
 	}
 	resolved := append([]converge.ID{pid}, imageIDs...)
 	orphanDeps := slices.Clone(resolved)

@@ -275,8 +275,15 @@ type ContainerSpec struct {
 	Service string
 	// Name is the engine container name; "" means "<project>-<service>".
 	Name string
-	// Image is the image reference; required.
-	Image       string
+	// Image is the image reference; required. With Build it is the tag
+	// the build gives the image.
+	Image string
+	// Build, when set, builds Image from a local context instead of
+	// pulling it (Pull is then ignored): the build is an item of the
+	// project's graph, before any container is created, and an image
+	// built from another context or options than the present one is
+	// built again (its containers are recreated on it).
+	Build       *Build
 	Command     []string
 	Entrypoint  []string
 	Env         map[string]string
@@ -438,6 +445,11 @@ func (s *ContainerSpec) validate(object string) error {
 		return bad("Pull", "unknown pull policy %d", s.Pull)
 	case s.StopTimeout != nil && *s.StopTimeout < 0:
 		return bad("StopTimeout", "must not be negative")
+	}
+	if s.Build != nil {
+		if field, reason := s.Build.validate(); field != "" {
+			return bad(field, "%s", reason)
+		}
 	}
 	if reason := checkUpdateLock(s.UpdateLock); reason != "" {
 		return bad("UpdateLock", "%s", reason)
