@@ -159,6 +159,23 @@ func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerS
 	}
 	sort.Strings(st.Networks)
 	st.Networks = slices.Compact(st.Networks)
+	if svc, ok := strings.CutPrefix(c.spec.NetworkMode, ServiceNetworkPrefix); ok {
+		// A container sharing the namespace of another is recreated with
+		// it, as Compose does (depends_on restart): the old namespace is
+		// gone.
+		ds, err := converge.DepState[ContainerState](deps, ContainerID(c.project, svc))
+		switch {
+		case err != nil || !ds.Exists:
+		case ds.ID != "":
+			st.netNS = "container:" + ds.ID
+		default: // created in this walk: its old container's namespace is gone
+			if ps, err := converge.DepState[ProjectState](deps, c.projectID); err == nil && ps.snap != nil {
+				if old, ok := ps.snap.containers[c.netContainer]; ok {
+					st.staleNetNS = "container:" + old.ID
+				}
+			}
+		}
+	}
 	if is, err := converge.DepState[ImageState](deps, c.imageID); err == nil {
 		switch { // a newer image is (or will be) pulled: leave the present one
 		case is.Outdated:

@@ -229,4 +229,18 @@ func TestIntegrationServiceNetworkAndStaticAddress(t *testing.T) {
 	rep := apply(t, eng, p)
 	assert.Empty(t, rep.IDs(converge.OutcomeChanged))
 	assert.LessOrEqual(t, eng.Total(), 2, "calls: %v", eng.Calls())
+
+	// A change to vpn recreates it, and app with it: the namespace app
+	// shared is gone with the old vpn container.
+	p.Containers[0].Env = map[string]string{"V": "2"}
+	rep = apply(t, eng, p)
+	assert.ElementsMatch(t, []converge.ID{docker.ContainerID(name, "vpn"), docker.ContainerID(name, "app")}, rep.IDs(converge.OutcomeChanged))
+	vpn2, app2 := inspect(t, cli, name+"-vpn"), inspect(t, cli, name+"-app")
+	assert.NotEqual(t, vpn.ID, vpn2.ID)
+	assert.Equal(t, container.NetworkMode("container:"+vpn2.ID), app2.HostConfig.NetworkMode)
+	assert.True(t, app2.State.Running)
+	eng.Reset()
+	rep = apply(t, eng, p)
+	assert.Empty(t, rep.IDs(converge.OutcomeChanged))
+	assert.LessOrEqual(t, eng.Total(), 2, "calls: %v", eng.Calls())
 }
