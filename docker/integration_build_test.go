@@ -6,11 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,6 +50,17 @@ func TestIntegrationBuildFromContext(t *testing.T) {
 	name := uniqueName("cvb")
 	cleanupProject(t, cli, name)
 	ref := name + "-web:latest"
+	started := time.Now().Add(-time.Second)
+	t.Cleanup(func() { // last: the classic builder keeps the images of the build steps
+		list, _ := cli.ImageList(context.Background(), image.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", docker.LabelBuildKey))})
+		sort.Slice(list, func(i, j int) bool { return list[i].Created > list[j].Created }) // children first
+		for _, im := range list {
+			if !time.Unix(im.Created, 0).Before(started) {
+				_, _ = cli.ImageRemove(context.Background(), im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+			}
+		}
+	})
 	t.Cleanup(func() {
 		_, _ = cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
 	})
@@ -86,6 +99,9 @@ func TestIntegrationBuildFromContext(t *testing.T) {
 	apply(t, eng, p)
 	img, _, err := cli.ImageInspectWithRaw(ctx, ref)
 	require.NoError(t, err)
+	t.Cleanup(func() { // untagged by the rebuild below
+		_, _ = cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
 	assert.Equal(t, "hello", img.Config.Labels["greeting"])
 	assert.NotEmpty(t, img.Config.Labels[docker.LabelBuildKey])
 	c := inspect(t, cli, name+"-web")
