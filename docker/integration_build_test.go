@@ -48,7 +48,6 @@ func TestIntegrationBuildFromContext(t *testing.T) {
 	cli, _ := realEngine(t)
 	ctx := context.Background()
 	name := uniqueName("cvb")
-	cleanupProject(t, cli, name)
 	ref := name + "-web:latest"
 	started := time.Now().Add(-time.Second)
 	t.Cleanup(func() { // last: the classic builder keeps the images of the build steps
@@ -64,6 +63,7 @@ func TestIntegrationBuildFromContext(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
 	})
+	cleanupProject(t, cli, name) // first: its containers hold the images
 	eng := dockertest.Count(cli)
 
 	dir := t.TempDir()
