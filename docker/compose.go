@@ -2,7 +2,9 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -64,6 +66,12 @@ var supportedService = map[string]bool{
 	"CustomLabels": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
+}
+
+func init() {
+	for _, f := range hostServiceFields {
+		supportedService[f] = true
+	}
 }
 
 // unsupportedFields lists the set fields of v (a struct) not supported,
@@ -133,14 +141,24 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 // carries out, per service: image, command, entrypoint, environment,
 // labels, ports, volumes (named and bind), networks with aliases, restart,
 // healthcheck, stop_grace_period, pull_policy (missing, never or always),
-// container_name and depends_on with its conditions; and the top-level
-// networks and volumes (external ones are used, not created). Two
+// container_name and depends_on with its conditions; every container
+// option of ContainerSpec under its Compose name (cap_add ... working_dir,
+// cpus, deploy.resources limits of cpus, memory and pids and reservation
+// of memory, platform, runtime, init, logging, stdin_open, tty, and a
+// network's ipv4_address and ipv6_address); and the top-level networks
+// (with driver_opts, enable_ipv6 and ipam) and volumes (with driver_opts;
+// external ones are used, not created). A top-level include: is loaded
+// with the files it names, relative to WorkingDir, and a service's
+// extends: is resolved, as compose-go does: neither is ever dropped, and
+// one that cannot be read fails with ErrInvalidCompose. Two
 // extensions are read: x-timeout on a depends_on entry (a duration) and
 // x-update on a service ("download-then-kill" or "kill-then-download").
 // The label io.convergekit.update-lock (LabelUpdateLock) on a service sets
 // its ContainerSpec.UpdateLock instead of a label.
 // A service that others wait for with service_completed_successfully runs
-// Once. Any other field set is unsupported (see LoadOptions.IgnoreUnsupported).
+// Once. Any other field set is unsupported: the *UnsupportedError names
+// every one of them at once, top-level secrets, configs, models and jobs
+// included (see LoadOptions.IgnoreUnsupported).
 func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Project, error) {
 	if err := checkComposeValues(content, opts.Env); err != nil {
 		return nil, err
@@ -158,8 +176,6 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 		details.Environment = types.Mapping{}
 	}
 	cp, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
-		o.SkipInclude = true
-		o.SkipExtends = true
 		o.ResolvePaths = true
 		if opts.ProjectName != "" {
 			o.SetProjectName(opts.ProjectName, true)
@@ -173,7 +189,8 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 
 func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 	p := &Project{Name: cp.Name, HashKey: slices.Clone(opts.HashKey)}
-	var unsupported []string
+	unsupported := setFields("", cp, "Name", "WorkingDir", "Services", "Networks", "Volumes", "ComposeFiles", "Environment",
+		"DisabledServices", "DisabledJobs", "Profiles")
 	netName := map[string]string{}
 	for _, key := range slices.Sorted(mapKeys(cp.Networks)) {
 		n := cp.Networks[key]
@@ -185,10 +202,9 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		if bool(n.External) {
 			continue
 		}
-		if n.Attachable || n.EnableIPv6 != nil || len(n.DriverOpts) > 0 || len(n.Ipam.Config) > 0 || n.Ipam.Driver != "" {
-			unsupported = append(unsupported, "networks."+key+".(attachable|enable_ipv6|driver_opts|ipam)")
-		}
-		p.Networks = append(p.Networks, NetworkSpec{Name: name, Driver: n.Driver, Internal: n.Internal, Labels: n.Labels})
+		spec, skipped := networkFromCompose(key, name, n)
+		unsupported = append(unsupported, skipped...)
+		p.Networks = append(p.Networks, spec)
 	}
 	volName := map[string]string{}
 	for _, key := range slices.Sorted(mapKeys(cp.Volumes)) {
@@ -201,10 +217,8 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		if bool(v.External) {
 			continue
 		}
-		if len(v.DriverOpts) > 0 {
-			unsupported = append(unsupported, "volumes."+key+".driver_opts")
-		}
-		p.Volumes = append(p.Volumes, VolumeSpec{Name: name, Driver: v.Driver, Labels: v.Labels})
+		p.Volumes = append(p.Volumes, VolumeSpec{Name: name, Driver: v.Driver, Labels: v.Labels,
+			Options: maps.Clone(map[string]string(v.DriverOpts))})
 	}
 	once := map[string]bool{}
 	for _, s := range cp.Services {
@@ -222,6 +236,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			unsupported = append(unsupported, prefix+"scale")
 		}
 		spec := ContainerSpec{Service: name, Name: s.ContainerName, Image: s.Image, Restart: s.Restart}
+		unsupported = append(unsupported, hostFromCompose(cp.Name, &s, &spec, prefix)...)
 		if len(s.Command) > 0 {
 			spec.Command = []string(s.Command)
 		}
@@ -281,7 +296,8 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 			if cfg := s.Networks[key]; cfg != nil {
 				att.Aliases = slices.Clone(cfg.Aliases)
-				unsupported = append(unsupported, setFields(prefix+"networks."+key+".", cfg, "Aliases")...)
+				att.IPv4Address, att.IPv6Address = cfg.Ipv4Address, cfg.Ipv6Address
+				unsupported = append(unsupported, setFields(prefix+"networks."+key+".", cfg, "Aliases", "Ipv4Address", "Ipv6Address")...)
 			}
 			spec.Networks = append(spec.Networks, att)
 		}
@@ -311,6 +327,10 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		}
 		switch s.PullPolicy {
 		case "", types.PullPolicyMissing, types.PullPolicyIfNotPresent:
+		case types.PullPolicyBuild:
+			if s.Build == nil {
+				unsupported = append(unsupported, prefix+"pull_policy(build)")
+			}
 		case types.PullPolicyNever:
 			spec.Pull = PullNever
 		case types.PullPolicyAlways:
@@ -332,7 +352,10 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		}
 		for _, dep := range slices.Sorted(mapKeys(s.DependsOn)) {
 			d := s.DependsOn[dep]
-			if d.Restart {
+			// compose-go adds "restart: true" to the dependency a
+			// network_mode of service:NAME implies; that container is
+			// recreated with NAME (see ContainerSpec.NetworkMode).
+			if d.Restart && s.NetworkMode != ServiceNetworkPrefix+dep {
 				unsupported = append(unsupported, prefix+"depends_on."+dep+".restart")
 			}
 			if !d.Required {
@@ -362,6 +385,16 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			return nil, &UnsupportedError{Fields: unsupported}
 		}
 		p.Unsupported = unsupported
+	}
+	for i := range p.Containers {
+		spec := &p.Containers[i]
+		if err := spec.validate("service " + spec.Service); err != nil {
+			var se *SpecError
+			if errors.As(err, &se) {
+				se.Field = composeHostFieldName(se.Field)
+			}
+			return nil, err
+		}
 	}
 	if err := p.validate(); err != nil {
 		return nil, err

@@ -94,16 +94,16 @@ name: demo
 services:
   web:
     image: nginx
-    cap_add: [NET_ADMIN]
-    privileged: true
-    build: .
+    cpu_count: 2
+    mem_swappiness: 10
+    build: {context: ., cache_from: [app:cache]}
     ports:
       - {target: 80, published: "8080", app_protocol: http}
     volumes:
       - {type: bind, source: /srv, target: /srv, bind: {propagation: rshared}}
       - {type: volume, source: data, target: /data, volume: {nocopy: true}}
     networks:
-      default: {ipv4_address: 10.0.0.5}
+      default: {link_local_ips: [169.254.1.5]}
     healthcheck:
       test: ["CMD", "true"]
       start_interval: 1s
@@ -119,10 +119,10 @@ volumes:
 	var ue *docker.UnsupportedError
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, []string{
-		"services.web.build", "services.web.cap_add",
+		"services.web.build.cache_from", "services.web.cpu_count",
 		"services.web.depends_on.db.required", "services.web.depends_on.db.restart",
-		"services.web.healthcheck.start_interval", "services.web.networks.default.ipv4_address",
-		"services.web.ports.app_protocol", "services.web.privileged",
+		"services.web.healthcheck.start_interval", "services.web.mem_swappiness",
+		"services.web.networks.default.link_local_ips", "services.web.ports.app_protocol",
 		"services.web.volumes.bind.propagation", "services.web.volumes.volume.nocopy",
 	}, ue.Fields)
 

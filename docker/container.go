@@ -38,6 +38,9 @@ type Container struct {
 	poll      time.Duration
 	red       redactor
 	hashKey   []byte // keys the spec hashes (Project.HashKey)
+	// netContainer is the engine name of the container whose network
+	// namespace a "service:NAME" NetworkMode shares.
+	netContainer string
 }
 
 type wait struct {
@@ -157,6 +160,23 @@ func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerS
 	}
 	sort.Strings(st.Networks)
 	st.Networks = slices.Compact(st.Networks)
+	if svc, ok := strings.CutPrefix(c.spec.NetworkMode, ServiceNetworkPrefix); ok {
+		// A container sharing the namespace of another is recreated with
+		// it, as Compose does (depends_on restart): the old namespace is
+		// gone.
+		ds, err := converge.DepState[ContainerState](deps, ContainerID(c.project, svc))
+		switch {
+		case err != nil || !ds.Exists:
+		case ds.ID != "":
+			st.netNS = "container:" + ds.ID
+		default: // created in this walk: its old container's namespace is gone
+			if ps, err := converge.DepState[ProjectState](deps, c.projectID); err == nil && ps.snap != nil {
+				if old, ok := ps.snap.containers[c.netContainer]; ok {
+					st.staleNetNS = "container:" + old.ID
+				}
+			}
+		}
+	}
 	if is, err := converge.DepState[ImageState](deps, c.imageID); err == nil {
 		switch { // a newer image is (or will be) pulled: leave the present one
 		case is.Outdated:
@@ -464,17 +484,18 @@ func (c *Container) create(ctx context.Context, name string) error {
 	for _, m := range s.Mounts {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
+	platform := s.hostOptions(cfg, host, c.netContainer)
 	var netcfg *network.NetworkingConfig
 	if len(s.Networks) > 0 {
 		first := s.Networks[0]
 		host.NetworkMode = container.NetworkMode(first.Name)
 		netcfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			first.Name: {Aliases: c.aliases(first)},
+			first.Name: c.endpoint(first),
 		}}
 	}
 	var attached []string
 	for attempt := 1; ; attempt++ {
-		_, err := c.eng.ContainerCreate(ctx, cfg, host, netcfg, nil, name)
+		_, err := c.eng.ContainerCreate(ctx, cfg, host, netcfg, platform, name)
 		if err == nil {
 			if len(s.Networks) > 0 {
 				attached = []string{s.Networks[0].Name}
@@ -498,7 +519,7 @@ func (c *Container) create(ctx context.Context, name string) error {
 		if slices.Contains(attached, n.Name) {
 			continue
 		}
-		if err := c.eng.NetworkConnect(ctx, n.Name, name, &network.EndpointSettings{Aliases: c.aliases(n)}); err != nil {
+		if err := c.eng.NetworkConnect(ctx, n.Name, name, c.endpoint(n)); err != nil {
 			return fmt.Errorf("connect network %s: %w", n.Name, err)
 		}
 	}
@@ -566,6 +587,16 @@ func (c *Container) nameTaken(ctx context.Context, name, specHash string, confli
 		return nil, fmt.Errorf("container %s in the way: %w", id, err)
 	}
 	return nil, nil
+}
+
+// endpoint is the endpoint of the container on network n: its aliases and
+// static addresses.
+func (c *Container) endpoint(n NetworkAttachment) *network.EndpointSettings {
+	ep := &network.EndpointSettings{Aliases: c.aliases(n)}
+	if n.IPv4Address != "" || n.IPv6Address != "" {
+		ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: n.IPv4Address, IPv6Address: n.IPv6Address}
+	}
+	return ep
 }
 
 // aliases are the user's aliases plus the service name, so services find

@@ -2,8 +2,10 @@ package docker
 
 import (
 	"context"
+	"io"
 	"time"
 
+	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -136,4 +138,15 @@ func (e settled) VolumeRemove(ctx context.Context, id string, force bool) error 
 	}
 	defer cancel()
 	return e.Engine.VolumeRemove(c, id, force)
+}
+
+// ImageBuild passes a build to the wrapped engine when it is an
+// ImageBuilder, and fails with ErrCannotBuild otherwise. A build can take
+// long and is not detached: cancelling the walk cancels it.
+func (s settled) ImageBuild(ctx context.Context, buildContext io.Reader, opts build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+	b, ok := s.Engine.(ImageBuilder)
+	if !ok {
+		return build.ImageBuildResponse{}, ErrCannotBuild
+	}
+	return b.ImageBuild(ctx, buildContext, opts)
 }

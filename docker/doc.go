@@ -103,7 +103,19 @@
 // environment names, enums); both return a *SpecError (matching
 // ErrInvalidSpec) that names the service and the field — Compose names for
 // a file ("healthcheck.interval"), Go names for a Project
-// ("Ports[0].HostPort").
+// ("Ports[0].HostPort"). The container options of balena's Compose list
+// and Compose v2's (privileged, devices, network_mode, sysctls, tmpfs,
+// ulimits, memory and CPU limits, ...) are ContainerSpec fields, checked
+// the same way and part of the spec hash: changing one recreates the
+// container.
+//
+// A service with Build has its image built from a local context through
+// the engine's build API (ImageBuilder) by an item that runs before any
+// container is created; the image carries LabelBuildKey, a digest of the
+// context (.dockerignore honoured) and the options, so an unchanged
+// context is not built again. A failed build is an *ImageError matching
+// ErrBuildFailed with the end of the build output, secret build arguments
+// redacted.
 //
 // Environment values are never part of a state, a report or an event: they
 // are compared through short hashes. Errors about a container, and the log

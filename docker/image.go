@@ -37,6 +37,9 @@ type ImageState struct {
 	// replaces is, in a dry run, the ID of the local image a pull of an
 	// Outdated image will replace.
 	replaces string
+	// buildKey is the LabelBuildKey of a built image (current), or the
+	// key of its context and options now (target).
+	buildKey string
 }
 
 // Image is the item of one image reference: Present pulls it when it is

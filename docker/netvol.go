@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
@@ -94,7 +96,12 @@ func (n *Network) Apply(ctx context.Context, current, target NetworkState) (Netw
 		for k, v := range n.spec.Labels {
 			labels[k] = v
 		}
-		r, err := n.eng.NetworkCreate(ctx, n.spec.Name, network.CreateOptions{Driver: n.spec.Driver, Internal: n.spec.Internal, Labels: labels})
+		opts := network.CreateOptions{Driver: n.spec.Driver, Internal: n.spec.Internal, Labels: labels,
+			Options: n.spec.Options, IPAM: n.spec.IPAM.engine()}
+		if n.spec.EnableIPv6 {
+			opts.EnableIPv6 = &n.spec.EnableIPv6
+		}
+		r, err := n.eng.NetworkCreate(ctx, n.spec.Name, opts)
 		if err != nil && !errdefs.IsConflict(err) {
 			return current, fmt.Errorf("docker: network %s: create: %w", n.spec.Name, err)
 		}
@@ -199,7 +206,7 @@ func (v *Volume) Apply(ctx context.Context, current, target VolumeState) (Volume
 		for k, val := range v.spec.Labels {
 			labels[k] = val
 		}
-		if _, err := v.eng.VolumeCreate(ctx, volume.CreateOptions{Name: v.spec.Name, Driver: v.spec.Driver, Labels: labels}); err != nil {
+		if _, err := v.eng.VolumeCreate(ctx, volume.CreateOptions{Name: v.spec.Name, Driver: v.spec.Driver, DriverOpts: v.spec.Options, Labels: labels}); err != nil {
 			return current, fmt.Errorf("docker: volume %s: create: %w", v.spec.Name, err)
 		}
 		return VolumeState{Name: v.spec.Name, Exists: true, Owned: true}, nil
@@ -213,4 +220,62 @@ func (v *Volume) Apply(ctx context.Context, current, target VolumeState) (Volume
 // ApplyDry returns the state Apply would reach without writing.
 func (v *Volume) ApplyDry(_ context.Context, _, target VolumeState) (VolumeState, error) {
 	return target, nil
+}
+
+// IPAM is the address management of a network: its driver ("" for the
+// engine's default), the driver's options and the address pools.
+type IPAM struct {
+	Driver  string
+	Options map[string]string
+	Pools   []IPAMPool
+}
+
+// IPAMPool is one address pool of a network: a Subnet in CIDR notation,
+// optionally an IPRange inside it to allocate from, a Gateway and
+// AuxAddresses the engine must not hand out (by host name).
+type IPAMPool struct {
+	Subnet, IPRange, Gateway string
+	AuxAddresses             map[string]string
+}
+
+// engine is the IPAM in the engine's terms; nil for a nil IPAM.
+func (i *IPAM) engine() *network.IPAM {
+	if i == nil {
+		return nil
+	}
+	out := &network.IPAM{Driver: i.Driver, Options: maps.Clone(i.Options)}
+	for _, p := range i.Pools {
+		out.Config = append(out.Config, network.IPAMConfig{Subnet: p.Subnet, IPRange: p.IPRange, Gateway: p.Gateway,
+			AuxAddress: maps.Clone(p.AuxAddresses)})
+	}
+	return out
+}
+
+// validate returns why the IPAM of a network is invalid, naming the field
+// under IPAM, or "", "".
+func (i *IPAM) validate() (field, reason string) {
+	if i == nil {
+		return "", ""
+	}
+	for k, p := range i.Pools {
+		f := fmt.Sprintf("IPAM.Pools[%d].", k)
+		_, subnet, err := net.ParseCIDR(p.Subnet)
+		if err != nil {
+			return f + "Subnet", fmt.Sprintf("%q is not a subnet in CIDR notation", p.Subnet)
+		}
+		if p.IPRange != "" {
+			if ip, _, err := net.ParseCIDR(p.IPRange); err != nil || !subnet.Contains(ip) {
+				return f + "IPRange", fmt.Sprintf("%q is not a CIDR range inside %s", p.IPRange, p.Subnet)
+			}
+		}
+		if ip := net.ParseIP(p.Gateway); p.Gateway != "" && (ip == nil || !subnet.Contains(ip)) {
+			return f + "Gateway", fmt.Sprintf("%q is not an address inside %s", p.Gateway, p.Subnet)
+		}
+		for h, a := range p.AuxAddresses {
+			if ip := net.ParseIP(a); ip == nil || !subnet.Contains(ip) {
+				return f + "AuxAddresses." + h, fmt.Sprintf("%q is not an address inside %s", a, p.Subnet)
+			}
+		}
+	}
+	return "", ""
 }

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 
+	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/image"
@@ -234,6 +236,17 @@ func (o *observed) ImageList(ctx context.Context, opts image.ListOptions) ([]ima
 func (o *observed) ImagePull(ctx context.Context, ref string, opts image.PullOptions) (io.ReadCloser, error) {
 	r, err := o.eng.ImagePull(ctx, ref, opts)
 	return r, o.write(ctx, "ImagePull", "pull", err, slog.String("image", redactURLs(ref)))
+}
+
+// ImageBuild passes a build to the wrapped engine when it is an
+// ImageBuilder, and fails with ErrCannotBuild otherwise.
+func (o *observed) ImageBuild(ctx context.Context, buildContext io.Reader, opts build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+	b, ok := o.eng.(ImageBuilder)
+	if !ok {
+		return build.ImageBuildResponse{}, ErrCannotBuild
+	}
+	r, err := b.ImageBuild(ctx, buildContext, opts)
+	return r, o.write(ctx, "ImageBuild", "build", err, slog.String("image", strings.Join(opts.Tags, ",")))
 }
 
 func (o *observed) ImageRemove(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error) {

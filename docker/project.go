@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -80,6 +82,12 @@ type NetworkSpec struct {
 	Driver   string
 	Internal bool
 	Labels   map[string]string
+	// Options are the driver's options (Compose driver_opts).
+	Options map[string]string
+	// EnableIPv6 gives the network IPv6 addresses (Compose enable_ipv6).
+	EnableIPv6 bool
+	// IPAM sets the address pools; nil lets the engine choose.
+	IPAM *IPAM
 }
 
 // VolumeSpec is an engine volume the project owns.
@@ -88,6 +96,8 @@ type VolumeSpec struct {
 	Name   string
 	Driver string
 	Labels map[string]string
+	// Options are the driver's options (Compose driver_opts).
+	Options map[string]string
 }
 
 // ProjectID is the ID of the project item of project name.
@@ -155,9 +165,19 @@ func (p *Project) validate() error {
 			}
 		}
 	}
+	for i := range p.Containers {
+		s := &p.Containers[i]
+		if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok && !seen[svc] {
+			return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: "NetworkMode",
+				Reason: fmt.Sprintf("unknown service %q", svc)}
+		}
+	}
 	for _, n := range p.Networks {
 		if n.Name == "" {
 			return &SpecError{Object: "project " + p.Name, Field: "Networks", Reason: "network name is required"}
+		}
+		if field, reason := n.IPAM.validate(); field != "" {
+			return &SpecError{Object: "project " + p.Name + ": network " + n.Name, Field: field, Reason: reason}
 		}
 	}
 	for _, v := range p.Volumes {
@@ -202,9 +222,29 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	pid := ProjectID(cp.Name)
 	g.Add(converge.Wrap[ProjectState](&projectItem{p: cp, eng: eng}), converge.Present)
 	var images []*Image
+	builds := map[string]*builtImage{}
+	var buildRefs []string
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
 		ref := normalizeRef(s.Image)
+		if s.Build != nil {
+			b, ok := builds[ref]
+			switch {
+			case !ok:
+				b = &builtImage{ref: ref, spec: *s.Build, eng: eng, project: pid, keep: !cp.RemoveImages}
+				builds[ref] = b
+				buildRefs = append(buildRefs, ref)
+			case !reflect.DeepEqual(b.spec, *s.Build):
+				return nil, &SpecError{Object: "project " + cp.Name + ": service " + s.Service, Service: s.Service, Field: "Build",
+					Reason: fmt.Sprintf("image %s is also built by another service with other options", ref)}
+			}
+			b.services = append(b.services, s.Service)
+			continue
+		}
+		if slices.Contains(buildRefs, ref) {
+			return nil, &SpecError{Object: "project " + cp.Name + ": service " + s.Service, Service: s.Service, Field: "Image",
+				Reason: fmt.Sprintf("image %s is built by another service: give this one Build too", ref)}
+		}
 		j := slices.IndexFunc(images, func(im *Image) bool { return im.Ref == ref })
 		if j < 0 {
 			j = len(images)
@@ -220,9 +260,19 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	}
 	var imageIDs []converge.ID
 	for _, im := range images {
+		if _, built := builds[im.Ref]; built {
+			return nil, &SpecError{Object: "project " + cp.Name, Field: "Image",
+				Reason: fmt.Sprintf("image %s is built by service %s and pulled by service %s", im.Ref, builds[im.Ref].services[0], im.services[0])}
+		}
 		sort.Strings(im.services)
 		g.Add(converge.Wrap[ImageState](im), converge.Present, pid)
 		imageIDs = append(imageIDs, im.ID())
+	}
+	for _, ref := range buildRefs {
+		b := builds[ref]
+		sort.Strings(b.services)
+		g.Add(converge.Wrap[ImageState](b), converge.Present, pid)
+		imageIDs = append(imageIDs, b.ID())
 	}
 	resolved := append([]converge.ID{pid}, imageIDs...)
 	orphanDeps := slices.Clone(resolved)
@@ -259,13 +309,25 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 				deps = append(deps, VolumeID(m.Source))
 			}
 		}
+		if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok {
+			for j := range cp.Containers {
+				if dep := &cp.Containers[j]; dep.Service == svc {
+					c.netContainer = cp.containerName(dep)
+				}
+			}
+			if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
+				deps = append(deps, id)
+			}
+		}
 		for _, d := range s.DependsOn {
 			for j := range cp.Containers {
 				if dep := &cp.Containers[j]; dep.Service == d.Service {
 					c.waits = append(c.waits, wait{name: cp.containerName(dep), dep: d, red: newRedactor(dep)})
 				}
 			}
-			deps = append(deps, ContainerID(cp.Name, d.Service))
+			if id := ContainerID(cp.Name, d.Service); !slices.Contains(deps, id) {
+				deps = append(deps, id)
+			}
 		}
 		g.Add(converge.Wrap[ContainerState](c), converge.Present, deps...)
 	}
@@ -286,6 +348,7 @@ func (p *Project) clone() *Project {
 		c.Networks = slices.Clone(c.Networks)
 		c.DependsOn = slices.Clone(c.DependsOn)
 		c.SecretEnv = slices.Clone(c.SecretEnv)
+		c.cloneHost()
 	}
 	cp.Networks = slices.Clone(p.Networks)
 	cp.Volumes = slices.Clone(p.Volumes)

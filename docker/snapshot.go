@@ -241,6 +241,8 @@ func normalizeRef(ref string) string {
 type localImage struct {
 	ID      string
 	digests []string
+	// buildKey is the image's LabelBuildKey (an image the package built).
+	buildKey string
 }
 
 // servedAs reports whether the image is the one a registry serves under
@@ -272,7 +274,7 @@ func listImages(ctx context.Context, eng Engine, refs []string) (map[string]loca
 	for _, im := range list {
 		for _, t := range slices.Concat(im.RepoTags, im.RepoDigests) {
 			if n := normalizeRef(t); want[n] {
-				found[n] = localImage{ID: im.ID, digests: im.RepoDigests}
+				found[n] = localImage{ID: im.ID, digests: im.RepoDigests, buildKey: im.Labels[LabelBuildKey]}
 			}
 		}
 	}

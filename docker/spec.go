@@ -251,6 +251,9 @@ type Mount struct {
 type NetworkAttachment struct {
 	Name    string
 	Aliases []string
+	// IPv4Address and IPv6Address are static addresses on the network
+	// (Compose ipv4_address, ipv6_address); "" lets the engine choose.
+	IPv4Address, IPv6Address string
 }
 
 // Healthcheck is a container healthcheck; Test is in Docker form
@@ -272,8 +275,15 @@ type ContainerSpec struct {
 	Service string
 	// Name is the engine container name; "" means "<project>-<service>".
 	Name string
-	// Image is the image reference; required.
-	Image       string
+	// Image is the image reference; required. With Build it is the tag
+	// the build gives the image.
+	Image string
+	// Build, when set, builds Image from a local context instead of
+	// pulling it (Pull is then ignored): the build is an item of the
+	// project's graph, before any container is created, and an image
+	// built from another context or options than the present one is
+	// built again (its containers are recreated on it).
+	Build       *Build
 	Command     []string
 	Entrypoint  []string
 	Env         map[string]string
@@ -303,6 +313,104 @@ type ContainerSpec struct {
 	// container's filesystem, a named volume or a bind mount (not a
 	// tmpfs), where the engine can look it up.
 	UpdateLock string
+
+	// The options below are those of the engine's container create (the
+	// Compose field of the same meaning is named in brackets). Their zero
+	// values leave the engine's default; each one set takes part in the
+	// spec hash, so changing it recreates the container. See hostspec.go.
+
+	// CapAdd and CapDrop add and drop Linux capabilities ("NET_ADMIN",
+	// "ALL") [cap_add, cap_drop].
+	CapAdd, CapDrop []string
+	// CgroupParent is the parent cgroup [cgroup_parent].
+	CgroupParent string
+	// CPUShares is the relative CPU weight [cpu_shares]; CPUQuota the CPU
+	// time in microseconds per 100ms period [cpu_quota]; CPUs the number
+	// of CPUs, fractional [cpus, deploy.resources.limits.cpus]; CPUSet the
+	// CPUs allowed ("0-2,4") [cpuset].
+	CPUShares, CPUQuota int64
+	CPUs                float64
+	CPUSet              string
+	// Devices maps host device nodes into the container [devices].
+	Devices []Device
+	// DNS servers, resolver options and search domains [dns, dns_opt,
+	// dns_search].
+	DNS, DNSOptions, DNSSearch []string
+	// Hostname and Domainname of the container [hostname, domainname].
+	Hostname, Domainname string
+	// Expose lists ports exposed without publishing them: "80",
+	// "8000-8010", "53/udp" [expose].
+	Expose []string
+	// ExtraHosts adds "host:ip" lines to /etc/hosts ("host-gateway" as the
+	// IP names the host) [extra_hosts].
+	ExtraHosts []string
+	// GroupAdd adds supplementary groups (names or IDs) [group_add].
+	GroupAdd []string
+	// IPC is the IPC namespace mode: private, shareable, host, none or
+	// container:NAME [ipc].
+	IPC string
+	// MacAddress is the container's MAC address on its first network
+	// [mac_address].
+	MacAddress string
+	// Memory is the memory limit and MemoryReservation the soft limit, in
+	// bytes [mem_limit, deploy.resources.limits.memory; mem_reservation,
+	// deploy.resources.reservations.memory].
+	Memory, MemoryReservation int64
+	// NetworkMode is "bridge", "host", "none" or "service:NAME" (share the
+	// network namespace of the container of service NAME, which then
+	// becomes a dependency); "" attaches Networks, or the engine's default
+	// bridge [network_mode]. Networks must be empty when it is set.
+	NetworkMode string
+	// OomKillDisable disables the OOM killer [oom_kill_disable];
+	// OomScoreAdj tunes it, from -1000 to 1000 [oom_score_adj].
+	OomKillDisable bool
+	OomScoreAdj    int
+	// PID is "host" to share the host's PID namespace; "" keeps the
+	// container's own [pid].
+	PID string
+	// PidsLimit bounds the number of processes; -1 means unlimited
+	// [pids_limit, deploy.resources.limits.pids].
+	PidsLimit int64
+	// Privileged gives the container every capability and device
+	// [privileged]; ReadOnly mounts its root filesystem read-only
+	// [read_only].
+	Privileged, ReadOnly bool
+	// SecurityOpt sets security options ("no-new-privileges",
+	// "apparmor=unconfined", "seccomp=unconfined") [security_opt].
+	SecurityOpt []string
+	// ShmSize is the size of /dev/shm in bytes [shm_size].
+	ShmSize int64
+	// StopSignal is the signal that stops the container ("SIGINT")
+	// [stop_signal].
+	StopSignal string
+	// Sysctls are namespaced kernel parameters [sysctls].
+	Sysctls map[string]string
+	// Tmpfs mounts a tmpfs at each "path" or "path:options" ("/run:size=1m")
+	// [tmpfs].
+	Tmpfs []string
+	// Ulimits are resource limits [ulimits].
+	Ulimits []Ulimit
+	// User runs the process as "user", "uid", "user:group" or "uid:gid"
+	// [user].
+	User string
+	// UsernsMode is "host" to leave user namespace remapping [userns_mode].
+	UsernsMode string
+	// WorkingDir is the working directory, an absolute path [working_dir].
+	WorkingDir string
+	// Platform is the platform of the container ("linux/arm64")
+	// [platform].
+	Platform string
+	// Runtime is the OCI runtime ("runc", "nvidia") [runtime].
+	Runtime string
+	// Init runs an init process as PID 1 when true; nil leaves the
+	// engine's default [init].
+	Init *bool
+	// Logging selects the log driver and its options; nil leaves the
+	// engine's default [logging].
+	Logging *Logging
+	// StdinOpen keeps standard input open and Tty allocates a terminal
+	// [stdin_open, tty].
+	StdinOpen, Tty bool
 }
 
 // Redacted replaces secret values in its output.
@@ -328,6 +436,11 @@ func (s *ContainerSpec) validate(object string) error {
 		return bad("Pull", "unknown pull policy %d", s.Pull)
 	case s.StopTimeout != nil && *s.StopTimeout < 0:
 		return bad("StopTimeout", "must not be negative")
+	}
+	if s.Build != nil {
+		if field, reason := s.Build.validate(); field != "" {
+			return bad(field, "%s", reason)
+		}
 	}
 	if reason := checkUpdateLock(s.UpdateLock); reason != "" {
 		return bad("UpdateLock", "%s", reason)
@@ -387,6 +500,9 @@ func (s *ContainerSpec) validate(object string) error {
 		if n.Name == "" {
 			return bad(fmt.Sprintf("Networks[%d].Name", i), "is required")
 		}
+	}
+	if err := s.validateHost(bad); err != nil {
+		return err
 	}
 	for i, d := range s.DependsOn {
 		if d.Condition > ServiceCompletedSuccessfully {
@@ -468,11 +584,18 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	mounts := slices.Clone(s.Mounts)
 	sort.Slice(mounts, func(i, j int) bool { return mounts[i].Target < mounts[j].Target })
 	put("mounts", mounts, len(mounts) > 0)
-	nets := make([]NetworkAttachment, len(s.Networks))
+	// The hashed shape of an attachment stays name and aliases, so the
+	// hash of a container without static addresses does not change (see
+	// hostFields for the addresses).
+	type hashedAttachment struct {
+		Name    string
+		Aliases []string
+	}
+	nets := make([]hashedAttachment, len(s.Networks))
 	for i, n := range s.Networks {
 		a := slices.Clone(n.Aliases)
 		slices.Sort(a)
-		nets[i] = NetworkAttachment{Name: n.Name, Aliases: a}
+		nets[i] = hashedAttachment{Name: n.Name, Aliases: a}
 	}
 	sort.Slice(nets, func(i, j int) bool { return nets[i].Name < nets[j].Name })
 	put("networks", nets, len(nets) > 0)
@@ -480,6 +603,7 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	put("healthcheck", s.Healthcheck, s.Healthcheck != nil)
 	put("stop-timeout", s.StopTimeout, s.StopTimeout != nil)
 	put("update-lock", s.UpdateLock, s.UpdateLock != "")
+	s.hostFields(put)
 	return f
 }
 

@@ -55,6 +55,14 @@ type ContainerState struct {
 	// no longer serves under the tag (PullAlways): a container on it is
 	// recreated on the newer one.
 	staleImage string
+	// netNS is the engine's network mode of a container ("container:<ID>"
+	// when it shares another's namespace); for a target, the mode a
+	// NetworkMode of service:NAME needs now, or "" to compare nothing.
+	netNS string
+	// staleNetNS is, for a target whose NetworkMode is service:NAME when
+	// this walk (re)created NAME, the mode naming NAME's old container,
+	// whose namespace is gone.
+	staleNetNS string
 }
 
 // Leftover is an owned container found under the temporary name of a
@@ -190,6 +198,12 @@ func diffFields(current, target ContainerState) []string {
 	if (moved || stale) && !slices.Contains(diff, "image") {
 		diff = append(diff, "image-id")
 	}
+	sharesGone := target.netNS != "" && current.netNS != target.netNS ||
+		target.staleNetNS != "" && current.netNS == target.staleNetNS
+	if sharesGone && !slices.Contains(diff, "network_mode") {
+		// The container whose network namespace it shares was recreated.
+		diff = append(diff, "network_mode")
+	}
 	for _, n := range target.Networks {
 		if !slices.Contains(current.Networks, n) {
 			diff = append(diff, "network."+n)
@@ -216,6 +230,7 @@ func stateFromSummary(s container.Summary) ContainerState {
 		SpecHash:   s.Labels[LabelSpecHash],
 		Fields:     decodeFields(s.Labels[LabelSpecFields]),
 		UpdateLock: s.Labels[LabelUpdateLock],
+		netNS:      s.HostConfig.NetworkMode,
 	}
 	if len(s.Names) > 0 {
 		st.Name = strings.TrimPrefix(s.Names[0], "/")
@@ -285,6 +300,9 @@ func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) Containe
 				st.Drift = append(st.Drift, "command")
 			}
 		}
+	}
+	if r.HostConfig != nil {
+		st.netNS = string(r.HostConfig.NetworkMode)
 	}
 	if r.HostConfig != nil && spec != nil && spec.Restart != "" && restartString(r.HostConfig.RestartPolicy) != spec.Restart {
 		st.Drift = append(st.Drift, "restart")

@@ -2,10 +2,12 @@ package dockertest
 
 import (
 	"context"
+	"io"
 	"maps"
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/system"
 
 	"github.com/convergekit/converge"
@@ -93,4 +95,15 @@ func (c *Counter) Info(ctx context.Context) (system.Info, error) {
 		return i.Info(ctx)
 	}
 	return system.Info{SystemTime: time.Now().Format(time.RFC3339Nano)}, nil
+}
+
+// ImageBuild passes a build to the wrapped engine (counted as
+// "ImageBuild"), so a Counter around a real client can build images (see
+// docker.ImageBuilder); around an engine that cannot build it fails with
+// docker.ErrCannotBuild.
+func (c *Counter) ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+	if b, ok := c.Engine.(docker.ImageBuilder); ok {
+		return b.ImageBuild(ctx, buildContext, options)
+	}
+	return build.ImageBuildResponse{}, docker.ErrCannotBuild
 }
