@@ -95,6 +95,12 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		return stepStore, 0, err
 	}
 	res, herr := c.run(ctx, obj)
+	if token != 0 && ctx.Err() != nil {
+		// The lease was lost (or the replica is stopping) while the
+		// handler ran: what it returned is not written, since another
+		// replica may own the object by now.
+		return stepStore, 0, context.Cause(ctx)
+	}
 	if herr == nil {
 		how, d, err := c.settle(ctx, e, obj, res, token)
 		switch {
