@@ -36,14 +36,27 @@ var _ convergetest.Link = (*proxy)(nil)
 // DSN that goes through it; it is closed when the test ends.
 func newProxy(t testing.TB, dsn string) (*proxy, string) {
 	t.Helper()
+	p, via := newProxyNoCleanup(dsn)
+	require.NotNil(t, p, via)
+	t.Cleanup(p.close)
+	return p, via
+}
+
+// newProxyNoCleanup starts a proxy to the server of dsn and returns it
+// with the DSN that goes through it; the caller closes it. On failure it
+// returns nil and the error's text.
+func newProxyNoCleanup(dsn string) (*proxy, string) {
 	u, err := url.Parse(dsn)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err.Error()
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err.Error()
+	}
 	p := &proxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}, closed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.close)
 	u.Host = ln.Addr().String()
 	return p, u.String()
 }
