@@ -71,12 +71,15 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 			for cl := range work {
 				addWaiting(-1)
 				switch {
-				case time.Since(cl.asked) >= c.cfg.RenewDeadline:
-					// Waited for a worker past the renew deadline: the lease
-					// may be about to expire, so leave it to expire.
 				case hctx.Err() != nil || ctx.Err() != nil:
 					// Stopping: hand the object back for another replica.
 					c.finish(sq, cl.Lease, c.now())
+				case time.Since(cl.asked) >= c.cfg.RenewDeadline/2:
+					// Waited for a worker until the lease needs renewing:
+					// renew it before the handler starts, or leave it.
+					if asked, ok := c.renewWaiting(hctx, sq, cl.Lease); ok {
+						c.runClaimed(hctx, sq, cl.Claimed, asked)
+					}
 				default:
 					c.runClaimed(hctx, sq, cl.Claimed, cl.asked)
 				}
@@ -140,6 +143,29 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 type claim struct {
 	converge.Claimed
 	asked time.Time
+}
+
+// renewWaiting renews lease, claimed a while ago and not handled yet,
+// and returns when the renewal started; false when the lease lapsed (it
+// expired, or another owner holds the key) or the store did not answer
+// within the renew deadline, which leaves the lease to expire. A lease
+// renewed with its own token never lapsed, however long ago it was
+// claimed, so nobody else can have handled the object meanwhile.
+func (c *Controller) renewWaiting(ctx context.Context, sq converge.Queue, lease converge.Lease) (time.Time, bool) {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RenewDeadline)
+	defer cancel()
+	l, err := sq.Claim(rctx, lease.Key, c.cfg.Owner, c.cfg.LeaseTTL)
+	switch {
+	case err == nil && l.Token == lease.Token:
+		return start, true
+	case err == nil:
+		// Claimed anew after the lease expired: give it back, as keep does.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LeaseTTL)
+		defer cancel()
+		_ = sq.Release(rctx, l)
+	}
+	return time.Time{}, false
 }
 
 // sleep waits for d or until ctx ends.
@@ -247,6 +273,8 @@ func (c *Controller) finish(sq converge.Queue, lease converge.Lease, next time.T
 // lease cancelled its context, is reported (MetricHandlerOverruns).
 func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge.Lease, asked time.Time, state State) (context.Context, func()) {
 	hctx, cancel := context.WithCancelCause(ctx)
+	running := &atomic.Bool{} // the handler runs (see Controller.run)
+	hctx = context.WithValue(hctx, handlerRunningKey{}, running)
 	ttl, deadline := c.cfg.LeaseTTL, c.cfg.RenewDeadline
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -265,7 +293,11 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 			// The lease may expire TTL after the last renewal asked; a
 			// lease found held by another owner has expired already, so
 			// the handler gets the time between deadline and TTL to return.
-			overrun = time.AfterFunc(max(time.Until(asked.Add(ttl)), ttl-deadline), func() { c.overran(lease.Key, state) })
+			overrun = time.AfterFunc(max(time.Until(asked.Add(ttl)), ttl-deadline), func() {
+				if running.Load() {
+					c.overran(lease.Key, state)
+				}
+			})
 		}
 		expire := time.NewTimer(time.Until(asked.Add(deadline)))
 		defer expire.Stop()
@@ -322,6 +354,10 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 		})
 	}
 }
+
+// handlerRunningKey is the context key of the *atomic.Bool that keep
+// gives a claimed object's handler context: true while the handler runs.
+type handlerRunningKey struct{}
 
 // overran reports a handler of key, in state, that was cancelled when its
 // lease was lost and is still running when the lease may have expired.

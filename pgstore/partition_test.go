@@ -29,7 +29,7 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 	const (
 		schedules = 100
 		parallel  = 20
-		ttl       = 1500 * time.Millisecond
+		ttl       = 2 * time.Second
 	)
 	dsn := pgtest.DSN(t)
 	// Few connections per replica, so 20 schedules of 3 replicas fit in
@@ -108,7 +108,7 @@ func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration) (conve
 		// deadline, not the store, must stop a cut-off replica.
 		openMu.Lock()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		st, err := pgstore.Open(ctx, via, pgstore.Options{ConnectTimeout: ttl, StatementTimeout: 10 * time.Second})
+		st, err := pgstore.Open(ctx, via, pgstore.Options{StatementTimeout: 10 * time.Second})
 		cancel()
 		openMu.Unlock()
 		if err != nil {
