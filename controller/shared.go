@@ -65,12 +65,24 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 		c.metrics.Set(MetricQueueDepth, float64(waiting), c.cfg.Kind)
 		depthMu.Unlock()
 	}
+	// running holds the keys a worker is handling: a key claimed twice
+	// (a store that hands out a key again while it is held, or a batch
+	// naming it twice) is never handled twice at once by this replica.
+	var runningMu sync.Mutex
+	running := map[string]bool{}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			for cl := range work {
 				addWaiting(-1)
+				key := cl.Lease.Key
+				runningMu.Lock()
+				busy := running[key]
+				running[key] = true
+				runningMu.Unlock()
 				switch {
+				case busy:
+					// Handled by another worker right now: leave this claim.
 				case hctx.Err() != nil || ctx.Err() != nil:
 					// Stopping: hand the object back for another replica.
 					c.finish(sq, cl.Lease, c.now())
@@ -82,6 +94,11 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 					}
 				default:
 					c.runClaimed(hctx, sq, cl.Claimed, cl.asked)
+				}
+				if !busy {
+					runningMu.Lock()
+					delete(running, key)
+					runningMu.Unlock()
 				}
 				outstanding.Add(-1)
 				poke()
