@@ -26,6 +26,11 @@ const (
 	// DefaultLeaseTTL is the lease duration when
 	// Config.Owner is set and LeaseTTL is zero.
 	DefaultLeaseTTL = time.Minute
+	// DefaultRenewDeadline is the renew deadline when Config.Owner is
+	// set and both LeaseTTL and RenewDeadline are zero. A LeaseTTL set
+	// with RenewDeadline zero gets two thirds of LeaseTTL, as this default
+	// is two thirds of DefaultLeaseTTL.
+	DefaultRenewDeadline = 40 * time.Second
 	// DefaultPoll is how often a replica looks for due objects
 	// when Config.Poll is zero.
 	DefaultPoll = time.Second
@@ -133,6 +138,28 @@ type Config struct {
 	// LeaseTTL is how long a claim lasts without renewal, so how soon a
 	// dead replica's objects are taken over; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// RenewDeadline is how long a replica (Owner set) keeps handling an
+	// object after the start of the last store call that claimed or
+	// renewed its lease, when no renewal succeeds (the store fails, is
+	// slow, or cannot be reached): at the deadline the replica cancels the
+	// handler's context and writes nothing more for the object, so it
+	// has stopped asking before the lease can expire in the store and
+	// another replica take the object over (client-go's leader election
+	// has RenewDeadline < LeaseDuration for the same reason). It is
+	// measured on this process's monotonic clock, so neither Now nor a
+	// step of the wall clock moves it. Renewals start when half of it has
+	// passed since the last success, and failed ones are tried again every
+	// tenth of it. It must be below LeaseTTL, leaving room for the
+	// handler to return once cancelled and for the clocks of the store
+	// and the replica to run at slightly different rates; 0 means two
+	// thirds of LeaseTTL (DefaultRenewDeadline with the default LeaseTTL).
+	//
+	// The guarantee is the handler's to keep too: converge stops asking
+	// at the deadline, but a handler that ignores its cancelled context
+	// goes on beside the replica that takes the object over. Such a
+	// handler, still running when the lease may have expired, is
+	// reported with MetricHandlerOverruns and a log record at Error.
+	RenewDeadline time.Duration
 	// Poll is how often a replica (Owner set) asks the store for due
 	// objects when nothing woke it; 0 means DefaultPoll.
 	Poll time.Duration
@@ -167,6 +194,10 @@ func (c Config) Validate() error {
 		return &converge.ConfigError{Field: "ShutdownTimeout", Reason: fmt.Sprintf("must not be negative, got %s", c.ShutdownTimeout)}
 	case c.LeaseTTL < 0:
 		return &converge.ConfigError{Field: "LeaseTTL", Reason: fmt.Sprintf("must not be negative, got %s", c.LeaseTTL)}
+	case c.RenewDeadline < 0:
+		return &converge.ConfigError{Field: "RenewDeadline", Reason: fmt.Sprintf("must not be negative, got %s", c.RenewDeadline)}
+	case c.RenewDeadline > 0 && c.RenewDeadline >= c.leaseTTL():
+		return &converge.ConfigError{Field: "RenewDeadline", Reason: fmt.Sprintf("must be below LeaseTTL (%s), got %s", c.leaseTTL(), c.RenewDeadline)}
 	case c.Poll < 0:
 		return &converge.ConfigError{Field: "Poll", Reason: fmt.Sprintf("must not be negative, got %s", c.Poll)}
 	case c.QuarantineAfter < 0:
@@ -186,4 +217,23 @@ func (c Config) Validate() error {
 		}
 	}
 	return c.Backoff.Validate()
+}
+
+// leaseTTL returns LeaseTTL or its default.
+func (c Config) leaseTTL() time.Duration {
+	if c.LeaseTTL == 0 {
+		return DefaultLeaseTTL
+	}
+	return c.LeaseTTL
+}
+
+// renewDeadline returns RenewDeadline or its default for the lease TTL.
+func (c Config) renewDeadline() time.Duration {
+	switch {
+	case c.RenewDeadline > 0:
+		return c.RenewDeadline
+	case c.LeaseTTL == 0:
+		return DefaultRenewDeadline
+	}
+	return c.LeaseTTL * 2 / 3
 }

@@ -134,9 +134,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = DefaultLeaseTTL
-	}
+	cfg.RenewDeadline = cfg.renewDeadline()
+	cfg.LeaseTTL = cfg.leaseTTL()
 	if cfg.Poll == 0 {
 		cfg.Poll = DefaultPoll
 	}

@@ -33,7 +33,14 @@
 // that fences its writes, and hands the object back with the time it is
 // due next; an Enqueue on one replica wakes the one that will run the
 // object, and the objects of a replica that died are taken over when their
-// leases expire. A replica that stops lets its running handlers finish
+// leases expire. A replica that cannot renew a lease (cut off from the
+// store, or the store too slow) cancels the handler's context at its
+// renew deadline (Config.RenewDeadline, below the lease's TTL, on the
+// monotonic clock) and writes nothing more for the object, so it has
+// stopped before another replica can take the object over: one handler
+// per object at a time holds as long as handlers return when their
+// context is cancelled (one that does not is reported with
+// MetricHandlerOverruns). A replica that stops lets its running handlers finish
 // (within Config.ShutdownTimeout) and gives their leases back, so the
 // others take its objects over at once. The view that Get, Objects and AboveSLA return is then
 // refreshed from the store every Resync.

@@ -103,6 +103,16 @@ var (
 		Help:   "Objects halted by a terminal error or a quarantine, in each state.",
 		Labels: []string{"controller", "state", "cause"},
 	}
+	// MetricHandlerOverruns counts the handler runs of a replica that went
+	// on after the replica cancelled them at its renew deadline
+	// (Config.RenewDeadline) until the lease may have expired, so another
+	// replica may have run the object's handler at the same time: the
+	// handler ignored its context (a counter).
+	MetricHandlerOverruns = &converge.Metric{
+		Name: "converge_controller_handler_overruns_total", Kind: converge.MetricCounter,
+		Help:   "Handler runs still going when their lost lease may have expired: the handler ignored its cancelled context.",
+		Labels: []string{"controller", "state"},
+	}
 )
 
 // AllMetrics returns every metric a Controller reports, for an adapter to
@@ -112,6 +122,6 @@ func AllMetrics() []*converge.Metric {
 		MetricObjects, MetricAboveSLA, MetricErrors, MetricTerminalErrors,
 		MetricStateEntered, MetricStateExited, MetricTimeInState,
 		MetricHandlerDuration, MetricQueueDepth, MetricQueueAdds,
-		MetricRetries, MetricHalted,
+		MetricRetries, MetricHalted, MetricHandlerOverruns,
 	}
 }

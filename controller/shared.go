@@ -3,12 +3,16 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/internal/errtext"
 )
 
 // maxRounds bounds the transitions one claim runs in a row before the
@@ -48,7 +52,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	// again when at least Workers places are free, so claims come in
 	// batches even when handlers are quick.
 	n := c.cfg.Workers
-	work := make(chan converge.Claimed, 2*n)
+	work := make(chan claim, 2*n)
 	var outstanding atomic.Int64 // claimed and not finished
 	// waiting is the number of claims in work, for MetricQueueDepth: it
 	// changes and is reported under depthMu, so the gauge ends at the
@@ -61,16 +65,40 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 		c.metrics.Set(MetricQueueDepth, float64(waiting), c.cfg.Kind)
 		depthMu.Unlock()
 	}
+	// running holds the keys a worker is handling: a key claimed twice
+	// (a store that hands out a key again while it is held, or a batch
+	// naming it twice) is never handled twice at once by this replica.
+	var runningMu sync.Mutex
+	running := map[string]bool{}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			for cl := range work {
 				addWaiting(-1)
-				if hctx.Err() != nil || ctx.Err() != nil {
+				key := cl.Lease.Key
+				runningMu.Lock()
+				busy := running[key]
+				running[key] = true
+				runningMu.Unlock()
+				switch {
+				case busy:
+					// Handled by another worker right now: leave this claim.
+				case hctx.Err() != nil || ctx.Err() != nil:
 					// Stopping: hand the object back for another replica.
 					c.finish(sq, cl.Lease, c.now())
-				} else {
-					c.runClaimed(hctx, sq, cl)
+				case time.Since(cl.asked) >= c.cfg.RenewDeadline/2:
+					// Waited for a worker until the lease needs renewing:
+					// renew it before the handler starts, or leave it.
+					if asked, ok := c.renewWaiting(hctx, sq, cl.Lease); ok {
+						c.runClaimed(hctx, sq, cl.Claimed, asked)
+					}
+				default:
+					c.runClaimed(hctx, sq, cl.Claimed, cl.asked)
+				}
+				if !busy {
+					runningMu.Lock()
+					delete(running, key)
+					runningMu.Unlock()
 				}
 				outstanding.Add(-1)
 				poke()
@@ -83,6 +111,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	for failures := 0; ctx.Err() == nil; {
 		free := 2*n - int(outstanding.Load())
 		if free >= n {
+			asked := time.Now()
 			claimed, err := sq.ClaimDue(ctx, c.prefix, c.cfg.Owner, c.cfg.LeaseTTL, free)
 			switch {
 			case err != nil && ctx.Err() != nil:
@@ -99,7 +128,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 					addWaiting(len(claimed)) // before a worker takes one
 				}
 				for _, cl := range claimed {
-					work <- cl
+					work <- claim{cl, asked}
 				}
 				if len(claimed) == free {
 					continue // there may be more due
@@ -125,6 +154,37 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	return c.waitHandlers(finished, cancelHandlers)
 }
 
+// claim is a claimed object waiting for a worker, with the time (on the
+// monotonic clock) when the ClaimDue that claimed it started: the renew
+// deadline counts from there.
+type claim struct {
+	converge.Claimed
+	asked time.Time
+}
+
+// renewWaiting renews lease, claimed a while ago and not handled yet,
+// and returns when the renewal started; false when the lease lapsed (it
+// expired, or another owner holds the key) or the store did not answer
+// within the renew deadline, which leaves the lease to expire. A lease
+// renewed with its own token never lapsed, however long ago it was
+// claimed, so nobody else can have handled the object meanwhile.
+func (c *Controller) renewWaiting(ctx context.Context, sq converge.Queue, lease converge.Lease) (time.Time, bool) {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RenewDeadline)
+	defer cancel()
+	l, err := sq.Claim(rctx, lease.Key, c.cfg.Owner, c.cfg.LeaseTTL)
+	switch {
+	case err == nil && l.Token == lease.Token:
+		return start, true
+	case err == nil:
+		// Claimed anew after the lease expired: give it back, as keep does.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LeaseTTL)
+		defer cancel()
+		_ = sq.Release(rctx, l)
+	}
+	return time.Time{}, false
+}
+
 // sleep waits for d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -135,11 +195,14 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// runClaimed handles one claimed object: the handler runs (again at once
-// after each transition, up to maxRounds) with the object's lease renewed
-// while it runs, every write is fenced by the lease's token, and the
-// lease is finished with the time the object is due next.
-func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed) {
+// runClaimed handles one claimed object, whose lease the store call
+// started at asked gave: the handler runs (again at once after each
+// transition, up to maxRounds) with the object's lease renewed while it
+// runs, every write is fenced by the lease's token, and the lease is
+// finished with the time the object is due next. A lease lost (not
+// renewed by the renew deadline, or held by another owner) cancels the
+// handler and ends the run with nothing more written.
+func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time) {
 	lease := cl.Lease
 	obj, err := c.decode(cl.Record)
 	if err != nil {
@@ -152,8 +215,8 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 	e := c.view(obj)
 	cur := e.load()
 	obj = &cur
-	hctx, lost := c.keep(ctx, sq, lease)
-	defer lost(nil)
+	hctx, stop := c.keep(ctx, sq, lease, asked, obj.State)
+	defer stop()
 	var next time.Time
 	for round := 1; ; round++ {
 		how, d, err := c.step(hctx, e, obj, lease.Token)
@@ -200,7 +263,10 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 		}
 		break
 	}
-	lost(nil)
+	stop()
+	if errors.Is(context.Cause(hctx), converge.ErrLeaseLost) {
+		return // lost after the last write: write nothing more
+	}
 	c.finish(sq, lease, next)
 }
 
@@ -213,46 +279,110 @@ func (c *Controller) finish(sq converge.Queue, lease converge.Lease, next time.T
 	_ = sq.Finish(ctx, lease, next)
 }
 
-// keep renews lease while the handler runs, from half its duration on,
-// and cancels the returned context when the lease is lost. The returned
-// function stops the renewal; it may be called more than once.
-func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge.Lease) (context.Context, func(error)) {
+// keep renews lease while the handler runs and cancels the returned
+// context when the lease is lost: found held by another owner, or not
+// renewed by the renew deadline (Config.RenewDeadline), counted on the
+// monotonic clock from asked, the start of the last store call that
+// claimed or renewed the lease. Each renewal is bounded by the deadline,
+// so a store that hangs cannot hold it back. The returned function stops
+// the renewal and cancels the context; it may be called more than once.
+// A handler still running when its lease may have expired, after a lost
+// lease cancelled its context, is reported (MetricHandlerOverruns).
+func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge.Lease, asked time.Time, state State) (context.Context, func()) {
 	hctx, cancel := context.WithCancelCause(ctx)
-	ttl := c.cfg.LeaseTTL
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	renew := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
+	running := &atomic.Bool{} // the handler runs (see Controller.run)
+	hctx = context.WithValue(hctx, handlerRunningKey{}, running)
+	ttl, deadline := c.cfg.LeaseTTL, c.cfg.RenewDeadline
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var overrun *time.Timer
+		defer func() {
+			if overrun != nil {
+				overrun.Stop()
+			}
+		}()
+		// lost cancels the handler with cause, and watches for a handler
+		// that goes on until the lease may have expired.
+		lost := func(cause error) {
+			cancel(cause)
+			// The lease may expire TTL after the last renewal asked; a
+			// lease found held by another owner has expired already, so
+			// the handler gets the time between deadline and TTL to return.
+			overrun = time.AfterFunc(max(time.Until(asked.Add(ttl)), ttl-deadline), func() {
+				if running.Load() {
+					c.overran(lease.Key, state)
+				}
+			})
 		}
-		l, err := sq.Claim(hctx, lease.Key, c.cfg.Owner, ttl)
-		switch {
-		case err == nil && l.Token == lease.Token:
-			t.Reset(ttl / 2)
-		case err == nil:
-			// The lease expired and was claimed anew: someone may have
-			// handled the object in between. Give the new lease back,
-			// or the object would stay held by nobody at work on it.
-			_ = sq.Release(context.WithoutCancel(hctx), l)
-			cancel(converge.ErrLeaseLost)
-		case errors.Is(err, converge.ErrClaimHeld):
-			cancel(converge.ErrLeaseLost)
-		case hctx.Err() == nil:
-			t.Reset(ttl / 8) // the store failed: try again soon
+		expire := time.NewTimer(time.Until(asked.Add(deadline)))
+		defer expire.Stop()
+		wait := time.NewTimer(time.Until(asked.Add(deadline / 2)))
+		defer wait.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-expire.C:
+				lost(fmt.Errorf("controller: lease on %s not renewed within %s: %w", lease.Key, deadline, errtext.Bare(converge.ErrLeaseLost, "converge: ")))
+				<-done
+				return
+			case <-wait.C:
+			}
+			start := time.Now()
+			rctx, rcancel := context.WithDeadline(hctx, asked.Add(deadline))
+			l, err := sq.Claim(rctx, lease.Key, c.cfg.Owner, ttl)
+			rcancel()
+			switch {
+			case hctx.Err() != nil:
+				// Stopped, or the deadline passed during the call: the
+				// next turn of the loop tells which.
+				wait.Reset(time.Until(asked.Add(deadline)))
+			case err == nil && l.Token == lease.Token:
+				asked = start
+				expire.Reset(time.Until(asked.Add(deadline)))
+				wait.Reset(time.Until(asked.Add(deadline / 2)))
+			case err == nil:
+				// The lease expired and was claimed anew: someone may have
+				// handled the object in between. Give the new lease back,
+				// or the object would stay held by nobody at work on it.
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(hctx), ttl)
+				_ = sq.Release(rctx, l)
+				rcancel()
+				lost(converge.ErrLeaseLost)
+				<-done
+				return
+			case errors.Is(err, converge.ErrClaimHeld):
+				lost(converge.ErrLeaseLost)
+				<-done
+				return
+			default:
+				wait.Reset(deadline / 10) // the store failed: try again soon
+			}
 		}
+	}()
+	var once sync.Once
+	return hctx, func() {
+		once.Do(func() {
+			close(done)
+			<-stopped
+			cancel(nil)
+		})
 	}
-	mu.Lock()
-	t = time.AfterFunc(ttl/2, renew)
-	mu.Unlock()
-	return hctx, func(error) {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-		cancel(nil)
+}
+
+// handlerRunningKey is the context key of the *atomic.Bool that keep
+// gives a claimed object's handler context: true while the handler runs.
+type handlerRunningKey struct{}
+
+// overran reports a handler of key, in state, that was cancelled when its
+// lease was lost and is still running when the lease may have expired.
+func (c *Controller) overran(key string, state State) {
+	c.metrics.Add(MetricHandlerOverruns, 1, c.cfg.Kind, string(state))
+	if c.log != nil {
+		c.log.LogAttrs(context.Background(), slog.LevelError, "controller: handler ignored its cancelled context after its lease was lost; another replica may run the object too",
+			slog.String("controller", c.cfg.Kind), slog.String("key", strings.TrimPrefix(key, c.prefix)), slog.String("state", string(state)))
 	}
 }
 

@@ -1,10 +1,12 @@
 package controller_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/convergetest"
 )
 
 // interval is one handler run of one object by one replica.
@@ -277,3 +280,158 @@ func TestReplicaNeedsQueueStore(t *testing.T) {
 
 // storeOnly hides every method but those of converge.Store.
 type storeOnly struct{ converge.Store }
+
+// leaseRun is a replica "a" whose handler blocks until its context ends,
+// on a MemStore whose clock the test can step, with metrics and a log.
+type leaseRun struct {
+	store   *converge.MemStore
+	faults  *convergetest.FaultStore
+	metrics *convergetest.Metrics
+	logs    *syncBuffer
+	started chan time.Time
+	ended   chan error // the cause of the handler's cancelled context
+	storeAt atomic.Int64
+}
+
+func newLeaseRun(t *testing.T, ttl, deadline time.Duration, ignoreCtx func() bool) (*leaseRun, *controller.Controller) {
+	r := &leaseRun{metrics: &convergetest.Metrics{}, logs: &syncBuffer{}, started: make(chan time.Time, 10), ended: make(chan error, 10)}
+	r.store = &converge.MemStore{Now: func() time.Time { return time.Now().Add(time.Duration(r.storeAt.Load())) }}
+	r.faults = convergetest.NewFaultStore(r.store)
+	c, err := controller.New(controller.Config{
+		Kind: "vm", Store: r.faults, Owner: "a", LeaseTTL: ttl, RenewDeadline: deadline, Workers: 1,
+		Metrics: r.metrics, Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
+		Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+			r.started <- time.Now()
+			<-ctx.Done()
+			if ignoreCtx != nil && ignoreCtx() {
+				time.Sleep(time.Hour)
+			}
+			r.ended <- context.Cause(ctx)
+			return controller.Transition("done"), nil
+		})})
+	require.NoError(t, err)
+	require.NoError(t, c.Add(context.Background(), "x", "new", nil))
+	return r, c
+}
+
+// endedWithin returns the cause the handler saw its context cancelled
+// with, failing the test when it did not end within d.
+func (r *leaseRun) endedWithin(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case cause := <-r.ended:
+		return cause
+	case <-time.After(d):
+		require.FailNow(t, "the handler was not cancelled", "within %s", d)
+		return nil
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestReplicaCutOffStopsHandlerAtRenewDeadline(t *testing.T) {
+	for _, mode := range []convergetest.PartitionMode{convergetest.PartitionFail, convergetest.PartitionHang} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				const ttl, deadline = 30 * time.Second, 20 * time.Second
+				r, c := newLeaseRun(t, ttl, deadline, nil)
+				before, err := r.store.Get(ctx, "vm/x")
+				require.NoError(t, err)
+				claimed := time.Now()
+				stop := startController(t, c)
+				started := <-r.started
+				r.faults.Partition(mode)  // every renewal from now on fails or hangs
+				r.faults.Step(-time.Hour) // the replica's wall clock steps back: no matter
+				cause := r.endedWithin(t, ttl)
+				assert.Equal(t, deadline, time.Since(claimed), "cancelled at the renew deadline, counted from the claim")
+				assert.Less(t, time.Since(started), ttl, "before the lease can expire")
+				require.ErrorIs(t, cause, converge.ErrLeaseLost)
+				assert.Contains(t, cause.Error(), "not renewed within 20s")
+
+				// The replica writes nothing more: the lease expires in the
+				// store as it was, the record is as it was, and another
+				// replica takes the object over once the lease expired.
+				time.Sleep(ttl)
+				synctest.Wait()
+				after, err := r.store.Get(ctx, "vm/x")
+				require.NoError(t, err)
+				assert.Equal(t, before.Version, after.Version, "the handler's transition after the deadline is not written")
+				got, err := r.store.ClaimDue(ctx, "vm/", "b", ttl, 10)
+				require.NoError(t, err)
+				assert.Len(t, got, 1, "the lease expired untouched, the object is due for another replica")
+				assert.Zero(t, r.metrics.Value(controller.MetricHandlerOverruns.Name, "vm", "new"), "the handler honoured its context")
+				r.faults.Heal()
+				require.NoError(t, stop())
+			})
+		})
+	}
+}
+
+func TestReplicaReportsHandlerIgnoringItsCancelledContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl, deadline = 30 * time.Second, 20 * time.Second
+		var ignore atomic.Bool
+		ignore.Store(true)
+		r, c := newLeaseRun(t, ttl, deadline, ignore.Load)
+		stop := startController(t, c)
+		<-r.started
+		r.faults.Partition(convergetest.PartitionFail)
+		time.Sleep(ttl - time.Second)
+		synctest.Wait()
+		assert.Zero(t, r.metrics.Value(controller.MetricHandlerOverruns.Name, "vm", "new"), "not before the lease may expire")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, 1.0, r.metrics.Value(controller.MetricHandlerOverruns.Name, "vm", "new"), "the handler still runs when the lease may have expired")
+		assert.Contains(t, r.logs.String(), "level=ERROR")
+		assert.Contains(t, r.logs.String(), "handler ignored its cancelled context")
+		assert.Contains(t, r.logs.String(), "key=x")
+		r.faults.Heal()
+		<-r.ended
+		require.NoError(t, stop())
+	})
+}
+
+// TestReplicaClaimHeldCancelsHandler: a renewal that finds the lease
+// held by another owner (the store's clock ran ahead, so the lease
+// expired there and another replica claimed it) cancels the handler at
+// once, not at the renew deadline, and writes nothing.
+func TestReplicaClaimHeldCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const ttl, deadline = 30 * time.Second, 20 * time.Second
+		r, c := newLeaseRun(t, ttl, deadline, nil)
+		before, err := r.store.Get(ctx, "vm/x")
+		require.NoError(t, err)
+		stop := startController(t, c)
+		started := <-r.started
+		r.storeAt.Store(int64(ttl)) // the store's clock jumps past the lease
+		b, err := r.store.Claim(ctx, "vm/x", "b", time.Hour)
+		require.NoError(t, err, "the lease expired in the store")
+		cause := r.endedWithin(t, deadline)
+		assert.Equal(t, deadline/2, time.Since(started), "cancelled by the first renewal, which found b's lease")
+		require.ErrorIs(t, cause, converge.ErrLeaseLost)
+		synctest.Wait()
+		after, err := r.store.Get(ctx, "vm/x")
+		require.NoError(t, err)
+		assert.Equal(t, before.Version, after.Version, "nothing written")
+		require.NoError(t, r.store.Finish(ctx, b, time.Time{}), "b's lease is untouched")
+		require.NoError(t, stop())
+	})
+}

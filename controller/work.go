@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -84,6 +85,9 @@ const (
 // for stepStore the store's error, or the cause of ctx when the handler
 // failed because ctx ended.
 func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token uint64) (stepped, time.Duration, error) {
+	if token != 0 && ctx.Err() != nil {
+		return stepStore, 0, context.Cause(ctx) // the lease is lost: run nothing more
+	}
 	obj, err := c.checkSLA(ctx, e, obj, token)
 	if err != nil {
 		return stepStore, 0, err
@@ -95,6 +99,12 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		return stepStore, 0, err
 	}
 	res, herr := c.run(ctx, obj)
+	if token != 0 && ctx.Err() != nil {
+		// The lease was lost (or the replica is stopping) while the
+		// handler ran: what it returned is not written, since another
+		// replica may own the object by now.
+		return stepStore, 0, context.Cause(ctx)
+	}
 	if herr == nil {
 		how, d, err := c.settle(ctx, e, obj, res, token)
 		switch {
@@ -272,6 +282,15 @@ func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.Hi
 
 // run runs the handler on obj, measuring its latency.
 func (c *Controller) run(ctx context.Context, obj *Object) (Result, error) {
+	if running, ok := ctx.Value(handlerRunningKey{}).(*atomic.Bool); ok {
+		// A replica's handler under a lease: not started once the lease
+		// is lost, and watched for running on after that (keep).
+		running.Store(true)
+		defer running.Store(false)
+		if ctx.Err() != nil {
+			return Result{}, context.Cause(ctx)
+		}
+	}
 	var start time.Time
 	if c.timed {
 		start = c.now()

@@ -19,6 +19,14 @@
 // also at random (FailRate) or after writing (LostReplyRate), so that
 // retries and recovery paths get exercised.
 //
+// FaultStore, Runs and RunSchedule test what replicas sharing a store
+// promise: FaultStore cuts one replica off its store (every call fails,
+// or hangs), delays its replies and steps its wall clock; Runs records
+// every handler run as an interval and finds two runs of one object that
+// overlap; RunSchedule runs controller replicas through a randomized
+// schedule of those faults, kills and restarts, and reports the runs it
+// checked and the overlaps it found (there must be none).
+//
 // Metrics records what a walk, a reconciler, a plan runner or a controller
 // reports through converge.Metrics, checks each call as an adapter would,
 // and reads the values back by metric name and label values.

@@ -82,6 +82,13 @@
 // serialises the commits of notifying transactions, fsync included, so a
 // notice on every write would cap the store at one commit per flush.
 //
+// Every wait on the database is bounded, whatever the caller's context:
+// making a connection by Options.ConnectTimeout (DefaultConnectTimeout,
+// 10 s, unless the DSN sets connect_timeout), so Open against a server
+// that accepts and never answers fails with a *ConnectError; each call of
+// the Store by Options.StatementTimeout (DefaultStatementTimeout, 30 s),
+// after which it fails with an error matching context.DeadlineExceeded.
+//
 // Errors: a DSN that does not parse is a *DSNError, a database that
 // cannot be reached a *ConnectError (both name the host, port and
 // database, never the password), a missing privilege a *PermissionError;

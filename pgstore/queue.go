@@ -14,6 +14,8 @@ import (
 // Schedule implements converge.Queue: key becomes due at at, unless it is
 // due earlier already. Due times are compared with the database's clock.
 func (s *Store) Schedule(ctx context.Context, key string, at time.Time) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkKey(key, "key"); err != nil {
 		return err
 	}
@@ -33,6 +35,8 @@ func (s *Store) Schedule(ctx context.Context, key string, at time.Time) error {
 // concurrent callers take disjoint batches, never waiting for each
 // other), takes their leases, and marks them in flight.
 func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkLease(prefix+"*", owner, ttl); err != nil {
 		return nil, err
 	}
@@ -96,6 +100,8 @@ func cmpOr(a, b error) error {
 // lease and makes the key due at next (the zero time: not due until
 // scheduled) unless a Schedule made it due earlier meanwhile.
 func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var at *time.Time
 	if !next.IsZero() {
 		at = &next

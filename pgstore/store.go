@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,20 @@ import (
 // DefaultSchema is the schema a Store keeps its tables in when
 // Options.Schema is empty.
 const DefaultSchema = "converge"
+
+// Bounds on waiting for the database, when Options leaves them zero.
+const (
+	// DefaultConnectTimeout bounds making a connection, login included:
+	// Open against a server that accepts and never answers fails with a
+	// *ConnectError after it, whatever the context. A connect_timeout in
+	// the DSN takes precedence for the pool's connections.
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultStatementTimeout bounds every call of a Store on the
+	// database (and the schema migration of Open and New): a call that
+	// gets no answer within it fails with an error matching
+	// context.DeadlineExceeded.
+	DefaultStatementTimeout = 30 * time.Second
+)
 
 // maxPayload is the longest key sent as a notification payload:
 // PostgreSQL refuses payloads of 8000 bytes or more. Longer keys are sent
@@ -56,6 +71,41 @@ type Options struct {
 	// to watchers; empty means the schema's name. Stores sharing a schema
 	// must use the same channel.
 	Channel string
+	// ConnectTimeout bounds making a connection (Open, and every
+	// connection the pool of Open makes later) when the DSN has no
+	// connect_timeout; 0 means DefaultConnectTimeout, and a negative value
+	// leaves it to the context (and the DSN).
+	ConnectTimeout time.Duration
+	// StatementTimeout bounds every call of the Store on the database, and
+	// the schema migration at open: a call still waiting for an answer
+	// after it fails with an error matching context.DeadlineExceeded (a
+	// context with an earlier deadline ends it sooner). A Watch is bounded
+	// while it starts listening, not while it waits for notifications.
+	// 0 means DefaultStatementTimeout, and a negative value leaves every
+	// call to its context.
+	StatementTimeout time.Duration
+}
+
+// connectTimeout returns ConnectTimeout or its default; 0 means none.
+func (o Options) connectTimeout() time.Duration {
+	switch {
+	case o.ConnectTimeout == 0:
+		return DefaultConnectTimeout
+	case o.ConnectTimeout < 0:
+		return 0
+	}
+	return o.ConnectTimeout
+}
+
+// statementTimeout returns StatementTimeout or its default; 0 means none.
+func (o Options) statementTimeout() time.Duration {
+	switch {
+	case o.StatementTimeout == 0:
+		return DefaultStatementTimeout
+	case o.StatementTimeout < 0:
+		return 0
+	}
+	return o.StatementTimeout
 }
 
 // Store is a converge.Queue on PostgreSQL, safe for concurrent use and for
@@ -66,9 +116,10 @@ type Store struct {
 	schema   string
 	channel  string
 	sealer   converge.Sealer
-	clear    bool  // Options.AllowClear
-	keep     int   // history entries kept per key; < 0: all
-	ageUS    int64 // history age bound in microseconds; 0: none
+	clear    bool          // Options.AllowClear
+	stmt     time.Duration // bound on each call; 0: none
+	keep     int           // history entries kept per key; < 0: all
+	ageUS    int64         // history age bound in microseconds; 0: none
 	sql      statements
 	writes   group // Put and Finish, committed together when they come at once
 	mu       sync.Mutex
@@ -83,19 +134,39 @@ var _ converge.Queue = (*Store)(nil)
 // schema and returns the Store, which owns its connection pool: Close
 // closes it. A DSN that does not parse fails with a *DSNError, a database
 // that cannot be reached with a *ConnectError; neither message holds the
-// password.
+// password. A server that does not answer fails with a *ConnectError
+// after Options.ConnectTimeout (DefaultConnectTimeout), even when ctx
+// has no deadline.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, dsnError(dsn, err)
 	}
+	d := opts.connectTimeout()
+	if d > 0 && cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = d
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, connectError(dsn, cfg, err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	pctx, cancel := context.WithCancel(ctx)
+	if d > 0 {
+		pctx, cancel = context.WithTimeout(ctx, d)
+	}
+	err = pool.Ping(pctx)
+	var ne net.Error
+	timedOut := err != nil && ctx.Err() == nil &&
+		(pctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout())
+	cancel()
+	if err != nil {
 		pool.Close()
-		return nil, connectError(dsn, cfg, err)
+		ce := connectError(dsn, cfg, err)
+		if timedOut {
+			ce.Reason = fmt.Sprintf("no answer within %s", d)
+			ce.err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		return nil, ce
 	}
 	s, err := New(ctx, pool, opts)
 	if err != nil {
@@ -126,7 +197,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if pool == nil {
 		return nil, &OptionsError{Field: "pool", Reason: "must not be nil"}
 	}
-	s := &Store{pool: pool, writes: group{pool: pool}, schema: opts.Schema, channel: opts.Channel, sealer: opts.Sealer, clear: opts.AllowClear, watchers: map[*watcher]struct{}{}}
+	s := &Store{pool: pool, writes: group{pool: pool}, schema: opts.Schema, channel: opts.Channel, sealer: opts.Sealer, clear: opts.AllowClear, stmt: opts.statementTimeout(), watchers: map[*watcher]struct{}{}}
 	if s.schema == "" {
 		s.schema = DefaultSchema
 	}
@@ -151,11 +222,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if opts.Retention.Age > 0 && s.ageUS == 0 {
 		s.ageUS = 1
 	}
-	if err := migrate(ctx, pool, s.schema); err != nil {
+	mctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := migrate(mctx, pool, s.schema); err != nil {
 		return nil, err
 	}
 	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize())
 	return s, nil
+}
+
+// bound returns ctx bounded by the statement timeout, if any.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.stmt <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.stmt)
 }
 
 // Close stops the store's watches and, when Open made the pool, closes it,
@@ -279,6 +360,8 @@ func payload(key string) string {
 
 // Get implements converge.Store.
 func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var rec converge.StoreRecord
 	var v int64
 	var stored []byte
@@ -339,6 +422,8 @@ func (h histArgs) args() []any {
 // rec.Token, the history and its retention are one statement: the
 // database rejects a stale or fenced-off write.
 func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...converge.HistoryEntry) (uint64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkKey(rec.Key, "Key"); err != nil {
 		return 0, err
 	}
@@ -387,6 +472,8 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 
 // Delete implements converge.Store, in one statement like Put.
 func (s *Store) Delete(ctx context.Context, key string, version uint64, history ...converge.HistoryEntry) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkKey(key, "key"); err != nil {
 		return err
 	}
@@ -418,6 +505,8 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64, history 
 
 // List implements converge.Store.
 func (s *Store) List(ctx context.Context, prefix string) ([]converge.StoreRecord, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkText(prefix, "prefix", prefix); err != nil {
 		return nil, err
 	}
@@ -445,6 +534,8 @@ func (s *Store) List(ctx context.Context, prefix string) ([]converge.StoreRecord
 
 // History implements converge.Store. Times are kept to the microsecond.
 func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntry, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkText(key, "key", key); err != nil {
 		return nil, err
 	}
@@ -470,6 +561,8 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 // same statement that writes the target, so replicas sharing the database
 // never get the same one.
 func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessage) (uint64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkKey(name, "name"); err != nil {
 		return 0, err
 	}
@@ -490,6 +583,8 @@ func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessa
 
 // Target implements converge.Store.
 func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var stored []byte
 	var rev int64
 	err := s.pool.QueryRow(ctx, s.sql.target, name).Scan(&stored, &rev)
@@ -526,6 +621,8 @@ func checkLease(key, owner string, ttl time.Duration) error {
 // the token of a key grows by one each time the key changes owner, and
 // never goes back, even across Release and Delete.
 func (s *Store) Claim(ctx context.Context, key, owner string, ttl time.Duration) (converge.Lease, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := checkLease(key, owner, ttl); err != nil {
 		return converge.Lease{}, err
 	}
@@ -556,6 +653,8 @@ func (s *Store) Claim(ctx context.Context, key, owner string, ttl time.Duration)
 // Release implements converge.Store. The lease row stays, with no owner,
 // so that the key's next token is higher.
 func (s *Store) Release(ctx context.Context, lease converge.Lease) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, s.sql.release, lease.Key, lease.Owner, int64(lease.Token))
 	if err != nil {
 		return s.dbError("release", lease.Key, err)

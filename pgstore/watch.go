@@ -57,6 +57,8 @@ func (s *Store) Watch(ctx context.Context, prefix string, fn func(key string)) (
 
 // listen opens a connection of its own and LISTENs on the channel.
 func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: watch: connect: %w", err)

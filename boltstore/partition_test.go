@@ -1,0 +1,76 @@
+package boltstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/boltstore"
+	"github.com/convergekit/converge/convergetest"
+)
+
+// TestPartitionSchedulesNeverOverlapOnBoltStore runs three replicas on
+// one bolt file through 100 randomized schedules of partitions (calls
+// failing or hanging), heals, kills, slow replies and clock steps, and
+// checks that no object is ever handled by two replicas at once. Each
+// schedule runs in its own synctest bubble on a file of its own.
+func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
+	const schedules = 100
+	dir := memDir(t)
+	runs, faults, overlaps := 0, 0, 0
+	for seed := range uint64(schedules) {
+		synctest.Test(t, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("s%d.db", seed))
+			st, err := boltstore.Open(path, boltstore.Options{})
+			require.NoError(t, err)
+			defer func() {
+				require.NoError(t, st.Close())
+				require.NoError(t, os.Remove(path))
+			}()
+			res, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{
+				Seed: seed, Stores: []converge.Queue{st, st, st}, LeaseTTL: 10 * time.Second,
+			})
+			require.NoError(t, err)
+			require.Positive(t, res.Runs, "schedule %d ran handlers", seed)
+			if len(res.Overlaps) > 0 || res.Overruns > 0 {
+				var b strings.Builder
+				for _, o := range res.Overlaps {
+					b.WriteString(o.String() + "\n")
+				}
+				t.Fatalf("schedule %d: %d overlaps, %d overruns:\n%s\nevents:\n%s", seed, len(res.Overlaps), res.Overruns,
+					b.String(), strings.Join(res.Events, "\n"))
+			}
+			runs += res.Runs
+			faults += res.Faults
+			overlaps += len(res.Overlaps)
+		})
+	}
+	t.Logf("partition checker on boltstore: %d schedules run, %d handler runs checked, %d faults injected, %d overlaps",
+		schedules, runs, faults, overlaps)
+	t.Attr("schedules", strconv.Itoa(schedules))
+	t.Attr("handler_runs", strconv.Itoa(runs))
+	t.Attr("overlaps", strconv.Itoa(overlaps))
+	require.Zero(t, overlaps)
+}
+
+// memDir returns a directory removed when the test ends, in memory
+// (/dev/shm) when there is one: the schedules test leases, not the disk,
+// and thousands of fsyncs to a disk shared with other work would take
+// minutes instead of seconds.
+func memDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("/dev/shm", "boltstore-partition-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}

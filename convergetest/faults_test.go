@@ -1,0 +1,172 @@
+package convergetest_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/convergetest"
+)
+
+func TestFaultStorePartitionFailsEveryCallUntilHealed(t *testing.T) {
+	ctx := context.Background()
+	mem := converge.NewMemStore()
+	var f convergetest.FaultStore
+	f.Inner = mem
+	_, err := f.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	f.Partition(convergetest.PartitionFail)
+	calls := []func() error{
+		func() error { _, err := f.Get(ctx, "k"); return err },
+		func() error {
+			_, err := f.Put(ctx, converge.StoreRecord{Key: "k", Version: 1, Value: json.RawMessage(`2`)})
+			return err
+		},
+		func() error { _, err := f.List(ctx, ""); return err },
+		func() error { _, err := f.Claim(ctx, "k", "a", time.Minute); return err },
+		func() error { _, err := f.ClaimDue(ctx, "", "a", time.Minute, 1); return err },
+		func() error { return f.Schedule(ctx, "k", time.Now()) },
+		func() error { _, err := f.Watch(ctx, "", func(string) {}); return err },
+	}
+	for _, call := range calls {
+		err := call()
+		require.ErrorIs(t, err, convergetest.ErrPartitioned)
+		var se *convergetest.StoreError
+		require.ErrorAs(t, err, &se)
+	}
+	rec, err := mem.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), rec.Version, "nothing reached the store")
+	n, cut := f.Calls()
+	assert.Equal(t, 1+len(calls), n)
+	assert.Equal(t, len(calls), cut)
+
+	f.Heal()
+	_, err = f.Put(ctx, converge.StoreRecord{Key: "k", Version: 1, Value: json.RawMessage(`2`)})
+	require.NoError(t, err, "healed")
+}
+
+func TestFaultStoreHangWaitsForHealOrContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := convergetest.NewFaultStore(converge.NewMemStore())
+		f.Partition(convergetest.PartitionHang)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		_, err := f.Get(ctx, "k")
+		require.ErrorIs(t, err, context.DeadlineExceeded, "hangs until the context ends")
+		assert.Equal(t, time.Minute, time.Since(start))
+
+		done := make(chan error)
+		go func() {
+			_, err := f.Put(context.Background(), converge.StoreRecord{Key: "k", Value: json.RawMessage(`1`)})
+			done <- err
+		}()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("returned while cut off: %v", err)
+		default:
+		}
+		f.Heal()
+		require.NoError(t, <-done, "goes through once healed")
+		_, err = f.Get(context.Background(), "k")
+		require.NoError(t, err)
+	})
+}
+
+func TestFaultStoreDelayAndClockStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := convergetest.NewFaultStore(nil)
+		f.Delay(3 * time.Second)
+		start := time.Now()
+		_, err := f.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`1`)})
+		require.NoError(t, err)
+		assert.Equal(t, 3*time.Second, time.Since(start), "the reply comes late")
+
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = f.Put(short, converge.StoreRecord{Key: "k", Version: 1, Value: json.RawMessage(`2`)})
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the caller gave up waiting")
+		f.Delay(0)
+		rec, err := f.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(2), rec.Version, "the store did the write before the late reply")
+
+		assert.Equal(t, time.Now(), f.Now())
+		f.Step(-time.Hour)
+		assert.Equal(t, time.Now().Add(-time.Hour), f.Now())
+		assert.Equal(t, "hang", convergetest.PartitionHang.String())
+	})
+}
+
+func TestRunsFindsOverlappingRunsOfOneObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r convergetest.Runs
+		endA := r.Begin("x", "a")
+		time.Sleep(time.Second)
+		endB := r.Begin("y", "b") // another object: never overlaps x
+		time.Sleep(time.Second)
+		endA()
+		endC := r.Begin("x", "c") // starts as a ends: no overlap
+		time.Sleep(time.Second)
+		assert.Empty(t, r.Overlaps())
+		endD := r.Begin("x", "d") // c still runs
+		time.Sleep(time.Second)
+		endD()
+		endC()
+		endB()
+		endB() // again: no change
+		overlaps := r.Overlaps()
+		require.Len(t, overlaps, 1)
+		assert.Equal(t, "c", overlaps[0].A.Owner)
+		assert.Equal(t, "d", overlaps[0].B.Owner)
+		assert.Contains(t, overlaps[0].String(), `object "x"`)
+		assert.Equal(t, 4, r.Len())
+		assert.Equal(t, 2*time.Second, r.Runs()[0].End.Sub(r.Runs()[0].Start))
+	})
+}
+
+func TestRunScheduleNeedsTwoStores(t *testing.T) {
+	_, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{Stores: []converge.Queue{converge.NewMemStore()}})
+	require.Error(t, err)
+	_, err = convergetest.RunSchedule(context.Background(), convergetest.Schedule{
+		Stores: []converge.Queue{converge.NewMemStore(), converge.NewMemStore()}, Links: []convergetest.Link{nil}})
+	require.Error(t, err)
+}
+
+// TestRunScheduleFindsOverlaps: replicas on a store whose leases last a
+// hundredth of what they ask for lose their objects while they handle
+// them, and the schedule reports the overlaps.
+func TestRunScheduleFindsOverlaps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := shortLeases{converge.NewMemStore()}
+		res, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{
+			Seed: 1, Stores: []converge.Queue{store, store, store}, Objects: 2,
+		})
+		require.NoError(t, err)
+		assert.Positive(t, res.Runs)
+		assert.Positive(t, res.Faults)
+		assert.NotEmpty(t, res.Events)
+		assert.NotEmpty(t, res.Overlaps, "leases too short to hold an object")
+	})
+}
+
+// shortLeases is a MemStore whose leases last a hundredth of their TTL.
+type shortLeases struct{ *converge.MemStore }
+
+func (s shortLeases) Claim(ctx context.Context, key, owner string, ttl time.Duration) (converge.Lease, error) {
+	return s.MemStore.Claim(ctx, key, owner, ttl/100)
+}
+
+func (s shortLeases) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
+	return s.MemStore.ClaimDue(ctx, prefix, owner, ttl/100, limit)
+}

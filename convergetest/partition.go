@@ -1,0 +1,301 @@
+package convergetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+)
+
+// Schedule is one randomized run of controller replicas on one shared
+// store under faults, for RunSchedule: replicas are cut off (calls fail
+// or hang), healed, slowed, killed and restarted, and their wall clocks
+// stepped, at random times drawn from Seed, while every handler run is
+// recorded. The zero value is not valid: Stores needs two handles at
+// least.
+type Schedule struct {
+	// Seed draws the faults, their times and the handlers' work.
+	Seed uint64
+	// Kind is the controller kind of the run; empty means "sched" and the
+	// seed. Runs on one storage with different kinds do not meet.
+	Kind string
+	// Stores are the replicas' handles on one shared storage, one per
+	// replica: the same MemStore, bolt store or database. Each is wrapped
+	// in a FaultStore.
+	Stores []converge.Queue
+	// Links, when set, has one Link per store, cut and slowed instead of
+	// the FaultStores: a TCP proxy between a replica and its database
+	// server, say. The FaultStores then only step the replicas' clocks.
+	Links []Link
+	// Objects is the number of objects; 0 means 6.
+	Objects int
+	// LeaseTTL is the replicas' controller.Config.LeaseTTL (their
+	// RenewDeadline is its default, two thirds of it); 0 means one
+	// second. Handlers work up to half of it, faults come every eighth to
+	// whole of it.
+	LeaseTTL time.Duration
+	// Length is how long faults are injected; 0 means ten LeaseTTLs.
+	// Then every link is healed and the replicas are stopped.
+	Length time.Duration
+}
+
+// ScheduleResult is what a RunSchedule saw.
+type ScheduleResult struct {
+	// Runs is the number of handler runs recorded and checked.
+	Runs int
+	// Overlaps are the runs of one object that overlapped: there must be
+	// none.
+	Overlaps []Overlap
+	// Faults is the number of faults injected (cuts, slowdowns, kills,
+	// clock steps).
+	Faults int
+	// Overruns is the number of handler runs the controllers reported in
+	// controller.MetricHandlerOverruns. The handlers of a schedule honour
+	// their context, so it must be 0.
+	Overruns int
+	// Events says what was done when, for a failure message.
+	Events []string
+}
+
+// RunSchedule runs the replicas of s, records every handler run as an
+// interval (Runs) and returns what it saw; it fails only when the run
+// cannot be set up (a store that fails before any fault, an invalid
+// Schedule). Time passes as the schedule says (Length plus the time to
+// stop the replicas), on the clock of time.Sleep: run it inside a
+// testing/synctest bubble when the stores are in memory, for a run that
+// takes no real time. The handlers honour their contexts, as a handler
+// must; so a result with overlaps means converge let two replicas handle
+// one object at once.
+func RunSchedule(ctx context.Context, s Schedule) (ScheduleResult, error) {
+	if len(s.Stores) < 2 {
+		return ScheduleResult{}, errors.New("convergetest: schedule needs two stores at least")
+	}
+	if s.Links != nil && len(s.Links) != len(s.Stores) {
+		return ScheduleResult{}, fmt.Errorf("convergetest: schedule has %d links for %d stores", len(s.Links), len(s.Stores))
+	}
+	ttl := s.LeaseTTL
+	if ttl <= 0 {
+		ttl = time.Second
+	}
+	length := s.Length
+	if length <= 0 {
+		length = 10 * ttl
+	}
+	objects := s.Objects
+	if objects <= 0 {
+		objects = 6
+	}
+	kind := s.Kind
+	if kind == "" {
+		kind = fmt.Sprintf("sched%d", s.Seed)
+	}
+	sc := &schedule{ttl: ttl, kind: kind, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
+	for i, st := range s.Stores {
+		fs := NewFaultStore(st)
+		r := &replica{id: i, fs: fs, link: Link(fs)}
+		if s.Links != nil {
+			r.link = s.Links[i]
+		}
+		sc.replicas = append(sc.replicas, r)
+	}
+	first, err := sc.controller(sc.replicas[0])
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	for i := range objects {
+		if err := first.Add(ctx, fmt.Sprintf("o%d", i), "a", nil); err != nil {
+			return ScheduleResult{}, err
+		}
+	}
+	for _, r := range sc.replicas {
+		if err := sc.start(ctx, r); err != nil {
+			sc.stopAll()
+			return ScheduleResult{}, err
+		}
+	}
+	for t0 := time.Now(); time.Since(t0) < length; {
+		time.Sleep(sc.between(ttl/8, ttl))
+		if err := sc.fault(ctx); err != nil {
+			sc.stopAll()
+			return ScheduleResult{}, err
+		}
+	}
+	sc.stopAll()
+	return ScheduleResult{
+		Runs:     sc.runs.Len(),
+		Overlaps: sc.runs.Overlaps(),
+		Faults:   sc.faults,
+		Overruns: int(sc.overruns.Load()),
+		Events:   sc.events,
+	}, nil
+}
+
+type schedule struct {
+	ttl      time.Duration
+	kind     string
+	replicas []*replica
+	runs     Runs
+	faults   int
+	events   []string
+	overruns atomic.Int64
+	t0       time.Time
+
+	mu  sync.Mutex // guards rng, which handlers use too
+	rng *rand.Rand
+}
+
+type replica struct {
+	id     int
+	fs     *FaultStore
+	link   Link
+	gen    int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// between returns a random duration in [lo, hi).
+func (sc *schedule) between(lo, hi time.Duration) time.Duration {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return lo + time.Duration(sc.rng.Int64N(int64(hi-lo)))
+}
+
+func (sc *schedule) intN(n int) int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.rng.IntN(n)
+}
+
+func (sc *schedule) event(format string, args ...any) {
+	if sc.t0.IsZero() {
+		sc.t0 = time.Now()
+	}
+	sc.events = append(sc.events, fmt.Sprintf("%8s ", time.Since(sc.t0).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+// controller makes the controller of r's current generation.
+func (sc *schedule) controller(r *replica) (*controller.Controller, error) {
+	owner := fmt.Sprintf("r%d.%d", r.id, r.gen)
+	ttl := sc.ttl
+	return controller.New(controller.Config{
+		Kind: sc.kind, Store: r.fs, Owner: owner, LeaseTTL: ttl,
+		Poll: ttl / 4, Resync: ttl, Workers: 2, ShutdownTimeout: ttl / 4,
+		Backoff:        converge.Backoff{Base: ttl / 20, Max: ttl / 2, Jitter: 0.2},
+		HandlerHistory: -1,
+		Now:            r.fs.Now,
+		Metrics:        overrunCounter{&sc.overruns},
+		Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+			defer sc.runs.Begin(o.Key, owner)()
+			t := time.NewTimer(sc.between(0, ttl/2))
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return controller.Result{}, context.Cause(ctx)
+			case <-t.C:
+			}
+			if sc.intN(5) == 0 {
+				next := controller.State("a")
+				if o.State == "a" {
+					next = "b"
+				}
+				return controller.Transition(next), nil
+			}
+			return controller.NoChange().After(sc.between(ttl/8, ttl/2)), nil
+		}),
+	})
+}
+
+// start runs a new generation of r.
+func (sc *schedule) start(ctx context.Context, r *replica) error {
+	r.gen++
+	c, err := sc.controller(r)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r.cancel, r.done = cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		_ = c.Run(rctx) // ErrShutdownTimeout is expected after a kill
+	}(r.done)
+	return nil
+}
+
+// fault injects one random fault.
+func (sc *schedule) fault(ctx context.Context) error {
+	r := sc.replicas[sc.intN(len(sc.replicas))]
+	alive := r.cancel != nil
+	switch k := sc.intN(8); {
+	case k == 0:
+		r.link.Partition(PartitionFail)
+		sc.event("r%d cut off (calls fail)", r.id)
+	case k == 1:
+		r.link.Partition(PartitionHang)
+		sc.event("r%d cut off (calls hang)", r.id)
+	case k == 2 || k == 3:
+		r.link.Partition(PartitionNone)
+		r.link.Delay(0)
+		sc.event("r%d healed", r.id)
+		if !alive {
+			<-r.done // a killed replica is restarted once healed
+			if err := sc.start(ctx, r); err != nil {
+				return err
+			}
+			sc.event("r%d restarted as r%d.%d", r.id, r.id, r.gen)
+		}
+		return nil
+	case k == 4:
+		d := sc.between(0, sc.ttl)
+		r.link.Delay(d)
+		sc.event("r%d slow (%s)", r.id, d.Round(time.Millisecond))
+	case k == 5 && alive:
+		// Killed: cut off first, so it can hand nothing back.
+		r.link.Partition(PartitionHang)
+		r.cancel()
+		r.cancel = nil
+		sc.event("r%d killed", r.id)
+	case k == 6 || k == 7:
+		d := sc.between(-5*sc.ttl, 5*sc.ttl)
+		r.fs.Step(d)
+		sc.event("r%d clock stepped %s", r.id, d.Round(time.Millisecond))
+	default:
+		return nil
+	}
+	sc.faults++
+	return nil
+}
+
+// stopAll heals every link and stops every replica.
+func (sc *schedule) stopAll() {
+	for _, r := range sc.replicas {
+		r.link.Partition(PartitionNone)
+		r.link.Delay(0)
+		if r.cancel != nil {
+			r.cancel()
+			r.cancel = nil
+		}
+	}
+	for _, r := range sc.replicas {
+		if r.done != nil {
+			<-r.done
+		}
+	}
+}
+
+// overrunCounter counts controller.MetricHandlerOverruns.
+type overrunCounter struct{ n *atomic.Int64 }
+
+func (o overrunCounter) Add(m *converge.Metric, delta float64, _ ...string) {
+	if m == controller.MetricHandlerOverruns {
+		o.n.Add(int64(delta))
+	}
+}
+
+func (overrunCounter) Set(*converge.Metric, float64, ...string)     {}
+func (overrunCounter) Observe(*converge.Metric, float64, ...string) {}

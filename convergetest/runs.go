@@ -1,0 +1,107 @@
+package convergetest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Run is one handler run of one object by one owner (a controller
+// replica), from Start to End on the monotonic clock of the process that
+// recorded it. End is the zero time while the run goes on.
+type Run struct {
+	Object string
+	Owner  string
+	Start  time.Time
+	End    time.Time
+}
+
+// Overlap is two runs of one object at overlapping times: two replicas
+// (or one, twice) handled the object at once.
+type Overlap struct {
+	A, B Run
+}
+
+// String names the object and both runs.
+func (o Overlap) String() string {
+	return fmt.Sprintf("object %q: run by %q from %s to %s overlaps run by %q from %s to %s",
+		o.A.Object, o.A.Owner, o.A.Start.Format(time.RFC3339Nano), o.A.End.Format(time.RFC3339Nano),
+		o.B.Owner, o.B.Start.Format(time.RFC3339Nano), o.B.End.Format(time.RFC3339Nano))
+}
+
+// Runs records handler runs as intervals and finds the runs of one object
+// that overlap, the checker of "one handler per object at a time". Call
+// Begin first thing in a handler and the function it returns last (with
+// defer). The zero value is empty and ready; Runs is safe for concurrent
+// use. Times come from time.Now, so runs recorded in one process (or one
+// testing/synctest bubble) compare on its monotonic clock; runs of
+// separate processes cannot be compared.
+type Runs struct {
+	mu   sync.Mutex
+	runs []Run
+}
+
+// Begin records the start of a run of object by owner and returns the
+// function that records its end; calling that function again does
+// nothing.
+func (r *Runs) Begin(object, owner string) (end func()) {
+	r.mu.Lock()
+	i := len(r.runs)
+	r.runs = append(r.runs, Run{Object: object, Owner: owner, Start: time.Now()})
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			now := time.Now()
+			r.mu.Lock()
+			r.runs[i].End = now
+			r.mu.Unlock()
+		})
+	}
+}
+
+// Len returns the number of runs recorded, finished or not.
+func (r *Runs) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runs)
+}
+
+// Runs returns a copy of the runs recorded, in the order they began.
+func (r *Runs) Runs() []Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.runs)
+}
+
+// Overlaps returns every pair of runs of one object whose intervals
+// overlap, a run still going counting as going until now. A run that
+// ends at the instant another begins does not overlap it. An empty
+// result means no object was ever handled twice at once.
+func (r *Runs) Overlaps() []Overlap {
+	now := time.Now()
+	byObject := map[string][]Run{}
+	for _, run := range r.Runs() {
+		byObject[run.Object] = append(byObject[run.Object], run)
+	}
+	end := func(run Run) time.Time {
+		if run.End.IsZero() {
+			return now
+		}
+		return run.End
+	}
+	var out []Overlap
+	for _, runs := range byObject {
+		// Sorted by start, a run overlaps each later one that starts
+		// before it ends.
+		slices.SortStableFunc(runs, func(a, b Run) int { return a.Start.Compare(b.Start) })
+		for i := range runs {
+			for j := i + 1; j < len(runs) && runs[j].Start.Before(end(runs[i])); j++ {
+				out = append(out, Overlap{A: runs[i], B: runs[j]})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Overlap) int { return a.B.Start.Compare(b.B.Start) })
+	return out
+}
