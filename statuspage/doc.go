@@ -38,10 +38,22 @@
 // Content-Security-Policy allows no script. Its links are relative, so
 // it may be mounted under a prefix with http.StripPrefix.
 //
+// # Authentication
+//
+// The page has no authentication of its own: it must sit behind the
+// program's. Options.Authorizer is how a program plugs its own in: it is
+// called for every read (ActionRead) and every action (ActionRetry,
+// ActionAbort, ActionRelease) with the request, and returns who asks or
+// an error to refuse; a refused request gets 403 Forbidden (an ErrorView
+// when JSON was asked). Without an Authorizer every request that reaches
+// the page may read every view, and actions cannot be turned on (New
+// fails with a *ActionsError matching ErrActionsNeedAuthorizer).
+//
 // # Actions
 //
 // The page is read-only unless Options.Actions is set; GET never changes
-// anything. With actions, it offers buttons to retry a failed plan
+// anything. With actions, it offers the viewers the Authorizer allows
+// them buttons to retry a failed plan
 // (POST /plans/{id}/retry), abort a running one (POST /plans/{id}/abort,
 // with a reason) and release a halted object
 // (POST /controllers/{kind}/objects/{key}/release). Each POST must carry the

@@ -3,6 +3,8 @@ package statuspage_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,7 +143,31 @@ func newHandler(t *testing.T, actions bool) (*statuspage.Handler, *controller.Co
 		Plans:       r,
 		PlanIDs:     statuspage.StorePlanIDs(store),
 		Actions:     actions,
+		Authorizer:  testAuthorizer,
 	})
 	require.NoError(t, err)
 	return h, c, r
+}
+
+// errRefused is testAuthorizer's refusal.
+var errRefused = errors.New("refused")
+
+// testAuthorizer names the viewer by the X-User header ("admin" when it
+// is absent): "admin" may do everything, "viewer" and "alice" may read
+// and release, "bob" may read and abort; anyone else may do nothing.
+func testAuthorizer(r *http.Request, a statuspage.Action) (string, error) {
+	who := r.Header.Get("X-User")
+	if who == "" {
+		who = "admin"
+	}
+	allowed := map[string][]statuspage.Action{
+		"admin":  {statuspage.ActionRead, statuspage.ActionRetry, statuspage.ActionAbort, statuspage.ActionRelease},
+		"viewer": {statuspage.ActionRead},
+		"alice":  {statuspage.ActionRead, statuspage.ActionRelease},
+		"bob":    {statuspage.ActionRead, statuspage.ActionAbort},
+	}
+	if slices.Contains(allowed[who], a) {
+		return who, nil
+	}
+	return "", errRefused
 }

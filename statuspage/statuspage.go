@@ -34,6 +34,54 @@ const DotTimeout = 10 * time.Second
 // maxForm bounds the body of an action request.
 const maxForm = 64 << 10
 
+// Action is what a request asks the page to do: read a view, or one of
+// the actions that change something. The zero value is no action.
+type Action string
+
+// The actions an Authorizer is asked about.
+const (
+	// ActionRead is every GET (and HEAD) of every view.
+	ActionRead Action = "read"
+	// ActionRetry retries a failed plan (converge.PlanRunner.Retry).
+	ActionRetry Action = "retry"
+	// ActionAbort aborts a running plan (converge.PlanRunner.Abort).
+	ActionAbort Action = "abort"
+	// ActionRelease releases a halted object (controller.Controller.Release).
+	ActionRelease Action = "release"
+)
+
+// Authorizer decides whether the request r may do action a. It returns
+// who is asking (an identity the page binds its CSRF tokens to) and nil
+// to allow it, or an error to refuse it: the page then answers 403
+// Forbidden (as an ErrorView when JSON was asked) without saying why.
+// It is called for every read and every action, and for every action a
+// view could offer, to decide whether to offer it (a viewer the
+// Authorizer refuses an action never gets its button or its token). It
+// is called concurrently, and should not block for long.
+type Authorizer func(r *http.Request, a Action) (who string, err error)
+
+// ErrActionsNeedAuthorizer is the reason New refuses Options.Actions
+// without an Options.Authorizer: the page has no authentication of its
+// own. New returns it wrapped in a *ActionsError.
+var ErrActionsNeedAuthorizer = errors.New("statuspage: Options.Actions needs an Options.Authorizer")
+
+// ActionsError is the error of New for options that turn actions on
+// unsafely. It matches ErrActionsNeedAuthorizer (its Err) and
+// converge.ErrInvalidConfig.
+type ActionsError struct {
+	// Err is the reason, ErrActionsNeedAuthorizer.
+	Err error
+}
+
+// Error says why actions cannot be turned on.
+func (e *ActionsError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *ActionsError) Unwrap() error { return e.Err }
+
+// Is makes ActionsError match converge.ErrInvalidConfig.
+func (e *ActionsError) Is(target error) bool { return target == converge.ErrInvalidConfig }
+
 // Controller is a controller the page shows.
 type Controller struct {
 	Controller *controller.Controller
@@ -59,12 +107,18 @@ type Options struct {
 	// store); nil lists none, but a plan's page is shown at "/plans/{id}"
 	// whenever Plans is set.
 	PlanIDs func(ctx context.Context) ([]string, error)
+	// Authorizer is asked before every read and every action (see
+	// Authorizer). The page has no authentication of its own: nil lets
+	// every request that reaches it read every view, so it must then sit
+	// behind the program's own authentication, and Actions cannot be set.
+	Authorizer Authorizer
 	// Actions, when true, offers the actions that change something:
 	// retry and abort a plan (converge.PlanRunner.Retry and Abort) and
-	// release a halted object (controller.Controller.Release). Each is a
-	// POST carrying the page's CSRF token, from the page's own origin.
-	// False (the default) makes the page read-only: every POST fails
-	// with 403 Forbidden.
+	// release a halted object (controller.Controller.Release), to the
+	// viewers Authorizer allows them. Each is a POST carrying the page's
+	// CSRF token, from the page's own origin. It needs an Authorizer (New
+	// fails with a *ActionsError otherwise). False (the default) makes
+	// the page read-only: every POST fails with 403 Forbidden.
 	Actions bool
 	// Secret signs the CSRF tokens; nil means 32 random bytes made by New,
 	// so tokens last as long as the Handler. It must be at least 16 bytes.
@@ -124,6 +178,9 @@ func New(opts Options) (*Handler, error) {
 		}
 		h.controllers[c.Controller.Kind()] = c
 	}
+	if opts.Actions && opts.Authorizer == nil {
+		return nil, &ActionsError{Err: ErrActionsNeedAuthorizer}
+	}
 	if opts.PlanIDs != nil && opts.Plans == nil {
 		return nil, &converge.ConfigError{Field: "statuspage.Options.PlanIDs", Reason: "is set without Plans"}
 	}
@@ -172,7 +229,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Add("Vary", "Accept")
+	if r.Method != http.MethodPost {
+		if _, ok := h.authorize(r, ActionRead); !ok {
+			h.fail(w, r, http.StatusForbidden, "statuspage: read refused")
+			return
+		}
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// authorize asks Options.Authorizer whether r may do a, and returns who
+// asks; without an Authorizer every read is allowed and every action
+// refused.
+func (h *Handler) authorize(r *http.Request, a Action) (string, bool) {
+	if h.opts.Authorizer == nil {
+		return "", a == ActionRead
+	}
+	who, err := h.opts.Authorizer(r, a)
+	return who, err == nil
 }
 
 // StorePlanIDs returns the Options.PlanIDs that lists every plan stored in
@@ -560,7 +634,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		History:       hist,
 	}
 	if h.opts.Actions && o.Halted != "" {
-		v.Actions = append(v.Actions, h.actionView("release", v.Path+"/release", kind, key))
+		v.Actions = h.offer(r, v.Actions, ActionRelease, v.Path+"/release", kind, key)
 	}
 	h.write(w, r, http.StatusOK, "object", v)
 }
@@ -700,10 +774,10 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		path := "plans/" + url.PathEscape(id)
 		st := doc.State()
 		if st.IsError() {
-			v.Actions = append(v.Actions, h.actionView("retry", path+"/retry", "", id))
+			v.Actions = h.offer(r, v.Actions, ActionRetry, path+"/retry", "", id)
 		}
 		if !st.IsFinal() {
-			v.Actions = append(v.Actions, h.actionView("abort", path+"/abort", "", id))
+			v.Actions = h.offer(r, v.Actions, ActionAbort, path+"/abort", "", id)
 		}
 	}
 	h.write(w, r, http.StatusOK, "plan", v)
@@ -717,8 +791,13 @@ func (h *Handler) token(action, kind, key string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func (h *Handler) actionView(name, path, kind, key string) ActionView {
-	return ActionView{Name: name, Method: http.MethodPost, Path: path, Token: h.token(name, kind, key)}
+// offer appends action a on (kind, key) to actions when the Authorizer
+// allows it to the viewer of r; a viewer it refuses never sees its token.
+func (h *Handler) offer(r *http.Request, actions []ActionView, a Action, path, kind, key string) []ActionView {
+	if _, ok := h.authorize(r, a); !ok {
+		return actions
+	}
+	return append(actions, ActionView{Name: string(a), Method: http.MethodPost, Path: path, Token: h.token(string(a), kind, key)})
 }
 
 // An actionFunc does an action that the checks of action allowed, and
@@ -734,6 +813,11 @@ func (h *Handler) action(do actionFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusForbidden, "statuspage: actions are disabled")
 			return
 		}
+		name := Action(r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+		if _, ok := h.authorize(r, name); !ok {
+			h.fail(w, r, http.StatusForbidden, "statuspage: "+string(name)+" refused")
+			return
+		}
 		if err := h.cop.Check(r); err != nil {
 			h.fail(w, r, http.StatusForbidden, "statuspage: cross-origin request refused")
 			return
@@ -743,8 +827,7 @@ func (h *Handler) action(do actionFunc) http.HandlerFunc {
 		if got == "" {
 			got = r.PostFormValue("csrf")
 		}
-		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-		want := h.token(name, r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id")))
+		want := h.token(string(name), r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id")))
 		if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
 			h.fail(w, r, http.StatusForbidden, "statuspage: missing or invalid CSRF token")
 			return
