@@ -58,9 +58,14 @@
 // with a reason) and release a halted object
 // (POST /controllers/{kind}/objects/{key}/release). Each POST must carry the
 // CSRF token the page rendered with its form (form field "csrf", or the
-// header X-CSRF-Token; the JSON views list them in their actions): an
-// HMAC of the action and its object under a secret of the Handler,
-// compared in constant time, so a token allows one action on one object.
+// header X-CSRF-Token; the JSON views list them in their actions): the
+// expiry and an HMAC of the viewer (the Authorizer's who), the action,
+// its object and that expiry, under a random key of the Handler (or
+// Options.Secret), compared in constant time. A token thus allows one
+// viewer one action on one object, until it expires (Options.TokenTTL),
+// and once: a token used before, another viewer's, another object's,
+// another action's or an expired one is refused. A token is rendered only
+// for viewers the Authorizer allows its action, in HTML and in JSON.
 // A cross-origin request (by Sec-Fetch-Site or Origin, see
 // http.CrossOriginProtection) is refused too. A refused action is
 // 403 Forbidden.

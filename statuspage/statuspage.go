@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/convergekit/converge"
@@ -30,6 +32,10 @@ const DefaultTitle = "converge status"
 
 // DotTimeout bounds one run of Graphviz dot.
 const DotTimeout = 10 * time.Second
+
+// DefaultTokenTTL is how long a CSRF token stays valid when
+// Options.TokenTTL is zero.
+const DefaultTokenTTL = 15 * time.Minute
 
 // maxForm bounds the body of an action request.
 const maxForm = 64 << 10
@@ -120,9 +126,13 @@ type Options struct {
 	// fails with a *ActionsError otherwise). False (the default) makes
 	// the page read-only: every POST fails with 403 Forbidden.
 	Actions bool
-	// Secret signs the CSRF tokens; nil means 32 random bytes made by New,
-	// so tokens last as long as the Handler. It must be at least 16 bytes.
+	// Secret signs the CSRF tokens; nil means 32 random bytes made by New
+	// (a key of this Handler alone), so no token outlives the Handler. It
+	// must be at least 16 bytes.
 	Secret []byte
+	// TokenTTL is how long a CSRF token the page renders stays valid;
+	// zero means DefaultTokenTTL. It must not be negative.
+	TokenTTL time.Duration
 	// Dot is the path of Graphviz dot, which draws a target's graphs as
 	// SVG; "" means "dot" found on PATH, if any, and "-" never draws them
 	// (the page then lists the items and shows the Mermaid text).
@@ -138,6 +148,9 @@ type Options struct {
 type Handler struct {
 	opts        Options
 	secret      []byte
+	ttl         time.Duration
+	usedMu      sync.Mutex
+	used        map[string]time.Time // the MACs of used tokens, until they expire
 	dot         string
 	mux         *http.ServeMux
 	targets     map[string]*Target
@@ -195,6 +208,15 @@ func New(opts Options) (*Handler, error) {
 	default:
 		h.secret = slices.Clone(opts.Secret)
 	}
+	switch {
+	case opts.TokenTTL < 0:
+		return nil, &converge.ConfigError{Field: "statuspage.Options.TokenTTL", Reason: "is negative"}
+	case opts.TokenTTL == 0:
+		h.ttl = DefaultTokenTTL
+	default:
+		h.ttl = opts.TokenTTL
+	}
+	h.used = map[string]time.Time{}
 	switch opts.Dot {
 	case "-":
 	case "":
@@ -783,21 +805,67 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 	h.write(w, r, http.StatusOK, "plan", v)
 }
 
-// token is the CSRF token of action on (kind, key): an HMAC of the three
-// under the handler's secret, so a token allows one action on one object.
-func (h *Handler) token(action, kind, key string) string {
+// tokenMAC is the HMAC under the handler's secret of who may do action
+// on (kind, key) until the Unix second exp.
+func (h *Handler) tokenMAC(who string, action Action, kind, key string, exp int64) []byte {
 	m := hmac.New(sha256.New, h.secret)
-	m.Write([]byte(action + "\x00" + kind + "\x00" + key))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	for _, part := range []string{who, string(action), kind, key} {
+		// Length-prefixed, so no two tuples sign the same bytes.
+		_ = binary.Write(m, binary.BigEndian, uint32(len(part)))
+		m.Write([]byte(part))
+	}
+	_ = binary.Write(m, binary.BigEndian, exp)
+	return m.Sum(nil)
+}
+
+// token is the CSRF token allowing who to do action on (kind, key) until
+// it expires (Options.TokenTTL from now): the expiry and its HMAC.
+func (h *Handler) token(who string, action Action, kind, key string) string {
+	exp := time.Now().Add(h.ttl).Unix()
+	b := binary.BigEndian.AppendUint64(nil, uint64(exp))
+	return base64.RawURLEncoding.EncodeToString(append(b, h.tokenMAC(who, action, kind, key, exp)...))
+}
+
+// spend checks the token got for who doing action on (kind, key) and
+// marks it used; it returns why it refuses it. A token is refused when it
+// is malformed, signed for another viewer, action or object, expired, or
+// used before.
+func (h *Handler) spend(got, who string, action Action, kind, key string) (string, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(got)
+	if got == "" || err != nil || len(raw) != 8+sha256.Size {
+		return "missing or invalid CSRF token", false
+	}
+	exp := int64(binary.BigEndian.Uint64(raw[:8]))
+	if !hmac.Equal(raw[8:], h.tokenMAC(who, action, kind, key, exp)) {
+		return "missing or invalid CSRF token", false
+	}
+	now := time.Now()
+	if now.Unix() >= exp {
+		return "expired CSRF token", false
+	}
+	h.usedMu.Lock()
+	defer h.usedMu.Unlock()
+	mac := string(raw[8:])
+	if _, dup := h.used[mac]; dup {
+		return "CSRF token used before", false
+	}
+	for m, e := range h.used {
+		if now.Unix() >= e.Unix() {
+			delete(h.used, m)
+		}
+	}
+	h.used[mac] = time.Unix(exp, 0)
+	return "", true
 }
 
 // offer appends action a on (kind, key) to actions when the Authorizer
 // allows it to the viewer of r; a viewer it refuses never sees its token.
 func (h *Handler) offer(r *http.Request, actions []ActionView, a Action, path, kind, key string) []ActionView {
-	if _, ok := h.authorize(r, a); !ok {
+	who, ok := h.authorize(r, a)
+	if !ok {
 		return actions
 	}
-	return append(actions, ActionView{Name: string(a), Method: http.MethodPost, Path: path, Token: h.token(string(a), kind, key)})
+	return append(actions, ActionView{Name: string(a), Method: http.MethodPost, Path: path, Token: h.token(who, a, kind, key)})
 }
 
 // An actionFunc does an action that the checks of action allowed, and
@@ -805,8 +873,10 @@ func (h *Handler) offer(r *http.Request, actions []ActionView, a Action, path, k
 type actionFunc func(w http.ResponseWriter, r *http.Request) (back string, ok bool)
 
 // action wraps an actionFunc with the checks every action passes: actions
-// enabled, a request from the page's own origin, and a valid CSRF token
-// in the form field "csrf" (or the header X-CSRF-Token).
+// enabled, the Authorizer allowing the viewer the action, a request from
+// the page's own origin, and a CSRF token (the form field "csrf", or the
+// header X-CSRF-Token) made for this viewer, action and object, not
+// expired and not used before.
 func (h *Handler) action(do actionFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.opts.Actions {
@@ -814,7 +884,8 @@ func (h *Handler) action(do actionFunc) http.HandlerFunc {
 			return
 		}
 		name := Action(r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
-		if _, ok := h.authorize(r, name); !ok {
+		who, ok := h.authorize(r, name)
+		if !ok {
 			h.fail(w, r, http.StatusForbidden, "statuspage: "+string(name)+" refused")
 			return
 		}
@@ -827,9 +898,8 @@ func (h *Handler) action(do actionFunc) http.HandlerFunc {
 		if got == "" {
 			got = r.PostFormValue("csrf")
 		}
-		want := h.token(string(name), r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id")))
-		if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
-			h.fail(w, r, http.StatusForbidden, "statuspage: missing or invalid CSRF token")
+		if why, ok := h.spend(got, who, name, r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id"))); !ok {
+			h.fail(w, r, http.StatusForbidden, "statuspage: "+why)
 			return
 		}
 		back, ok := do(w, r)
