@@ -6,7 +6,8 @@
 // revision, the last pass (when, its result, how long it took), the
 // failed passes, whether an update lock stopped the last one and the host
 // actions items asked for, and the target's graph per stage: as SVG when
-// Graphviz dot is on PATH, and always as a list in dependency order with
+// Graphviz dot is on PATH (one dot at a time, each picture drawn once per
+// revision and outcomes), and always as a list in dependency order with
 // each item's outcome, plus its Mermaid text. The revision is the one the
 // reconciler's Store keeps with the target, so it grows across restarts;
 // the passes are counted from the reconciler's events by WatchTarget,
@@ -17,7 +18,8 @@
 // lifecycle state with their counts, how many are above their state's SLA
 // and halted, the quarantined objects (as the store has them, for every
 // replica), the objects halted by a terminal error, the objects of one
-// state, and one object's page with its stored history. Per plan
+// state, and one object's page with its stored history (and its data
+// only when Options.ShowData is set). Per plan
 // (converge.PlanRunner) it shows the progress of every command and of
 // every target, and the plan's history.
 //

@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -83,7 +84,7 @@ func fleet(t *testing.T) *controller.Controller {
 	})
 	require.NoError(t, err)
 	for _, k := range fleetKeys {
-		require.NoError(t, c.Add(t.Context(), k, stateNew, nil))
+		require.NoError(t, c.Add(t.Context(), k, stateNew, fleetData))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan error, 1)
@@ -171,3 +172,6 @@ func testAuthorizer(r *http.Request, a statuspage.Action) (string, error) {
 	}
 	return "", errRefused
 }
+
+// fleetData is the data of every host of the test fleet.
+var fleetData = json.RawMessage(`{"password":"hunter2"}`)

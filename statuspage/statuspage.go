@@ -133,9 +133,16 @@ type Options struct {
 	// TokenTTL is how long a CSRF token the page renders stays valid;
 	// zero means DefaultTokenTTL. It must not be negative.
 	TokenTTL time.Duration
+	// ShowData, when true, shows each object's data (controller.Object.Data)
+	// on its page and in its JSON view. False (the default) hides it, as
+	// data may hold what not every viewer should read.
+	ShowData bool
 	// Dot is the path of Graphviz dot, which draws a target's graphs as
 	// SVG; "" means "dot" found on PATH, if any, and "-" never draws them
 	// (the page then lists the items and shows the Mermaid text).
+	// At most one dot runs at a time, for all requests of the Handler;
+	// each picture is drawn once per target revision and outcomes of its
+	// items, and kept.
 	Dot string
 }
 
@@ -156,6 +163,24 @@ type Handler struct {
 	targets     map[string]*Target
 	controllers map[string]Controller
 	cop         *http.CrossOriginProtection
+	// dotRun is held by the one run of dot allowed at a time.
+	dotRun chan struct{}
+	svgMu  sync.Mutex
+	svgs   map[svgKey]svgEntry
+}
+
+// svgKey names one stage's picture of one target.
+type svgKey struct {
+	target string
+	stage  int
+}
+
+// svgEntry is a drawn picture, good for one revision of its target and
+// one DOT text (the outcomes of the last pass).
+type svgEntry struct {
+	revision uint64
+	sum      [sha256.Size]byte
+	svg      []byte
 }
 
 // New validates opts and returns the Handler. Invalid options fail with a
@@ -167,6 +192,8 @@ func New(opts Options) (*Handler, error) {
 		controllers: map[string]Controller{},
 		cop:         http.NewCrossOriginProtection(),
 		mux:         http.NewServeMux(),
+		dotRun:      make(chan struct{}, 1),
+		svgs:        map[svgKey]svgEntry{},
 	}
 	if h.opts.Title == "" {
 		h.opts.Title = DefaultTitle
@@ -450,15 +477,13 @@ func (h *Handler) graphSVG(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "statuspage: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), DotTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, h.dot, "-Tsvg")
-	cmd.Stdin = &dot
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	svg, err := cmd.Output()
+	svg, err := h.drawSVG(r.Context(), svgKey{t.name, i}, t.revision(), dot.Bytes())
 	if err != nil {
-		http.Error(w, fmt.Sprintf("statuspage: dot: %v: %s", err, strings.TrimSpace(stderr.String())), http.StatusInternalServerError)
+		status := http.StatusInternalServerError
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			status = http.StatusServiceUnavailable
+		}
+		http.Error(w, err.Error(), status)
 		return
 	}
 	// Shown through <img> only, where an SVG runs no script; the policy
@@ -466,6 +491,47 @@ func (h *Handler) graphSVG(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	w.Header().Set("Content-Type", "image/svg+xml")
 	_, _ = w.Write(svg)
+}
+
+// drawSVG returns the SVG of the DOT text dot, the picture k of a target
+// at revision rev: the one drawn before for this revision and text, or a
+// new one. Only one dot runs at a time; a request waits for its turn
+// until ctx ends.
+func (h *Handler) drawSVG(ctx context.Context, k svgKey, rev uint64, dot []byte) ([]byte, error) {
+	sum := sha256.Sum256(dot)
+	cached := func() ([]byte, bool) {
+		h.svgMu.Lock()
+		defer h.svgMu.Unlock()
+		e, ok := h.svgs[k]
+		return e.svg, ok && e.revision == rev && e.sum == sum
+	}
+	if svg, ok := cached(); ok {
+		return svg, nil
+	}
+	select {
+	case h.dotRun <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("statuspage: wait for dot: %w", ctx.Err())
+	}
+	defer func() { <-h.dotRun }()
+	// Drawn by the run this one waited for?
+	if svg, ok := cached(); ok {
+		return svg, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, DotTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.dot, "-Tsvg")
+	cmd.Stdin = bytes.NewReader(dot)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	svg, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("statuspage: dot: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	h.svgMu.Lock()
+	h.svgs[k] = svgEntry{revision: rev, sum: sum, svg: svg}
+	h.svgMu.Unlock()
+	return svg, nil
 }
 
 // stageGraph describes one stage's graph with the outcomes of rep.
@@ -651,9 +717,11 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 	v := ObjectView{
 		Kind:          kind,
 		ObjectSummary: objectSummary(kind, o, aboveSLA(c.Controller)[key]),
-		Data:          o.Data,
 		Intents:       o.Intents,
 		History:       hist,
+	}
+	if h.opts.ShowData {
+		v.Data = o.Data
 	}
 	if h.opts.Actions && o.Halted != "" {
 		v.Actions = h.offer(r, v.Actions, ActionRelease, v.Path+"/release", kind, key)
