@@ -71,4 +71,11 @@
 // A cross-origin request (by Sec-Fetch-Site or Origin, see
 // http.CrossOriginProtection) is refused too. A refused action is
 // 403 Forbidden.
+//
+// # Health
+//
+// Health (NewHealth) serves /healthz (the process is alive) and /readyz
+// (its loops run and its store answers: Loop, StoreCheck, or any
+// Checker) as controller-runtime's manager serves them, on its own,
+// without the page; it asks no Authorizer, so a probe needs no login.
 package statuspage

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/statuspage"
 )
@@ -63,4 +64,31 @@ func ExampleNew() {
 	// new: 0
 	// provisioning: 1
 	// ready: 2
+}
+
+// ExampleNewHealth serves /healthz and /readyz: ready once the loop runs.
+func ExampleNewHealth() {
+	var loop statuspage.Loop
+	health, err := statuspage.NewHealth(statuspage.HealthOptions{Ready: map[string]statuspage.Checker{
+		"loop":  loop.Check,
+		"store": statuspage.StoreCheck(converge.NewMemStore()),
+	}})
+	if err != nil {
+		panic(err)
+	}
+	probe := func(path string) {
+		rec := httptest.NewRecorder()
+		health.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Printf("%s %d %q\n", path, rec.Code, rec.Body.String())
+	}
+	probe("/healthz")
+	probe("/readyz")
+	_ = loop.Run(context.Background(), func(context.Context) error {
+		probe("/readyz")
+		return nil
+	})
+	// Output:
+	// /healthz 200 "ok"
+	// /readyz 500 "[-]loop failed: reason withheld\n[+]store ok\nreadyz check failed\n"
+	// /readyz 200 "ok"
 }
