@@ -6,7 +6,8 @@
 // revision, the last pass (when, its result, how long it took), the
 // failed passes, whether an update lock stopped the last one and the host
 // actions items asked for, and the target's graph per stage: as SVG when
-// Graphviz dot is on PATH, and always as a list in dependency order with
+// Graphviz dot is on PATH (one dot at a time, each picture drawn once per
+// revision and outcomes), and always as a list in dependency order with
 // each item's outcome, plus its Mermaid text. The revision is the one the
 // reconciler's Store keeps with the target, so it grows across restarts;
 // the passes are counted from the reconciler's events by WatchTarget,
@@ -17,7 +18,8 @@
 // lifecycle state with their counts, how many are above their state's SLA
 // and halted, the quarantined objects (as the store has them, for every
 // replica), the objects halted by a terminal error, the objects of one
-// state, and one object's page with its stored history. Per plan
+// state, and one object's page with its stored history (and its data
+// only when Options.ShowData is set). Per plan
 // (converge.PlanRunner) it shows the progress of every command and of
 // every target, and the plan's history.
 //
@@ -38,18 +40,42 @@
 // Content-Security-Policy allows no script. Its links are relative, so
 // it may be mounted under a prefix with http.StripPrefix.
 //
+// # Authentication
+//
+// The page has no authentication of its own: it must sit behind the
+// program's. Options.Authorizer is how a program plugs its own in: it is
+// called for every read (ActionRead) and every action (ActionRetry,
+// ActionAbort, ActionRelease) with the request, and returns who asks or
+// an error to refuse; a refused request gets 403 Forbidden (an ErrorView
+// when JSON was asked). Without an Authorizer every request that reaches
+// the page may read every view, and actions cannot be turned on (New
+// fails with a *ActionsError matching ErrActionsNeedAuthorizer).
+//
 // # Actions
 //
 // The page is read-only unless Options.Actions is set; GET never changes
-// anything. With actions, it offers buttons to retry a failed plan
+// anything. With actions, it offers the viewers the Authorizer allows
+// them buttons to retry a failed plan
 // (POST /plans/{id}/retry), abort a running one (POST /plans/{id}/abort,
 // with a reason) and release a halted object
 // (POST /controllers/{kind}/objects/{key}/release). Each POST must carry the
 // CSRF token the page rendered with its form (form field "csrf", or the
-// header X-CSRF-Token; the JSON views list them in their actions): an
-// HMAC of the action and its object under a secret of the Handler,
-// compared in constant time, so a token allows one action on one object.
+// header X-CSRF-Token; the JSON views list them in their actions): the
+// expiry and an HMAC of the viewer (the Authorizer's who), the action,
+// its object and that expiry, under a random key of the Handler (or
+// Options.Secret), compared in constant time. A token thus allows one
+// viewer one action on one object, until it expires (Options.TokenTTL),
+// and once: a token used before, another viewer's, another object's,
+// another action's or an expired one is refused. A token is rendered only
+// for viewers the Authorizer allows its action, in HTML and in JSON.
 // A cross-origin request (by Sec-Fetch-Site or Origin, see
 // http.CrossOriginProtection) is refused too. A refused action is
 // 403 Forbidden.
+//
+// # Health
+//
+// Health (NewHealth) serves /healthz (the process is alive) and /readyz
+// (its loops run and its store answers: Loop, StoreCheck, or any
+// Checker) as controller-runtime's manager serves them, on its own,
+// without the page; it asks no Authorizer, so a probe needs no login.
 package statuspage

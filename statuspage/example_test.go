@@ -3,10 +3,12 @@ package statuspage_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/statuspage"
 )
@@ -63,4 +65,61 @@ func ExampleNew() {
 	// new: 0
 	// provisioning: 1
 	// ready: 2
+}
+
+// ExampleNewHealth serves /healthz and /readyz: ready once the loop runs.
+func ExampleNewHealth() {
+	var loop statuspage.Loop
+	health, err := statuspage.NewHealth(statuspage.HealthOptions{Ready: map[string]statuspage.Checker{
+		"loop":  loop.Check,
+		"store": statuspage.StoreCheck(converge.NewMemStore()),
+	}})
+	if err != nil {
+		panic(err)
+	}
+	probe := func(path string) {
+		rec := httptest.NewRecorder()
+		health.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Printf("%s %d %q\n", path, rec.Code, rec.Body.String())
+	}
+	probe("/healthz")
+	probe("/readyz")
+	_ = loop.Run(context.Background(), func(context.Context) error {
+		probe("/readyz")
+		return nil
+	})
+	// Output:
+	// /healthz 200 "ok"
+	// /readyz 500 "[-]loop failed: reason withheld\n[+]store ok\nreadyz check failed\n"
+	// /readyz 200 "ok"
+}
+
+// ExampleAuthorizer puts the page behind the program's own
+// authentication (here a fixed bearer token standing for it): a request
+// it refuses is 403; a signed-in request is "ops", who may do everything.
+func ExampleAuthorizer() {
+	authorize := func(r *http.Request, a statuspage.Action) (string, error) {
+		if r.Header.Get("Authorization") != "Bearer ops-token" {
+			return "", errors.New("not signed in")
+		}
+		return "ops", nil // ops may read and do every action
+	}
+	page, err := statuspage.New(statuspage.Options{Authorizer: authorize, Actions: true})
+	if err != nil {
+		panic(err)
+	}
+	for _, auth := range []string{"", "Bearer ops-token"} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Authorization", auth)
+		rec := httptest.NewRecorder()
+		page.ServeHTTP(rec, req)
+		fmt.Println(rec.Code)
+	}
+	_, err = statuspage.New(statuspage.Options{Actions: true})
+	fmt.Println(errors.Is(err, statuspage.ErrActionsNeedAuthorizer))
+	// Output:
+	// 403
+	// 200
+	// true
 }

@@ -2,7 +2,10 @@ package statuspage_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +84,7 @@ func fleet(t *testing.T) *controller.Controller {
 	})
 	require.NoError(t, err)
 	for _, k := range fleetKeys {
-		require.NoError(t, c.Add(t.Context(), k, stateNew, nil))
+		require.NoError(t, c.Add(t.Context(), k, stateNew, fleetData))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan error, 1)
@@ -141,7 +144,34 @@ func newHandler(t *testing.T, actions bool) (*statuspage.Handler, *controller.Co
 		Plans:       r,
 		PlanIDs:     statuspage.StorePlanIDs(store),
 		Actions:     actions,
+		Authorizer:  testAuthorizer,
 	})
 	require.NoError(t, err)
 	return h, c, r
 }
+
+// errRefused is testAuthorizer's refusal.
+var errRefused = errors.New("refused")
+
+// testAuthorizer names the viewer by the X-User header ("admin" when it
+// is absent): "admin" may do everything, "viewer" and "alice" may read
+// and release, "bob" may read and abort; anyone else may do nothing.
+func testAuthorizer(r *http.Request, a statuspage.Action) (string, error) {
+	who := r.Header.Get("X-User")
+	if who == "" {
+		who = "admin"
+	}
+	allowed := map[string][]statuspage.Action{
+		"admin":  {statuspage.ActionRead, statuspage.ActionRetry, statuspage.ActionAbort, statuspage.ActionRelease},
+		"viewer": {statuspage.ActionRead},
+		"alice":  {statuspage.ActionRead, statuspage.ActionRelease},
+		"bob":    {statuspage.ActionRead, statuspage.ActionAbort},
+	}
+	if slices.Contains(allowed[who], a) {
+		return who, nil
+	}
+	return "", errRefused
+}
+
+// fleetData is the data of every host of the test fleet.
+var fleetData = json.RawMessage(`{"password":"hunter2"}`)

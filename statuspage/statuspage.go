@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/convergekit/converge"
@@ -31,8 +33,60 @@ const DefaultTitle = "converge status"
 // DotTimeout bounds one run of Graphviz dot.
 const DotTimeout = 10 * time.Second
 
+// DefaultTokenTTL is how long a CSRF token stays valid when
+// Options.TokenTTL is zero.
+const DefaultTokenTTL = 15 * time.Minute
+
 // maxForm bounds the body of an action request.
 const maxForm = 64 << 10
+
+// Action is what a request asks the page to do: read a view, or one of
+// the actions that change something. The zero value is no action.
+type Action string
+
+// The actions an Authorizer is asked about.
+const (
+	// ActionRead is every GET (and HEAD) of every view.
+	ActionRead Action = "read"
+	// ActionRetry retries a failed plan (converge.PlanRunner.Retry).
+	ActionRetry Action = "retry"
+	// ActionAbort aborts a running plan (converge.PlanRunner.Abort).
+	ActionAbort Action = "abort"
+	// ActionRelease releases a halted object (controller.Controller.Release).
+	ActionRelease Action = "release"
+)
+
+// Authorizer decides whether the request r may do action a. It returns
+// who is asking (an identity the page binds its CSRF tokens to) and nil
+// to allow it, or an error to refuse it: the page then answers 403
+// Forbidden (as an ErrorView when JSON was asked) without saying why.
+// It is called for every read and every action, and for every action a
+// view could offer, to decide whether to offer it (a viewer the
+// Authorizer refuses an action never gets its button or its token). It
+// is called concurrently, and should not block for long.
+type Authorizer func(r *http.Request, a Action) (who string, err error)
+
+// ErrActionsNeedAuthorizer is the reason New refuses Options.Actions
+// without an Options.Authorizer: the page has no authentication of its
+// own. New returns it wrapped in a *ActionsError.
+var ErrActionsNeedAuthorizer = errors.New("statuspage: Options.Actions needs an Options.Authorizer")
+
+// ActionsError is the error of New for options that turn actions on
+// unsafely. It matches ErrActionsNeedAuthorizer (its Err) and
+// converge.ErrInvalidConfig.
+type ActionsError struct {
+	// Err is the reason, ErrActionsNeedAuthorizer.
+	Err error
+}
+
+// Error says why actions cannot be turned on.
+func (e *ActionsError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *ActionsError) Unwrap() error { return e.Err }
+
+// Is makes ActionsError match converge.ErrInvalidConfig.
+func (e *ActionsError) Is(target error) bool { return target == converge.ErrInvalidConfig }
 
 // Controller is a controller the page shows.
 type Controller struct {
@@ -59,19 +113,36 @@ type Options struct {
 	// store); nil lists none, but a plan's page is shown at "/plans/{id}"
 	// whenever Plans is set.
 	PlanIDs func(ctx context.Context) ([]string, error)
+	// Authorizer is asked before every read and every action (see
+	// Authorizer). The page has no authentication of its own: nil lets
+	// every request that reaches it read every view, so it must then sit
+	// behind the program's own authentication, and Actions cannot be set.
+	Authorizer Authorizer
 	// Actions, when true, offers the actions that change something:
 	// retry and abort a plan (converge.PlanRunner.Retry and Abort) and
-	// release a halted object (controller.Controller.Release). Each is a
-	// POST carrying the page's CSRF token, from the page's own origin.
-	// False (the default) makes the page read-only: every POST fails
-	// with 403 Forbidden.
+	// release a halted object (controller.Controller.Release), to the
+	// viewers Authorizer allows them. Each is a POST carrying the page's
+	// CSRF token, from the page's own origin. It needs an Authorizer (New
+	// fails with a *ActionsError otherwise). False (the default) makes
+	// the page read-only: every POST fails with 403 Forbidden.
 	Actions bool
-	// Secret signs the CSRF tokens; nil means 32 random bytes made by New,
-	// so tokens last as long as the Handler. It must be at least 16 bytes.
+	// Secret signs the CSRF tokens; nil means 32 random bytes made by New
+	// (a key of this Handler alone), so no token outlives the Handler. It
+	// must be at least 16 bytes.
 	Secret []byte
+	// TokenTTL is how long a CSRF token the page renders stays valid;
+	// zero means DefaultTokenTTL. It must not be negative.
+	TokenTTL time.Duration
+	// ShowData, when true, shows each object's data (controller.Object.Data)
+	// on its page and in its JSON view. False (the default) hides it, as
+	// data may hold what not every viewer should read.
+	ShowData bool
 	// Dot is the path of Graphviz dot, which draws a target's graphs as
 	// SVG; "" means "dot" found on PATH, if any, and "-" never draws them
 	// (the page then lists the items and shows the Mermaid text).
+	// At most one dot runs at a time, for all requests of the Handler;
+	// each picture is drawn once per target revision and outcomes of its
+	// items, and kept.
 	Dot string
 }
 
@@ -84,11 +155,32 @@ type Options struct {
 type Handler struct {
 	opts        Options
 	secret      []byte
+	ttl         time.Duration
+	usedMu      sync.Mutex
+	used        map[string]time.Time // the MACs of used tokens, until they expire
 	dot         string
 	mux         *http.ServeMux
 	targets     map[string]*Target
 	controllers map[string]Controller
 	cop         *http.CrossOriginProtection
+	// dotRun is held by the one run of dot allowed at a time.
+	dotRun chan struct{}
+	svgMu  sync.Mutex
+	svgs   map[svgKey]svgEntry
+}
+
+// svgKey names one stage's picture of one target.
+type svgKey struct {
+	target string
+	stage  int
+}
+
+// svgEntry is a drawn picture, good for one revision of its target and
+// one DOT text (the outcomes of the last pass).
+type svgEntry struct {
+	revision uint64
+	sum      [sha256.Size]byte
+	svg      []byte
 }
 
 // New validates opts and returns the Handler. Invalid options fail with a
@@ -100,6 +192,8 @@ func New(opts Options) (*Handler, error) {
 		controllers: map[string]Controller{},
 		cop:         http.NewCrossOriginProtection(),
 		mux:         http.NewServeMux(),
+		dotRun:      make(chan struct{}, 1),
+		svgs:        map[svgKey]svgEntry{},
 	}
 	if h.opts.Title == "" {
 		h.opts.Title = DefaultTitle
@@ -124,6 +218,9 @@ func New(opts Options) (*Handler, error) {
 		}
 		h.controllers[c.Controller.Kind()] = c
 	}
+	if opts.Actions && opts.Authorizer == nil {
+		return nil, &ActionsError{Err: ErrActionsNeedAuthorizer}
+	}
 	if opts.PlanIDs != nil && opts.Plans == nil {
 		return nil, &converge.ConfigError{Field: "statuspage.Options.PlanIDs", Reason: "is set without Plans"}
 	}
@@ -138,6 +235,15 @@ func New(opts Options) (*Handler, error) {
 	default:
 		h.secret = slices.Clone(opts.Secret)
 	}
+	switch {
+	case opts.TokenTTL < 0:
+		return nil, &converge.ConfigError{Field: "statuspage.Options.TokenTTL", Reason: "is negative"}
+	case opts.TokenTTL == 0:
+		h.ttl = DefaultTokenTTL
+	default:
+		h.ttl = opts.TokenTTL
+	}
+	h.used = map[string]time.Time{}
 	switch opts.Dot {
 	case "-":
 	case "":
@@ -172,7 +278,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Add("Vary", "Accept")
+	if r.Method != http.MethodPost {
+		if _, ok := h.authorize(r, ActionRead); !ok {
+			h.fail(w, r, http.StatusForbidden, "statuspage: read refused")
+			return
+		}
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// authorize asks Options.Authorizer whether r may do a, and returns who
+// asks; without an Authorizer every read is allowed and every action
+// refused.
+func (h *Handler) authorize(r *http.Request, a Action) (string, bool) {
+	if h.opts.Authorizer == nil {
+		return "", a == ActionRead
+	}
+	who, err := h.opts.Authorizer(r, a)
+	return who, err == nil
 }
 
 // StorePlanIDs returns the Options.PlanIDs that lists every plan stored in
@@ -354,15 +477,13 @@ func (h *Handler) graphSVG(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "statuspage: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), DotTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, h.dot, "-Tsvg")
-	cmd.Stdin = &dot
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	svg, err := cmd.Output()
+	svg, err := h.drawSVG(r.Context(), svgKey{t.name, i}, t.revision(), dot.Bytes())
 	if err != nil {
-		http.Error(w, fmt.Sprintf("statuspage: dot: %v: %s", err, strings.TrimSpace(stderr.String())), http.StatusInternalServerError)
+		status := http.StatusInternalServerError
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			status = http.StatusServiceUnavailable
+		}
+		http.Error(w, err.Error(), status)
 		return
 	}
 	// Shown through <img> only, where an SVG runs no script; the policy
@@ -370,6 +491,47 @@ func (h *Handler) graphSVG(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	w.Header().Set("Content-Type", "image/svg+xml")
 	_, _ = w.Write(svg)
+}
+
+// drawSVG returns the SVG of the DOT text dot, the picture k of a target
+// at revision rev: the one drawn before for this revision and text, or a
+// new one. Only one dot runs at a time; a request waits for its turn
+// until ctx ends.
+func (h *Handler) drawSVG(ctx context.Context, k svgKey, rev uint64, dot []byte) ([]byte, error) {
+	sum := sha256.Sum256(dot)
+	cached := func() ([]byte, bool) {
+		h.svgMu.Lock()
+		defer h.svgMu.Unlock()
+		e, ok := h.svgs[k]
+		return e.svg, ok && e.revision == rev && e.sum == sum
+	}
+	if svg, ok := cached(); ok {
+		return svg, nil
+	}
+	select {
+	case h.dotRun <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("statuspage: wait for dot: %w", ctx.Err())
+	}
+	defer func() { <-h.dotRun }()
+	// Drawn by the run this one waited for?
+	if svg, ok := cached(); ok {
+		return svg, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, DotTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.dot, "-Tsvg")
+	cmd.Stdin = bytes.NewReader(dot)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	svg, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("statuspage: dot: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	h.svgMu.Lock()
+	h.svgs[k] = svgEntry{revision: rev, sum: sum, svg: svg}
+	h.svgMu.Unlock()
+	return svg, nil
 }
 
 // stageGraph describes one stage's graph with the outcomes of rep.
@@ -555,12 +717,14 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 	v := ObjectView{
 		Kind:          kind,
 		ObjectSummary: objectSummary(kind, o, aboveSLA(c.Controller)[key]),
-		Data:          o.Data,
 		Intents:       o.Intents,
 		History:       hist,
 	}
+	if h.opts.ShowData {
+		v.Data = o.Data
+	}
 	if h.opts.Actions && o.Halted != "" {
-		v.Actions = append(v.Actions, h.actionView("release", v.Path+"/release", kind, key))
+		v.Actions = h.offer(r, v.Actions, ActionRelease, v.Path+"/release", kind, key)
 	}
 	h.write(w, r, http.StatusOK, "object", v)
 }
@@ -700,25 +864,76 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		path := "plans/" + url.PathEscape(id)
 		st := doc.State()
 		if st.IsError() {
-			v.Actions = append(v.Actions, h.actionView("retry", path+"/retry", "", id))
+			v.Actions = h.offer(r, v.Actions, ActionRetry, path+"/retry", "", id)
 		}
 		if !st.IsFinal() {
-			v.Actions = append(v.Actions, h.actionView("abort", path+"/abort", "", id))
+			v.Actions = h.offer(r, v.Actions, ActionAbort, path+"/abort", "", id)
 		}
 	}
 	h.write(w, r, http.StatusOK, "plan", v)
 }
 
-// token is the CSRF token of action on (kind, key): an HMAC of the three
-// under the handler's secret, so a token allows one action on one object.
-func (h *Handler) token(action, kind, key string) string {
+// tokenMAC is the HMAC under the handler's secret of who may do action
+// on (kind, key) until the Unix second exp.
+func (h *Handler) tokenMAC(who string, action Action, kind, key string, exp int64) []byte {
 	m := hmac.New(sha256.New, h.secret)
-	m.Write([]byte(action + "\x00" + kind + "\x00" + key))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	for _, part := range []string{who, string(action), kind, key} {
+		// Length-prefixed, so no two tuples sign the same bytes.
+		_ = binary.Write(m, binary.BigEndian, uint32(len(part)))
+		m.Write([]byte(part))
+	}
+	_ = binary.Write(m, binary.BigEndian, exp)
+	return m.Sum(nil)
 }
 
-func (h *Handler) actionView(name, path, kind, key string) ActionView {
-	return ActionView{Name: name, Method: http.MethodPost, Path: path, Token: h.token(name, kind, key)}
+// token is the CSRF token allowing who to do action on (kind, key) until
+// it expires (Options.TokenTTL from now): the expiry and its HMAC.
+func (h *Handler) token(who string, action Action, kind, key string) string {
+	exp := time.Now().Add(h.ttl).Unix()
+	b := binary.BigEndian.AppendUint64(nil, uint64(exp))
+	return base64.RawURLEncoding.EncodeToString(append(b, h.tokenMAC(who, action, kind, key, exp)...))
+}
+
+// spend checks the token got for who doing action on (kind, key) and
+// marks it used; it returns why it refuses it. A token is refused when it
+// is malformed, signed for another viewer, action or object, expired, or
+// used before.
+func (h *Handler) spend(got, who string, action Action, kind, key string) (string, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(got)
+	if got == "" || err != nil || len(raw) != 8+sha256.Size {
+		return "missing or invalid CSRF token", false
+	}
+	exp := int64(binary.BigEndian.Uint64(raw[:8]))
+	if !hmac.Equal(raw[8:], h.tokenMAC(who, action, kind, key, exp)) {
+		return "missing or invalid CSRF token", false
+	}
+	now := time.Now()
+	if now.Unix() >= exp {
+		return "expired CSRF token", false
+	}
+	h.usedMu.Lock()
+	defer h.usedMu.Unlock()
+	mac := string(raw[8:])
+	if _, dup := h.used[mac]; dup {
+		return "CSRF token used before", false
+	}
+	for m, e := range h.used {
+		if now.Unix() >= e.Unix() {
+			delete(h.used, m)
+		}
+	}
+	h.used[mac] = time.Unix(exp, 0)
+	return "", true
+}
+
+// offer appends action a on (kind, key) to actions when the Authorizer
+// allows it to the viewer of r; a viewer it refuses never sees its token.
+func (h *Handler) offer(r *http.Request, actions []ActionView, a Action, path, kind, key string) []ActionView {
+	who, ok := h.authorize(r, a)
+	if !ok {
+		return actions
+	}
+	return append(actions, ActionView{Name: string(a), Method: http.MethodPost, Path: path, Token: h.token(who, a, kind, key)})
 }
 
 // An actionFunc does an action that the checks of action allowed, and
@@ -726,12 +941,20 @@ func (h *Handler) actionView(name, path, kind, key string) ActionView {
 type actionFunc func(w http.ResponseWriter, r *http.Request) (back string, ok bool)
 
 // action wraps an actionFunc with the checks every action passes: actions
-// enabled, a request from the page's own origin, and a valid CSRF token
-// in the form field "csrf" (or the header X-CSRF-Token).
+// enabled, the Authorizer allowing the viewer the action, a request from
+// the page's own origin, and a CSRF token (the form field "csrf", or the
+// header X-CSRF-Token) made for this viewer, action and object, not
+// expired and not used before.
 func (h *Handler) action(do actionFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.opts.Actions {
 			h.fail(w, r, http.StatusForbidden, "statuspage: actions are disabled")
+			return
+		}
+		name := Action(r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+		who, ok := h.authorize(r, name)
+		if !ok {
+			h.fail(w, r, http.StatusForbidden, "statuspage: "+string(name)+" refused")
 			return
 		}
 		if err := h.cop.Check(r); err != nil {
@@ -743,10 +966,8 @@ func (h *Handler) action(do actionFunc) http.HandlerFunc {
 		if got == "" {
 			got = r.PostFormValue("csrf")
 		}
-		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-		want := h.token(name, r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id")))
-		if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
-			h.fail(w, r, http.StatusForbidden, "statuspage: missing or invalid CSRF token")
+		if why, ok := h.spend(got, who, name, r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id"))); !ok {
+			h.fail(w, r, http.StatusForbidden, "statuspage: "+why)
 			return
 		}
 		back, ok := do(w, r)

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -238,7 +239,7 @@ func TestActionsNeedAValidCSRFToken(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, converge.PlanSchedulableWait, doc.State())
 		rec = post(h, "/plans/rollout/retry", url.Values{"csrf": {retry}}, nil)
-		assert.Equal(t, http.StatusConflict, rec.Code, "a plan that is not failed cannot be retried")
+		assert.Equal(t, http.StatusForbidden, rec.Code, "a token is used once")
 	})
 	t.Run("valid token aborts", func(t *testing.T) {
 		_, page := get(t, h, "/plans/canary", false)
@@ -307,6 +308,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"nil controller", statuspage.Options{Controllers: []statuspage.Controller{{}}}},
 		{"plan IDs without runner", statuspage.Options{PlanIDs: statuspage.StorePlanIDs(converge.NewMemStore())}},
 		{"nil target", statuspage.Options{Targets: []*statuspage.Target{nil}}},
+		{"negative token TTL", statuspage.Options{TokenTTL: -time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
