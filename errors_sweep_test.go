@@ -67,7 +67,7 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 			controller.ErrObjectNotFound, controller.ErrTerminal, controller.ErrObjectInvalid,
 			&controller.ObjectError{Kind: "host", Key: "h1", Err: controller.ErrObjectNotFound},
 		},
-		"autopilot": {autopilot.ErrHostNotFound, autopilot.ErrNoSelector, autopilot.ErrNoDiscover, autopilot.ErrNoSignal},
+		"autopilot":    {autopilot.ErrHostNotFound, autopilot.ErrNoSelector, autopilot.ErrNoDiscover, autopilot.ErrNoSignal},
 		"convergetest": {convergetest.ErrInjected, convergetest.ErrNonConformant, convergetest.ErrStoreNonConformant},
 		"boltstore": {
 			boltstore.ErrClosed, boltstore.ErrCorrupt,
