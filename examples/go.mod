@@ -23,6 +23,7 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/moby/patternmatcher v0.6.0 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 )
 
