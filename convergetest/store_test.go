@@ -277,6 +277,31 @@ func (s sharedRevisions) PutTarget(ctx context.Context, name string, target json
 	return (rev + 1) / 2, err
 }
 
+// subjectlessStore forgets what its history entries are about.
+type subjectlessStore struct{ *converge.MemStore }
+
+func (s subjectlessStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	h = slices.Clone(h)
+	for i := range h {
+		h[i].Subject = nil
+	}
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+// zeroSubjectStore takes a subject of command 0 for the record itself, as a
+// store keeping only the command's number would.
+type zeroSubjectStore struct{ *converge.MemStore }
+
+func (s zeroSubjectStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	h = slices.Clone(h)
+	for i := range h {
+		if h[i].Subject != nil && *h[i].Subject == (converge.HistorySubject{}) {
+			h[i].Subject = nil
+		}
+	}
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
 // leakyQueue hands out due records without keeping them from others.
 type leakyQueue struct{ *converge.MemStore }
 
@@ -345,6 +370,8 @@ func TestStoreConformCatchesBrokenRules(t *testing.T) {
 		{"history kept beyond its age", func() converge.Store {
 			return &converge.MemStore{Retention: converge.Retention{Entries: 5}}
 		}, convergetest.StoreConformOptions{Retention: converge.Retention{Entries: 5, Age: time.Hour}}, "retention"},
+		{"history subjects dropped", func() converge.Store { return subjectlessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "history subject"},
+		{"subject of command 0 read as nil", func() converge.Store { return zeroSubjectStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "history subject"},
 		{"cancellation ignored", func() converge.Store { return carelessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "cancellation"},
 		{"invalid target taken", func() converge.Store { return lenientStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "invalid input"},
 		{"target revisions restart", func() converge.Store { return forgetfulTargets{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "target"},

@@ -84,6 +84,9 @@ const watchTimeout = 5 * time.Second
 //   - "history", "delete": history entries are appended with their write,
 //     in order, and outlive Delete; Delete checks the version and fails
 //     with ErrStoreNotFound on a missing key.
+//   - "history subject": History returns each entry's Subject as written:
+//     nil stays nil (the record itself), and a subject of command 0 stays
+//     a subject, not nil.
 //   - "list": List returns the records under a prefix, sorted by key.
 //   - "target": Target of a missing name matches ErrStoreNotFound;
 //     PutTarget replaces the last target and returns a revision greater
@@ -159,6 +162,7 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 	c.q, _ = s.(converge.Queue)
 	c.versions()
 	c.historyAndDelete()
+	c.historySubject()
 	c.list()
 	c.targets()
 	c.claims()
@@ -283,6 +287,49 @@ func (c *storeConformer) historyAndDelete() {
 	if hist, err := c.s.History(c.ctx, c.k("del/never")); err != nil || len(hist) != 0 {
 		c.fail("history", "key without history: want none, got %v, %v", hist, err)
 	}
+}
+
+func (c *storeConformer) historySubject() {
+	const rule = "history subject"
+	key := c.k("subject/a")
+	with := func(i int, to string, sub *converge.HistorySubject) converge.HistoryEntry {
+		e := c.h(i, to)
+		e.Subject = sub
+		return e
+	}
+	written := []converge.HistoryEntry{
+		with(1, "plan", nil),
+		with(2, "command 0", &converge.HistorySubject{Command: 0}),
+		with(3, "host", &converge.HistorySubject{Command: 2, Group: "workers", Host: "w1"}),
+	}
+	v, ok := c.put(rule, key, 0, `1`, written[:2]...)
+	if !ok {
+		return
+	}
+	if _, ok := c.put(rule, key, v, `2`, written[2]); !ok {
+		return
+	}
+	if hist, err := c.s.History(c.ctx, key); err != nil || !historyEqual(hist, c.kept(written)) {
+		c.fail(rule, "want subjects nil, {Command:0}, {Command:2 Group:workers Host:w1}; got %s, %v", subjects(hist), err)
+	}
+}
+
+// subjects lists the subjects of h for a failure message.
+func subjects(h []converge.HistoryEntry) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, e := range h {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if e.Subject == nil {
+			b.WriteString("nil")
+		} else {
+			fmt.Fprintf(&b, "%+v", *e.Subject)
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 func (c *storeConformer) list() {
@@ -1441,6 +1488,7 @@ func jsonEqual(got json.RawMessage, want string) bool {
 
 func historyEqual(got, want []converge.HistoryEntry) bool {
 	return slices.EqualFunc(got, want, func(a, b converge.HistoryEntry) bool {
-		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason
+		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason &&
+			(a.Subject == nil) == (b.Subject == nil) && (a.Subject == nil || *a.Subject == *b.Subject)
 	})
 }
