@@ -201,6 +201,33 @@ func (s sloppyStore) Put(ctx context.Context, rec converge.StoreRecord, h ...con
 	return s.MemStore.Put(ctx, rec, h...)
 }
 
+// slowStore takes d for every write, as a loaded database may.
+type slowStore struct {
+	*converge.MemStore
+	d time.Duration
+}
+
+func (s slowStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	time.Sleep(s.d)
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+// Which entries the rules expect kept does not depend on how long the
+// writes take: here each write takes a tenth of the retention's age, so
+// the rules' writes together last many times Age (on the bubble's clock).
+func TestStoreConformSlowStoreWithRetentionAge(t *testing.T) {
+	for _, ret := range []converge.Retention{{Entries: -1, Age: 3 * time.Second}, {Entries: 5, Age: 3 * time.Second}} {
+		t.Run(fmt.Sprintf("%+v", ret), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := slowStore{&converge.MemStore{Retention: ret}, ret.Age / 10}
+				require.NoError(t, convergetest.ConformStore(context.Background(), s, convergetest.StoreConformOptions{
+					Wait: time.Sleep, Retention: ret,
+				}))
+			})
+		})
+	}
+}
+
 func TestStoreConformCatchesBrokenStore(t *testing.T) {
 	err := convergetest.ConformStore(context.Background(), sloppyStore{converge.NewMemStore()}, convergetest.StoreConformOptions{})
 	require.ErrorIs(t, err, convergetest.ErrStoreNonConformant)

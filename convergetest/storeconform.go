@@ -154,11 +154,20 @@ const watchTimeout = 5 * time.Second
 //   - "watch: peer" (with Peer): a write through Peer is seen by a Watch
 //     on s.
 //
+// When Retention.Age is set, the entries the rules expect kept are dated a
+// day after the run started, so that none of them grows older than Age
+// while the rules run, however long the store's writes take; only the
+// entries of the age rules are dated in the past.
+//
 // A watch delivery is waited for at most 5 seconds; fn("") counts as
 // seeing every key. Keys are written under Prefix and sub-prefixes named
 // after the rules.
 func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOptions) error {
 	c := &storeConformer{ctx: ctx, s: s, opts: opts, t0: time.Now().UTC().Truncate(time.Millisecond)}
+	c.fresh = c.t0
+	if opts.Retention.Age > 0 {
+		c.fresh = c.t0.Add(freshAhead)
+	}
 	c.q, _ = s.(converge.Queue)
 	c.versions()
 	c.historyAndDelete()
@@ -199,6 +208,9 @@ type storeConformer struct {
 	q    converge.Queue // nil when s is not a Queue
 	opts StoreConformOptions
 	t0   time.Time
+	// fresh is when entry 0 of h is dated: t0, or t0+freshAhead when
+	// the retention has an age.
+	fresh time.Time
 
 	mu   sync.Mutex
 	errs []error
@@ -212,9 +224,14 @@ func (c *storeConformer) fail(rule string, format string, args ...any) {
 
 func (c *storeConformer) k(name string) string { return c.opts.Prefix + name }
 
-// h is history entry i, i milliseconds after the start of the run.
+// freshAhead is how far after the start of the run the entries are dated
+// when the retention has an age: which of them a store drops by age must
+// not depend on how long its writes take, and no run lasts a day.
+const freshAhead = 24 * time.Hour
+
+// h is history entry i, i milliseconds after c.fresh.
 func (c *storeConformer) h(i int, to string) converge.HistoryEntry {
-	return converge.HistoryEntry{At: c.t0.Add(time.Duration(i) * time.Millisecond), To: to}
+	return converge.HistoryEntry{At: c.fresh.Add(time.Duration(i) * time.Millisecond), To: to}
 }
 
 // put writes value under key over version, reporting a failure under rule.
@@ -611,11 +628,7 @@ func (c *storeConformer) retentionCount() {
 	for len(written) < n {
 		batch := make([]converge.HistoryEntry, 0, 7)
 		for i := len(written); i < n && len(batch) < 7; i++ {
-			e := c.h(i, strconv.Itoa(i))
-			if c.opts.Retention.Age > 0 {
-				e.At = time.Now().UTC().Truncate(time.Millisecond)
-			}
-			batch = append(batch, e)
+			batch = append(batch, c.h(i, strconv.Itoa(i)))
 		}
 		var ok bool
 		if v, ok = c.put("retention", key, v, strconv.Itoa(len(written)), batch...); !ok {
@@ -629,11 +642,6 @@ func (c *storeConformer) retentionCount() {
 		return
 	}
 	want := c.kept(written)
-	if c.opts.Retention.Age > 0 && len(got) < len(want) {
-		// Entries may have aged out while writing: the kept ones must
-		// still be the newest.
-		want = want[len(want)-len(got):]
-	}
 	if !historyEqual(got, want) {
 		c.fail("retention", "after %d entries with %+v: want the newest %d in order, got %d entries from %q to %q",
 			len(written), c.opts.Retention, len(want), len(got), firstTo(got), lastTo(got))
@@ -655,22 +663,24 @@ func lastTo(h []converge.HistoryEntry) string {
 }
 
 func (c *storeConformer) retentionOldEntries() {
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	old := now.Add(-c.opts.Retention.Age - time.Hour)
+	// Entries dated before the bound are old when written and only grow
+	// older; fresh is dated ahead (c.h), so it stays younger than Age.
+	old := time.Now().UTC().Truncate(time.Millisecond).Add(-c.opts.Retention.Age - time.Hour)
 	entry := func(at time.Time, to string) converge.HistoryEntry { return converge.HistoryEntry{At: at, To: to} }
+	fresh := c.h(0, "fresh")
 
 	key := c.k("retention/age")
-	v, ok := c.put("retention", key, 0, `1`, entry(old, "old1"), entry(old.Add(time.Millisecond), "old2"), entry(now, "fresh"))
+	v, ok := c.put("retention", key, 0, `1`, entry(old, "old1"), entry(old.Add(time.Millisecond), "old2"), fresh)
 	if !ok {
 		return
 	}
-	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{entry(now, "fresh")}) {
+	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{fresh}) {
 		c.fail("retention", "entries older than Age %s: want only the fresh one kept, got %v, %v", c.opts.Retention.Age, got, err)
 	}
 	if _, ok := c.put("retention", key, v, `2`, entry(old, "old3")); !ok {
 		return
 	}
-	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{entry(now, "fresh"), entry(old, "old3")}) {
+	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{fresh, entry(old, "old3")}) {
 		c.fail("retention", "an old newest entry: want it kept after the fresh one, got %v, %v", got, err)
 	}
 
@@ -835,7 +845,7 @@ func (c *storeConformer) concurrentWriters() {
 				}
 				next := strconv.Itoa(n + 1)
 				rec.Value = json.RawMessage(next)
-				_, err = c.s.Put(c.ctx, rec, converge.HistoryEntry{At: time.Now().UTC().Truncate(time.Millisecond), To: next})
+				_, err = c.s.Put(c.ctx, rec, c.h(n+1, next))
 				if errors.Is(err, converge.ErrStoreStale) {
 					continue
 				}
