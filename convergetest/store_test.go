@@ -201,6 +201,33 @@ func (s sloppyStore) Put(ctx context.Context, rec converge.StoreRecord, h ...con
 	return s.MemStore.Put(ctx, rec, h...)
 }
 
+// slowStore takes d for every write, as a loaded database may.
+type slowStore struct {
+	*converge.MemStore
+	d time.Duration
+}
+
+func (s slowStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	time.Sleep(s.d)
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+// Which entries the rules expect kept does not depend on how long the
+// writes take: here each write takes a tenth of the retention's age, so
+// the rules' writes together last many times Age (on the bubble's clock).
+func TestStoreConformSlowStoreWithRetentionAge(t *testing.T) {
+	for _, ret := range []converge.Retention{{Entries: -1, Age: 3 * time.Second}, {Entries: 5, Age: 3 * time.Second}} {
+		t.Run(fmt.Sprintf("%+v", ret), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := slowStore{&converge.MemStore{Retention: ret}, ret.Age / 10}
+				require.NoError(t, convergetest.ConformStore(context.Background(), s, convergetest.StoreConformOptions{
+					Wait: time.Sleep, Retention: ret,
+				}))
+			})
+		})
+	}
+}
+
 func TestStoreConformCatchesBrokenStore(t *testing.T) {
 	err := convergetest.ConformStore(context.Background(), sloppyStore{converge.NewMemStore()}, convergetest.StoreConformOptions{})
 	require.ErrorIs(t, err, convergetest.ErrStoreNonConformant)
@@ -277,6 +304,31 @@ func (s sharedRevisions) PutTarget(ctx context.Context, name string, target json
 	return (rev + 1) / 2, err
 }
 
+// subjectlessStore forgets what its history entries are about.
+type subjectlessStore struct{ *converge.MemStore }
+
+func (s subjectlessStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	h = slices.Clone(h)
+	for i := range h {
+		h[i].Subject = nil
+	}
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+// zeroSubjectStore takes a subject of command 0 for the record itself, as a
+// store keeping only the command's number would.
+type zeroSubjectStore struct{ *converge.MemStore }
+
+func (s zeroSubjectStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	h = slices.Clone(h)
+	for i := range h {
+		if h[i].Subject != nil && *h[i].Subject == (converge.HistorySubject{}) {
+			h[i].Subject = nil
+		}
+	}
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
 // leakyQueue hands out due records without keeping them from others.
 type leakyQueue struct{ *converge.MemStore }
 
@@ -345,6 +397,8 @@ func TestStoreConformCatchesBrokenRules(t *testing.T) {
 		{"history kept beyond its age", func() converge.Store {
 			return &converge.MemStore{Retention: converge.Retention{Entries: 5}}
 		}, convergetest.StoreConformOptions{Retention: converge.Retention{Entries: 5, Age: time.Hour}}, "retention"},
+		{"history subjects dropped", func() converge.Store { return subjectlessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "history subject"},
+		{"subject of command 0 read as nil", func() converge.Store { return zeroSubjectStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "history subject"},
 		{"cancellation ignored", func() converge.Store { return carelessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "cancellation"},
 		{"invalid target taken", func() converge.Store { return lenientStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "invalid input"},
 		{"target revisions restart", func() converge.Store { return forgetfulTargets{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "target"},

@@ -84,6 +84,9 @@ const watchTimeout = 5 * time.Second
 //   - "history", "delete": history entries are appended with their write,
 //     in order, and outlive Delete; Delete checks the version and fails
 //     with ErrStoreNotFound on a missing key.
+//   - "history subject": History returns each entry's Subject as written:
+//     nil stays nil (the record itself), and a subject of command 0 stays
+//     a subject, not nil.
 //   - "list": List returns the records under a prefix, sorted by key.
 //   - "target": Target of a missing name matches ErrStoreNotFound;
 //     PutTarget replaces the last target and returns a revision greater
@@ -151,14 +154,24 @@ const watchTimeout = 5 * time.Second
 //   - "watch: peer" (with Peer): a write through Peer is seen by a Watch
 //     on s.
 //
+// When Retention.Age is set, the entries the rules expect kept are dated a
+// day after the run started, so that none of them grows older than Age
+// while the rules run, however long the store's writes take; only the
+// entries of the age rules are dated in the past.
+//
 // A watch delivery is waited for at most 5 seconds; fn("") counts as
 // seeing every key. Keys are written under Prefix and sub-prefixes named
 // after the rules.
 func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOptions) error {
 	c := &storeConformer{ctx: ctx, s: s, opts: opts, t0: time.Now().UTC().Truncate(time.Millisecond)}
+	c.fresh = c.t0
+	if opts.Retention.Age > 0 {
+		c.fresh = c.t0.Add(freshAhead)
+	}
 	c.q, _ = s.(converge.Queue)
 	c.versions()
 	c.historyAndDelete()
+	c.historySubject()
 	c.list()
 	c.targets()
 	c.claims()
@@ -195,6 +208,9 @@ type storeConformer struct {
 	q    converge.Queue // nil when s is not a Queue
 	opts StoreConformOptions
 	t0   time.Time
+	// fresh is when entry 0 of h is dated: t0, or t0+freshAhead when
+	// the retention has an age.
+	fresh time.Time
 
 	mu   sync.Mutex
 	errs []error
@@ -208,9 +224,14 @@ func (c *storeConformer) fail(rule string, format string, args ...any) {
 
 func (c *storeConformer) k(name string) string { return c.opts.Prefix + name }
 
-// h is history entry i, i milliseconds after the start of the run.
+// freshAhead is how far after the start of the run the entries are dated
+// when the retention has an age: which of them a store drops by age must
+// not depend on how long its writes take, and no run lasts a day.
+const freshAhead = 24 * time.Hour
+
+// h is history entry i, i milliseconds after c.fresh.
 func (c *storeConformer) h(i int, to string) converge.HistoryEntry {
-	return converge.HistoryEntry{At: c.t0.Add(time.Duration(i) * time.Millisecond), To: to}
+	return converge.HistoryEntry{At: c.fresh.Add(time.Duration(i) * time.Millisecond), To: to}
 }
 
 // put writes value under key over version, reporting a failure under rule.
@@ -283,6 +304,49 @@ func (c *storeConformer) historyAndDelete() {
 	if hist, err := c.s.History(c.ctx, c.k("del/never")); err != nil || len(hist) != 0 {
 		c.fail("history", "key without history: want none, got %v, %v", hist, err)
 	}
+}
+
+func (c *storeConformer) historySubject() {
+	const rule = "history subject"
+	key := c.k("subject/a")
+	with := func(i int, to string, sub *converge.HistorySubject) converge.HistoryEntry {
+		e := c.h(i, to)
+		e.Subject = sub
+		return e
+	}
+	written := []converge.HistoryEntry{
+		with(1, "plan", nil),
+		with(2, "command 0", &converge.HistorySubject{Command: 0}),
+		with(3, "host", &converge.HistorySubject{Command: 2, Group: "workers", Host: "w1"}),
+	}
+	v, ok := c.put(rule, key, 0, `1`, written[:2]...)
+	if !ok {
+		return
+	}
+	if _, ok := c.put(rule, key, v, `2`, written[2]); !ok {
+		return
+	}
+	if hist, err := c.s.History(c.ctx, key); err != nil || !historyEqual(hist, c.kept(written)) {
+		c.fail(rule, "want subjects nil, {Command:0}, {Command:2 Group:workers Host:w1}; got %s, %v", subjects(hist), err)
+	}
+}
+
+// subjects lists the subjects of h for a failure message.
+func subjects(h []converge.HistoryEntry) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, e := range h {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if e.Subject == nil {
+			b.WriteString("nil")
+		} else {
+			fmt.Fprintf(&b, "%+v", *e.Subject)
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 func (c *storeConformer) list() {
@@ -564,11 +628,7 @@ func (c *storeConformer) retentionCount() {
 	for len(written) < n {
 		batch := make([]converge.HistoryEntry, 0, 7)
 		for i := len(written); i < n && len(batch) < 7; i++ {
-			e := c.h(i, strconv.Itoa(i))
-			if c.opts.Retention.Age > 0 {
-				e.At = time.Now().UTC().Truncate(time.Millisecond)
-			}
-			batch = append(batch, e)
+			batch = append(batch, c.h(i, strconv.Itoa(i)))
 		}
 		var ok bool
 		if v, ok = c.put("retention", key, v, strconv.Itoa(len(written)), batch...); !ok {
@@ -582,11 +642,6 @@ func (c *storeConformer) retentionCount() {
 		return
 	}
 	want := c.kept(written)
-	if c.opts.Retention.Age > 0 && len(got) < len(want) {
-		// Entries may have aged out while writing: the kept ones must
-		// still be the newest.
-		want = want[len(want)-len(got):]
-	}
 	if !historyEqual(got, want) {
 		c.fail("retention", "after %d entries with %+v: want the newest %d in order, got %d entries from %q to %q",
 			len(written), c.opts.Retention, len(want), len(got), firstTo(got), lastTo(got))
@@ -608,22 +663,24 @@ func lastTo(h []converge.HistoryEntry) string {
 }
 
 func (c *storeConformer) retentionOldEntries() {
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	old := now.Add(-c.opts.Retention.Age - time.Hour)
+	// Entries dated before the bound are old when written and only grow
+	// older; fresh is dated ahead (c.h), so it stays younger than Age.
+	old := time.Now().UTC().Truncate(time.Millisecond).Add(-c.opts.Retention.Age - time.Hour)
 	entry := func(at time.Time, to string) converge.HistoryEntry { return converge.HistoryEntry{At: at, To: to} }
+	fresh := c.h(0, "fresh")
 
 	key := c.k("retention/age")
-	v, ok := c.put("retention", key, 0, `1`, entry(old, "old1"), entry(old.Add(time.Millisecond), "old2"), entry(now, "fresh"))
+	v, ok := c.put("retention", key, 0, `1`, entry(old, "old1"), entry(old.Add(time.Millisecond), "old2"), fresh)
 	if !ok {
 		return
 	}
-	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{entry(now, "fresh")}) {
+	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{fresh}) {
 		c.fail("retention", "entries older than Age %s: want only the fresh one kept, got %v, %v", c.opts.Retention.Age, got, err)
 	}
 	if _, ok := c.put("retention", key, v, `2`, entry(old, "old3")); !ok {
 		return
 	}
-	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{entry(now, "fresh"), entry(old, "old3")}) {
+	if got, err := c.s.History(c.ctx, key); err != nil || !historyEqual(got, []converge.HistoryEntry{fresh, entry(old, "old3")}) {
 		c.fail("retention", "an old newest entry: want it kept after the fresh one, got %v, %v", got, err)
 	}
 
@@ -788,7 +845,7 @@ func (c *storeConformer) concurrentWriters() {
 				}
 				next := strconv.Itoa(n + 1)
 				rec.Value = json.RawMessage(next)
-				_, err = c.s.Put(c.ctx, rec, converge.HistoryEntry{At: time.Now().UTC().Truncate(time.Millisecond), To: next})
+				_, err = c.s.Put(c.ctx, rec, c.h(n+1, next))
 				if errors.Is(err, converge.ErrStoreStale) {
 					continue
 				}
@@ -1441,6 +1498,7 @@ func jsonEqual(got json.RawMessage, want string) bool {
 
 func historyEqual(got, want []converge.HistoryEntry) bool {
 	return slices.EqualFunc(got, want, func(a, b converge.HistoryEntry) bool {
-		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason
+		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason &&
+			(a.Subject == nil) == (b.Subject == nil) && (a.Subject == nil || *a.Subject == *b.Subject)
 	})
 }

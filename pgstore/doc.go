@@ -25,7 +25,8 @@
 //	           the JSON document, or its sealed form), due_at and
 //	           claimed_due (the queue's due times)
 //	history    id (identity: the order of appends), key, at, from_state,
-//	           to_state, reason
+//	           to_state, reason, subject (jsonb: the entry's
+//	           converge.HistorySubject, NULL for the record itself)
 //	targets    name (primary key), value (bytea), updated_at
 //	leases     key (primary key), owner ('' once released), expires,
 //	           token (grows by one each time the key changes owner)

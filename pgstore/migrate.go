@@ -75,6 +75,11 @@ ALTER TABLE {schema}.targets
 	ALTER COLUMN value DROP NOT NULL,
 	ADD CHECK (revision <= last_revision AND (value IS NULL) = (revision = 0));
 `},
+	// A history entry keeps its subject (converge.HistorySubject) as JSON,
+	// NULL for the record itself; entries stored before have none.
+	{version: 4, what: "keep the subjects of the history entries", sql: `
+ALTER TABLE {schema}.history ADD COLUMN subject jsonb;
+`},
 }
 
 // schemaVersion is the newest schema version this pgstore knows: the

@@ -33,18 +33,20 @@ func putVariant(create, fenced bool) int {
 func p(i int) string { return fmt.Sprintf("$%d", i) }
 
 // historyCTE is the part of a write that appends the entries given as
-// arrays in parameters b..b+3 (at, from, to, reason) to the history of
-// the key written by the CTE w, and applies retention: the key's older
-// entries are kept up to parameter b+4 (negative: all), the first b+5 new
-// entries are skipped, and entries older than parameter b+6 microseconds
-// (NULL: no bound) are dropped, but never the newest new entry. The CTEs
-// see the table as it was before the statement, which is why old and new
-// entries are trimmed apart.
+// arrays in parameters b..b+4 (at, from, to, reason, subject as JSON text
+// or NULL) to the history of the key written by the CTE w, and applies
+// retention: the key's older entries are kept up to parameter b+5
+// (negative: all), the first b+6 new entries are skipped, and entries
+// older than parameter b+7 microseconds (NULL: no bound) are dropped, but
+// never the newest new entry. The CTEs see the table as it was before the
+// statement, which is why old and new entries are trimmed apart. It takes
+// histParams parameters.
 func historyCTE(hist string, b int) string {
 	r := strings.NewReplacer(
 		"{h}", hist,
 		"{at}", p(b)+"::timestamptz[]", "{from}", p(b+1)+"::text[]", "{to}", p(b+2)+"::text[]", "{reason}", p(b+3)+"::text[]",
-		"{keep}", p(b+4)+"::bigint", "{skip}", p(b+5)+"::bigint", "{age}", p(b+6)+"::bigint",
+		"{subject}", p(b+4)+"::text[]",
+		"{keep}", p(b+5)+"::bigint", "{skip}", p(b+6)+"::bigint", "{age}", p(b+7)+"::bigint",
 	)
 	return r.Replace(`
 gone AS (
@@ -54,14 +56,17 @@ gone AS (
 		OR h.at < now() - {age} * interval '1 microsecond')
 ),
 added AS (
-	INSERT INTO {h} (key, at, from_state, to_state, reason)
-	SELECT w.key, e.at, e.f, e.t, e.r
-	FROM w, unnest({at}, {from}, {to}, {reason}) WITH ORDINALITY AS e(at, f, t, r, ord)
+	INSERT INTO {h} (key, at, from_state, to_state, reason, subject)
+	SELECT w.key, e.at, e.f, e.t, e.r, e.s::jsonb
+	FROM w, unnest({at}, {from}, {to}, {reason}, {subject}) WITH ORDINALITY AS e(at, f, t, r, s, ord)
 	WHERE e.ord > {skip}
 		AND (e.ord = cardinality({at}) OR (e.at < now() - {age} * interval '1 microsecond') IS NOT TRUE)
 	ORDER BY e.ord
 )`)
 }
+
+// histParams is the number of parameters historyCTE takes (histArgs.args).
+const histParams = 8
 
 // Lock order: a statement that locks both a record and its lease locks
 // the record first (ClaimDue finds its keys in records; Finish and fenced
@@ -87,7 +92,7 @@ func buildStatements(schema string) statements {
 	var s statements
 	s.get = `SELECT version, value FROM ` + records + ` WHERE key = $1`
 	s.list = `SELECT key, version, value FROM ` + records + ` WHERE key >= $1 AND starts_with(key, $1) ORDER BY key`
-	s.history = `SELECT at, from_state, to_state, reason FROM ` + hist + ` WHERE key = $1 ORDER BY id`
+	s.history = `SELECT at, from_state, to_state, reason, subject::text FROM ` + hist + ` WHERE key = $1 ORDER BY id`
 	s.why = `SELECT (SELECT version FROM ` + records + ` WHERE key = $1),
 		EXISTS (SELECT 1 FROM ` + leases + ` l WHERE l.key = $1 AND l.token = $2 AND l.owner <> '' AND l.expires > now())`
 
@@ -134,7 +139,7 @@ func buildStatements(schema string) statements {
 			// transactions that notify, fsync included.
 			notify := "''"
 			if create {
-				notify = `pg_notify(` + p(b+7) + `, ` + p(b+8) + `)::text`
+				notify = `pg_notify(` + p(b+histParams) + `, ` + p(b+histParams+1) + `)::text`
 			}
 			s.put[putVariant(create, fenced)] = `WITH ` + lock + `w AS (
 	` + w + `
@@ -145,7 +150,7 @@ SELECT w.version, ` + notify + ` FROM w`
 	s.del = `WITH w AS (
 	DELETE FROM ` + records + ` WHERE key = $1 AND version = $2 RETURNING key, version
 ),` + historyCTE(hist, 3) + `
-SELECT w.version, pg_notify($10, $11)::text FROM w`
+SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `)::text FROM w`
 
 	// Every PutTarget takes the next revision of the name in one
 	// statement, under the row's lock, so that concurrent writers never

@@ -384,6 +384,7 @@ func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, erro
 type histArgs struct {
 	ats                 []time.Time
 	froms, tos, reasons []string
+	subjects            []*string // JSON; nil: the record itself
 	keepOld, skipNew    int64
 	age                 *int64
 }
@@ -396,13 +397,28 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 	}
 	h.ats = make([]time.Time, n)
 	h.froms, h.tos, h.reasons = make([]string, n), make([]string, n), make([]string, n)
+	h.subjects = make([]*string, n)
 	for i, e := range entries {
-		for _, f := range []struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}} {
+		fields := []struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}}
+		if e.Subject != nil {
+			// JSON would replace bad UTF-8 and jsonb refuses NUL: either
+			// would not come back as written.
+			fields = append(fields, struct{ name, v string }{"Subject.Group", e.Subject.Group}, struct{ name, v string }{"Subject.Host", e.Subject.Host})
+		}
+		for _, f := range fields {
 			if err := checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v); err != nil {
 				return h, err
 			}
 		}
 		h.ats[i], h.froms[i], h.tos[i], h.reasons[i] = e.At, e.From, e.To, e.Reason
+		if e.Subject != nil {
+			b, err := json.Marshal(e.Subject)
+			if err != nil {
+				return h, fmt.Errorf("pgstore: key %q: history[%d].Subject: %w", key, i, err) // cannot fail: ints and strings
+			}
+			js := string(b)
+			h.subjects[i] = &js
+		}
 	}
 	if s.keep >= 0 {
 		h.keepOld = max(int64(s.keep-n), 0)
@@ -415,7 +431,7 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 }
 
 func (h histArgs) args() []any {
-	return []any{h.ats, h.froms, h.tos, h.reasons, h.keepOld, h.skipNew, h.age}
+	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.keepOld, h.skipNew, h.age}
 }
 
 // Put implements converge.Store. The version check, the fence on
@@ -545,8 +561,17 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (converge.HistoryEntry, error) {
 		var e converge.HistoryEntry
-		err := row.Scan(&e.At, &e.From, &e.To, &e.Reason)
-		return e, err
+		var subject *string
+		if err := row.Scan(&e.At, &e.From, &e.To, &e.Reason, &subject); err != nil {
+			return e, err
+		}
+		if subject != nil {
+			e.Subject = new(converge.HistorySubject)
+			if err := json.Unmarshal([]byte(*subject), e.Subject); err != nil {
+				return e, fmt.Errorf("subject %s of an entry: %w", *subject, err) // dbError names the key
+			}
+		}
+		return e, nil
 	})
 	if err != nil {
 		return nil, s.dbError("history", key, err)
