@@ -168,22 +168,37 @@ type claim struct {
 // within the renew deadline, which leaves the lease to expire. A lease
 // renewed with its own token never lapsed, however long ago it was
 // claimed, so nobody else can have handled the object meanwhile.
+//
+// A renewal that returns another token found the old lease lapsed, and
+// the lease it returns is left to expire, never given back (Release):
+// Claim renews whatever lease the owner holds, and one owner name covers
+// every worker of the replica, so when the lapsed claim waited while the
+// replica claimed the object again, the lease returned is that newer
+// claim, which another worker handles or is about to. Releasing it would
+// let another replica take the object while that worker handles it. A
+// lease the renewal made itself costs at most one LeaseTTL before the
+// object is due again. keep does the same.
 func (c *Controller) renewWaiting(ctx context.Context, sq converge.Queue, lease converge.Lease) (time.Time, bool) {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RenewDeadline)
 	defer cancel()
 	l, err := sq.Claim(rctx, lease.Key, c.cfg.Owner, c.cfg.LeaseTTL)
-	switch {
-	case err == nil && l.Token == lease.Token:
+	if err == nil && l.Token == lease.Token {
 		return start, true
-	case err == nil:
-		// Claimed anew after the lease expired: give it back, as keep does.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LeaseTTL)
-		defer cancel()
-		_ = sq.Release(rctx, l)
 	}
 	return time.Time{}, false
 }
+
+// A renewal (Store.Claim by this replica's owner) that returns a lease
+// with another token found the old lease lapsed, and the lease it returns
+// is not given back (Release) but left to expire. Claim renews whatever
+// lease the owner holds, and one owner name covers every worker of the
+// replica: when the lapsed claim waited (or ran) while the replica's
+// fetcher claimed the object again, the lease returned is that newer
+// claim, which a worker handles or is about to. Releasing it would let
+// another replica take the object while that worker handles it. Leaving
+// a lease this renewal made itself costs at most one LeaseTTL before the
+// object is due again.
 
 // sleep waits for d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
@@ -345,11 +360,9 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 				wait.Reset(time.Until(asked.Add(deadline / 2)))
 			case err == nil:
 				// The lease expired and was claimed anew: someone may have
-				// handled the object in between. Give the new lease back,
-				// or the object would stay held by nobody at work on it.
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(hctx), ttl)
-				_ = sq.Release(rctx, l)
-				rcancel()
+				// handled the object in between. The new lease is left to
+				// expire, not released: it may be this replica's own newer
+				// claim (see renewWaiting).
 				lost(converge.ErrLeaseLost)
 				<-done
 				return

@@ -435,3 +435,88 @@ func TestReplicaClaimHeldCancelsHandler(t *testing.T) {
 		require.NoError(t, stop())
 	})
 }
+
+// reclaimQueue is a Queue whose Claim of "vm/b" by replica "a" waits
+// until a ClaimDue has handed "vm/b" out a second time.
+type reclaimQueue struct {
+	converge.Queue
+	mu        sync.Mutex
+	claimedB  int
+	reclaimed chan struct{}
+}
+
+func (q *reclaimQueue) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
+	got, err := q.Queue.ClaimDue(ctx, prefix, owner, ttl, limit)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, cl := range got {
+		if cl.Lease.Key == "vm/b" {
+			if q.claimedB++; q.claimedB == 2 {
+				close(q.reclaimed)
+			}
+		}
+	}
+	return got, err
+}
+
+func (q *reclaimQueue) Claim(ctx context.Context, key, owner string, ttl time.Duration) (converge.Lease, error) {
+	if key == "vm/b" && owner == "a" {
+		select {
+		case <-q.reclaimed:
+		case <-ctx.Done():
+			return converge.Lease{}, ctx.Err()
+		}
+	}
+	return q.Queue.Claim(ctx, key, owner, ttl)
+}
+
+// TestReplicaWaitingClaimKeepsItsOwnNewerLease: a claim that waited for a
+// worker until its lease expired, while the replica claimed the object
+// again, finds the newer lease on renewing. That lease is the replica's
+// own newer claim, about to be handled by a worker: it must not be given
+// back, or another replica would take the object while this one handles
+// it (the overlap the pgstore partition checker found).
+func TestReplicaWaitingClaimKeepsItsOwnNewerLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const ttl, deadline = 30 * time.Second, 20 * time.Second
+		mem := converge.NewMemStore()
+		q := &reclaimQueue{Queue: mem, reclaimed: make(chan struct{})}
+		started := make(chan string, 10)
+		release := make(chan struct{})
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: q, Owner: "a", LeaseTTL: ttl, RenewDeadline: deadline, Workers: 1,
+			Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+				started <- o.Key
+				if o.Key == "a" {
+					// Holds the only worker, its lease renewed, past the
+					// expiry of b's lease.
+					time.Sleep(ttl + 5*time.Second)
+					return controller.NoChange().After(time.Hour), nil
+				}
+				select {
+				case <-ctx.Done():
+				case <-release:
+				}
+				return controller.NoChange(), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "new", nil))
+		time.Sleep(time.Millisecond) // b is due after a
+		require.NoError(t, c.Add(ctx, "b", "new", nil))
+		stop := startController(t, c)
+		require.Equal(t, "a", <-started)
+		// b's first claim waited for the worker while a ran; its lease
+		// expired and the replica claimed b again, before the first claim
+		// was renewed.
+		require.Equal(t, "b", <-started)
+		synctest.Wait()
+		_, err = mem.Claim(ctx, "vm/b", "b", ttl)
+		require.ErrorIs(t, err, converge.ErrClaimHeld, "b is handled by a under its newer lease: nobody else may take it")
+		got, err := mem.ClaimDue(ctx, "vm/", "b", ttl, 10)
+		require.NoError(t, err)
+		assert.Empty(t, got)
+		close(release)
+		require.NoError(t, stop())
+	})
+}
