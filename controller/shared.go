@@ -189,17 +189,6 @@ func (c *Controller) renewWaiting(ctx context.Context, sq converge.Queue, lease 
 	return time.Time{}, false
 }
 
-// A renewal (Store.Claim by this replica's owner) that returns a lease
-// with another token found the old lease lapsed, and the lease it returns
-// is not given back (Release) but left to expire. Claim renews whatever
-// lease the owner holds, and one owner name covers every worker of the
-// replica: when the lapsed claim waited (or ran) while the replica's
-// fetcher claimed the object again, the lease returned is that newer
-// claim, which a worker handles or is about to. Releasing it would let
-// another replica take the object while that worker handles it. Leaving
-// a lease this renewal made itself costs at most one LeaseTTL before the
-// object is due again.
-
 // sleep waits for d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
