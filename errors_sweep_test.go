@@ -43,7 +43,7 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 			&controller.ObjectError{Kind: "host", Key: "h1", Err: controller.ErrObjectNotFound},
 		},
 		"autopilot":    {autopilot.ErrHostNotFound, autopilot.ErrNoSelector, autopilot.ErrNoDiscover, autopilot.ErrNoSignal},
-		"convergetest": {convergetest.ErrInjected, convergetest.ErrNonConformant, convergetest.ErrStoreNonConformant},
+		"convergetest": {convergetest.ErrInjected, convergetest.ErrNonConformant, convergetest.ErrStoreNonConformant, convergetest.ErrPartitioned, convergetest.ErrOverlap},
 		"boltstore": {
 			boltstore.ErrClosed, boltstore.ErrCorrupt,
 			&boltstore.OpenError{Path: "/var/lib/agent.db", Reason: boltstore.ErrNotStore},

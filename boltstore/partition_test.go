@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -41,13 +40,8 @@ func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 			})
 			require.NoError(t, err)
 			require.Positive(t, res.Runs, "schedule %d ran handlers", seed)
-			if len(res.Overlaps) > 0 || res.Overruns > 0 {
-				var b strings.Builder
-				for _, o := range res.Overlaps {
-					b.WriteString(o.String() + "\n")
-				}
-				t.Fatalf("schedule %d: %d overlaps, %d overruns:\n%s\nevents:\n%s", seed, len(res.Overlaps), res.Overruns,
-					b.String(), strings.Join(res.Events, "\n"))
+			if err := res.Err(); err != nil {
+				t.Fatalf("schedule %d: %v", seed, err)
 			}
 			runs += res.Runs
 			faults += res.Faults

@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,13 +46,8 @@ func TestPartitionSchedulesNeverOverlapOnMemStore(t *testing.T) {
 func requireNoOverlap(t *testing.T, seed uint64, res convergetest.ScheduleResult) {
 	t.Helper()
 	require.Positive(t, res.Runs, "schedule %d ran handlers", seed)
-	if len(res.Overlaps) > 0 || res.Overruns > 0 {
-		var b strings.Builder
-		for _, o := range res.Overlaps {
-			b.WriteString(o.String() + "\n")
-		}
-		t.Fatalf("schedule %d: %d overlaps, %d overruns:\n%s\nevents:\n%s", seed, len(res.Overlaps), res.Overruns,
-			b.String(), strings.Join(res.Events, "\n"))
+	if err := res.Err(); err != nil {
+		t.Fatalf("schedule %d: %v", seed, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,26 @@ type ScheduleResult struct {
 	Overruns int
 	// Events says what was done when, for a failure message.
 	Events []string
+}
+
+// ErrOverlap is matched by the error of a ScheduleResult whose runs
+// overlapped or whose handlers overran their leases.
+var ErrOverlap = errors.New("convergetest: handler runs of one object overlapped")
+
+// Err returns nil when the schedule showed no overlap and no overrun, and
+// otherwise an error matching ErrOverlap that lists every overlap and the
+// schedule's events, for a failure message.
+func (r ScheduleResult) Err() error {
+	if len(r.Overlaps) == 0 && r.Overruns == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d overlaps, %d overruns:\n", len(r.Overlaps), r.Overruns)
+	for _, o := range r.Overlaps {
+		b.WriteString(o.String() + "\n")
+	}
+	b.WriteString("events:\n" + strings.Join(r.Events, "\n"))
+	return fmt.Errorf("%w: %s", ErrOverlap, b.String())
 }
 
 // RunSchedule runs the replicas of s, records every handler run as an

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,13 +60,8 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 			if res.Runs == 0 {
 				t.Errorf("schedule %d ran no handler", seed)
 			}
-			if len(res.Overlaps) > 0 || res.Overruns > 0 {
-				var b strings.Builder
-				for _, o := range res.Overlaps {
-					b.WriteString(o.String() + "\n")
-				}
-				t.Errorf("schedule %d: %d overlaps, %d overruns:\n%s\nevents:\n%s", seed, len(res.Overlaps), res.Overruns,
-					b.String(), strings.Join(res.Events, "\n"))
+			if err := res.Err(); err != nil {
+				t.Errorf("schedule %d: %v", seed, err)
 			}
 			runs += res.Runs
 			faults += res.Faults
