@@ -100,6 +100,7 @@ type SkewError struct {
 	Versions map[string][]string // version -> "module requires sibling"
 }
 
+// Error lists each version with the requirements that name it.
 func (e *SkewError) Error() string {
 	var vs []string
 	for v := range e.Versions {
