@@ -201,3 +201,19 @@ func TestFormat1Damaged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "a damaged file is not written to")
 }
+
+// TestFormat1ReadOnly: opened read-only, a file of format 1 is refused
+// with ErrReadOnly (it needs the upgrade an Open for writing makes) and
+// left as it is.
+func TestFormat1ReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	writeFormat1(t, path, []byte(`{"old":true}`))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, err = Open(path, Options{ReadOnly: true})
+	require.ErrorIs(t, err, ErrReadOnly)
+	assert.Contains(t, err.Error(), "format version 1")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+}

@@ -31,7 +31,10 @@
 // concurrent writers share the cost of the disk's flushes.
 //
 // A file belongs to one process at a time: Open locks it, and a second
-// process fails with ErrFileLocked after Options.LockTimeout. Several
+// process fails with ErrFileLocked after Options.LockTimeout. A tool that
+// only looks into a store (convergectl) opens it with Options.ReadOnly: a
+// shared lock, which readers hold together but never beside a writer, and
+// every write refused with ErrReadOnly. Several
 // processes that must share work need a database server (the pgstore
 // module). For the same reason Watch sees the changes made through this
 // Store only, which are all the changes of the file.

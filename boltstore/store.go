@@ -44,6 +44,12 @@ var (
 	ErrNewerFormat = errors.New("store file written by a newer format version")
 )
 
+// ErrReadOnly means a store opened with Options.ReadOnly was asked to
+// write: every write of such a Store fails with it, naming the call, and
+// Open fails with it (in an *OpenError) when the file needs a write before
+// it can be read (it holds no store yet, or is of an older format).
+var ErrReadOnly = errors.New("boltstore: store is open read-only")
+
 // Errors of a Store in use.
 var (
 	// ErrClosed means the Store was closed.
@@ -57,13 +63,14 @@ var (
 )
 
 // OpenError is the error of Open. It names the file the caller gave and
-// matches its reason (ErrNotStore, ErrCorrupt, ErrFileLocked,
+// matches its reason (ErrNotStore, ErrCorrupt, ErrFileLocked, ErrReadOnly,
 // ErrNewerFormat) and the underlying error, if any, with errors.Is and
 // errors.As.
 type OpenError struct {
 	// Path is the file as given to Open.
 	Path string
-	// Reason is ErrNotStore, ErrCorrupt, ErrFileLocked, ErrNewerFormat, or
+	// Reason is ErrNotStore, ErrCorrupt, ErrFileLocked, ErrNewerFormat,
+	// ErrReadOnly, or
 	// nil when the file could not be opened for another reason (see Err).
 	Reason error
 	// Err is the underlying error (from the operating system or bbolt), or
@@ -132,7 +139,20 @@ type Options struct {
 	// loses power mid-write. Nil: Open fails with ErrCorrupt and leaves
 	// the file as it is. Other errors (ErrNotStore, ErrFileLocked,
 	// ErrNewerFormat) never start over: that file may be someone else's.
+	// It is not used with ReadOnly.
 	OnCorrupt func(Recovery)
+	// ReadOnly opens the file for reading only, as a tool that looks into
+	// the store of a program does: it takes a shared lock, so several
+	// readers may have the file open at once, but never while a process
+	// has it open for writing (Open then fails with ErrFileLocked after
+	// LockTimeout, and a writer fails so while a reader holds it). The
+	// file must exist (a missing file fails, matching fs.ErrNotExist, and
+	// is not created) and hold a store of the current format (a file that
+	// would need a write first, one with no store yet or of an older
+	// format, fails with ErrReadOnly). Nothing is written to the file:
+	// every write of the Store fails with ErrReadOnly, and a damaged file
+	// fails with ErrCorrupt whatever OnCorrupt says.
+	ReadOnly bool
 }
 
 // Store is the durable converge.Store and converge.Queue kept in one bbolt
@@ -144,6 +164,7 @@ type Store struct {
 	path   string
 	sealer converge.Sealer
 	clear  bool // Options.AllowClear
+	ro     bool // Options.ReadOnly
 	now    func() time.Time
 	keep   int           // history entries kept per key; < 0: all
 	maxAge time.Duration // 0: any age
@@ -197,7 +218,7 @@ var (
 // entries are checked as far as that format allows.
 func Open(path string, opts Options) (*Store, error) {
 	st, err := open(path, opts)
-	if err == nil || opts.OnCorrupt == nil || !errors.Is(err, ErrCorrupt) {
+	if err == nil || opts.OnCorrupt == nil || opts.ReadOnly || !errors.Is(err, ErrCorrupt) {
 		return st, err
 	}
 	now := opts.Now
@@ -273,14 +294,14 @@ func open(path string, opts Options) (*Store, error) {
 	case timeout < 0:
 		timeout = time.Nanosecond // bbolt waits forever on 0
 	}
-	if err := precheck(path, timeout); err != nil {
+	if err := precheck(path, timeout, opts.ReadOnly); err != nil {
 		return nil, err
 	}
-	db, err := openBolt(path, timeout)
+	db, err := openBolt(path, timeout, opts.ReadOnly)
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	if err := initialize(db); err != nil {
+	if err := initialize(db, opts.ReadOnly); err != nil {
 		_ = db.Close()
 		var oe *OpenError
 		if errors.As(err, &oe) {
@@ -289,7 +310,7 @@ func open(path string, opts Options) (*Store, error) {
 		}
 		return nil, &OpenError{Path: path, Err: err}
 	}
-	s := &Store{db: db, path: path, sealer: opts.Sealer, clear: opts.AllowClear, now: opts.Now, keep: opts.Retention.Entries, maxAge: opts.Retention.Age}
+	s := &Store{db: db, path: path, sealer: opts.Sealer, clear: opts.AllowClear, ro: opts.ReadOnly, now: opts.Now, keep: opts.Retention.Entries, maxAge: opts.Retention.Age}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -302,9 +323,9 @@ func open(path string, opts Options) (*Store, error) {
 // precheck checks the pages of the file at path (see checkFile) under a
 // shared lock, so that a process writing the file makes Open fail with
 // ErrFileLocked, not with a damage it saw half-written.
-func precheck(path string, timeout time.Duration) error {
+func precheck(path string, timeout time.Duration, readOnly bool) error {
 	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && !readOnly {
 		return nil // bbolt creates it
 	}
 	if err != nil {
@@ -322,6 +343,9 @@ func precheck(path string, timeout time.Duration) error {
 		return &OpenError{Path: path, Err: err}
 	}
 	if fi.Size() == 0 {
+		if readOnly {
+			return &OpenError{Path: path, Reason: ErrReadOnly, Err: errors.New("the file is empty: it holds no store yet")}
+		}
 		return nil
 	}
 	err = checkFile(f, fi.Size())
@@ -339,7 +363,7 @@ func precheck(path string, timeout time.Duration) error {
 
 // openBolt opens the bbolt file, turning a panic of bbolt in this
 // goroutine (none is expected once precheck passed) into an error.
-func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, &errDamaged{msg: fmt.Sprintf("bbolt: %v", r)}
@@ -352,6 +376,7 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 		// precheck has checked every page that rebuild reads.
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
+		ReadOnly:       readOnly,
 	})
 }
 
@@ -383,8 +408,9 @@ func openError(path string, err error) error {
 
 // initialize checks the file's format and every entry, creates the
 // buckets of a new store and upgrades a file of format version 1. It
-// writes only to a file with no bucket at all or of an older format.
-func initialize(db *bolt.DB) (err error) {
+// writes only to a file with no bucket at all or of an older format, and
+// fails with ErrReadOnly instead when readOnly.
+func initialize(db *bolt.DB, readOnly bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &OpenError{Reason: ErrCorrupt, Err: fmt.Errorf("bbolt: %v", r)}
@@ -430,6 +456,10 @@ func initialize(db *bolt.DB) (err error) {
 	switch {
 	case err != nil:
 		return err
+	case fresh && readOnly:
+		return &OpenError{Reason: ErrReadOnly, Err: errors.New("the file holds no store yet")}
+	case format < FormatVersion && readOnly:
+		return &OpenError{Reason: ErrReadOnly, Err: fmt.Errorf("format version %d is upgraded by the first Open for writing", format)}
 	case fresh:
 		return db.Update(func(tx *bolt.Tx) error {
 			for _, b := range allBuckets {
@@ -472,6 +502,9 @@ func (s *Store) dbError(what string, err error) error {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("%w (%s)", ErrClosed, what)
 	}
+	if errors.Is(err, ErrReadOnly) {
+		return fmt.Errorf("%w (%s)", ErrReadOnly, what)
+	}
 	if errors.Is(err, ErrCorrupt) || errors.Is(err, converge.ErrSealed) || errors.Is(err, converge.ErrNotSealed) {
 		return err
 	}
@@ -498,6 +531,9 @@ const maxBatch = 512
 // the next one: a single writer never waits for company, and N writers need
 // far fewer than N commits.
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	if s.ro {
+		return ErrReadOnly
+	}
 	o := &op{fn: fn, done: make(chan struct{})}
 	s.wmu.Lock()
 	s.queue = append(s.queue, o)
