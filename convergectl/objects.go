@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+)
+
+// objectView is an object of a controller kind as the commands print it
+// in JSON. Its shape is documented in doc.go; fields are only added.
+type objectView struct {
+	Kind    string `json:"kind"`
+	Key     string `json:"key"`
+	Version uint64 `json:"version"`
+	// Sealed means the value is sealed and no key was given: only Kind,
+	// Key, Version and KeyID are known.
+	Sealed      bool                `json:"sealed"`
+	KeyID       string              `json:"keyID,omitempty"`
+	State       controller.State    `json:"state,omitempty"`
+	Since       *time.Time          `json:"since,omitempty"`
+	Reason      string              `json:"reason,omitempty"`
+	Halted      controller.Halt     `json:"halted,omitempty"`
+	Failures    int                 `json:"failures"`
+	Retries     int                 `json:"retries"`
+	LastError   *controller.Failure `json:"lastError,omitempty"`
+	SLABreached bool                `json:"slaBreached"`
+	Intents     []string            `json:"intents,omitempty"`
+	// Data and History are filled by the object command only.
+	Data    json.RawMessage         `json:"data,omitempty"`
+	History []converge.HistoryEntry `json:"history,omitempty"`
+}
+
+// decodeObject reads the record rec of kind.
+func decodeObject(kind string, rec converge.StoreRecord) (*objectView, error) {
+	v := &objectView{Kind: kind, Key: strings.TrimPrefix(rec.Key, kind+"/"), Version: rec.Version}
+	if id, ok := sealedValue(rec.Value); ok {
+		v.Sealed, v.KeyID = true, id
+		return v, nil
+	}
+	var o controller.Object
+	if err := json.Unmarshal(rec.Value, &o); err != nil || o.State == "" {
+		if err == nil {
+			err = errors.New("no state")
+		}
+		return nil, fmt.Errorf("convergectl: record %q is not a controller object (%v); plans are read with the plans command", rec.Key, err)
+	}
+	v.State, v.Reason, v.Halted = o.State, o.Reason, o.Halted
+	v.Failures, v.Retries, v.LastError, v.SLABreached, v.Intents = o.Failures, o.Retries, o.LastError, o.SLABreached, o.Intents
+	v.Data = o.Data
+	if !o.Since.IsZero() {
+		since := o.Since
+		v.Since = &since
+	}
+	return v, nil
+}
+
+func checkKind(kind string) error {
+	if kind == "" || strings.Contains(kind, "/") {
+		return &usageError{msg: fmt.Sprintf("kind %q: a kind is not empty and holds no '/'", kind)}
+	}
+	return nil
+}
+
+var (
+	filterState       string
+	filterQuarantined bool
+	filterTerminal    bool
+	filterAboveSLA    bool
+	filterHalted      bool
+	planState         string
+	abortReason       string
+)
+
+func init() {
+	register(&command{
+		name:    "kinds",
+		summary: "List the kinds of controller objects in the store, with how many objects each has.",
+		run:     runKinds,
+	})
+	register(&command{
+		name:  "objects",
+		args:  "KIND",
+		nargs: 1,
+		summary: `List the objects of a controller kind, sorted by key.
+Filters combine: --state S --quarantined lists the quarantined objects in S.
+--above-sla lists the objects the controller marked above their state's SLA
+(the SLAs are the program's configuration; the store keeps the mark).`,
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&filterState, "state", "", "only objects in this `STATE`")
+			fs.BoolVar(&filterQuarantined, "quarantined", false, "only quarantined objects")
+			fs.BoolVar(&filterTerminal, "terminal", false, "only objects halted by a terminal error")
+			fs.BoolVar(&filterHalted, "halted", false, "only halted objects (quarantined or terminal)")
+			fs.BoolVar(&filterAboveSLA, "above-sla", false, "only objects above their state's SLA")
+		},
+		run: runObjects,
+	})
+	register(&command{
+		name:    "object",
+		args:    "KIND KEY",
+		nargs:   2,
+		summary: "Show one object of a controller kind: its state, failures, data and history.",
+		run:     runObject,
+	})
+	register(&command{
+		name:  "release",
+		short: "Release a halted object so that its controller runs it again.",
+		args:  "KIND KEY",
+		nargs: 2,
+		write: true,
+		summary: `Release a halted object (quarantined, or halted by a terminal error): the
+halt is cleared, its failures in a row start again from zero, and its
+controller runs it again. The history records the release and who did it.
+Releasing an object that is not halted changes nothing.`,
+		run: runRelease,
+	})
+}
+
+func runKinds(ctx context.Context, e *env, c *common, _ []string) error {
+	st, closer, err := c.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	recs, err := st.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	for _, r := range recs {
+		kind, _, ok := strings.Cut(r.Key, "/")
+		if !ok || kind+"/" == converge.PlanKeyPrefix || kind == "plan-base" {
+			continue
+		}
+		counts[kind]++
+	}
+	type kindView struct {
+		Kind    string `json:"kind"`
+		Objects int    `json:"objects"`
+	}
+	out := []kindView{}
+	for k, n := range counts {
+		out = append(out, kindView{k, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	if c.json() {
+		return writeJSON(e.out, map[string]any{"kinds": out})
+	}
+	t := newTable(e.out, "KIND", "OBJECTS")
+	for _, k := range out {
+		t.row(k.Kind, fmt.Sprint(k.Objects))
+	}
+	return t.flush()
+}
+
+func runObjects(ctx context.Context, e *env, c *common, args []string) error {
+	kind := args[0]
+	if err := checkKind(kind); err != nil {
+		return err
+	}
+	st, closer, err := c.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	recs, err := st.List(ctx, kind+"/")
+	if err != nil {
+		return err
+	}
+	filtered := filterState != "" || filterQuarantined || filterTerminal || filterHalted || filterAboveSLA
+	out := []*objectView{}
+	sealedHidden := 0
+	for _, r := range recs {
+		v, err := decodeObject(kind, r)
+		if err != nil {
+			return err
+		}
+		v.Data = nil
+		if v.Sealed && filtered {
+			sealedHidden++
+			continue
+		}
+		switch {
+		case filterState != "" && string(v.State) != filterState,
+			filterQuarantined && v.Halted != controller.HaltQuarantined,
+			filterTerminal && v.Halted != controller.HaltTerminal,
+			filterHalted && v.Halted == "",
+			filterAboveSLA && !v.SLABreached:
+			continue
+		}
+		out = append(out, v)
+	}
+	if c.json() {
+		return writeJSON(e.out, map[string]any{"kind": kind, "objects": out, "sealedHidden": sealedHidden})
+	}
+	t := newTable(e.out, "KEY", "STATE", "AGE", "HALTED", "RETRIES", "SLA", "LAST ERROR")
+	for _, v := range out {
+		if v.Sealed {
+			t.row(v.Key, sealedText(v.KeyID), "", "", "", "", "")
+			continue
+		}
+		since := time.Time{}
+		if v.Since != nil {
+			since = *v.Since
+		}
+		sla, lastErr := "", ""
+		if v.SLABreached {
+			sla = "above"
+		}
+		if v.LastError != nil {
+			lastErr = ago(e.now, v.LastError.At) + " ago: " + cut(v.LastError.Error, 80)
+		}
+		t.row(v.Key, string(v.State), ago(e.now, since), string(v.Halted), fmt.Sprint(v.Retries), sla, lastErr)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if sealedHidden > 0 {
+		fmt.Fprintf(e.errOut, "%d sealed objects are not shown: the filters need their state (give --key-file)\n", sealedHidden)
+	}
+	return nil
+}
+
+// getObject reads the object KEY of KIND with its history.
+func getObject(ctx context.Context, st converge.Store, kind, key string) (*objectView, error) {
+	rec, err := st.Get(ctx, kind+"/"+key)
+	if errors.Is(err, converge.ErrStoreNotFound) {
+		return nil, &notFoundError{what: kind, name: key}
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := decodeObject(kind, rec)
+	if err != nil {
+		return nil, err
+	}
+	if v.History, err = st.History(ctx, rec.Key); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func runObject(ctx context.Context, e *env, c *common, args []string) error {
+	kind, key := args[0], args[1]
+	if err := checkKind(kind); err != nil {
+		return err
+	}
+	st, closer, err := c.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	v, err := getObject(ctx, st, kind, key)
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		return writeJSON(e.out, v)
+	}
+	return printObject(e, v)
+}
+
+func printObject(e *env, v *objectView) error {
+	w := e.out
+	fmt.Fprintf(w, "Kind:      %s\nKey:       %s\nVersion:   %d\n", v.Kind, v.Key, v.Version)
+	if v.Sealed {
+		fmt.Fprintf(w, "Value:     %s\n", sealedText(v.KeyID))
+	} else {
+		since := time.Time{}
+		if v.Since != nil {
+			since = *v.Since
+		}
+		fmt.Fprintf(w, "State:     %s since %s\n", v.State, stamp(e.now, since))
+		if v.Reason != "" {
+			fmt.Fprintf(w, "Reason:    %s\n", oneLine(v.Reason))
+		}
+		if v.Halted != "" {
+			fmt.Fprintf(w, "Halted:    %s (convergectl release %s %s)\n", v.Halted, v.Kind, v.Key)
+		}
+		fmt.Fprintf(w, "Failures:  %d in this state, %d in a row\n", v.Failures, v.Retries)
+		if v.LastError != nil {
+			fmt.Fprintf(w, "LastError: %s: %s\n", stamp(e.now, v.LastError.At), oneLine(v.LastError.Error))
+		}
+		if v.SLABreached {
+			fmt.Fprintln(w, "SLA:       above the SLA of its state")
+		}
+		if len(v.Intents) > 0 {
+			fmt.Fprintf(w, "Intents:   %s\n", strings.Join(v.Intents, ", "))
+		}
+		if len(v.Data) > 0 {
+			fmt.Fprintf(w, "Data:      %s\n", v.Data)
+		}
+	}
+	fmt.Fprintln(w, "History:")
+	return printHistory(e, v.History, false)
+}
+
+// printHistory writes the history entries as a table; with subjects, a
+// column names the command and host each is about.
+func printHistory(e *env, hist []converge.HistoryEntry, subjects bool) error {
+	if len(hist) == 0 {
+		fmt.Fprintln(e.out, "  (none kept)")
+		return nil
+	}
+	cols := []string{"  AT", "FROM", "TO", "BY"}
+	if subjects {
+		cols = append(cols, "SUBJECT")
+	}
+	t := newTable(e.out, append(cols, "REASON")...)
+	for _, h := range hist {
+		row := []string{"  " + h.At.UTC().Format(time.RFC3339), h.From, h.To, historyBy(h)}
+		if subjects {
+			row = append(row, subjectText(h.Subject))
+		}
+		t.row(append(row, h.Reason)...)
+	}
+	return t.flush()
+}
+
+func subjectText(s *converge.HistorySubject) string {
+	switch {
+	case s == nil:
+		return "plan"
+	case s.Host == "":
+		return fmt.Sprintf("command %d", s.Command)
+	}
+	return fmt.Sprintf("command %d %s/%s", s.Command, s.Group, s.Host)
+}
+
+func runRelease(ctx context.Context, e *env, c *common, args []string) error {
+	kind, key := args[0], args[1]
+	if err := checkKind(kind); err != nil {
+		return err
+	}
+	st, closer, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	before, err := getObject(ctx, st, kind, key)
+	if err != nil {
+		return err
+	}
+	if before.Sealed {
+		return &sealedError{what: kind, name: key, keyID: before.KeyID}
+	}
+	released := before.Halted != ""
+	if released {
+		if err := releaseObject(ctx, st, kind, key, c.by()); err != nil {
+			return err
+		}
+	}
+	after, err := getObject(ctx, st, kind, key)
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		return writeJSON(e.out, map[string]any{"released": released, "was": before.Halted, "object": after})
+	}
+	if !released {
+		fmt.Fprintf(e.out, "%s %q is not halted (state %s): nothing to release\n", kind, key, after.State)
+		return nil
+	}
+	fmt.Fprintf(e.out, "released %s %q (was %s); its controller runs it again\n", kind, key, before.Halted)
+	return nil
+}
