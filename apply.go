@@ -26,10 +26,10 @@ func (e *ConfigError) Error() string {
 // Is makes ConfigError match ErrInvalidConfig.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
-// Config tunes a walk. The zero value is usable: it means DefaultParallelism,
+// WalkerConfig tunes a walk. The zero value is usable: it means DefaultParallelism,
 // no fail-fast, no grace period, no observer, no metrics, no logs and
 // time.Now.
-type Config struct {
+type WalkerConfig struct {
 	// Parallelism is the most items processed at once; 0 means
 	// DefaultParallelism. Negative values are invalid. Of the items ready
 	// to run, those heading the longest chain of items after them start
@@ -78,14 +78,14 @@ type Config struct {
 	Now func() time.Time
 }
 
-// DefaultConfig returns the configuration used by the package-level walk
+// DefaultWalkerConfig returns the configuration used by the package-level walk
 // functions.
-func DefaultConfig() Config {
-	return Config{Parallelism: DefaultParallelism, Now: time.Now}
+func DefaultWalkerConfig() WalkerConfig {
+	return WalkerConfig{Parallelism: DefaultParallelism, Now: time.Now}
 }
 
 // Validate reports the first field out of range as a *ConfigError.
-func (c Config) Validate() error {
+func (c WalkerConfig) Validate() error {
 	switch {
 	case c.Parallelism < 0:
 		return &ConfigError{Field: "Parallelism", Reason: fmt.Sprintf("must not be negative, got %d", c.Parallelism)}
@@ -102,11 +102,11 @@ func (c Config) Validate() error {
 // Walker runs walks over graphs with one Config. It is safe for concurrent
 // use: every walk has its own state.
 type Walker struct {
-	cfg Config
+	cfg WalkerConfig
 }
 
 // NewWalker validates cfg and returns a Walker that uses it.
-func NewWalker(cfg Config) (*Walker, error) {
+func NewWalker(cfg WalkerConfig) (*Walker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -159,12 +159,12 @@ func CurrentWalk(ctx context.Context) (WalkID, bool) {
 // that can be interrupted in two steps, as a program's first and second
 // Ctrl-C, and the function that interrupts it. The first call cancels ctx:
 // a graceful interrupt (no new item starts; the items already running get
-// Config.Grace to finish). The second call is immediate: the contexts of
+// WalkerConfig.Grace to finish). The second call is immediate: the contexts of
 // the items still running are cancelled at once. Further calls do nothing.
 // Cancelling parent is an immediate interrupt too.
 //
 // Without WithInterrupt, cancelling a walk's context is a graceful
-// interrupt that only the end of Config.Grace makes immediate. With a
+// interrupt that only the end of WalkerConfig.Grace makes immediate. With a
 // Grace of 0 every interrupt is immediate. The contexts hold resources of
 // parent until interrupt was called twice or parent ends.
 //
@@ -192,18 +192,18 @@ func WithInterrupt(parent context.Context) (ctx context.Context, interrupt func(
 	}
 }
 
-var defaultWalker, _ = NewWalker(DefaultConfig())
+var defaultWalker, _ = NewWalker(DefaultWalkerConfig())
 
-// Apply converges every item of g to its presence using DefaultConfig. See
+// Apply converges every item of g to its presence using DefaultWalkerConfig. See
 // Walker.Apply.
 func Apply(ctx context.Context, g *Graph) (*Report, error) { return defaultWalker.Apply(ctx, g) }
 
-// ApplyDry simulates Apply using DefaultConfig. See Walker.ApplyDry.
+// ApplyDry simulates Apply using DefaultWalkerConfig. See Walker.ApplyDry.
 func ApplyDry(ctx context.Context, g *Graph) (*Report, error) {
 	return defaultWalker.ApplyDry(ctx, g)
 }
 
-// Clean removes every item of g using DefaultConfig. See Walker.Clean.
+// Clean removes every item of g using DefaultWalkerConfig. See Walker.Clean.
 func Clean(ctx context.Context, g *Graph) (*Report, error) { return defaultWalker.Clean(ctx, g) }
 
 // Apply converges every item of g: Present items to their goal, after their
@@ -213,10 +213,10 @@ func Clean(ctx context.Context, g *Graph) (*Report, error) { return defaultWalke
 // applies when required, then discovers and checks again: an item that
 // still requires work fails in PhaseVerify with ErrNotConverged. When an
 // item fails, the items that wait on it are reported as OutcomeWaiting, and
-// independent branches go on (unless Config.FailFast). Cancelling ctx
+// independent branches go on (unless WalkerConfig.FailFast). Cancelling ctx
 // interrupts the walk: no new item starts and the rest are reported as
 // OutcomeNotRun; items in flight see their context cancelled at once, or,
-// with a Config.Grace, only when it runs out or a second interrupt arrives
+// with a WalkerConfig.Grace, only when it runs out or a second interrupt arrives
 // (see WithInterrupt); Report.Interrupted says which.
 //
 // Items see the values of ctx: a walk under WithForce(ctx) is forced past
@@ -259,7 +259,7 @@ type walkOpts struct {
 
 // walkState is the state of one walk.
 type walkState struct {
-	cfg     *Config
+	cfg     *WalkerConfig
 	c       *compiled
 	id      WalkID
 	ctx     context.Context
@@ -271,7 +271,7 @@ type walkState struct {
 	log     *slog.Logger // cfg.Logger
 	kinds   *itemKinds   // when cfg.Metrics is set
 	results []ItemResult
-	// published[k] is set once results[k].After is final: a Deps reads
+	// published[k] is set once results[k].After is final: a DepStates reads
 	// After only then. (A flag, not a pointer, keeps the GC off it.)
 	published []atomic.Bool
 	views     []depView
@@ -861,7 +861,7 @@ func (ws *walkState) initResult(k int) *ItemResult {
 	return r
 }
 
-// depView is the Deps an item sees: the states of its own dependencies that
+// depView is the DepStates an item sees: the states of its own dependencies that
 // have finished in this walk.
 type depView struct {
 	ws *walkState
@@ -943,7 +943,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 	}
 	phase = PhaseCheck
 	if res.Unknown {
-		res.Decision = Required(UnitsUnknown)
+		res.Decision = Required(WorkUnitsUnknown)
 	} else if res.Decision, err = it.node.Check(ctx, res.Before, res.Target); err != nil {
 		fail(err)
 		return end, applied
@@ -970,7 +970,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 		}
 	}
 	actx := context.WithValue(ctx, keyItemRun, run)
-	ws.emit(Event{ID: it.id, Kind: EventApplying, Done: 0, Total: res.Decision.Units})
+	ws.emit(Event{ID: it.id, Kind: EventApplying, Done: 0, Total: res.Decision.WorkUnits})
 	applyStart = ws.clock.Now()
 	if ws.dry {
 		res.After, err = it.node.ApplyDry(actx, res.Before, res.Target)

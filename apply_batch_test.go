@@ -25,10 +25,10 @@ type heldItem struct {
 }
 
 func (h *heldItem) ID() converge.ID { return h.id }
-func (h *heldItem) StateCurrent(context.Context, converge.Deps) (bool, error) {
+func (h *heldItem) StateCurrent(context.Context, converge.DepStates) (bool, error) {
 	return !h.slow, nil
 }
-func (h *heldItem) StateGoal(context.Context, converge.Deps) (bool, error) { return true, nil }
+func (h *heldItem) StateGoal(context.Context, converge.DepStates) (bool, error) { return true, nil }
 func (h *heldItem) Check(_ context.Context, c, t bool) (converge.Decision, error) {
 	if !h.slow && h.checked.Add(1) == h.others {
 		close(h.allDone)
@@ -66,7 +66,7 @@ func TestWalkRunsOtherItemsDuringAnApply(t *testing.T) {
 						checked: &checked, others: n - 1, allDone: allDone,
 					}), converge.Present)
 				}
-				w, err := converge.NewWalker(converge.Config{Parallelism: 2})
+				w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 2})
 				require.NoError(t, err)
 				rep, err := w.Apply(context.Background(), g)
 				require.NoError(t, err)

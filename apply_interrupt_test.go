@@ -43,7 +43,7 @@ func applyAsync(w *converge.Walker, ctx context.Context, g *converge.Graph) func
 
 func TestApplyGracefulInterruptLetsRunningItemsFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w, err := converge.NewWalker(converge.Config{Parallelism: 2, Grace: time.Minute})
+		w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 2, Grace: time.Minute})
 		require.NoError(t, err)
 		g, items := interruptGraph(10 * time.Second)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -67,7 +67,7 @@ func TestApplyGracefulInterruptLetsRunningItemsFinish(t *testing.T) {
 func TestApplyInterruptStopsAtOnce(t *testing.T) {
 	tests := []struct {
 		name string
-		// grace is Config.Grace; second, when true, interrupts twice.
+		// grace is WalkerConfig.Grace; second, when true, interrupts twice.
 		grace  time.Duration
 		second bool
 		// took is how long the walk ran after the first interrupt.
@@ -80,7 +80,7 @@ func TestApplyInterruptStopsAtOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				w, err := converge.NewWalker(converge.Config{Parallelism: 2, Grace: tt.grace})
+				w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 2, Grace: tt.grace})
 				require.NoError(t, err)
 				g, _ := interruptGraph(time.Hour)
 				ctx, interrupt := converge.WithInterrupt(t.Context())
@@ -107,7 +107,7 @@ func TestApplyInterruptStopsAtOnce(t *testing.T) {
 
 func TestApplyCancellingParentOfInterruptIsImmediate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w, err := converge.NewWalker(converge.Config{Parallelism: 2, Grace: time.Hour})
+		w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 2, Grace: time.Hour})
 		require.NoError(t, err)
 		g, _ := interruptGraph(time.Hour)
 		parent, cancel := context.WithCancel(t.Context())
@@ -124,7 +124,7 @@ func TestApplyCancellingParentOfInterruptIsImmediate(t *testing.T) {
 }
 
 func TestApplyNotInterruptedSaysNone(t *testing.T) {
-	w, err := converge.NewWalker(converge.Config{Grace: time.Minute})
+	w, err := converge.NewWalker(converge.WalkerConfig{Grace: time.Minute})
 	require.NoError(t, err)
 	g, _ := interruptGraph(0)
 	ctx, interrupt := converge.WithInterrupt(t.Context())
@@ -150,7 +150,7 @@ func TestApplyWithForceReachesItems(t *testing.T) {
 func TestWalkIDInReportEventsAndErrors(t *testing.T) {
 	var walks []converge.WalkID
 	var events []converge.Event
-	w, err := converge.NewWalker(converge.Config{Observer: converge.ObserverFunc(func(e converge.Event) {
+	w, err := converge.NewWalker(converge.WalkerConfig{Observer: converge.ObserverFunc(func(e converge.Event) {
 		events = append(events, e)
 	})})
 	require.NoError(t, err)
@@ -192,13 +192,13 @@ func (w *walkSeer) see(ctx context.Context, method string) {
 	}
 }
 func (w *walkSeer) ID() converge.ID { return "seer" }
-func (w *walkSeer) StateCurrent(ctx context.Context, _ converge.Deps) (bool, error) {
+func (w *walkSeer) StateCurrent(ctx context.Context, _ converge.DepStates) (bool, error) {
 	w.see(ctx, "StateCurrent")
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.set, nil
 }
-func (w *walkSeer) StateGoal(ctx context.Context, _ converge.Deps) (bool, error) {
+func (w *walkSeer) StateGoal(ctx context.Context, _ converge.DepStates) (bool, error) {
 	w.see(ctx, "StateGoal")
 	return true, nil
 }

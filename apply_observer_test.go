@@ -32,7 +32,7 @@ func TestApplyBlockedObserverDoesNotStallWalk(t *testing.T) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var got []converge.Event
-		w, err := converge.NewWalker(converge.Config{EventBuffer: 4, Observer: converge.ObserverFunc(func(e converge.Event) {
+		w, err := converge.NewWalker(converge.WalkerConfig{EventBuffer: 4, Observer: converge.ObserverFunc(func(e converge.Event) {
 			mu.Lock()
 			got = append(got, e)
 			mu.Unlock()
@@ -58,7 +58,7 @@ func TestApplySlowObserverIsToldWhatWasDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		var got []converge.Event
-		w, err := converge.NewWalker(converge.Config{EventBuffer: 8, Parallelism: 1, Observer: converge.ObserverFunc(func(e converge.Event) {
+		w, err := converge.NewWalker(converge.WalkerConfig{EventBuffer: 8, Parallelism: 1, Observer: converge.ObserverFunc(func(e converge.Event) {
 			got = append(got, e)
 			if len(got) == 1 {
 				<-release // busy with the first event it gets

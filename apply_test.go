@@ -34,13 +34,13 @@ type probe struct {
 }
 
 func (p *probe) ID() converge.ID { return p.id }
-func (p *probe) StateCurrent(context.Context, converge.Deps) (any, error) {
+func (p *probe) StateCurrent(context.Context, converge.DepStates) (any, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.value, nil
 }
-func (p *probe) StateGoal(context.Context, converge.Deps) (any, error)  { return p.goal, nil }
-func (p *probe) StateClean(context.Context, converge.Deps) (any, error) { return "", nil }
+func (p *probe) StateGoal(context.Context, converge.DepStates) (any, error)  { return p.goal, nil }
+func (p *probe) StateClean(context.Context, converge.DepStates) (any, error) { return "", nil }
 func (p *probe) Check(_ context.Context, c, t any) (converge.Decision, error) {
 	if c == t {
 		return converge.NotRequired(), nil
@@ -145,7 +145,7 @@ func TestApplyPropertiesOnRandomDAGs(t *testing.T) {
 		failRate := []float64{0, 0.05, 0.2}[seed%3]
 		par := 1 + r.IntN(8)
 		rg := newRandomGraph(r, n, 3, failRate, mixed)
-		w, err := converge.NewWalker(converge.Config{Parallelism: par})
+		w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par})
 		require.NoError(t, err)
 		rep, werr := w.Apply(context.Background(), rg.g)
 		require.NotNil(t, rep, "seed %d", seed)
@@ -212,7 +212,7 @@ func TestApplyBoundsParallelism(t *testing.T) {
 			it := &gateItem{Item: convergetest.Item{Key: converge.ID(fmt.Sprint(i)), Goal: "x"}, inflight: &inflight, peak: &peak}
 			g.Add(converge.Wrap[string](it), converge.Present)
 		}
-		w, err := converge.NewWalker(converge.Config{Parallelism: 3})
+		w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 3})
 		require.NoError(t, err)
 		done := make(chan struct{})
 		go func() {
@@ -257,7 +257,7 @@ func TestApplyFailFast(t *testing.T) {
 		others = append(others, it)
 		g.Add(it.Node(), converge.Present)
 	}
-	w, err := converge.NewWalker(converge.Config{Parallelism: 1, FailFast: true})
+	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 1, FailFast: true})
 	require.NoError(t, err)
 	rep, err := w.Apply(t.Context(), g)
 	require.ErrorIs(t, err, convergetest.ErrInjected)
@@ -270,7 +270,7 @@ func TestApplyFailFast(t *testing.T) {
 	}
 
 	// Without fail-fast, independent branches go on.
-	w, err = converge.NewWalker(converge.Config{Parallelism: 1})
+	w, err = converge.NewWalker(converge.WalkerConfig{Parallelism: 1})
 	require.NoError(t, err)
 	rep, err = w.Apply(t.Context(), g)
 	require.Error(t, err)
@@ -296,7 +296,7 @@ func TestApplyCancellation(t *testing.T) {
 		var rep *converge.Report
 		var err error
 		done := make(chan struct{})
-		w, werr := converge.NewWalker(converge.Config{Parallelism: 1})
+		w, werr := converge.NewWalker(converge.WalkerConfig{Parallelism: 1})
 		require.NoError(t, werr)
 		go func() {
 			defer close(done)
@@ -395,7 +395,7 @@ func TestApplyVerifyCatchesItemThatNeverConverges(t *testing.T) {
 func TestApplyDryWritesNothingAndFeedsDependents(t *testing.T) {
 	g := converge.NewGraph()
 	base := &convergetest.Item{Key: "base", Goal: "10"}
-	derived := &convergetest.Item{Key: "derived", GoalFunc: func(d converge.Deps) (string, error) {
+	derived := &convergetest.Item{Key: "derived", GoalFunc: func(d converge.DepStates) (string, error) {
 		v, err := converge.DepState[string](d, "base")
 		return "from-" + v, err
 	}}
@@ -445,7 +445,7 @@ func TestCleanRunsInReverseOrder(t *testing.T) {
 	g2 := converge.NewGraph()
 	keep := &convergetest.Item{Key: "keep", Value: "v", Goal: "v"}
 	g2.Add(keep.Node(), converge.Present)
-	w, _ := converge.NewWalker(converge.Config{})
+	w, _ := converge.NewWalker(converge.WalkerConfig{})
 	rep, err = w.CleanDry(t.Context(), g2)
 	require.NoError(t, err)
 	assert.Equal(t, "v", keep.Current())
@@ -495,7 +495,7 @@ type unknownItem struct {
 	applied atomic.Bool
 }
 
-func (u *unknownItem) StateCurrent(ctx context.Context, d converge.Deps) (string, error) {
+func (u *unknownItem) StateCurrent(ctx context.Context, d converge.DepStates) (string, error) {
 	if !u.applied.Load() {
 		return "", fmt.Errorf("predecessor not ready: %w", converge.ErrStateUnknown)
 	}
@@ -516,7 +516,7 @@ func TestApplyUnknownCurrentStateIsApplied(t *testing.T) {
 	it := rep.Items[0]
 	assert.True(t, it.Unknown)
 	assert.Nil(t, it.Before)
-	assert.Equal(t, converge.Required(converge.UnitsUnknown), it.Decision)
+	assert.Equal(t, converge.Required(converge.WorkUnitsUnknown), it.Decision)
 	assert.Equal(t, converge.OutcomeChanged, it.Outcome)
 	assert.Zero(t, u.Calls("Check")-1, "only the verify check ran")
 }
@@ -538,7 +538,7 @@ func TestApplyCollectsRequiredActions(t *testing.T) {
 	assert.Contains(t, rep.Summary(), "reboot")
 	// Outside a walk the helpers do nothing.
 	converge.RequireAction(context.Background(), converge.ActionShutdown, "x")
-	converge.ReportUnits(context.Background(), 1, 2)
+	converge.ReportProgress(context.Background(), 1, 2)
 }
 
 func TestApplyEventsOrder(t *testing.T) {
@@ -551,7 +551,7 @@ func TestApplyEventsOrder(t *testing.T) {
 	})
 	r := rand.New(rand.NewPCG(7, 7))
 	rg := newRandomGraph(r, 80, 3, 0.1, true)
-	w, err := converge.NewWalker(converge.Config{Parallelism: 4, Observer: obs})
+	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 4, Observer: obs})
 	require.NoError(t, err)
 	rep, _ := w.Apply(t.Context(), rg.g)
 
@@ -588,7 +588,7 @@ func TestApplyEventsOrder(t *testing.T) {
 
 func TestApplyProgressUnits(t *testing.T) {
 	var got []converge.Event
-	w, err := converge.NewWalker(converge.Config{Observer: converge.ObserverFunc(func(e converge.Event) {
+	w, err := converge.NewWalker(converge.WalkerConfig{Observer: converge.ObserverFunc(func(e converge.Event) {
 		if e.Kind == converge.EventApplying {
 			got = append(got, e)
 		}
@@ -606,12 +606,12 @@ func TestApplyProgressUnits(t *testing.T) {
 }
 
 func TestWalkerConfigValidation(t *testing.T) {
-	_, err := converge.NewWalker(converge.Config{Parallelism: -1})
+	_, err := converge.NewWalker(converge.WalkerConfig{Parallelism: -1})
 	require.ErrorIs(t, err, converge.ErrInvalidConfig)
 	var ce *converge.ConfigError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "Parallelism", ce.Field)
-	assert.NoError(t, converge.DefaultConfig().Validate())
+	assert.NoError(t, converge.DefaultWalkerConfig().Validate())
 }
 
 func TestApplyNilGraph(t *testing.T) {
@@ -623,11 +623,11 @@ func TestDepStateErrors(t *testing.T) {
 	g := converge.NewGraph()
 	num := &numItem{}
 	g.Add(converge.Wrap[int](num), converge.Present)
-	wrongType := &convergetest.Item{Key: "s", GoalFunc: func(d converge.Deps) (string, error) {
+	wrongType := &convergetest.Item{Key: "s", GoalFunc: func(d converge.DepStates) (string, error) {
 		v, err := converge.DepState[string](d, "num")
 		return v, err
 	}}
-	notDep := &convergetest.Item{Key: "t", GoalFunc: func(d converge.Deps) (string, error) {
+	notDep := &convergetest.Item{Key: "t", GoalFunc: func(d converge.DepStates) (string, error) {
 		return converge.DepState[string](d, "num")
 	}}
 	g.Add(wrongType.Node(), converge.Present, "num")
@@ -647,10 +647,10 @@ func TestDepStateErrors(t *testing.T) {
 type numItem struct{ v atomic.Int64 }
 
 func (n *numItem) ID() converge.ID { return "num" }
-func (n *numItem) StateCurrent(context.Context, converge.Deps) (int, error) {
+func (n *numItem) StateCurrent(context.Context, converge.DepStates) (int, error) {
 	return int(n.v.Load()), nil
 }
-func (n *numItem) StateGoal(context.Context, converge.Deps) (int, error) { return 7, nil }
+func (n *numItem) StateGoal(context.Context, converge.DepStates) (int, error) { return 7, nil }
 func (n *numItem) Check(_ context.Context, c, t int) (converge.Decision, error) {
 	if c == t {
 		return converge.NotRequired(), nil
@@ -716,8 +716,8 @@ func TestReportHelpers(t *testing.T) {
 func TestStringers(t *testing.T) {
 	assert.Equal(t, "present", converge.Present.String())
 	assert.Equal(t, "absent", converge.Absent.String())
-	assert.Equal(t, "required", converge.ExecRequired.String())
-	assert.Equal(t, "not-required", converge.ExecNotRequired.String())
+	assert.Equal(t, "required", converge.ChangeRequired.String())
+	assert.Equal(t, "not-required", converge.ChangeNotRequired.String())
 	assert.Equal(t, "verify", converge.PhaseVerify.String())
 	assert.Equal(t, "would-change", converge.OutcomeWouldChange.String())
 	assert.Equal(t, "applying", converge.EventApplying.String())
@@ -739,7 +739,7 @@ func TestItemTimesNestInTheWalk(t *testing.T) {
 	g.Add(a.Node(), converge.Present)
 	g.Add(b.Node(), converge.Present, "a")
 	g.Add(c.Node(), converge.Present, "b")
-	w, err := converge.NewWalker(converge.Config{Parallelism: 4})
+	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 4})
 	require.NoError(t, err)
 	for range 2 { // a walk that changes, then one that does not
 		rep, err := w.Apply(context.Background(), g)

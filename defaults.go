@@ -2,26 +2,26 @@ package converge
 
 import "time"
 
-// Defaults of the zero fields of Config, TargetConfig, PlanConfig and
+// Defaults of the zero fields of WalkerConfig, TargetReconcilerConfig, PlanRunnerConfig and
 // Retention.
 const (
 	// DefaultParallelism is the number of items a walk runs at once when
-	// Config.Parallelism is zero.
+	// WalkerConfig.Parallelism is zero.
 	DefaultParallelism = 8
 	// DefaultEventBuffer is how many progress events wait for a busy
 	// Observer (or TargetReconciler subscriber) before the oldest are
-	// dropped, when Config.EventBuffer is zero.
+	// dropped, when WalkerConfig.EventBuffer is zero.
 	DefaultEventBuffer = 1024
 	// DefaultEventDrain is how long a finished walk waits for its Observer
 	// (and a stopping TargetReconciler for its subscribers) when
-	// Config.EventDrain is zero.
+	// WalkerConfig.EventDrain is zero.
 	DefaultEventDrain = time.Second
 
 	// TargetDefaultMaxRounds bounds the walks of one stage in one pass when
-	// TargetConfig.MaxRounds is zero.
+	// TargetReconcilerConfig.MaxRounds is zero.
 	TargetDefaultMaxRounds = 10
 	// TargetDefaultName is the name the last target is stored under when
-	// TargetConfig.Name is empty.
+	// TargetReconcilerConfig.Name is empty.
 	TargetDefaultName = "target"
 
 	// PlanDefaultPollInterval is how long a runner waits before looking at a

@@ -25,7 +25,7 @@
 //
 // Apply walks the graph: Present items start when their dependencies have
 // finished, Absent items when their dependents are gone, independent
-// branches run in parallel up to Config.Parallelism. Every changed item is
+// branches run in parallel up to WalkerConfig.Parallelism. Every changed item is
 // verified by reading it again. ApplyDry does the same with no writes, and
 // Clean removes everything in reverse order. The Report says, per item,
 // what was decided and what happened; its Err aggregates the failures as
@@ -35,8 +35,8 @@
 // reads an item's states back with the item's own state type. An Observer
 // receives progress events without ever slowing the walk: one that falls
 // behind loses the oldest events and is told how many (Event.Dropped), and
-// a walk waits at most Config.EventDrain for it. The enums of reports,
-// results and events (Presence, Exec, Phase, Outcome, Mode, Action,
+// a walk waits at most WalkerConfig.EventDrain for it. The enums of reports,
+// results and events (Presence, Change, Phase, Outcome, Mode, Action,
 // Interrupt, EventKind, TargetEventKind) encode to text and JSON by name
 // and decode only from a name (an unknown one is a *NameError).
 //
@@ -44,7 +44,7 @@
 //	fmt.Print(rep.Summary())
 //
 // Cancelling a walk's context interrupts it: nothing new starts and the
-// rest is reported as not run. With a Config.Grace the items already
+// rest is reported as not run. With a WalkerConfig.Grace the items already
 // applying may finish first; a second interrupt (WithInterrupt, as for a
 // second Ctrl-C) or the end of the grace period cancels them at once, and
 // Report.Interrupted says which happened. WithForce forces a walk past
@@ -55,7 +55,7 @@
 // An agent turns a walk's Report into an EdgeReport (EdgeReportFrom): per
 // item, what it detected and which error kind it hit, for the revision of
 // the configuration it answers. The central side derives the status of
-// every item from the DesiredConfig and that report (DeriveStatus), says
+// every item from the Desired and that report (DeriveStatus), says
 // whether the configuration is ready and which items need a person.
 //
 // # Keeping it so
@@ -78,9 +78,9 @@
 // Walks, target reconcilers and plan runners report through one small
 // interface, Metrics (nil means MetricsNop; the prometheus module adapts it
 // to client_golang), and log through an optional *slog.Logger (nil means no
-// logging): Config.Metrics and Config.Logger for walks (a TargetReconciler
-// uses those of TargetConfig.Walk), PlanConfig.Metrics and
-// PlanConfig.Logger for plans. AllMetrics lists the metrics: counters end
+// logging): WalkerConfig.Metrics and WalkerConfig.Logger for walks (a TargetReconciler
+// uses those of TargetReconcilerConfig.Walk), PlanRunnerConfig.Metrics and
+// PlanRunnerConfig.Logger for plans. AllMetrics lists the metrics: counters end
 // in "_total", durations are "_seconds" histograms, and labels take values
 // from small sets only: an item's kind (ID.Kind, "file" for
 // "file:/etc/hostname"), an outcome, a phase, a mode, a reconciler's name,

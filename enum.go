@@ -6,7 +6,7 @@ import (
 )
 
 // ErrUnknownName means a text or JSON value is not the name of any value of
-// an enum (Presence, Exec, Phase, Outcome, Mode, Action, Interrupt,
+// an enum (Presence, Change, Phase, Outcome, Mode, Action, Interrupt,
 // EventKind, TargetEventKind), or a value to encode has no name. See *NameError.
 var ErrUnknownName = errors.New("converge: unknown name")
 
@@ -89,11 +89,11 @@ func (p *Presence) UnmarshalText(b []byte) error {
 
 // MarshalText encodes e as "not-required" or "required"; an undeclared
 // value is a *NameError.
-func (e Exec) MarshalText() ([]byte, error) { return enumMarshal("exec", execNames[:], uint8(e)) }
+func (e Change) MarshalText() ([]byte, error) { return enumMarshal("exec", execNames[:], uint8(e)) }
 
 // UnmarshalText decodes "not-required" or "required"; any other text is a
 // *NameError.
-func (e *Exec) UnmarshalText(b []byte) error {
+func (e *Change) UnmarshalText(b []byte) error {
 	return enumUnmarshal(e, "exec", execNames[:], b)
 }
 

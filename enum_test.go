@@ -28,8 +28,8 @@ func enumCases() []enumCase {
 	for v, n := range map[converge.Presence]string{converge.Present: "present", converge.Absent: "absent"} {
 		add(v, n, func() encoding.TextUnmarshaler { return new(converge.Presence) })
 	}
-	for v, n := range map[converge.Exec]string{converge.ExecNotRequired: "not-required", converge.ExecRequired: "required"} {
-		add(v, n, func() encoding.TextUnmarshaler { return new(converge.Exec) })
+	for v, n := range map[converge.Change]string{converge.ChangeNotRequired: "not-required", converge.ChangeRequired: "required"} {
+		add(v, n, func() encoding.TextUnmarshaler { return new(converge.Change) })
 	}
 	for v, n := range map[converge.Phase]string{converge.PhaseNone: "none", converge.PhaseDiscover: "discover", converge.PhaseGoal: "goal",
 		converge.PhaseCheck: "check", converge.PhaseApply: "apply", converge.PhaseVerify: "verify"} {
@@ -105,7 +105,7 @@ func TestEnumsRejectUnknownNames(t *testing.T) {
 			}
 		})
 	}
-	for _, v := range []encoding.TextMarshaler{converge.Presence(9), converge.Exec(9), converge.Phase(99), converge.Outcome(99),
+	for _, v := range []encoding.TextMarshaler{converge.Presence(9), converge.Change(9), converge.Phase(99), converge.Outcome(99),
 		converge.Mode(9), converge.Action(0), converge.Action(9), converge.EventKind(0), converge.TargetEventKind(0), converge.Interrupt(9)} {
 		_, err := v.MarshalText()
 		require.ErrorIs(t, err, converge.ErrUnknownName, "%T(%v)", v, v)
@@ -126,14 +126,14 @@ func TestItemResultMarshalsEnumsByName(t *testing.T) {
 	assert.Equal(t, "absent", m["Presence"])
 	assert.Equal(t, "failed", m["Outcome"])
 	assert.Equal(t, "verify", m["Phase"])
-	assert.Equal(t, map[string]any{"Exec": "required", "Units": 2.0}, m["Decision"])
+	assert.Equal(t, map[string]any{"Change": "required", "WorkUnits": 2.0}, m["Decision"])
 }
 
 func deref(v encoding.TextUnmarshaler) any {
 	switch p := v.(type) {
 	case *converge.Presence:
 		return *p
-	case *converge.Exec:
+	case *converge.Change:
 		return *p
 	case *converge.Phase:
 		return *p

@@ -7,7 +7,7 @@ import (
 )
 
 // errFailFast is why items were not run after a failure under
-// Config.FailFast.
+// WalkerConfig.FailFast.
 var errFailFast = errors.New("stopped by fail-fast after a failure")
 
 // errPreempted is why items were not run in a walk of a reconciler pass

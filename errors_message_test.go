@@ -55,7 +55,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 		{name: "item reading an unknown dependency", is: converge.ErrUnknownDependency, culprits: []string{`"app"`, `"db"`},
 			err: func(t *testing.T) error {
 				return walkErr(t, func(g *converge.Graph) {
-					g.Add((&convergetest.Item{Key: "app", GoalFunc: func(d converge.Deps) (string, error) {
+					g.Add((&convergetest.Item{Key: "app", GoalFunc: func(d converge.DepStates) (string, error) {
 						return converge.DepState[string](d, "db")
 					}}).Node(), converge.Present)
 				})
@@ -73,7 +73,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 			}},
 		{name: "walk stopped by fail-fast", is: converge.ErrNotRun, culprits: []string{`"svc"`},
 			err: func(t *testing.T) error {
-				w, err := converge.NewWalker(converge.Config{FailFast: true, Parallelism: 1})
+				w, err := converge.NewWalker(converge.WalkerConfig{FailFast: true, Parallelism: 1})
 				require.NoError(t, err)
 				g := converge.NewGraph()
 				stuck(g)
@@ -84,7 +84,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 			}},
 		{name: "reconciler pass", is: converge.ErrNotConverged, culprits: []string{`"svc"`, `"apps"`, "attempt 1:"},
 			err: func(t *testing.T) error {
-				r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+				r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
 					Build: func(context.Context, string) ([]converge.TargetStage, error) {
 						g := converge.NewGraph()
 						stuck(g)
@@ -106,7 +106,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 			}},
 		{name: "reconciler build", is: converge.ErrInvalidGraph, culprits: []string{`"build"`},
 			err: func(t *testing.T) error {
-				r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+				r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
 					Build: func(context.Context, string) ([]converge.TargetStage, error) {
 						return nil, converge.ErrInvalidGraph
 					},
@@ -141,7 +141,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 			err: func(t *testing.T) error { return runPlan(t, nil) }},
 		{name: "plan not stored", is: converge.ErrStoreNotFound, culprits: []string{`"plan/nope"`},
 			err: func(t *testing.T) error {
-				r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{})
+				r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{})
 				require.NoError(t, err)
 				_, _, err = r.Get(context.Background(), "nope")
 				return err
@@ -160,7 +160,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 // handler when nil) and returns Run's error.
 func runPlan(t *testing.T, h converge.CommandHandler) error {
 	t.Helper()
-	cfg := converge.PlanConfig{}
+	cfg := converge.PlanRunnerConfig{}
 	if h != nil {
 		cfg.Handlers = map[string]converge.CommandHandler{"update": h}
 	}
@@ -168,14 +168,14 @@ func runPlan(t *testing.T, h converge.CommandHandler) error {
 }
 
 func runPlanTimeout(t *testing.T, d time.Duration) error {
-	return runPlanWith(t, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{
+	return runPlanWith(t, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{
 		"update": converge.CommandHandlerFuncs{SchedulableWaitFunc: func(context.Context, *converge.CommandContext) (converge.PlanState, error) {
 			return converge.PlanSchedulableWait, nil
 		}},
 	}}, converge.Command{Timeout: d})
 }
 
-func runPlanWith(t *testing.T, cfg converge.PlanConfig, cmd converge.Command) error {
+func runPlanWith(t *testing.T, cfg converge.PlanRunnerConfig, cmd converge.Command) error {
 	t.Helper()
 	r, err := converge.NewPlanRunner(converge.NewMemStore(), cfg)
 	require.NoError(t, err)
@@ -192,10 +192,10 @@ func runPlanWith(t *testing.T, cfg converge.PlanConfig, cmd converge.Command) er
 type wrongState struct{}
 
 func (wrongState) ID() converge.ID { return "typed" }
-func (wrongState) StateCurrent(context.Context, converge.Deps) (any, error) {
+func (wrongState) StateCurrent(context.Context, converge.DepStates) (any, error) {
 	return 42, nil
 }
-func (wrongState) StateGoal(context.Context, converge.Deps) (any, error) { return "on", nil }
+func (wrongState) StateGoal(context.Context, converge.DepStates) (any, error) { return "on", nil }
 func (w wrongState) Check(_ context.Context, current, _ any) (converge.Decision, error) {
 	if _, ok := current.(string); !ok {
 		return converge.Decision{}, &converge.StateTypeError{ID: w.ID(), Want: "string", Got: "int"}

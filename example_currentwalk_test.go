@@ -33,11 +33,11 @@ func (c *walkCache) read(ctx context.Context) {
 }
 
 func (s *sharedRead) ID() converge.ID { return s.id }
-func (s *sharedRead) StateCurrent(ctx context.Context, _ converge.Deps) (bool, error) {
+func (s *sharedRead) StateCurrent(ctx context.Context, _ converge.DepStates) (bool, error) {
 	s.cache.read(ctx)
 	return true, nil
 }
-func (s *sharedRead) StateGoal(context.Context, converge.Deps) (bool, error) { return true, nil }
+func (s *sharedRead) StateGoal(context.Context, converge.DepStates) (bool, error) { return true, nil }
 func (s *sharedRead) Check(_ context.Context, c, t bool) (converge.Decision, error) {
 	if c == t {
 		return converge.NotRequired(), nil

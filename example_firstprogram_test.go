@@ -30,7 +30,7 @@ func firstProgram(ctx context.Context, rootDir string) error {
 	g.Add(boot.Key("", "gpu_mem", "128").Node(), converge.Present)
 	// Add returns nothing: the walk refuses a bad graph (ErrInvalidGraph).
 
-	w, err := converge.NewWalker(converge.Config{Parallelism: 8}) // how a Config takes effect
+	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 8}) // how a WalkerConfig takes effect
 	if err != nil {
 		return err
 	}

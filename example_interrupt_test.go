@@ -29,10 +29,10 @@ func newGate(id converge.ID, goal string) *gate {
 func (g *gate) setGoal(v string) { g.mu.Lock(); g.goal = v; g.mu.Unlock() }
 func (g *gate) current() string  { g.mu.Lock(); defer g.mu.Unlock(); return g.value }
 func (g *gate) ID() converge.ID  { return g.id }
-func (g *gate) StateCurrent(context.Context, converge.Deps) (string, error) {
+func (g *gate) StateCurrent(context.Context, converge.DepStates) (string, error) {
 	return g.current(), nil
 }
-func (g *gate) StateGoal(context.Context, converge.Deps) (string, error) {
+func (g *gate) StateGoal(context.Context, converge.DepStates) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.goal, nil
@@ -62,14 +62,14 @@ func (g *gate) ApplyDry(_ context.Context, _, target string) (string, error) { r
 
 // A program stops a walk in two steps, as with a first and a second Ctrl-C:
 // the first interrupt lets the item already applying finish (within
-// Config.Grace) and starts nothing new; a second one would cancel the
+// WalkerConfig.Grace) and starts nothing new; a second one would cancel the
 // items' context at once.
 func ExampleWithInterrupt() {
 	download := newGate("download", "v2")
 	g := converge.NewGraph()
 	g.Add(converge.Wrap[string](download), converge.Present)
 	g.Add((&convergetest.Item{Key: "install", Goal: "v2"}).Node(), converge.Present, "download")
-	w, _ := converge.NewWalker(converge.Config{Grace: time.Minute})
+	w, _ := converge.NewWalker(converge.WalkerConfig{Grace: time.Minute})
 
 	ctx, interrupt := converge.WithInterrupt(context.Background())
 	// In a program: signal.Notify(sig, os.Interrupt); for range sig { interrupt() }
@@ -98,7 +98,7 @@ func ExampleWithInterrupt() {
 func ExampleTargetReconciler_SetTarget() {
 	app := newGate("app", "")
 	config := &convergetest.Item{Key: "config"}
-	r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
 		Build: func(_ context.Context, version string) ([]converge.TargetStage, error) {
 			app.setGoal(version)
 			config.Goal = version

@@ -14,7 +14,7 @@ import (
 // A graph of three items, where "app" reads the state "config" reached.
 func Example() {
 	config := &convergetest.Item{Key: "config", Goal: "port=8080"}
-	app := &convergetest.Item{Key: "app", GoalFunc: func(d converge.Deps) (string, error) {
+	app := &convergetest.Item{Key: "app", GoalFunc: func(d converge.DepStates) (string, error) {
 		cfg, err := converge.DepState[string](d, "config")
 		return "running with " + cfg, err
 	}}
@@ -97,10 +97,10 @@ func ExampleItemError() {
 }
 
 // Progress events arrive in order, without slowing the walk. An observer
-// that falls behind by more than Config.EventBuffer events loses the
+// that falls behind by more than WalkerConfig.EventBuffer events loses the
 // oldest, and the next event it gets says how many (Event.Dropped).
 func ExampleObserver() {
-	w, _ := converge.NewWalker(converge.Config{
+	w, _ := converge.NewWalker(converge.WalkerConfig{
 		Parallelism: 1,
 		Observer: converge.ObserverFunc(func(e converge.Event) {
 			if e.Dropped > 0 {
@@ -153,7 +153,7 @@ func ExampleConfig_metrics() {
 			return a
 		},
 	}))
-	w, err := converge.NewWalker(converge.Config{Metrics: m, Logger: logger})
+	w, err := converge.NewWalker(converge.WalkerConfig{Metrics: m, Logger: logger})
 	if err != nil {
 		panic(err)
 	}

@@ -27,52 +27,52 @@ const (
 // String returns "present" or "absent".
 func (p Presence) String() string { return enumString("presence", presenceNames[:], uint8(p)) }
 
-// Exec is the verdict of Check: whether the item must be changed.
-type Exec uint8
+// Change is the verdict of Check: whether the item must be changed.
+type Change uint8
 
 const (
-	// ExecNotRequired means current already satisfies target.
-	ExecNotRequired Exec = iota
-	// ExecRequired means Apply must run to reach target.
-	ExecRequired
+	// ChangeNotRequired means current already satisfies target.
+	ChangeNotRequired Change = iota
+	// ChangeRequired means Apply must run to reach target.
+	ChangeRequired
 )
 
 // String returns "not-required" or "required" (exec(n) for an undeclared
 // value).
-func (e Exec) String() string { return enumString("exec", execNames[:], uint8(e)) }
+func (e Change) String() string { return enumString("exec", execNames[:], uint8(e)) }
 
-// UnitsUnknown is the Units of a Decision whose amount of work cannot be
+// WorkUnitsUnknown is the WorkUnits of a Decision whose amount of work cannot be
 // estimated.
-const UnitsUnknown = -1
+const WorkUnitsUnknown = -1
 
 // Decision is what Check answers: whether work is required and, when it is,
 // an estimate of the units of work (servers to launch, bytes to write) or
-// UnitsUnknown. The zero value means "nothing to do".
+// WorkUnitsUnknown. The zero value means "nothing to do".
 type Decision struct {
-	Exec  Exec
-	Units int
+	Change    Change
+	WorkUnits int
 }
 
 // NotRequired returns the Decision that says current already satisfies target.
-func NotRequired() Decision { return Decision{Exec: ExecNotRequired} }
+func NotRequired() Decision { return Decision{Change: ChangeNotRequired} }
 
 // Required returns the Decision that says Apply must run, with an estimate of
-// the work in units (UnitsUnknown if it cannot be estimated).
+// the work in units (WorkUnitsUnknown if it cannot be estimated).
 func Required(units int) Decision {
 	if units < 0 {
-		units = UnitsUnknown
+		units = WorkUnitsUnknown
 	}
-	return Decision{Exec: ExecRequired, Units: units}
+	return Decision{Change: ChangeRequired, WorkUnits: units}
 }
 
 // Required reports whether the decision asks for Apply.
-func (d Decision) Required() bool { return d.Exec == ExecRequired }
+func (d Decision) Required() bool { return d.Change == ChangeRequired }
 
 // Item is one piece of managed state with a stable ID, typed by its state S.
 //
 // A walk calls the methods in this order for an item: StateCurrent, then
 // StateGoal (or StateClean for an Absent item), then Check; when Check says
-// ExecRequired it calls Apply (or ApplyDry in a dry run), and then
+// ChangeRequired it calls Apply (or ApplyDry in a dry run), and then
 // StateCurrent and Check once more to verify that the item converged.
 // Methods of one item are never called concurrently by a single walk; items
 // that share a resource (one file, one engine) must synchronise themselves
@@ -84,16 +84,16 @@ type Item[S any] interface {
 	// cannot be known yet (for example a predecessor has not been applied)
 	// it returns an error wrapping ErrStateUnknown: the walk then treats the
 	// item as requiring Apply, which receives the zero S as current.
-	StateCurrent(ctx context.Context, deps Deps) (S, error)
+	StateCurrent(ctx context.Context, deps DepStates) (S, error)
 	// StateGoal computes the desired state. It may read the states of the
 	// items the item depends on through deps.
-	StateGoal(ctx context.Context, deps Deps) (S, error)
+	StateGoal(ctx context.Context, deps DepStates) (S, error)
 	// Check compares current with target and decides whether Apply must
 	// run. It is the only judge of "converged": verification reuses it.
 	Check(ctx context.Context, current, target S) (Decision, error)
 	// Apply changes the real system from current towards target and returns
 	// the state it reached. It must be idempotent and converge from any
-	// partial state. It may report progress with ReportUnits.
+	// partial state. It may report progress with ReportProgress.
 	Apply(ctx context.Context, current, target S) (S, error)
 	// ApplyDry returns the state Apply would reach without writing anything.
 	ApplyDry(ctx context.Context, current, target S) (S, error)
@@ -103,7 +103,7 @@ type Item[S any] interface {
 // it has been removed. Only items that implement it can be marked Absent or
 // cleaned.
 type Cleaner[S any] interface {
-	StateClean(ctx context.Context, deps Deps) (S, error)
+	StateClean(ctx context.Context, deps DepStates) (S, error)
 }
 
 // Node is an Item with its state type erased, as the graph stores it. Use
@@ -112,8 +112,8 @@ type Cleaner[S any] interface {
 // Item applies, with states passed as any.
 type Node interface {
 	ID() ID
-	StateCurrent(ctx context.Context, deps Deps) (any, error)
-	StateGoal(ctx context.Context, deps Deps) (any, error)
+	StateCurrent(ctx context.Context, deps DepStates) (any, error)
+	StateGoal(ctx context.Context, deps DepStates) (any, error)
 	Check(ctx context.Context, current, target any) (Decision, error)
 	Apply(ctx context.Context, current, target any) (any, error)
 	ApplyDry(ctx context.Context, current, target any) (any, error)
@@ -122,7 +122,7 @@ type Node interface {
 // CleanNode is the optional ability of a Node to compute its clean state,
 // the untyped counterpart of Cleaner.
 type CleanNode interface {
-	StateClean(ctx context.Context, deps Deps) (any, error)
+	StateClean(ctx context.Context, deps DepStates) (any, error)
 }
 
 // Wrap adapts a typed Item to a Node. If item also implements Cleaner[S],
@@ -154,11 +154,11 @@ type node[S any] struct{ item Item[S] }
 
 func (n *node[S]) ID() ID { return n.item.ID() }
 
-func (n *node[S]) StateCurrent(ctx context.Context, deps Deps) (any, error) {
+func (n *node[S]) StateCurrent(ctx context.Context, deps DepStates) (any, error) {
 	return n.item.StateCurrent(ctx, deps)
 }
 
-func (n *node[S]) StateGoal(ctx context.Context, deps Deps) (any, error) {
+func (n *node[S]) StateGoal(ctx context.Context, deps DepStates) (any, error) {
 	return n.item.StateGoal(ctx, deps)
 }
 
@@ -203,7 +203,7 @@ type cleanNode[S any] struct {
 	clean Cleaner[S]
 }
 
-func (n *cleanNode[S]) StateClean(ctx context.Context, deps Deps) (any, error) {
+func (n *cleanNode[S]) StateClean(ctx context.Context, deps DepStates) (any, error) {
 	return n.clean.StateClean(ctx, deps)
 }
 
@@ -241,9 +241,9 @@ func (e *StateTypeError) detail() string {
 // Is makes StateTypeError match ErrStateType.
 func (e *StateTypeError) Is(target error) bool { return target == ErrStateType }
 
-// Deps gives an item read access to the states its dependencies reached in
+// DepStates gives an item read access to the states its dependencies reached in
 // the current walk (after Apply, or the simulated state in a dry run).
-type Deps interface {
+type DepStates interface {
 	// State returns the state that dependency id reached in this walk, and
 	// false when id is not a dependency of the item or has no state yet.
 	State(id ID) (any, bool)
@@ -252,7 +252,7 @@ type Deps interface {
 // DepState returns the state of dependency id as S. It fails with an error
 // wrapping ErrUnknownDependency when id is not a finished dependency, and
 // with a *StateTypeError when the state is not an S.
-func DepState[S any](deps Deps, id ID) (S, error) {
+func DepState[S any](deps DepStates, id ID) (S, error) {
 	var zero S
 	if deps == nil {
 		return zero, fmt.Errorf("converge: dependency %q: %w", id, bare(ErrUnknownDependency))
@@ -385,9 +385,9 @@ type RequiredAction struct {
 	Reason string
 }
 
-// ReportUnits reports the progress of Apply: done units of total (total may
-// be UnitsUnknown). Outside a walk it does nothing. It never blocks.
-func ReportUnits(ctx context.Context, done, total int) {
+// ReportProgress reports the progress of Apply: done units of total (total may
+// be WorkUnitsUnknown). Outside a walk it does nothing. It never blocks.
+func ReportProgress(ctx context.Context, done, total int) {
 	if r, ok := ctx.Value(keyItemRun).(*itemRun); ok && r.units != nil {
 		r.units(done, total)
 	}

@@ -90,7 +90,7 @@ var (
 	metricWalkBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600}
 )
 
-// The metrics of walks (Config.Metrics). The label "kind" is an item's kind
+// The metrics of walks (WalkerConfig.Metrics). The label "kind" is an item's kind
 // (ID.Kind: "file", "container", or "item" when its ID has no kind prefix),
 // "outcome" an Outcome's name, "phase" a Phase's name, and "mode" the walk's
 // mode, with "-dry" for a dry run: "apply", "apply-dry", "clean",
@@ -149,8 +149,8 @@ var (
 	}
 )
 
-// The metrics of target reconcilers (TargetConfig.Walk.Metrics). The label
-// "target" is the reconciler's name (TargetConfig.Name, TargetDefaultName
+// The metrics of target reconcilers (TargetReconcilerConfig.Walk.Metrics). The label
+// "target" is the reconciler's name (TargetReconcilerConfig.Name, TargetDefaultName
 // when empty): one series per reconciler in the program.
 var (
 	// MetricTargetPasses counts finished passes by result: "ok" (every
@@ -206,7 +206,7 @@ var (
 	}
 )
 
-// The metrics of plan runners (PlanConfig.Metrics). The label "kind" is a
+// The metrics of plan runners (PlanRunnerConfig.Metrics). The label "kind" is a
 // command's kind and "state" a PlanState or PlanTargetState as stored
 // ("Completed", "SignalSent"): both come from the handlers' fixed sets.
 // Transitions count what the runner stored (PlanRunner.Run), or what Step

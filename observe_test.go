@@ -101,7 +101,7 @@ func metricsGraph() *converge.Graph {
 func TestWalkReportsItemsByKindAndOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &convergetest.Metrics{}
-		w, err := converge.NewWalker(converge.Config{Metrics: m})
+		w, err := converge.NewWalker(converge.WalkerConfig{Metrics: m})
 		require.NoError(t, err)
 		_, err = w.Apply(context.Background(), metricsGraph())
 		require.Error(t, err)
@@ -132,7 +132,7 @@ func TestWalkReportsItemsByKindAndOutcome(t *testing.T) {
 
 func TestWalkReportsAnInterruptedWalk(t *testing.T) {
 	m := &convergetest.Metrics{}
-	w, err := converge.NewWalker(converge.Config{Metrics: m})
+	w, err := converge.NewWalker(converge.WalkerConfig{Metrics: m})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -169,7 +169,7 @@ func TestAllMetricsFollowPrometheusNaming(t *testing.T) {
 
 func TestWalkLogsFailuresAndSummaryWithoutStates(t *testing.T) {
 	var buf syncBuffer
-	w, err := converge.NewWalker(converge.Config{Logger: debugLogger(&buf)})
+	w, err := converge.NewWalker(converge.WalkerConfig{Logger: debugLogger(&buf)})
 	require.NoError(t, err)
 	secret := (&convergetest.Item{Key: "file:/etc/token", Value: "s3cret-old", Goal: "s3cret-new"}).FailAt(converge.PhaseApply, -1, nil)
 	plain := &convergetest.Item{Key: "file:/etc/motd", Goal: "hello"}
@@ -208,7 +208,7 @@ func TestReconcilerReportsAFailedThenASucceededPass(t *testing.T) {
 		m := &convergetest.Metrics{}
 		var buf syncBuffer
 		item := (&convergetest.Item{Key: "file:/app", Value: "s3cret-0"}).FailAt(converge.PhaseApply, 1, nil)
-		r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
 			Name: "device",
 			Build: func(_ context.Context, target string) ([]converge.TargetStage, error) {
 				item.Goal = target
@@ -216,7 +216,7 @@ func TestReconcilerReportsAFailedThenASucceededPass(t *testing.T) {
 				g.Add(item.Node(), converge.Present)
 				return []converge.TargetStage{{Name: "app", Graph: g}}, nil
 			},
-			Walk:    converge.Config{Metrics: m, Logger: debugLogger(&buf)},
+			Walk:    converge.WalkerConfig{Metrics: m, Logger: debugLogger(&buf)},
 			Backoff: converge.Backoff{Base: 10 * time.Second},
 		})
 		require.NoError(t, err)
@@ -269,8 +269,8 @@ func TestReconcilerReportsALockedPass(t *testing.T) {
 		m := &convergetest.Metrics{}
 		d := newDevice()
 		d.app.setLocked(true)
-		r, err := converge.NewTargetReconciler(converge.TargetConfig[spec]{
-			Build: d.build, Walk: converge.Config{Metrics: m}, Backoff: converge.Backoff{Base: time.Minute},
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[spec]{
+			Build: d.build, Walk: converge.WalkerConfig{Metrics: m}, Backoff: converge.Backoff{Base: time.Minute},
 		})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -302,7 +302,7 @@ func TestWalkMetricsAllocateNothingPerItem(t *testing.T) {
 	for k := range n {
 		g.Add((&convergetest.Item{Key: converge.ID(fmt.Sprintf("file:/%d", k)), Value: "v", Goal: "v"}).Node(), converge.Present)
 	}
-	allocs := func(cfg converge.Config) float64 {
+	allocs := func(cfg converge.WalkerConfig) float64 {
 		w, err := converge.NewWalker(cfg)
 		require.NoError(t, err)
 		_, err = w.Apply(context.Background(), g) // compiles the graph and its kinds
@@ -310,7 +310,7 @@ func TestWalkMetricsAllocateNothingPerItem(t *testing.T) {
 		return testing.AllocsPerRun(5, func() { _, _ = w.Apply(context.Background(), g) })
 	}
 	var c countMetrics
-	without, with := allocs(converge.Config{}), allocs(converge.Config{Metrics: &c})
+	without, with := allocs(converge.WalkerConfig{}), allocs(converge.WalkerConfig{Metrics: &c})
 	assert.Greater(t, c.n.Load(), int64(n), "the metrics were called")
 	assert.Less(t, with-without, float64(n)/20, "allocations per walk: %v without metrics, %v with", without, with)
 }
@@ -321,8 +321,8 @@ func TestReconcilerCountsAPreemptedPass(t *testing.T) {
 		var buf syncBuffer
 		d := newDevice()
 		d.app.latency = 10 * time.Second
-		r, err := converge.NewTargetReconciler(converge.TargetConfig[spec]{
-			Build: d.build, Walk: converge.Config{Metrics: m, Logger: debugLogger(&buf)},
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[spec]{
+			Build: d.build, Walk: converge.WalkerConfig{Metrics: m, Logger: debugLogger(&buf)},
 		})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -350,7 +350,7 @@ func TestReconcilerCountsAPreemptedPass(t *testing.T) {
 var failingSecondHost = converge.CommandHandlerFuncs{
 	NewPlanFunc: func(_ context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 		for _, h := range c.Command.Targets[0].Discovery.Static {
-			c.SetTarget("workers", h, converge.HostPending, "")
+			c.SetTarget("workers", h, converge.PlanTargetPending, "")
 		}
 		return converge.PlanSchedulableWait, nil
 	},
@@ -359,8 +359,8 @@ var failingSecondHost = converge.CommandHandlerFuncs{
 	},
 	SchedulableFunc: func(_ context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 		hosts := c.Command.Targets[0].Discovery.Static
-		c.SetTarget("workers", hosts[0], converge.HostCompleted, "")
-		c.SetTarget("workers", hosts[1], converge.HostFailed, "disk full")
+		c.SetTarget("workers", hosts[0], converge.PlanTargetCompleted, "")
+		c.SetTarget("workers", hosts[1], converge.PlanTargetFailed, "disk full")
 		c.Status.Reason = hosts[1] + " failed"
 		return converge.PlanFailed, nil
 	},
@@ -375,7 +375,7 @@ func secretPlan(id string) *converge.PlanDocument {
 func TestPlanRunnerReportsStepsAndTransitions(t *testing.T) {
 	m := &convergetest.Metrics{}
 	var buf syncBuffer
-	r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
+	r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
 		Handlers: map[string]converge.CommandHandler{"update": failingSecondHost},
 		Metrics:  m, Logger: debugLogger(&buf),
 	})
@@ -430,7 +430,7 @@ func TestPlanRunnerReportsStepsAndTransitions(t *testing.T) {
 
 func TestPlanStepReportsTheTransitionsItReturns(t *testing.T) {
 	m := &convergetest.Metrics{}
-	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{
+	r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{
 		Handlers: map[string]converge.CommandHandler{"update": failingSecondHost},
 		Metrics:  m,
 	})
@@ -468,7 +468,7 @@ func TestTargetSetIsReportedBeforeItsPass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &convergetest.Metrics{}
 		item := (&convergetest.Item{Key: "file:/app", Value: "v0"}).FailAt(converge.PhaseApply, 1, nil)
-		r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
 			Name: "device",
 			Build: func(_ context.Context, target string) ([]converge.TargetStage, error) {
 				item.Goal = target
@@ -476,7 +476,7 @@ func TestTargetSetIsReportedBeforeItsPass(t *testing.T) {
 				g.Add(item.Node(), converge.Present)
 				return []converge.TargetStage{{Name: "app", Graph: g}}, nil
 			},
-			Walk:    converge.Config{Metrics: slowRevision{m}},
+			Walk:    converge.WalkerConfig{Metrics: slowRevision{m}},
 			Backoff: converge.Backoff{Base: 10 * time.Second},
 		})
 		require.NoError(t, err)

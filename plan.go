@@ -75,40 +75,40 @@ func (s PlanState) IsError() bool {
 func (s PlanState) IsFinal() bool { return s == PlanCompleted || s.IsError() }
 
 // PlanTargetState is the state of one target (signal node) of a command. The
-// zero value "" is read as HostPending.
+// zero value "" is read as PlanTargetPending.
 type PlanTargetState string
 
-// Target states. HostPending, HostSent and HostCompleted (wire values SignalPending, SignalSent and SignalCompleted, as k0s writes them) are the normal
+// Target states. PlanTargetPending, PlanTargetSent and PlanTargetCompleted (wire values SignalPending, SignalSent and SignalCompleted, as k0s writes them) are the normal
 // path; the others are failures and come with a reason.
 const (
-	// HostPending: the target has not been signalled yet.
-	HostPending PlanTargetState = "SignalPending"
-	// HostSent: the target was signalled and has not finished.
-	HostSent PlanTargetState = "SignalSent"
-	// HostCompleted: the target reported that it did the command.
-	HostCompleted PlanTargetState = "SignalCompleted"
-	// HostFailed: the target reported a failure (see the reason).
-	HostFailed PlanTargetState = "SignalFailed"
-	// HostTimedOut: the target did not finish within the target timeout,
+	// PlanTargetPending: the target has not been signalled yet.
+	PlanTargetPending PlanTargetState = "SignalPending"
+	// PlanTargetSent: the target was signalled and has not finished.
+	PlanTargetSent PlanTargetState = "SignalSent"
+	// PlanTargetCompleted: the target reported that it did the command.
+	PlanTargetCompleted PlanTargetState = "SignalCompleted"
+	// PlanTargetFailed: the target reported a failure (see the reason).
+	PlanTargetFailed PlanTargetState = "SignalFailed"
+	// PlanTargetTimedOut: the target did not finish within the target timeout,
 	// or was still unfinished when the command timed out.
-	HostTimedOut PlanTargetState = "SignalTimedOut"
-	// HostMissing: the target node does not exist (any more).
-	HostMissing PlanTargetState = "SignalMissingNode"
-	// HostRestricted: the target's node kind is excluded from plans.
-	HostRestricted PlanTargetState = "SignalRestricted"
-	// HostMissingPlatform: the command has no payload for the target's
+	PlanTargetTimedOut PlanTargetState = "SignalTimedOut"
+	// PlanTargetMissing: the target node does not exist (any more).
+	PlanTargetMissing PlanTargetState = "SignalMissingNode"
+	// PlanTargetRestricted: the target's node kind is excluded from plans.
+	PlanTargetRestricted PlanTargetState = "SignalRestricted"
+	// PlanTargetMissingPlatform: the command has no payload for the target's
 	// platform.
-	HostMissingPlatform PlanTargetState = "SignalMissingPlatform"
-	// HostInconsistent: the target does not match its group.
-	HostInconsistent PlanTargetState = "SignalInconsistent"
-	// HostAborted: the target was still pending when its plan was
+	PlanTargetMissingPlatform PlanTargetState = "SignalMissingPlatform"
+	// PlanTargetInconsistent: the target does not match its group.
+	PlanTargetInconsistent PlanTargetState = "SignalInconsistent"
+	// PlanTargetAborted: the target was still pending when its plan was
 	// aborted; it was never signalled for this attempt.
-	HostAborted PlanTargetState = "SignalAborted"
+	PlanTargetAborted PlanTargetState = "SignalAborted"
 )
 
 func (s PlanTargetState) normal() PlanTargetState {
 	if s == "" {
-		return HostPending
+		return PlanTargetPending
 	}
 	return s
 }
@@ -117,7 +117,7 @@ func (s PlanTargetState) normal() PlanTargetState {
 // sent and completed).
 func (s PlanTargetState) IsFailure() bool {
 	switch s.normal() {
-	case HostPending, HostSent, HostCompleted:
+	case PlanTargetPending, PlanTargetSent, PlanTargetCompleted:
 		return false
 	}
 	return true
@@ -278,7 +278,7 @@ type PlanTargetStatus struct {
 	// not count.
 	Attempt int `json:"attempt,omitempty"`
 	// LastUpdatedTimestamp is when State last changed, on the wall clock;
-	// the target timeout counts from it while the target is HostSent, on
+	// the target timeout counts from it while the target is PlanTargetSent, on
 	// the runner's monotonic clock (see CommandContext.Since). It is
 	// written in RFC 3339 with the fraction of a second the runner's clock
 	// gave (k0s writes whole seconds and reads both), and read back to the
@@ -556,10 +556,10 @@ func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
 
 // Retry makes a plan stopped in an error state runnable again, from the
 // command that failed. A command that failed while it was active goes back to
-// SchedulableWait: its targets in a failure state go back to HostPending with
+// SchedulableWait: its targets in a failure state go back to PlanTargetPending with
 // Attempt raised (so a node's report of the failed attempt does not count)
 // and their reason cleared (PlanRunner.Retry keeps the reasons in the
-// history), targets still HostSent stay signalled with a fresh timestamp, and
+// history), targets still PlanTargetSent stay signalled with a fresh timestamp, and
 // completed targets stay completed, so the next run signals again only what
 // did not complete. A command that failed in NewPlan (before it was active)
 // goes back to NewPlan, which discovers its targets again and keeps the
@@ -582,11 +582,11 @@ func (s *PlanStatus) Retry(now time.Time) error {
 				t := &cs.Targets[g][j]
 				switch {
 				case t.State.IsFailure():
-					t.State = HostPending
+					t.State = PlanTargetPending
 					t.Attempt++
 					t.Reason = ""
 					t.LastUpdatedTimestamp = now
-				case t.State == HostSent:
+				case t.State == PlanTargetSent:
 					t.LastUpdatedTimestamp = now
 				}
 			}

@@ -6,7 +6,7 @@ import (
 )
 
 // planClock is a PlanRunner's clock: the wall clock its timestamps come
-// from (PlanConfig.Now; they are for people and for k0s) and a monotonic
+// from (PlanRunnerConfig.Now; they are for people and for k0s) and a monotonic
 // clock its timeouts are measured on, so that a wall-clock step (NTP
 // setting the time of a device without a real-time clock) or the skew
 // between replicas never makes a timeout fire early.
@@ -30,8 +30,8 @@ type planClock struct {
 	anchors map[string]map[int64]time.Duration
 }
 
-// newPlanClock returns the clock of a runner whose PlanConfig.Now is now
-// and PlanConfig.Monotonic is mono. Without mono, with the system clock
+// newPlanClock returns the clock of a runner whose PlanRunnerConfig.Now is now
+// and PlanRunnerConfig.Monotonic is mono. Without mono, with the system clock
 // (nil or time.Now) durations are measured on the monotonic clock; an
 // injected clock (a test's fake) is trusted for both, measured by
 // time.Time.Sub between its readings (which uses their monotonic reading

@@ -38,7 +38,7 @@ func TestPlanClockAnchors(t *testing.T) {
 // TestPlanRunnerDropsAnchorsOfEndedPlans runs plans to their end and
 // checks that the runner keeps no anchors for them.
 func TestPlanRunnerDropsAnchorsOfEndedPlans(t *testing.T) {
-	r, err := NewPlanRunner(nil, PlanConfig{Handlers: map[string]CommandHandler{"k": CommandHandlerFuncs{}}})
+	r, err := NewPlanRunner(nil, PlanRunnerConfig{Handlers: map[string]CommandHandler{"k": CommandHandlerFuncs{}}})
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b", "c"} {
 		doc := &PlanDocument{Spec: Plan{ID: id, Commands: []Command{{Kind: "k", Targets: []CommandTargets{{Group: "g", Discovery: CommandDiscovery{Static: []string{"n"}}}}}}}}

@@ -29,7 +29,7 @@ func ExamplePlanRunner_Abort() {
 	)
 	var runner *converge.PlanRunner
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		_ = bus.Respond(node, converge.HostCompleted, "")
+		_ = bus.Respond(node, converge.PlanTargetCompleted, "")
 		if node == "canary" {
 			// An operator stops the rollout while the canary works.
 			if err := runner.Abort(ctx, s.PlanID, "canary metrics look wrong"); err != nil {
@@ -38,7 +38,7 @@ func ExamplePlanRunner_Abort() {
 		}
 	}
 	handler := &autopilot.CommandHandler{Sender: bus}
-	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
+	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
 		Handlers:     map[string]converge.CommandHandler{"update": handler},
 		PollInterval: time.Millisecond,
 	})
@@ -88,8 +88,8 @@ func ExamplePlanRunner_Get() {
 		workers[i] = fmt.Sprintf("w%04d", i)
 		bus.AddNode(autopilot.Host{Name: workers[i], Kind: "worker"})
 	}
-	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.HostCompleted, "") }
-	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
+	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
+	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
 		Handlers:     map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
 		PollInterval: time.Millisecond,
 	})
@@ -110,7 +110,7 @@ func ExamplePlanRunner_Get() {
 	}
 	completed := 0
 	for _, t := range stored.Status.Commands[0].Targets["workers"] {
-		if t.State == converge.HostCompleted {
+		if t.State == converge.PlanTargetCompleted {
 			completed++
 		}
 	}

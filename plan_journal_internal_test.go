@@ -26,9 +26,9 @@ func TestPlanBaseEncodingReadsBackAsJSON(t *testing.T) {
 	doc.Status = &PlanStatus{State: PlanFailed, Reason: "node \"w0\" failed: \\ \u2028 \x01", Abort: "stop <now>",
 		Commands: []CommandStatus{
 			{ID: 0, Kind: "update", State: PlanFailed, Reason: "bad & worse", Started: at, Targets: map[string][]PlanTargetStatus{
-				"controllers": {{Name: "c0", State: HostCompleted, LastUpdatedTimestamp: at}},
-				"workers": {{Name: "w0", State: HostFailed, Reason: "disk\tfull", Attempt: 2, LastUpdatedTimestamp: at.Add(time.Second)},
-					{Name: "wé", State: HostPending}},
+				"controllers": {{Name: "c0", State: PlanTargetCompleted, LastUpdatedTimestamp: at}},
+				"workers": {{Name: "w0", State: PlanTargetFailed, Reason: "disk\tfull", Attempt: 2, LastUpdatedTimestamp: at.Add(time.Second)},
+					{Name: "wé", State: PlanTargetPending}},
 			}},
 			{ID: 1, Kind: "other", State: PlanSchedulableWait, Targets: map[string][]PlanTargetStatus{"g": {}}},
 		}}

@@ -80,7 +80,7 @@ type CommandContext struct {
 // taken over from another replica) counts from the step at which the
 // runner first asked about it, so a timeout measured with Since can fire
 // late by the time the plan had no runner, never early. With a
-// PlanConfig.Now of its own (a test's fake clock), that clock is trusted.
+// PlanRunnerConfig.Now of its own (a test's fake clock), that clock is trusted.
 // On a CommandContext the machine did not build, it is Now.Sub(t).
 func (c *CommandContext) Since(t time.Time) time.Duration {
 	if c.since == nil {
@@ -188,9 +188,9 @@ func planAllowed(from, to PlanState) bool {
 //
 // While the status asks for an abort (PlanStatus.Abort), no handler is
 // called in NewPlan or Schedulable: the active command's handler is called
-// in SchedulableWait while some of its targets are HostSent, and once none
+// in SchedulableWait while some of its targets are PlanTargetSent, and once none
 // is, the command and the plan end in PlanAborted and its pending targets in
-// HostAborted, all with the abort's reason.
+// PlanTargetAborted, all with the abort's reason.
 //
 // Step returns an error, and leaves doc unchanged, when the spec is invalid
 // (ErrPlanInvalid), the status cannot answer the spec (ErrPlanStatusMismatch),
@@ -400,8 +400,8 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 		for g := range cs.Targets {
 			for j := range cs.Targets[g] {
 				t := &cs.Targets[g][j]
-				if t.State == HostSent {
-					t.State, t.Reason, t.LastUpdatedTimestamp = HostTimedOut, reason, now
+				if t.State == PlanTargetSent {
+					t.State, t.Reason, t.LastUpdatedTimestamp = PlanTargetTimedOut, reason, now
 				}
 			}
 		}
@@ -434,7 +434,7 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 func planInFlight(cs *CommandStatus) bool {
 	for _, ts := range cs.Targets {
 		for i := range ts {
-			if ts[i].State == HostSent {
+			if ts[i].State == PlanTargetSent {
 				return true
 			}
 		}
@@ -449,8 +449,8 @@ func planAbortCommand(st *PlanStatus, i int, now time.Time) {
 	cs := &st.Commands[i]
 	for _, ts := range cs.Targets {
 		for j := range ts {
-			if t := &ts[j]; t.State.normal() == HostPending {
-				t.State, t.Reason, t.LastUpdatedTimestamp = HostAborted, st.Abort, now
+			if t := &ts[j]; t.State.normal() == PlanTargetPending {
+				t.State, t.Reason, t.LastUpdatedTimestamp = PlanTargetAborted, st.Abort, now
 			}
 		}
 	}

@@ -14,11 +14,11 @@ import (
 // PlanKeyPrefix prefixes the Store key of every plan: "plan/<id>".
 const PlanKeyPrefix = "plan/"
 
-// PlanConfig tunes a PlanRunner. The zero value has no handlers (every plan
+// PlanRunnerConfig tunes a PlanRunner. The zero value has no handlers (every plan
 // fails with ErrPlanUnknownCommand), no timeouts, PlanDefaultPollInterval,
 // PlanDefaultLeaseTTL, the owner name PlanDefaultOwner returns, no metrics,
 // no logs, time.Now and the monotonic clock.
-type PlanConfig struct {
+type PlanRunnerConfig struct {
 	// Handlers maps a command kind to its handler.
 	Handlers map[string]CommandHandler
 	// CommandTimeout is the timeout of a command that sets none; 0: none.
@@ -76,18 +76,18 @@ type PlanConfig struct {
 }
 
 // Validate reports the first field out of range as a *ConfigError.
-func (c PlanConfig) Validate() error {
+func (c PlanRunnerConfig) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"CommandTimeout", c.CommandTimeout}, {"TargetTimeout", c.TargetTimeout}, {"PollInterval", c.PollInterval}, {"LeaseTTL", c.LeaseTTL}} {
 		if f.d < 0 {
-			return &ConfigError{Field: "PlanConfig." + f.name, Reason: fmt.Sprintf("must not be negative, got %s", f.d)}
+			return &ConfigError{Field: "PlanRunnerConfig." + f.name, Reason: fmt.Sprintf("must not be negative, got %s", f.d)}
 		}
 	}
 	for k, h := range c.Handlers {
 		if k == "" || h == nil {
-			return &ConfigError{Field: "PlanConfig.Handlers", Reason: fmt.Sprintf("kind %q: needs a name and a handler", k)}
+			return &ConfigError{Field: "PlanRunnerConfig.Handlers", Reason: fmt.Sprintf("kind %q: needs a name and a handler", k)}
 		}
 	}
 	return nil
@@ -110,19 +110,19 @@ func (c PlanConfig) Validate() error {
 //
 // A plan survives its process only in a durable store: boltstore (one
 // file) when one process runs the plans, pgstore (PostgreSQL) when several
-// runners share them; each runner then needs its own PlanConfig.Owner.
+// runners share them; each runner then needs its own PlanRunnerConfig.Owner.
 // The default owner (PlanDefaultOwner) is stable across restarts, so a
 // runner that crashed resumes its plans at once when its program restarts.
 // MemStore keeps plans for the life of the process.
 type PlanRunner struct {
-	cfg   PlanConfig
+	cfg   PlanRunnerConfig
 	store Store
 	clock *planClock
 }
 
 // NewPlanRunner validates cfg and returns a runner on store. A nil store is
 // allowed for runners used only through Step.
-func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
+func NewPlanRunner(store Store, cfg PlanRunnerConfig) (*PlanRunner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func NewPlanRunner(store Store, cfg PlanConfig) (*PlanRunner, error) {
 }
 
 // PlanDefaultOwner returns the owner name of a PlanRunner whose
-// PlanConfig.Owner is empty: "plan-runner:" followed by the host name and
+// PlanRunnerConfig.Owner is empty: "plan-runner:" followed by the host name and
 // the path of the program's executable, so it is the same every time the
 // program starts on the host (and differs between hosts and programs).
 func PlanDefaultOwner() string { return planDefaultOwner() }
@@ -205,7 +205,7 @@ func (d *PlanDocument) State() PlanState {
 }
 
 // Config returns the runner's configuration with its defaults filled in.
-func (r *PlanRunner) Config() PlanConfig { return r.cfg }
+func (r *PlanRunner) Config() PlanRunnerConfig { return r.cfg }
 
 // Validate reports whether doc can be created on this runner: it is valid
 // (see PlanDocument.Validate) and every command passes the checks of its
@@ -290,7 +290,7 @@ func (r *PlanRunner) RetryBy(ctx context.Context, id, by string) error {
 		for _, g := range planSortedKeys(cs.Targets) {
 			for _, t := range cs.Targets[g] {
 				if t.State.IsFailure() {
-					hist = append(hist, HistoryEntry{At: now, From: string(t.State), To: string(HostPending),
+					hist = append(hist, HistoryEntry{At: now, From: string(t.State), To: string(PlanTargetPending),
 						Reason:  fmt.Sprintf("retry command %d (%s) target %s/%s attempt %d: %s", i, cs.Kind, g, t.Name, t.Attempt, t.Reason),
 						Subject: &HistorySubject{Command: i, Group: g, Host: t.Name}})
 				}
@@ -332,7 +332,7 @@ func (r *PlanRunner) RetryBy(ctx context.Context, id, by string) error {
 // whoever runs it, no target is signalled any more and no command starts;
 // the targets already signalled finish (or fail, or time out) as usual, and
 // then the active command and the plan end in PlanAborted with the reason,
-// which every target that was still pending gets too (in HostAborted). A
+// which every target that was still pending gets too (in PlanTargetAborted). A
 // plan that is not running yet ends at once. A signalled target that fails
 // or times out meanwhile ends the plan in that error state instead, as
 // without the abort. Abort returns once the request

@@ -14,7 +14,7 @@ const (
 	// EventChecking: the item started (discover, goal, check).
 	EventChecking
 	// EventApplying: Apply (or ApplyDry) is running; Done and Total carry
-	// the units reported so far (Total may be UnitsUnknown).
+	// the units reported so far (Total may be WorkUnitsUnknown).
 	EventApplying
 	// EventDone: the item finished; Outcome says how.
 	EventDone
@@ -67,10 +67,10 @@ type Event struct {
 // the EventQueued of any item that waited for it.
 //
 // Observing never slows the walk. Events wait in a buffer of
-// Config.EventBuffer events while the observer is busy; when it is full,
+// WalkerConfig.EventBuffer events while the observer is busy; when it is full,
 // the oldest waiting event is dropped, and the next event delivered says
 // how many were dropped before it (Event.Dropped, and a gap in Seq). Once
-// its items are done, a walk waits up to Config.EventDrain for the
+// its items are done, a walk waits up to WalkerConfig.EventDrain for the
 // observer to take the events still waiting, so an observer that keeps up
 // gets every event before the walk returns. After that the walk returns
 // anyway: the events not delivered are counted in Report.EventsDropped,
@@ -96,7 +96,7 @@ type emitter struct {
 	box  *mailbox[Event]
 }
 
-func newEmitter(obs Observer, cfg *Config, now func() time.Time, walk WalkID, rev uint64) *emitter {
+func newEmitter(obs Observer, cfg *WalkerConfig, now func() time.Time, walk WalkID, rev uint64) *emitter {
 	return &emitter{walk: walk, rev: rev, now: now,
 		box: newMailbox(cfg.EventBuffer, func(ev Event, seq uint64, dropped int) {
 			ev.Seq, ev.Dropped = seq, dropped

@@ -63,9 +63,9 @@ func (e *TargetStageError) Error() string {
 // Unwrap returns the stage's error.
 func (e *TargetStageError) Unwrap() error { return e.Err }
 
-// TargetConfig configures a TargetReconciler. Build is required; every
+// TargetReconcilerConfig configures a TargetReconciler. Build is required; every
 // other zero field takes its default.
-type TargetConfig[T any] struct {
+type TargetReconcilerConfig[T any] struct {
 	// Name is the key of the last target in the Store; empty means
 	// TargetDefaultName.
 	Name string
@@ -88,7 +88,7 @@ type TargetConfig[T any] struct {
 	// (Info), per pass that ended (Info; Warn when it failed) and the
 	// walks' lines, every one with the attribute "target" (the Name) and
 	// the target's "revision". Targets never reach the log.
-	Walk Config
+	Walk WalkerConfig
 	// MaxRounds bounds the walks of one stage in one pass (apply, re-read,
 	// apply again until nothing changes); 0 means TargetDefaultMaxRounds.
 	MaxRounds int
@@ -101,7 +101,7 @@ type TargetConfig[T any] struct {
 }
 
 // Validate reports the first field out of range as a *ConfigError.
-func (c TargetConfig[T]) Validate() error {
+func (c TargetReconcilerConfig[T]) Validate() error {
 	switch {
 	case c.Build == nil:
 		return &ConfigError{Field: "Build", Reason: "must not be nil"}
@@ -201,7 +201,7 @@ type TargetEvent struct {
 // Create it with NewTargetReconciler (the zero value is not usable), set or
 // load a target and call Run once. Its methods are safe for concurrent use.
 type TargetReconciler[T any] struct {
-	cfg    TargetConfig[T]
+	cfg    TargetReconcilerConfig[T]
 	walker *Walker
 	name   string
 	obs    targetObs
@@ -247,7 +247,7 @@ type targetRun struct {
 
 // NewTargetReconciler validates cfg and returns a reconciler that is not
 // running yet.
-func NewTargetReconciler[T any](cfg TargetConfig[T]) (*TargetReconciler[T], error) {
+func NewTargetReconciler[T any](cfg TargetReconcilerConfig[T]) (*TargetReconciler[T], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func ExampleTargetReconciler() {
 	store := converge.NewMemStore()
 
 	boot := func() *converge.TargetReconciler[deviceSpec] {
-		r, err := converge.NewTargetReconciler(converge.TargetConfig[deviceSpec]{
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[deviceSpec]{
 			Name:  "device",
 			Store: store,
 			Build: func(_ context.Context, s deviceSpec) ([]converge.TargetStage, error) {

@@ -26,7 +26,7 @@ func newPair(latency time.Duration) *pair {
 
 func (p *pair) build(_ context.Context, s spec) ([]converge.TargetStage, error) {
 	g := converge.NewGraph()
-	goal := func(converge.Deps) (string, error) { return s.App, nil }
+	goal := func(converge.DepStates) (string, error) { return s.App, nil }
 	p.a.GoalFunc, p.b.GoalFunc = goal, goal
 	g.Add(p.a.Node(), converge.Present)
 	g.Add(p.b.Node(), converge.Present, "a")
@@ -39,8 +39,8 @@ func TestReconcileNewTargetPreemptsAtItemBoundary(t *testing.T) {
 		p := newPair(10 * time.Second)
 		var mu sync.Mutex
 		var walkEvents []converge.Event
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: p.build,
-			Walk: converge.Config{Observer: converge.ObserverFunc(func(e converge.Event) {
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: p.build,
+			Walk: converge.WalkerConfig{Observer: converge.ObserverFunc(func(e converge.Event) {
 				mu.Lock()
 				walkEvents = append(walkEvents, e)
 				mu.Unlock()
@@ -94,7 +94,7 @@ func TestReconcileNewTargetPreemptsAtItemBoundary(t *testing.T) {
 func TestReconcileShutdownIsGraceful(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPair(10 * time.Second)
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: p.build, Walk: converge.Config{Grace: time.Minute}})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: p.build, Walk: converge.WalkerConfig{Grace: time.Minute}})
 		require.NoError(t, r.SetTarget(context.Background(), spec{App: "v1"}))
 		stop := runReconciler(t, r)
 		time.Sleep(time.Second) // a is applying
@@ -113,7 +113,7 @@ func TestReconcileShutdownIsGraceful(t *testing.T) {
 func TestReconcileSecondInterruptStopsRunAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPair(time.Hour)
-		r, _ := newReconciler(t, converge.TargetConfig[spec]{Build: p.build, Walk: converge.Config{Grace: time.Hour}})
+		r, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: p.build, Walk: converge.WalkerConfig{Grace: time.Hour}})
 		require.NoError(t, r.SetTarget(context.Background(), spec{App: "v1"}))
 		ctx, interrupt := converge.WithInterrupt(context.Background())
 		done := make(chan error)
@@ -154,7 +154,7 @@ func TestReconcileBlockedSubscriberDoesNotStallLoop(t *testing.T) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var blocked []converge.TargetEvent
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build})
 		r.Subscribe(func(e converge.TargetEvent) {
 			mu.Lock()
 			blocked = append(blocked, e)
@@ -183,7 +183,7 @@ func TestReconcileSlowSubscriberIsToldWhatItLost(t *testing.T) {
 		d := newDevice()
 		release := make(chan struct{})
 		var got []converge.TargetEvent
-		r, _ := newReconciler(t, converge.TargetConfig[spec]{Build: d.build, Walk: converge.Config{EventBuffer: 2}})
+		r, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build, Walk: converge.WalkerConfig{EventBuffer: 2}})
 		r.Subscribe(func(e converge.TargetEvent) {
 			got = append(got, e)
 			if len(got) == 1 {

@@ -27,13 +27,13 @@ func TestReconcileLoadReadsTheStoredTargetBeforeRun(t *testing.T) {
 	ctx := context.Background()
 	store := converge.NewMemStore()
 	d := newDevice()
-	r1, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+	r1, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 	require.NoError(t, r1.SetTarget(ctx, spec{Host: "on", App: "v1"}))
 	require.NoError(t, r1.SetTarget(ctx, spec{Host: "on", App: "v2"}))
 	require.Equal(t, uint64(2), r1.Revision())
 
 	// A restarted process: nothing is read until Load.
-	r2, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+	r2, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 	_, ok := r2.Target()
 	assert.False(t, ok)
 	assert.Zero(t, r2.Revision())
@@ -46,7 +46,7 @@ func TestReconcileLoadReadsTheStoredTargetBeforeRun(t *testing.T) {
 	assert.Equal(t, uint64(2), r2.Revision(), "the stored revision, not a new count")
 
 	// Another name has nothing stored.
-	r3, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "other", Build: d.build, Store: store})
+	r3, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "other", Build: d.build, Store: store})
 	found, err = r3.Load(ctx)
 	require.NoError(t, err)
 	assert.False(t, found)
@@ -58,7 +58,7 @@ func TestReconcileLoadErrors(t *testing.T) {
 	ctx := context.Background()
 	d := newDevice()
 	store := (&convergetest.Store{}).FailNext(convergetest.OpTarget, 1, nil)
-	r, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+	r, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 	_, err := r.Load(ctx)
 	require.ErrorIs(t, err, convergetest.ErrInjected)
 
@@ -79,7 +79,7 @@ func TestReconcileLoadOrSet(t *testing.T) {
 		d := newDevice()
 
 		// First boot: nothing stored, the default is set and stored.
-		r1, ev1 := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		r1, ev1 := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		found, err := r1.LoadOrSet(ctx, spec{Host: "on", App: "default"})
 		require.NoError(t, err)
 		assert.False(t, found)
@@ -92,7 +92,7 @@ func TestReconcileLoadOrSet(t *testing.T) {
 		assert.Equal(t, []uint64{1, 2}, revisionsOf(ev1, converge.TargetPassFinished))
 
 		// Second boot: the stored target wins over the default.
-		r2, ev2 := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		r2, ev2 := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		found, err = r2.LoadOrSet(ctx, spec{Host: "on", App: "default"})
 		require.NoError(t, err)
 		assert.True(t, found)
@@ -125,7 +125,7 @@ func TestReconcileRevisionsGrowAcrossRestarts(t *testing.T) {
 			names[rev] = what
 		}
 		for boot := range 3 {
-			r, ev := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+			r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 			_, err := r.LoadOrSet(ctx, spec{Host: "on", App: "v0"})
 			require.NoError(t, err)
 			tg, _ := r.Target()
@@ -159,8 +159,8 @@ func TestReconcileRevisionsAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	store := converge.NewMemStore()
 	d := newDevice()
-	a, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "shared", Build: d.build, Store: store})
-	b, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "shared", Build: d.build, Store: store})
+	a, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "shared", Build: d.build, Store: store})
+	b, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "shared", Build: d.build, Store: store})
 
 	var wg sync.WaitGroup
 	for _, r := range []*converge.TargetReconciler[spec]{a, b} {
@@ -209,12 +209,12 @@ func TestReconcileSetTargetBeforeRun(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
 		d := newDevice()
-		old, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		old, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		for _, app := range []string{"v1", "v2", "v3"} {
 			require.NoError(t, old.SetTarget(ctx, spec{Host: "on", App: app}))
 		}
 
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "new"}))
 		assert.Equal(t, uint64(4), r.Revision(), "after the stored revision 3")
 		stored, rev, err := store.Target(ctx, "edge")
@@ -241,12 +241,12 @@ func TestReconcileLoadWhileRunningAdoptsANewerTarget(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
 		d := newDevice()
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
 		synctest.Wait()
 
-		other, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		other, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		require.NoError(t, other.SetTarget(ctx, spec{Host: "on", App: "v2"}))
 		found, err := r.Load(ctx)
 		require.NoError(t, err)
@@ -271,7 +271,7 @@ func TestReconcileIntermediateRevisionComesFromTheStore(t *testing.T) {
 		ctx := context.Background()
 		d := newDevice()
 		store := &convergetest.Store{}
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
 		synctest.Wait()

@@ -65,17 +65,17 @@ func (l *lockItem) get() (string, int) {
 	return l.value, l.applies
 }
 func (l *lockItem) ID() converge.ID { return l.id }
-func (l *lockItem) StateCurrent(context.Context, converge.Deps) (string, error) {
+func (l *lockItem) StateCurrent(context.Context, converge.DepStates) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.value, nil
 }
-func (l *lockItem) StateGoal(context.Context, converge.Deps) (string, error) {
+func (l *lockItem) StateGoal(context.Context, converge.DepStates) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.goal, nil
 }
-func (l *lockItem) StateClean(context.Context, converge.Deps) (string, error) { return "", nil }
+func (l *lockItem) StateClean(context.Context, converge.DepStates) (string, error) { return "", nil }
 func (l *lockItem) Check(_ context.Context, cur, target string) (converge.Decision, error) {
 	if cur == target {
 		return converge.NotRequired(), nil
@@ -124,7 +124,7 @@ func (e *events) of(k converge.TargetEventKind) []converge.TargetEvent {
 	return out
 }
 
-func newReconciler(t *testing.T, cfg converge.TargetConfig[spec]) (*converge.TargetReconciler[spec], *events) {
+func newReconciler(t *testing.T, cfg converge.TargetReconcilerConfig[spec]) (*converge.TargetReconciler[spec], *events) {
 	t.Helper()
 	r, err := converge.NewTargetReconciler(cfg)
 	require.NoError(t, err)
@@ -153,14 +153,14 @@ func TestReconcileConfigValidate(t *testing.T) {
 	build := func(context.Context, spec) ([]converge.TargetStage, error) { return nil, nil }
 	tests := []struct {
 		name  string
-		cfg   converge.TargetConfig[spec]
+		cfg   converge.TargetReconcilerConfig[spec]
 		field string
 	}{
-		{"no build", converge.TargetConfig[spec]{}, "Build"},
-		{"negative rounds", converge.TargetConfig[spec]{Build: build, MaxRounds: -1}, "MaxRounds"},
-		{"negative interval", converge.TargetConfig[spec]{Build: build, Interval: -1}, "Interval"},
-		{"bad walk", converge.TargetConfig[spec]{Build: build, Walk: converge.Config{Parallelism: -1}}, "Parallelism"},
-		{"bad backoff", converge.TargetConfig[spec]{Build: build, Backoff: converge.Backoff{Base: -1}}, "Backoff.Base"},
+		{"no build", converge.TargetReconcilerConfig[spec]{}, "Build"},
+		{"negative rounds", converge.TargetReconcilerConfig[spec]{Build: build, MaxRounds: -1}, "MaxRounds"},
+		{"negative interval", converge.TargetReconcilerConfig[spec]{Build: build, Interval: -1}, "Interval"},
+		{"bad walk", converge.TargetReconcilerConfig[spec]{Build: build, Walk: converge.WalkerConfig{Parallelism: -1}}, "Parallelism"},
+		{"bad backoff", converge.TargetReconcilerConfig[spec]{Build: build, Backoff: converge.Backoff{Base: -1}}, "Backoff.Base"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +180,7 @@ func TestReconcileStagesInOrderAndEvents(t *testing.T) {
 		d.app.reboot = true
 		rec := &convergetest.Recorder{}
 		d.host.Recorder = rec
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build})
 		r.Subscribe(func(e converge.TargetEvent) {
 			if e.Kind == converge.TargetStateChanged && e.Stage == "apps" {
 				assert.Equal(t, "on", d.host.Current(), "host stage converged before apps started")
@@ -215,7 +215,7 @@ func TestReconcileFailedStageStopsLaterStages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
 		d.host.FailAt(converge.PhaseApply, -1, nil)
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build,
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build,
 			Backoff: converge.Backoff{Base: time.Minute, Max: time.Minute}})
 		require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
@@ -244,7 +244,7 @@ func TestReconcileFailedStageStopsLaterStages(t *testing.T) {
 func settling(n int) (converge.TargetBuildFunc[spec], *convergetest.Item) {
 	walks := 0
 	it := &convergetest.Item{Key: "x"}
-	it.GoalFunc = func(converge.Deps) (string, error) {
+	it.GoalFunc = func(converge.DepStates) (string, error) {
 		walks++
 		return fmt.Sprint(min(walks, n)), nil
 	}
@@ -270,7 +270,7 @@ func TestReconcileAppliesUntilNoChange(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				build, it := settling(tt.moves)
-				r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: build, MaxRounds: tt.maxRounds,
+				r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: build, MaxRounds: tt.maxRounds,
 					Backoff: converge.Backoff{Base: time.Hour, Max: time.Hour}})
 				require.NoError(t, r.SetTarget(context.Background(), spec{}))
 				stop := runReconciler(t, r)
@@ -298,7 +298,7 @@ func TestReconcileTriggersCoalesce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
 		d.app.latency = 10 * time.Second
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build})
 		require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: "v1"}))
 		r.Trigger()
 		r.Trigger() // merged with the pending pass before Run starts
@@ -320,7 +320,7 @@ func TestReconcileForcedTriggerReachesRunningPass(t *testing.T) {
 		d := newDevice()
 		d.app.latency = 10 * time.Second
 		d.app.setLocked(true)
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build})
 		require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
 		time.Sleep(5 * time.Second) // the app is being applied, not forced
@@ -342,7 +342,7 @@ func TestReconcileLockedWaitsAndRetriesUntilForced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
 		d.app.setLocked(true)
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build,
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build,
 			Backoff: converge.Backoff{Base: time.Second, Max: 4 * time.Second}})
 		require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
@@ -376,7 +376,7 @@ func TestReconcileBackoffResetByNewTarget(t *testing.T) {
 		ctx := context.Background()
 		d := newDevice()
 		d.host.FailAt(converge.PhaseApply, -1, nil)
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build,
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build,
 			Backoff: converge.Backoff{Base: time.Second, Max: time.Minute, Jitter: 0.5}})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on"}))
 		stop := runReconciler(t, r)
@@ -411,7 +411,7 @@ func TestReconcileIntermediateTargetPreemptsAndHandsBack(t *testing.T) {
 		d.app.latency = 10 * time.Second
 		var order []string
 		var mu sync.Mutex
-		cfg := converge.TargetConfig[spec]{Build: func(ctx context.Context, s spec) ([]converge.TargetStage, error) {
+		cfg := converge.TargetReconcilerConfig[spec]{Build: func(ctx context.Context, s spec) ([]converge.TargetStage, error) {
 			mu.Lock()
 			order = append(order, fmt.Sprintf("build %s", s.App))
 			mu.Unlock()
@@ -456,7 +456,7 @@ func TestReconcileIntermediatePreemptsRunningPass(t *testing.T) {
 		ctx := context.Background()
 		d := newDevice()
 		d.app.latency = time.Hour
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build})
 		var hostAfterIntermediate any
 		r.Subscribe(func(e converge.TargetEvent) {
 			if e.Intermediate && e.Kind == converge.TargetStateChanged && e.Stage == "host" {
@@ -485,11 +485,11 @@ func TestReconcileResumesStoredTarget(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
 		d := newDevice()
-		r1, _ := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		r1, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		require.NoError(t, r1.SetTarget(ctx, spec{Host: "on", App: "v2"}))
 
 		// The process restarts before running the target.
-		r2, ev := newReconciler(t, converge.TargetConfig[spec]{Name: "edge", Build: d.build, Store: store})
+		r2, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store})
 		_, ok := r2.Target()
 		assert.False(t, ok)
 		stop := runReconciler(t, r2)
@@ -509,7 +509,7 @@ func TestReconcileStoreFailures(t *testing.T) {
 	ctx := context.Background()
 	d := newDevice()
 	store := (&convergetest.Store{}).FailNext(convergetest.OpPutTarget, 1, nil).FailNext(convergetest.OpTarget, 1, nil)
-	r, err := converge.NewTargetReconciler(converge.TargetConfig[spec]{Build: d.build, Store: store})
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[spec]{Build: d.build, Store: store})
 	require.NoError(t, err)
 	require.ErrorIs(t, r.SetTarget(ctx, spec{App: "v1"}), convergetest.ErrInjected)
 	_, ok := r.Target()
@@ -520,7 +520,7 @@ func TestReconcileStoreFailures(t *testing.T) {
 func TestReconcilePeriodicPassRepairsDrift(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build, Interval: time.Minute})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build, Interval: time.Minute})
 		require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
 		synctest.Wait()
@@ -538,7 +538,7 @@ func TestReconcileShutdownStopsRunningPass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
 		d.app.latency = time.Hour
-		r, ev := newReconciler(t, converge.TargetConfig[spec]{Build: d.build})
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: d.build})
 		require.NoError(t, r.SetTarget(context.Background(), spec{Host: "on", App: "v1"}))
 		stop := runReconciler(t, r)
 		time.Sleep(time.Second)
@@ -554,7 +554,7 @@ func TestReconcileShutdownStopsRunningPass(t *testing.T) {
 func TestReconcileUnsubscribe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
-		r, err := converge.NewTargetReconciler(converge.TargetConfig[spec]{Build: d.build})
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[spec]{Build: d.build})
 		require.NoError(t, err)
 		n := 0
 		unsub := r.Subscribe(func(converge.TargetEvent) { n++ })

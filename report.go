@@ -101,7 +101,7 @@ func ResultStates[S any](r ItemResult) (before, after S, ok bool) {
 	return before, after, true
 }
 
-// Interrupt says whether and how a walk was interrupted (see Config.Grace
+// Interrupt says whether and how a walk was interrupted (see WalkerConfig.Grace
 // and WithInterrupt).
 type Interrupt uint8
 
@@ -113,7 +113,7 @@ const (
 	// had not started are OutcomeNotRun.
 	InterruptGraceful
 	// InterruptImmediate means the walk was interrupted and the context of
-	// the items still running was cancelled: Config.Grace is 0 or ran out,
+	// the items still running was cancelled: WalkerConfig.Grace is 0 or ran out,
 	// or a second interrupt arrived.
 	InterruptImmediate
 )

@@ -14,7 +14,7 @@ import (
 
 // This file holds the configuration/state loop: an edge agent
 // turns a walk's Report into an EdgeReport, and a central service derives a
-// StatusReport from the DesiredConfig it asked for and that EdgeReport.
+// StatusReport from the Desired it asked for and that EdgeReport.
 // status_json.go holds the JSON wire format of the three documents.
 
 // EdgeState is what an edge agent reports for one item: the state it
@@ -218,35 +218,35 @@ func (s *Status) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Review says whether a person should look at an item. The zero value is
-// ReviewNo.
-type Review uint8
+// Attention says whether a person should look at an item. The zero value is
+// AttentionNone.
+type Attention uint8
 
 const (
-	// ReviewNo means nothing needs a person.
-	ReviewNo Review = iota
-	// ReviewYes means a person should look.
-	ReviewYes
-	// ReviewMaybe means a person may want to look (for example, the edge
+	// AttentionNone means nothing needs a person.
+	AttentionNone Attention = iota
+	// AttentionNeeded means a person should look.
+	AttentionNeeded
+	// AttentionMaybe means a person may want to look (for example, the edge
 	// still has an item that is no longer in the configuration).
-	ReviewMaybe
+	AttentionMaybe
 )
 
 var reviewNames = [...]string{"no", "yes", "maybe"}
 
 // String returns "no", "yes" or "maybe".
-func (r Review) String() string {
+func (r Attention) String() string {
 	if int(r) < len(reviewNames) {
 		return reviewNames[r]
 	}
 	return fmt.Sprintf("review(%d)", uint8(r))
 }
 
-// Needed reports whether r is ReviewYes or ReviewMaybe.
-func (r Review) Needed() bool { return r == ReviewYes || r == ReviewMaybe }
+// Needed reports whether r is AttentionNeeded or AttentionMaybe.
+func (r Attention) Needed() bool { return r == AttentionNeeded || r == AttentionMaybe }
 
 // MarshalText encodes r as its wire name; undeclared values are errors.
-func (r Review) MarshalText() ([]byte, error) {
+func (r Attention) MarshalText() ([]byte, error) {
 	if int(r) >= len(reviewNames) {
 		return nil, &StatusFieldError{Doc: "review", Value: r.String(), Err: ErrStatusUnknownValue}
 	}
@@ -255,12 +255,12 @@ func (r Review) MarshalText() ([]byte, error) {
 
 // UnmarshalText decodes a wire name; an unknown name is a *StatusFieldError
 // matching ErrStatusUnknownValue.
-func (r *Review) UnmarshalText(b []byte) error {
+func (r *Attention) UnmarshalText(b []byte) error {
 	v, err := parseEnum(reviewNames[:], string(b))
 	if err != nil {
 		return &StatusFieldError{Doc: "review", Value: string(b), Err: err}
 	}
-	*r = Review(v)
+	*r = Attention(v)
 	return nil
 }
 
@@ -356,7 +356,7 @@ func (it EdgeItem) Detected() EdgeDetected { return it.State.Detected() }
 // The zero value is invalid (revision 0); build one with EdgeReportFrom or
 // fill it in and call Validate.
 type EdgeReport struct {
-	// Revision is the revision of the DesiredConfig the walk applied.
+	// Revision is the revision of the Desired the walk applied.
 	Revision uint64
 	// Time is when the report was made.
 	Time  time.Time
@@ -571,10 +571,10 @@ type DesiredItem struct {
 	Presence Presence
 }
 
-// DesiredConfig is what the central side asks an edge to converge to: items
+// Desired is what the central side asks an edge to converge to: items
 // with their presence, under a revision. Items keep their order, which is the
 // order of the derived status. The zero value is invalid (revision 0).
-type DesiredConfig struct {
+type Desired struct {
 	// Revision identifies this configuration; it starts at 1 and grows
 	// with every change.
 	Revision uint64
@@ -583,7 +583,7 @@ type DesiredConfig struct {
 
 // Validate reports the first problem as a *StatusFieldError: revision 0, an
 // empty or duplicate ID, or an undeclared presence.
-func (c DesiredConfig) Validate() error {
+func (c Desired) Validate() error {
 	const doc = "desired config"
 	if c.Revision == 0 {
 		return &StatusFieldError{Doc: doc, Field: "revision", Value: "0", Err: ErrStatusNoRevision}
@@ -607,9 +607,9 @@ type StatusItem struct {
 	Desired Presence
 	// Edge is what the edge reported for the current revision, or
 	// EdgeNotReported.
-	Edge   EdgeState
-	Status Status
-	Review Review
+	Edge      EdgeState
+	Status    Status
+	Attention Attention
 	// WaitingFor, Message and Time come from the edge report.
 	WaitingFor []ID
 	Message    string
@@ -620,14 +620,14 @@ type StatusItem struct {
 func (it StatusItem) Detected() EdgeDetected { return it.Edge.Detected() }
 
 // StatusDropped is an item the edge reported that is not in the desired
-// configuration. It is left out of the status; Review says whether a person
+// configuration. It is left out of the status; Attention says whether a person
 // should look (the edge may still hold it, or failed to remove it).
 type StatusDropped struct {
-	ID      ID
-	Edge    EdgeState
-	Review  Review
-	Message string
-	Time    time.Time
+	ID        ID
+	Edge      EdgeState
+	Attention Attention
+	Message   string
+	Time      time.Time
 }
 
 // StatusReport is the derived status of a desired configuration: one
@@ -674,47 +674,47 @@ type StatusReport struct {
 // EdgeCheckAbsentFailed, or the mirror cases), the status is that failure
 // and needs review, because the edge acted against the configuration it
 // claims to answer. An undeclared presence or edge state yields the zero
-// Status and ReviewYes.
-func DeriveItemStatus(p Presence, e EdgeState) (Status, Review) {
+// Status and AttentionNeeded.
+func DeriveItemStatus(p Presence, e EdgeState) (Status, Attention) {
 	if p != Present && p != Absent {
-		return 0, ReviewYes
+		return 0, AttentionNeeded
 	}
 	present := p == Present
 	switch e {
 	case EdgeNotReported, EdgeNotRun:
-		return pick(present, StatusCreating, StatusRemoving), ReviewNo
+		return pick(present, StatusCreating, StatusRemoving), AttentionNone
 	case EdgePresent:
-		return pick(present, StatusPresent, StatusRemoving), ReviewNo
+		return pick(present, StatusPresent, StatusRemoving), AttentionNone
 	case EdgeAbsent:
-		return pick(present, StatusCreating, StatusAbsent), ReviewNo
+		return pick(present, StatusCreating, StatusAbsent), AttentionNone
 	case EdgeWaitingForDependencies:
-		return StatusWaitingForDependencies, ReviewNo
+		return StatusWaitingForDependencies, AttentionNone
 	case EdgeCreatingFailed:
-		return StatusCreatingFailed, ReviewYes
+		return StatusCreatingFailed, AttentionNeeded
 	case EdgeRemovingFailed:
-		return StatusRemovingFailed, ReviewYes
+		return StatusRemovingFailed, AttentionNeeded
 	case EdgeCheckPresentFailed:
-		return StatusCheckPresentFailed, ReviewYes
+		return StatusCheckPresentFailed, AttentionNeeded
 	case EdgeCheckAbsentFailed:
-		return StatusCheckAbsentFailed, ReviewYes
+		return StatusCheckAbsentFailed, AttentionNeeded
 	}
-	return 0, ReviewYes
+	return 0, AttentionNeeded
 }
 
-// DroppedReview says, for an item the edge reports that is not in the
+// DroppedAttention says, for an item the edge reports that is not in the
 // desired configuration (its status is dropped), whether a person should
 // look. EdgeAbsent needs none; EdgePresent maybe (the edge still holds
 // something nobody asked for); every failure yes. Besides,
 // EdgeWaitingForDependencies and EdgeNotRun need none: the edge did nothing
 // with the item. An undeclared state needs review.
-func (e EdgeState) DroppedReview() Review {
+func (e EdgeState) DroppedAttention() Attention {
 	switch e {
 	case EdgeAbsent, EdgeWaitingForDependencies, EdgeNotRun, EdgeNotReported:
-		return ReviewNo
+		return AttentionNone
 	case EdgePresent:
-		return ReviewMaybe
+		return AttentionMaybe
 	}
-	return ReviewYes
+	return AttentionNeeded
 }
 
 // DeriveStatus derives the status of every item of desired from the edge
@@ -722,7 +722,7 @@ func (e EdgeState) DroppedReview() Review {
 // desired.Revision (older or newer), counts as no report: every item is
 // Creating or Removing. Items the edge reports that are not in desired are
 // dropped: left out of the items, logged, and listed in Dropped with their
-// review flag (EdgeState.DroppedReview).
+// review flag (EdgeState.DroppedAttention).
 //
 // logger receives one record per dropped entry (Warn when it needs review,
 // Info otherwise) and one Info record when a report is ignored for its
@@ -731,7 +731,7 @@ func (e EdgeState) DroppedReview() Review {
 //
 // DeriveStatus fails with a *StatusFieldError when desired or edge is
 // invalid (see their Validate methods); it then returns no report.
-func DeriveStatus(desired DesiredConfig, edge *EdgeReport, logger *slog.Logger) (*StatusReport, error) {
+func DeriveStatus(desired Desired, edge *EdgeReport, logger *slog.Logger) (*StatusReport, error) {
 	if err := desired.Validate(); err != nil {
 		return nil, err
 	}
@@ -768,7 +768,7 @@ func DeriveStatus(desired DesiredConfig, edge *EdgeReport, logger *slog.Logger) 
 			si.WaitingFor = append([]ID(nil), e.WaitingFor...)
 			si.Message, si.Time = e.Message, e.Time
 		}
-		si.Status, si.Review = DeriveItemStatus(si.Desired, si.Edge)
+		si.Status, si.Attention = DeriveItemStatus(si.Desired, si.Edge)
 		out.Items = append(out.Items, si)
 	}
 	if out.Reported {
@@ -776,15 +776,15 @@ func DeriveStatus(desired DesiredConfig, edge *EdgeReport, logger *slog.Logger) 
 			if _, ok := wanted[e.ID]; ok {
 				continue
 			}
-			dr := StatusDropped{ID: e.ID, Edge: e.State, Review: e.State.DroppedReview(), Message: e.Message, Time: e.Time}
+			dr := StatusDropped{ID: e.ID, Edge: e.State, Attention: e.State.DroppedAttention(), Message: e.Message, Time: e.Time}
 			out.Dropped = append(out.Dropped, dr)
 			level := slog.LevelInfo
-			if dr.Review.Needed() {
+			if dr.Attention.Needed() {
 				level = slog.LevelWarn
 			}
 			logger.LogAttrs(ctx, level, "converge: dropped edge entry not in the desired configuration",
 				slog.String("id", string(dr.ID)), slog.String("edge", dr.Edge.String()),
-				slog.String("review", dr.Review.String()), slog.Uint64("revision", desired.Revision))
+				slog.String("review", dr.Attention.String()), slog.Uint64("revision", desired.Revision))
 		}
 	}
 	return out, nil
@@ -828,14 +828,14 @@ func (s *StatusReport) Failed() []ID {
 	return s.ids(func(it StatusItem) bool { return it.Status.Failed() })
 }
 
-// NeedsReview returns the IDs that need a person (ReviewYes or ReviewMaybe):
+// NeedsAttention returns the IDs that need a person (AttentionNeeded or AttentionMaybe):
 // first the items, in configuration order, then the dropped entries, in
 // report order.
-func (s *StatusReport) NeedsReview() []ID {
-	out := s.ids(func(it StatusItem) bool { return it.Review.Needed() })
+func (s *StatusReport) NeedsAttention() []ID {
+	out := s.ids(func(it StatusItem) bool { return it.Attention.Needed() })
 	if s != nil {
 		for _, d := range s.Dropped {
-			if d.Review.Needed() {
+			if d.Attention.Needed() {
 				out = append(out, d.ID)
 			}
 		}
@@ -886,7 +886,7 @@ func (s *StatusReport) Summary() string {
 	default:
 		b.WriteString("; no edge report")
 	}
-	if r := s.NeedsReview(); len(r) > 0 {
+	if r := s.NeedsAttention(); len(r) > 0 {
 		fmt.Fprintf(&b, "; needs review: %s", joinIDs(r))
 	}
 	if n := len(s.Dropped); n > 0 {

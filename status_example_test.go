@@ -17,7 +17,7 @@ import (
 func ExampleDeriveStatus() {
 	// Revision 3 of the configuration: a volume, a database on it, an app
 	// on the database, and an old container to remove.
-	desired := converge.DesiredConfig{Revision: 3, Items: []converge.DesiredItem{
+	desired := converge.Desired{Revision: 3, Items: []converge.DesiredItem{
 		{ID: "volume:data", Presence: converge.Present},
 		{ID: "container:db", Presence: converge.Present},
 		{ID: "container:app", Presence: converge.Present},
@@ -47,7 +47,7 @@ func ExampleDeriveStatus() {
 	}
 	fmt.Println(st.Summary())
 	for _, it := range st.Items {
-		line := fmt.Sprintf("%-17s %-25s review=%s", it.ID, it.Status, it.Review)
+		line := fmt.Sprintf("%-17s %-25s review=%s", it.ID, it.Status, it.Attention)
 		if it.Message != "" {
 			line += ": " + it.Message
 		}

@@ -65,7 +65,7 @@ func FuzzStatusDesiredConfigJSON(f *testing.F) {
 	for _, s := range statusFuzzSeeds {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { statusRoundTrip[converge.DesiredConfig](t, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { statusRoundTrip[converge.Desired](t, data) })
 }
 
 func FuzzStatusEdgeReportJSON(f *testing.F) {
@@ -102,7 +102,7 @@ func FuzzStatusDerive(f *testing.F) {
 	f.Add([]byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, d, e []byte) {
 		id := func(b byte) converge.ID { return converge.ID(fmt.Sprintf("i%d", b>>4&7)) }
-		desired := converge.DesiredConfig{Revision: 1}
+		desired := converge.Desired{Revision: 1}
 		seen := map[converge.ID]bool{}
 		for _, b := range d {
 			if !seen[id(b)] {
@@ -147,8 +147,8 @@ func FuzzStatusDerive(f *testing.F) {
 				t.Fatalf("%s: edge %s, want %s", it.ID, it.Edge, want)
 			}
 			s, r := converge.DeriveItemStatus(it.Desired, it.Edge)
-			if it.Status != s || it.Review != r || !s.Valid() {
-				t.Fatalf("%s: %s/%s, table says %s/%s", it.ID, it.Status, it.Review, s, r)
+			if it.Status != s || it.Attention != r || !s.Valid() {
+				t.Fatalf("%s: %s/%s, table says %s/%s", it.ID, it.Status, it.Attention, s, r)
 			}
 			ready = ready && s.Final()
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // The JSON wire format of the three status documents is described on the
-// UnmarshalJSON methods of DesiredConfig, EdgeReport and StatusReport. The
+// UnmarshalJSON methods of Desired, EdgeReport and StatusReport. The
 // rules common to all three: enums are the stable lower-case names of their
 // String methods; decoding is strict, so unknown or repeated fields, unknown
 // enum values, null or wrongly typed values, missing required fields,
@@ -36,7 +36,7 @@ type desiredItemWire struct {
 }
 
 // MarshalJSON encodes the configuration; an invalid one is an error.
-func (c DesiredConfig) MarshalJSON() ([]byte, error) {
+func (c Desired) MarshalJSON() ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -63,12 +63,12 @@ type desiredItemIn struct {
 //	{"revision": 7, "items": [{"id": "a", "presence": "present"}]}
 //
 // where presence is "present" or "absent" and both fields are required.
-func (c *DesiredConfig) UnmarshalJSON(b []byte) error {
+func (c *Desired) UnmarshalJSON(b []byte) error {
 	var in desiredIn
 	if err := statusDecode(docDesired, b, &in); err != nil {
 		return err
 	}
-	out := DesiredConfig{Revision: in.Revision.V}
+	out := Desired{Revision: in.Revision.V}
 	for i, it := range in.Items.V {
 		if err := statusMissing(docDesired, entryPath{"items", i}.field(""), req{"id", it.ID.Set}, req{"presence", it.Presence.Set}); err != nil {
 			return err
@@ -171,18 +171,18 @@ type statusItemWire struct {
 	Desired    string    `json:"desired"`
 	Edge       EdgeState `json:"edge"`
 	Status     Status    `json:"status"`
-	Review     Review    `json:"review"`
+	Attention  Attention `json:"review"`
 	WaitingFor []ID      `json:"waitingFor,omitempty"`
 	Message    string    `json:"message,omitempty"`
 	Time       time.Time `json:"time,omitzero"`
 }
 
 type statusDroppedWire struct {
-	ID      ID        `json:"id"`
-	Edge    EdgeState `json:"edge"`
-	Review  Review    `json:"review"`
-	Message string    `json:"message,omitempty"`
-	Time    time.Time `json:"time,omitzero"`
+	ID        ID        `json:"id"`
+	Edge      EdgeState `json:"edge"`
+	Attention Attention `json:"review"`
+	Message   string    `json:"message,omitempty"`
+	Time      time.Time `json:"time,omitzero"`
 }
 
 // Validate reports the first problem as a *StatusFieldError: revision 0,
@@ -220,8 +220,8 @@ func (s *StatusReport) Validate() error {
 			return &StatusFieldError{Doc: doc, Field: p.field("edge"), Value: it.Edge.String(), Err: ErrStatusUnknownValue}
 		case !it.Status.Valid():
 			return &StatusFieldError{Doc: doc, Field: p.field("status"), Value: it.Status.String(), Err: ErrStatusUnknownValue}
-		case int(it.Review) >= len(reviewNames):
-			return &StatusFieldError{Doc: doc, Field: p.field("review"), Value: it.Review.String(), Err: ErrStatusUnknownValue}
+		case int(it.Attention) >= len(reviewNames):
+			return &StatusFieldError{Doc: doc, Field: p.field("review"), Value: it.Attention.String(), Err: ErrStatusUnknownValue}
 		}
 		if err := checkWaiting(doc, p, it.Edge, it.WaitingFor); err != nil {
 			return err
@@ -235,8 +235,8 @@ func (s *StatusReport) Validate() error {
 		switch {
 		case !d.Edge.Valid() || d.Edge == EdgeNotReported:
 			return &StatusFieldError{Doc: doc, Field: p.field("edge"), Value: d.Edge.String(), Err: ErrStatusUnknownValue}
-		case int(d.Review) >= len(reviewNames):
-			return &StatusFieldError{Doc: doc, Field: p.field("review"), Value: d.Review.String(), Err: ErrStatusUnknownValue}
+		case int(d.Attention) >= len(reviewNames):
+			return &StatusFieldError{Doc: doc, Field: p.field("review"), Value: d.Attention.String(), Err: ErrStatusUnknownValue}
 		}
 	}
 	return nil
@@ -254,7 +254,7 @@ func (s StatusReport) MarshalJSON() ([]byte, error) {
 	}
 	for i, it := range s.Items {
 		w.Items[i] = statusItemWire{
-			ID: it.ID, Desired: it.Desired.String(), Edge: it.Edge, Status: it.Status, Review: it.Review,
+			ID: it.ID, Desired: it.Desired.String(), Edge: it.Edge, Status: it.Status, Attention: it.Attention,
 			WaitingFor: it.WaitingFor, Message: it.Message, Time: it.Time,
 		}
 	}
@@ -279,18 +279,18 @@ type statusItemIn struct {
 	Desired    wireField[Presence]  `json:"desired"`
 	Edge       wireField[EdgeState] `json:"edge"`
 	Status     wireField[Status]    `json:"status"`
-	Review     wireField[Review]    `json:"review"`
+	Attention  wireField[Attention] `json:"review"`
 	WaitingFor wireField[[]ID]      `json:"waitingFor"`
 	Message    wireField[string]    `json:"message"`
 	Time       wireField[time.Time] `json:"time"`
 }
 
 type statusDropIn struct {
-	ID      wireField[ID]        `json:"id"`
-	Edge    wireField[EdgeState] `json:"edge"`
-	Review  wireField[Review]    `json:"review"`
-	Message wireField[string]    `json:"message"`
-	Time    wireField[time.Time] `json:"time"`
+	ID        wireField[ID]        `json:"id"`
+	Edge      wireField[EdgeState] `json:"edge"`
+	Attention wireField[Attention] `json:"review"`
+	Message   wireField[string]    `json:"message"`
+	Time      wireField[time.Time] `json:"time"`
 }
 
 // UnmarshalJSON decodes a status report strictly, validates it, and checks
@@ -312,18 +312,18 @@ func (s *StatusReport) UnmarshalJSON(b []byte) error {
 	out := StatusReport{Revision: in.Revision.V, EdgeRevision: in.EdgeRevision.V, Reported: in.Reported.V, EdgeTime: in.EdgeTime.V}
 	for i, it := range in.Items.V {
 		err := statusMissing(docStatus, entryPath{"items", i}.field(""), req{"id", it.ID.Set}, req{"desired", it.Desired.Set},
-			req{"edge", it.Edge.Set}, req{"status", it.Status.Set}, req{"review", it.Review.Set})
+			req{"edge", it.Edge.Set}, req{"status", it.Status.Set}, req{"review", it.Attention.Set})
 		if err != nil {
 			return err
 		}
 		out.Items = append(out.Items, StatusItem{ID: it.ID.V, Desired: it.Desired.V, Edge: it.Edge.V, Status: it.Status.V,
-			Review: it.Review.V, WaitingFor: nonEmpty(it.WaitingFor.V), Message: it.Message.V, Time: it.Time.V})
+			Attention: it.Attention.V, WaitingFor: nonEmpty(it.WaitingFor.V), Message: it.Message.V, Time: it.Time.V})
 	}
 	for i, d := range in.Dropped.V {
-		if err := statusMissing(docStatus, entryPath{"dropped", i}.field(""), req{"id", d.ID.Set}, req{"edge", d.Edge.Set}, req{"review", d.Review.Set}); err != nil {
+		if err := statusMissing(docStatus, entryPath{"dropped", i}.field(""), req{"id", d.ID.Set}, req{"edge", d.Edge.Set}, req{"review", d.Attention.Set}); err != nil {
 			return err
 		}
-		out.Dropped = append(out.Dropped, StatusDropped{ID: d.ID.V, Edge: d.Edge.V, Review: d.Review.V, Message: d.Message.V, Time: d.Time.V})
+		out.Dropped = append(out.Dropped, StatusDropped{ID: d.ID.V, Edge: d.Edge.V, Attention: d.Attention.V, Message: d.Message.V, Time: d.Time.V})
 	}
 	if err := statusMissing(docStatus, "", req{"revision", in.Revision.Set}, req{"items", in.Items.Set}); err != nil {
 		return err

@@ -135,7 +135,7 @@ func TestWirePath(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, wirePath(tt.ptr, tt.name), "%s", tt.ptr)
 	}
-	var d DesiredConfig
+	var d Desired
 	err := d.UnmarshalJSON([]byte(`{"revision":1,"items":[],"12":1}`))
 	var fe *StatusFieldError
 	require.ErrorAs(t, err, &fe)

@@ -43,7 +43,7 @@ func statusDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // TestStatusDeriveTable has one case per row of the status table (the
 // items in the configuration as DeriveItemStatus documents them, the
-// others as DroppedReview does; the last row lists two edge states, so it
+// others as DroppedAttention does; the last row lists two edge states, so it
 // has two cases), run through
 // DeriveStatus with a real desired configuration and edge report.
 func TestStatusDeriveTable(t *testing.T) {
@@ -55,31 +55,31 @@ func TestStatusDeriveTable(t *testing.T) {
 		edge     converge.EdgeState // EdgeNotReported: the edge report lacks the item
 		drop     bool
 		status   converge.Status
-		review   converge.Review
+		review   converge.Attention
 	}{
-		{"1 present/present", converge.Present, converge.EdgeDetectedPresent, converge.EdgePresent, false, converge.StatusPresent, converge.ReviewNo},
-		{"2 absent/absent", converge.Absent, converge.EdgeDetectedAbsent, converge.EdgeAbsent, false, converge.StatusAbsent, converge.ReviewNo},
-		{"3 present/absent", converge.Present, converge.EdgeDetectedAbsent, converge.EdgeAbsent, false, converge.StatusCreating, converge.ReviewNo},
-		{"4 absent/present", converge.Absent, converge.EdgeDetectedPresent, converge.EdgePresent, false, converge.StatusRemoving, converge.ReviewNo},
-		{"5 present/creating-failed", converge.Present, converge.EdgeDetectedAbsent, converge.EdgeCreatingFailed, false, converge.StatusCreatingFailed, converge.ReviewYes},
-		{"6 absent/removing-failed", converge.Absent, converge.EdgeDetectedPresent, converge.EdgeRemovingFailed, false, converge.StatusRemovingFailed, converge.ReviewYes},
-		{"7 present/check-present-failed", converge.Present, converge.EdgeDetectedUnknown, converge.EdgeCheckPresentFailed, false, converge.StatusCheckPresentFailed, converge.ReviewYes},
-		{"8 absent/check-absent-failed", converge.Absent, converge.EdgeDetectedUnknown, converge.EdgeCheckAbsentFailed, false, converge.StatusCheckAbsentFailed, converge.ReviewYes},
-		{"9 present/waiting", converge.Present, converge.EdgeDetectedUnknown, converge.EdgeWaitingForDependencies, false, converge.StatusWaitingForDependencies, converge.ReviewNo},
-		{"10 absent/waiting", converge.Absent, converge.EdgeDetectedUnknown, converge.EdgeWaitingForDependencies, false, converge.StatusWaitingForDependencies, converge.ReviewNo},
-		{"11 present/not reported", converge.Present, converge.EdgeDetectedUnknown, converge.EdgeNotReported, false, converge.StatusCreating, converge.ReviewNo},
-		{"12 absent/not reported", converge.Absent, converge.EdgeDetectedUnknown, converge.EdgeNotReported, false, converge.StatusRemoving, converge.ReviewNo},
-		{"13 dropped absent", notInConfig, converge.EdgeDetectedAbsent, converge.EdgeAbsent, true, 0, converge.ReviewNo},
-		{"14 dropped present", notInConfig, converge.EdgeDetectedPresent, converge.EdgePresent, true, 0, converge.ReviewMaybe},
-		{"15 dropped removing-failed", notInConfig, converge.EdgeDetectedPresent, converge.EdgeRemovingFailed, true, 0, converge.ReviewYes},
-		{"16 dropped creating-failed", notInConfig, converge.EdgeDetectedAbsent, converge.EdgeCreatingFailed, true, 0, converge.ReviewYes},
-		{"17a dropped check-present-failed", notInConfig, converge.EdgeDetectedUnknown, converge.EdgeCheckPresentFailed, true, 0, converge.ReviewYes},
-		{"17b dropped check-absent-failed", notInConfig, converge.EdgeDetectedUnknown, converge.EdgeCheckAbsentFailed, true, 0, converge.ReviewYes},
+		{"1 present/present", converge.Present, converge.EdgeDetectedPresent, converge.EdgePresent, false, converge.StatusPresent, converge.AttentionNone},
+		{"2 absent/absent", converge.Absent, converge.EdgeDetectedAbsent, converge.EdgeAbsent, false, converge.StatusAbsent, converge.AttentionNone},
+		{"3 present/absent", converge.Present, converge.EdgeDetectedAbsent, converge.EdgeAbsent, false, converge.StatusCreating, converge.AttentionNone},
+		{"4 absent/present", converge.Absent, converge.EdgeDetectedPresent, converge.EdgePresent, false, converge.StatusRemoving, converge.AttentionNone},
+		{"5 present/creating-failed", converge.Present, converge.EdgeDetectedAbsent, converge.EdgeCreatingFailed, false, converge.StatusCreatingFailed, converge.AttentionNeeded},
+		{"6 absent/removing-failed", converge.Absent, converge.EdgeDetectedPresent, converge.EdgeRemovingFailed, false, converge.StatusRemovingFailed, converge.AttentionNeeded},
+		{"7 present/check-present-failed", converge.Present, converge.EdgeDetectedUnknown, converge.EdgeCheckPresentFailed, false, converge.StatusCheckPresentFailed, converge.AttentionNeeded},
+		{"8 absent/check-absent-failed", converge.Absent, converge.EdgeDetectedUnknown, converge.EdgeCheckAbsentFailed, false, converge.StatusCheckAbsentFailed, converge.AttentionNeeded},
+		{"9 present/waiting", converge.Present, converge.EdgeDetectedUnknown, converge.EdgeWaitingForDependencies, false, converge.StatusWaitingForDependencies, converge.AttentionNone},
+		{"10 absent/waiting", converge.Absent, converge.EdgeDetectedUnknown, converge.EdgeWaitingForDependencies, false, converge.StatusWaitingForDependencies, converge.AttentionNone},
+		{"11 present/not reported", converge.Present, converge.EdgeDetectedUnknown, converge.EdgeNotReported, false, converge.StatusCreating, converge.AttentionNone},
+		{"12 absent/not reported", converge.Absent, converge.EdgeDetectedUnknown, converge.EdgeNotReported, false, converge.StatusRemoving, converge.AttentionNone},
+		{"13 dropped absent", notInConfig, converge.EdgeDetectedAbsent, converge.EdgeAbsent, true, 0, converge.AttentionNone},
+		{"14 dropped present", notInConfig, converge.EdgeDetectedPresent, converge.EdgePresent, true, 0, converge.AttentionMaybe},
+		{"15 dropped removing-failed", notInConfig, converge.EdgeDetectedPresent, converge.EdgeRemovingFailed, true, 0, converge.AttentionNeeded},
+		{"16 dropped creating-failed", notInConfig, converge.EdgeDetectedAbsent, converge.EdgeCreatingFailed, true, 0, converge.AttentionNeeded},
+		{"17a dropped check-present-failed", notInConfig, converge.EdgeDetectedUnknown, converge.EdgeCheckPresentFailed, true, 0, converge.AttentionNeeded},
+		{"17b dropped check-absent-failed", notInConfig, converge.EdgeDetectedUnknown, converge.EdgeCheckAbsentFailed, true, 0, converge.AttentionNeeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.row, func(t *testing.T) {
 			assert.Equal(t, tt.detected, tt.edge.Detected(), "detected column")
-			desired := converge.DesiredConfig{Revision: 3}
+			desired := converge.Desired{Revision: 3}
 			if tt.desired != notInConfig {
 				desired.Items = []converge.DesiredItem{{ID: "x", Presence: tt.desired}}
 			}
@@ -98,7 +98,7 @@ func TestStatusDeriveTable(t *testing.T) {
 			if tt.drop {
 				assert.Empty(t, st.Items)
 				require.Len(t, st.Dropped, 1)
-				assert.Equal(t, converge.StatusDropped{ID: "x", Edge: tt.edge, Review: tt.review}, st.Dropped[0])
+				assert.Equal(t, converge.StatusDropped{ID: "x", Edge: tt.edge, Attention: tt.review}, st.Dropped[0])
 				require.Len(t, logs.records, 1, "a dropped entry is logged")
 				wantLevel := slog.LevelInfo
 				if tt.review.Needed() {
@@ -109,7 +109,7 @@ func TestStatusDeriveTable(t *testing.T) {
 				assert.Equal(t, "x", a["id"])
 				assert.Equal(t, tt.edge.String(), a["edge"])
 				assert.Equal(t, tt.review.String(), a["review"])
-				assert.Equal(t, tt.review.Needed(), slicesContains(st.NeedsReview(), "x"))
+				assert.Equal(t, tt.review.Needed(), slicesContains(st.NeedsAttention(), "x"))
 				return
 			}
 			assert.Empty(t, st.Dropped)
@@ -120,7 +120,7 @@ func TestStatusDeriveTable(t *testing.T) {
 			assert.Equal(t, tt.edge, it.Edge)
 			assert.Equal(t, tt.detected, it.Detected())
 			assert.Equal(t, tt.status, it.Status)
-			assert.Equal(t, tt.review, it.Review)
+			assert.Equal(t, tt.review, it.Attention)
 			if tt.edge == converge.EdgeWaitingForDependencies {
 				assert.Equal(t, []converge.ID{"dep"}, it.WaitingFor)
 			}
@@ -150,19 +150,19 @@ func TestStatusDeriveUnlisted(t *testing.T) {
 		desired converge.Presence
 		edge    converge.EdgeState
 		status  converge.Status
-		review  converge.Review
+		review  converge.Attention
 	}{
 		// A failure of the opposite presence is shown as it is, for review.
-		{"present/removing-failed", converge.Present, converge.EdgeRemovingFailed, converge.StatusRemovingFailed, converge.ReviewYes},
-		{"present/check-absent-failed", converge.Present, converge.EdgeCheckAbsentFailed, converge.StatusCheckAbsentFailed, converge.ReviewYes},
-		{"absent/creating-failed", converge.Absent, converge.EdgeCreatingFailed, converge.StatusCreatingFailed, converge.ReviewYes},
-		{"absent/check-present-failed", converge.Absent, converge.EdgeCheckPresentFailed, converge.StatusCheckPresentFailed, converge.ReviewYes},
+		{"present/removing-failed", converge.Present, converge.EdgeRemovingFailed, converge.StatusRemovingFailed, converge.AttentionNeeded},
+		{"present/check-absent-failed", converge.Present, converge.EdgeCheckAbsentFailed, converge.StatusCheckAbsentFailed, converge.AttentionNeeded},
+		{"absent/creating-failed", converge.Absent, converge.EdgeCreatingFailed, converge.StatusCreatingFailed, converge.AttentionNeeded},
+		{"absent/check-present-failed", converge.Absent, converge.EdgeCheckPresentFailed, converge.StatusCheckPresentFailed, converge.AttentionNeeded},
 		// Not run counts as not reported yet.
-		{"present/not-run", converge.Present, converge.EdgeNotRun, converge.StatusCreating, converge.ReviewNo},
-		{"absent/not-run", converge.Absent, converge.EdgeNotRun, converge.StatusRemoving, converge.ReviewNo},
+		{"present/not-run", converge.Present, converge.EdgeNotRun, converge.StatusCreating, converge.AttentionNone},
+		{"absent/not-run", converge.Absent, converge.EdgeNotRun, converge.StatusRemoving, converge.AttentionNone},
 		// Nonsense in, no status out, flagged for review.
-		{"undeclared edge state", converge.Present, converge.EdgeState(99), 0, converge.ReviewYes},
-		{"undeclared presence", converge.Presence(7), converge.EdgePresent, 0, converge.ReviewYes},
+		{"undeclared edge state", converge.Present, converge.EdgeState(99), 0, converge.AttentionNeeded},
+		{"undeclared presence", converge.Presence(7), converge.EdgePresent, 0, converge.AttentionNeeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestStatusDeriveUnlisted(t *testing.T) {
 
 	t.Run("through DeriveStatus", func(t *testing.T) {
 		st, err := converge.DeriveStatus(
-			converge.DesiredConfig{Revision: 1, Items: []converge.DesiredItem{{ID: "a"}, {ID: "b", Presence: converge.Absent}}},
+			converge.Desired{Revision: 1, Items: []converge.DesiredItem{{ID: "a"}, {ID: "b", Presence: converge.Absent}}},
 			&converge.EdgeReport{Revision: 1, Items: []converge.EdgeItem{
 				{ID: "a", State: converge.EdgeRemovingFailed, Message: "busy"},
 				{ID: "b", State: converge.EdgeNotRun},
@@ -185,22 +185,22 @@ func TestStatusDeriveUnlisted(t *testing.T) {
 		assert.Equal(t, "busy", a.Message)
 		b, _ := st.Item("b")
 		assert.Equal(t, converge.StatusRemoving, b.Status)
-		assert.Equal(t, []converge.ID{"a"}, st.NeedsReview())
+		assert.Equal(t, []converge.ID{"a"}, st.NeedsAttention())
 		assert.Equal(t, []converge.ID{"a"}, st.Failed())
 		assert.Equal(t, []converge.ID{"b"}, st.Transitional())
 	})
 
 	t.Run("dropped entries the table does not list", func(t *testing.T) {
-		assert.Equal(t, converge.ReviewNo, converge.EdgeWaitingForDependencies.DroppedReview())
-		assert.Equal(t, converge.ReviewNo, converge.EdgeNotRun.DroppedReview())
-		assert.Equal(t, converge.ReviewYes, converge.EdgeState(99).DroppedReview())
+		assert.Equal(t, converge.AttentionNone, converge.EdgeWaitingForDependencies.DroppedAttention())
+		assert.Equal(t, converge.AttentionNone, converge.EdgeNotRun.DroppedAttention())
+		assert.Equal(t, converge.AttentionNeeded, converge.EdgeState(99).DroppedAttention())
 	})
 }
 
 // TestStatusRevisionMismatch: a report for another revision is not a report
 // for the current one.
 func TestStatusRevisionMismatch(t *testing.T) {
-	desired := converge.DesiredConfig{Revision: 5, Items: []converge.DesiredItem{
+	desired := converge.Desired{Revision: 5, Items: []converge.DesiredItem{
 		{ID: "a", Presence: converge.Present}, {ID: "b", Presence: converge.Absent},
 	}}
 	for _, rev := range []uint64{4, 6} {
@@ -241,18 +241,18 @@ func TestStatusRevisionMismatch(t *testing.T) {
 }
 
 func TestStatusDeriveRejectsInvalidInput(t *testing.T) {
-	ok := converge.DesiredConfig{Revision: 1, Items: []converge.DesiredItem{{ID: "a"}}}
+	ok := converge.Desired{Revision: 1, Items: []converge.DesiredItem{{ID: "a"}}}
 	tests := []struct {
 		name    string
-		desired converge.DesiredConfig
+		desired converge.Desired
 		edge    *converge.EdgeReport
 		field   string
 		want    error
 	}{
-		{"desired revision 0", converge.DesiredConfig{}, nil, "revision", converge.ErrStatusNoRevision},
-		{"desired empty ID", converge.DesiredConfig{Revision: 1, Items: []converge.DesiredItem{{}}}, nil, "items[0].id", converge.ErrStatusEmptyID},
-		{"desired duplicate ID", converge.DesiredConfig{Revision: 1, Items: []converge.DesiredItem{{ID: "a"}, {ID: "a"}}}, nil, "items[1].id", converge.ErrStatusDuplicateID},
-		{"desired bad presence", converge.DesiredConfig{Revision: 1, Items: []converge.DesiredItem{{ID: "a", Presence: 9}}}, nil, "items[0].presence", converge.ErrStatusUnknownValue},
+		{"desired revision 0", converge.Desired{}, nil, "revision", converge.ErrStatusNoRevision},
+		{"desired empty ID", converge.Desired{Revision: 1, Items: []converge.DesiredItem{{}}}, nil, "items[0].id", converge.ErrStatusEmptyID},
+		{"desired duplicate ID", converge.Desired{Revision: 1, Items: []converge.DesiredItem{{ID: "a"}, {ID: "a"}}}, nil, "items[1].id", converge.ErrStatusDuplicateID},
+		{"desired bad presence", converge.Desired{Revision: 1, Items: []converge.DesiredItem{{ID: "a", Presence: 9}}}, nil, "items[0].presence", converge.ErrStatusUnknownValue},
 		{"edge revision 0", ok, &converge.EdgeReport{}, "revision", converge.ErrStatusNoRevision},
 		{"edge not-reported state", ok, &converge.EdgeReport{Revision: 1, Items: []converge.EdgeItem{{ID: "a"}}}, "items[0].state", converge.ErrStatusUnknownValue},
 		{"edge undeclared state", ok, &converge.EdgeReport{Revision: 1, Items: []converge.EdgeItem{{ID: "a", State: 42}}}, "items[0].state", converge.ErrStatusUnknownValue},
@@ -280,7 +280,7 @@ func TestStatusNilLoggerUsesDefault(t *testing.T) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(logs))
 	defer slog.SetDefault(prev)
-	_, err := converge.DeriveStatus(converge.DesiredConfig{Revision: 1},
+	_, err := converge.DeriveStatus(converge.Desired{Revision: 1},
 		&converge.EdgeReport{Revision: 1, Items: []converge.EdgeItem{{ID: "stray", State: converge.EdgePresent}}}, nil)
 	require.NoError(t, err)
 	require.Len(t, logs.records, 1)
@@ -415,7 +415,7 @@ func TestStatusEndToEnd(t *testing.T) {
 	g.Add((&convergetest.Item{Key: "web", Goal: "v1"}).Node(), converge.Present, "app")
 	g.Add((&convergetest.Item{Key: "cfg", Goal: "on", Value: "off"}).Node(), converge.Present)
 	g.Add((&convergetest.Item{Key: "old", Value: "leftover"}).Node(), converge.Absent)
-	desired := converge.DesiredConfig{Revision: 12, Items: []converge.DesiredItem{
+	desired := converge.Desired{Revision: 12, Items: []converge.DesiredItem{
 		{ID: "base"}, {ID: "app"}, {ID: "web"}, {ID: "cfg"}, {ID: "old", Presence: converge.Absent},
 	}}
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -457,7 +457,7 @@ func TestStatusEndToEnd(t *testing.T) {
 		assert.Equal(t, want[it.ID], it.Status, it.ID)
 	}
 	assert.False(t, st.Ready())
-	assert.Equal(t, []converge.ID{"base"}, st.NeedsReview())
+	assert.Equal(t, []converge.ID{"base"}, st.NeedsAttention())
 	assert.Equal(t, []converge.ID{"base"}, st.Failed())
 	assert.Equal(t, []converge.ID{"app", "web"}, st.Transitional())
 	assert.Empty(t, st.Dropped)
@@ -479,7 +479,7 @@ func TestStatusEndToEnd(t *testing.T) {
 	st3, err := converge.DeriveStatus(desired, edge3, statusDiscard())
 	require.NoError(t, err)
 	assert.True(t, st3.Ready())
-	assert.Empty(t, st3.NeedsReview())
+	assert.Empty(t, st3.NeedsAttention())
 	assert.Equal(t, "revision 12: ready: 5 items: 4 present, 1 absent", st3.Summary())
 }
 
@@ -490,7 +490,7 @@ func TestStatusEndToEndDryAndCancelled(t *testing.T) {
 	g := converge.NewGraph()
 	g.Add((&convergetest.Item{Key: "a", Goal: "x"}).Node(), converge.Present)
 	g.Add((&convergetest.Item{Key: "b", Value: "y"}).Node(), converge.Absent)
-	desired := converge.DesiredConfig{Revision: 2, Items: []converge.DesiredItem{{ID: "a"}, {ID: "b", Presence: converge.Absent}}}
+	desired := converge.Desired{Revision: 2, Items: []converge.DesiredItem{{ID: "a"}, {ID: "b", Presence: converge.Absent}}}
 
 	dry, err := converge.ApplyDry(context.Background(), g)
 	require.NoError(t, err)
@@ -513,12 +513,12 @@ func TestStatusEndToEndDryAndCancelled(t *testing.T) {
 	b, _ := st.Item("b")
 	assert.Equal(t, converge.StatusCreating, a.Status)
 	assert.Equal(t, converge.StatusRemoving, b.Status)
-	assert.Empty(t, st.NeedsReview())
+	assert.Empty(t, st.NeedsAttention())
 }
 
 func TestStatusReadinessAndSummary(t *testing.T) {
 	st, err := converge.DeriveStatus(
-		converge.DesiredConfig{Revision: 4, Items: []converge.DesiredItem{
+		converge.Desired{Revision: 4, Items: []converge.DesiredItem{
 			{ID: "a"}, {ID: "b"}, {ID: "c", Presence: converge.Absent}, {ID: "d"},
 		}},
 		&converge.EdgeReport{Revision: 4, Items: []converge.EdgeItem{
@@ -532,7 +532,7 @@ func TestStatusReadinessAndSummary(t *testing.T) {
 	assert.False(t, st.Ready())
 	assert.Equal(t, []converge.ID{"c", "d"}, st.Transitional())
 	assert.Equal(t, []converge.ID{"b"}, st.Failed())
-	assert.Equal(t, []converge.ID{"b", "x"}, st.NeedsReview())
+	assert.Equal(t, []converge.ID{"b", "x"}, st.NeedsAttention())
 	assert.Equal(t, 1, st.Count(converge.StatusPresent))
 	assert.Equal(t, 1, st.Count(converge.StatusRemoving))
 	assert.Equal(t, 1, st.Count(converge.StatusCreating))
@@ -541,13 +541,13 @@ func TestStatusReadinessAndSummary(t *testing.T) {
 	_, ok := st.Item("x")
 	assert.False(t, ok, "dropped entries are not items")
 
-	empty, err := converge.DeriveStatus(converge.DesiredConfig{Revision: 1}, nil, statusDiscard())
+	empty, err := converge.DeriveStatus(converge.Desired{Revision: 1}, nil, statusDiscard())
 	require.NoError(t, err)
 	assert.True(t, empty.Ready(), "nothing desired is ready")
 
 	var nilReport *converge.StatusReport
 	assert.False(t, nilReport.Ready())
-	assert.Nil(t, nilReport.NeedsReview())
+	assert.Nil(t, nilReport.NeedsAttention())
 	assert.Equal(t, "no status", nilReport.Summary())
 }
 
@@ -602,18 +602,18 @@ func TestStatusEnums(t *testing.T) {
 	})
 	t.Run("reviews and detected", func(t *testing.T) {
 		for i, n := range []string{"no", "yes", "maybe"} {
-			r := converge.Review(i)
+			r := converge.Attention(i)
 			b, err := r.MarshalText()
 			require.NoError(t, err)
 			assert.Equal(t, n, string(b))
-			var back converge.Review
+			var back converge.Attention
 			require.NoError(t, back.UnmarshalText(b))
 			assert.Equal(t, r, back)
 		}
-		assert.False(t, converge.ReviewNo.Needed())
-		var r converge.Review
+		assert.False(t, converge.AttentionNone.Needed())
+		var r converge.Attention
 		assert.ErrorIs(t, r.UnmarshalText([]byte("perhaps")), converge.ErrStatusUnknownValue)
-		_, err := converge.Review(3).MarshalText()
+		_, err := converge.Attention(3).MarshalText()
 		assert.ErrorIs(t, err, converge.ErrStatusUnknownValue)
 		assert.Equal(t, []string{"unknown", "present", "absent", "edge-detected(3)"}, []string{
 			converge.EdgeDetectedUnknown.String(), converge.EdgeDetectedPresent.String(),
@@ -644,9 +644,9 @@ const (
 
 // TestStatusJSONGolden pins the wire format of the three documents.
 func TestStatusJSONGolden(t *testing.T) {
-	var desired converge.DesiredConfig
+	var desired converge.Desired
 	require.NoError(t, json.Unmarshal([]byte(statusDesiredJSON), &desired))
-	assert.Equal(t, converge.DesiredConfig{Revision: 7, Items: []converge.DesiredItem{
+	assert.Equal(t, converge.Desired{Revision: 7, Items: []converge.DesiredItem{
 		{ID: "a", Presence: converge.Present}, {ID: "b", Presence: converge.Absent}}}, desired)
 	out, err := json.Marshal(desired)
 	require.NoError(t, err)
@@ -675,12 +675,12 @@ func TestStatusJSONGolden(t *testing.T) {
 	assert.Equal(t, *st, back)
 
 	t.Run("empty lists", func(t *testing.T) {
-		out, err := json.Marshal(converge.DesiredConfig{Revision: 1})
+		out, err := json.Marshal(converge.Desired{Revision: 1})
 		require.NoError(t, err)
 		assert.Equal(t, `{"revision":1,"items":[]}`, string(out))
-		var d converge.DesiredConfig
+		var d converge.Desired
 		require.NoError(t, json.Unmarshal([]byte(`{"items":null,"revision":1}`), &d))
-		assert.Equal(t, converge.DesiredConfig{Revision: 1}, d)
+		assert.Equal(t, converge.Desired{Revision: 1}, d)
 		out, err = json.Marshal(converge.StatusReport{Revision: 1})
 		require.NoError(t, err)
 		assert.Equal(t, `{"revision":1,"edgeRevision":0,"reported":false,"ready":true,"items":[],"dropped":[]}`, string(out))
@@ -744,7 +744,7 @@ func TestStatusJSONStrict(t *testing.T) {
 			var target any
 			switch tt.doc {
 			case desired:
-				target = &converge.DesiredConfig{Revision: 99}
+				target = &converge.Desired{Revision: 99}
 			case edge:
 				target = &converge.EdgeReport{Revision: 99}
 			case report:
@@ -767,12 +767,12 @@ func TestStatusJSONStrict(t *testing.T) {
 	}
 
 	t.Run("trailing data through a decoder", func(t *testing.T) {
-		var d converge.DesiredConfig
+		var d converge.Desired
 		err := d.UnmarshalJSON([]byte(`{"revision":1,"items":[]} {}`))
 		assert.ErrorIs(t, err, converge.ErrStatusMalformed)
 	})
 	t.Run("encoding an invalid document fails", func(t *testing.T) {
-		_, err := json.Marshal(converge.DesiredConfig{})
+		_, err := json.Marshal(converge.Desired{})
 		assert.ErrorIs(t, err, converge.ErrStatusNoRevision)
 		_, err = json.Marshal(converge.EdgeReport{Revision: 1, Items: []converge.EdgeItem{{ID: "a", State: 50}}})
 		assert.ErrorIs(t, err, converge.ErrStatusUnknownValue)
@@ -814,9 +814,9 @@ func TestStatusReportValidate(t *testing.T) {
 		{"bad desired", item(func(it *converge.StatusItem) { it.Desired = 5 }), "items[0].desired", converge.ErrStatusUnknownValue},
 		{"bad edge", item(func(it *converge.StatusItem) { it.Edge = 50 }), "items[0].edge", converge.ErrStatusUnknownValue},
 		{"zero status", item(func(it *converge.StatusItem) { it.Status = 0 }), "items[0].status", converge.ErrStatusUnknownValue},
-		{"bad review", item(func(it *converge.StatusItem) { it.Review = 9 }), "items[0].review", converge.ErrStatusUnknownValue},
+		{"bad review", item(func(it *converge.StatusItem) { it.Attention = 9 }), "items[0].review", converge.ErrStatusUnknownValue},
 		{"waitingFor without waiting", item(func(it *converge.StatusItem) { it.WaitingFor = []converge.ID{"b"} }), "items[0].waitingFor", converge.ErrStatusInconsistent},
-		{"bad dropped review", converge.StatusReport{Revision: 1, Dropped: []converge.StatusDropped{{ID: "x", Edge: converge.EdgeAbsent, Review: 4}}}, "dropped[0].review", converge.ErrStatusUnknownValue},
+		{"bad dropped review", converge.StatusReport{Revision: 1, Dropped: []converge.StatusDropped{{ID: "x", Edge: converge.EdgeAbsent, Attention: 4}}}, "dropped[0].review", converge.ErrStatusUnknownValue},
 		{"revision 0", converge.StatusReport{}, "revision", converge.ErrStatusNoRevision},
 	}
 	for _, tt := range tests {
@@ -854,8 +854,8 @@ func TestStatusValidateFindsRepeatsInLongLists(t *testing.T) {
 		mod(e.Items)
 		return e
 	}
-	desired := func(mod func([]converge.DesiredItem)) converge.DesiredConfig {
-		c := converge.DesiredConfig{Revision: 1}
+	desired := func(mod func([]converge.DesiredItem)) converge.Desired {
+		c := converge.Desired{Revision: 1}
 		for i := range n {
 			c.Items = append(c.Items, converge.DesiredItem{ID: id(i), Presence: converge.Present})
 		}
@@ -868,7 +868,7 @@ func TestStatusValidateFindsRepeatsInLongLists(t *testing.T) {
 			s.Items = append(s.Items, converge.StatusItem{ID: id(i), Edge: converge.EdgePresent, Status: converge.StatusPresent})
 		}
 		for _, d := range dropped {
-			s.Dropped = append(s.Dropped, converge.StatusDropped{ID: d, Edge: converge.EdgePresent, Review: converge.ReviewMaybe})
+			s.Dropped = append(s.Dropped, converge.StatusDropped{ID: d, Edge: converge.EdgePresent, Attention: converge.AttentionMaybe})
 		}
 		return s
 	}

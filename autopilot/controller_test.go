@@ -24,7 +24,7 @@ type planCtlRun struct {
 func planController(t *testing.T, store converge.Store, bus *autopilot.Bus) *planCtlRun {
 	t.Helper()
 	steps := make(chan converge.PlanStep, 100)
-	r := planRunner(t, store, bus, converge.PlanConfig{OnStep: func(_ string, s converge.PlanStep, _ *converge.PlanStatus) { steps <- s }})
+	r := planRunner(t, store, bus, converge.PlanRunnerConfig{OnStep: func(_ string, s converge.PlanStep, _ *converge.PlanStatus) { steps <- s }})
 	ctrl, err := controller.New(controller.Config{Kind: "plan", Handler: controller.Plans(r), Store: store})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -99,9 +99,9 @@ func TestPlanControllerRetry(t *testing.T) {
 		store := converge.NewMemStore()
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.HostFailed, "checksum mismatch"
+				return converge.PlanTargetFailed, "checksum mismatch"
 			}
-			return converge.HostCompleted, ""
+			return converge.PlanTargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
 		p := planController(t, store, bus)
 		defer p.stop()

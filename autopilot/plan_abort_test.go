@@ -38,7 +38,7 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 			hosts = append(hosts, planWrk(w))
 		}
 		bus := planAutoBus(time.Minute, nil, hosts...)
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 2, ws...)), planCmd("update", planGroup("workers", 1, "w0"))))
 		ctx := context.Background()
 
@@ -70,10 +70,10 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 		for _, w := range ws {
 			tg := st.Commands[0].Target("workers", w)
 			if w == "w0" || w == "w1" {
-				assert.Equal(t, converge.HostCompleted, tg.State, w)
+				assert.Equal(t, converge.PlanTargetCompleted, tg.State, w)
 				continue
 			}
-			assert.Equal(t, converge.HostAborted, tg.State, w)
+			assert.Equal(t, converge.PlanTargetAborted, tg.State, w)
 			assert.Equal(t, reason, tg.Reason, w)
 		}
 		assert.Len(t, bus.Sent(), 2, "nothing was signalled after the abort")
@@ -104,7 +104,7 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 func TestPlanRunnerAbortBeforeStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
 		ctx := context.Background()
 		require.NoError(t, r.Abort(ctx, "p1", ""))
@@ -141,11 +141,11 @@ func TestPlanRunnerAbortFailureWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Minute, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w0" && s.Attempt == 0 {
-				return converge.HostFailed, "disk full"
+				return converge.PlanTargetFailed, "disk full"
 			}
-			return converge.HostCompleted, ""
+			return converge.PlanTargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "w0", "w1"))))
 		ctx := context.Background()
 		var st *converge.PlanStatus
@@ -162,8 +162,8 @@ func TestPlanRunnerAbortFailureWins(t *testing.T) {
 		require.ErrorAs(t, err, &pe)
 		assert.Equal(t, converge.PlanFailed, pe.State)
 		assert.Equal(t, "stop", st.Abort, "the abort is still asked")
-		assert.Equal(t, converge.HostFailed, st.Commands[0].Target("workers", "w0").State)
-		assert.Equal(t, converge.HostPending, st.Commands[0].Target("workers", "w1").State, "w1 was never signalled")
+		assert.Equal(t, converge.PlanTargetFailed, st.Commands[0].Target("workers", "w0").State)
+		assert.Equal(t, converge.PlanTargetPending, st.Commands[0].Target("workers", "w1").State, "w1 was never signalled")
 
 		require.NoError(t, r.Retry(ctx, "p1"))
 		st, err = r.Run(ctx, "p1")

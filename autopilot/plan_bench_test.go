@@ -29,8 +29,8 @@ func BenchmarkPlanRollout(b *testing.B) {
 	}
 	for b.Loop() {
 		bus := autopilot.NewBus(nodes...)
-		bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.HostCompleted, "") }
-		r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}}})
+		bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
+		r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -43,13 +43,13 @@ func TestPlanTimeoutsIgnoreWallClockSteps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wall, mono := newPlanClock(), newMonoClock()
 			bus := autopilot.NewBus(planNodes()...)
-			r := planRunner(t, nil, bus, converge.PlanConfig{Now: wall.Now, Monotonic: mono.Elapsed})
+			r := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: wall.Now, Monotonic: mono.Elapsed})
 			cmd := planCmd("update", planGroup("workers", 1, "worker0"))
 			tc.cmd(&cmd)
 			doc := planOf(cmd)
 			planSettle(t, r, doc)
 			tg := planTarget(t, doc, 0, "workers", "worker0")
-			require.Equal(t, converge.HostSent, tg.State)
+			require.Equal(t, converge.PlanTargetSent, tg.State)
 			assert.Equal(t, wall.Now(), tg.LastUpdatedTimestamp, "stamped with the wall clock")
 			assert.Equal(t, wall.Now(), doc.Status.Commands[0].Started)
 
@@ -63,14 +63,14 @@ func TestPlanTimeoutsIgnoreWallClockSteps(t *testing.T) {
 				mono.Advance(s.mono)
 				planSettle(t, r, doc)
 				require.Equal(t, converge.PlanSchedulableWait, doc.Status.State, "fired early after a wall step of %s", s.wall)
-				require.Equal(t, converge.HostSent, planTarget(t, doc, 0, "workers", "worker0").State)
+				require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 			}
 			mono.Advance(time.Nanosecond)
 			planSettle(t, r, doc)
 			assert.Equal(t, converge.PlanTimedOut, doc.Status.State)
 			assert.Equal(t, tc.reason, doc.Status.Commands[0].Reason)
 			tg = planTarget(t, doc, 0, "workers", "worker0")
-			assert.Equal(t, converge.HostTimedOut, tg.State)
+			assert.Equal(t, converge.PlanTargetTimedOut, tg.State)
 			assert.Equal(t, wall.Now(), tg.LastUpdatedTimestamp)
 		})
 	}
@@ -83,16 +83,16 @@ func TestPlanTimeoutsIgnoreWallClockSteps(t *testing.T) {
 func TestPlanTimeoutsIgnoreReplicaSkew(t *testing.T) {
 	wallA, monoA := newPlanClock(), newMonoClock()
 	bus := autopilot.NewBus(planNodes()...)
-	a := planRunner(t, nil, bus, converge.PlanConfig{Now: wallA.Now, Monotonic: monoA.Elapsed})
+	a := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: wallA.Now, Monotonic: monoA.Elapsed})
 	cmd := planCmd("update", planGroup("workers", 1, "worker0"))
 	cmd.TargetTimeout = 5 * time.Minute
 	doc := planOf(cmd)
 	planSettle(t, a, doc)
-	require.Equal(t, converge.HostSent, planTarget(t, doc, 0, "workers", "worker0").State)
+	require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 
 	wallB, monoB := newPlanClock(), &monoClock{}
 	wallB.Step(24 * time.Hour)
-	b := planRunner(t, nil, bus, converge.PlanConfig{Now: wallB.Now, Monotonic: monoB.Elapsed})
+	b := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: wallB.Now, Monotonic: monoB.Elapsed})
 	planSettle(t, b, doc)
 	require.Equal(t, converge.PlanSchedulableWait, doc.Status.State, "fired on the replica's skew")
 	monoB.Advance(5*time.Minute - time.Nanosecond)

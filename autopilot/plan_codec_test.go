@@ -92,8 +92,8 @@ func TestPlanCodecK0sShape(t *testing.T) {
 	require.Len(t, st.Commands, 2)
 	at := time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC)
 	assert.Equal(t, converge.CommandStatus{ID: 0, Kind: "airgapupdate", State: converge.PlanSchedulableWait,
-		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.HostSent, LastUpdatedTimestamp: at}}}}, st.Commands[0])
-	assert.Equal(t, converge.HostPending, st.Commands[1].Target("controllers", "controller0").State)
+		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.PlanTargetSent, LastUpdatedTimestamp: at}}}}, st.Commands[0])
+	assert.Equal(t, converge.PlanTargetPending, st.Commands[1].Target("controllers", "controller0").State)
 	assert.Nil(t, st.Commands[1].Target("controllers", "worker0"))
 }
 
@@ -140,7 +140,7 @@ status:
 	assert.Equal(t, "boom", cs.Reason)
 	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), cs.Started)
 	tg := cs.Target("controllers", "c0")
-	assert.Equal(t, converge.PlanTargetStatus{Name: "c0", State: converge.HostFailed, Reason: "disk full", Attempt: 2,
+	assert.Equal(t, converge.PlanTargetStatus{Name: "c0", State: converge.PlanTargetFailed, Reason: "disk full", Attempt: 2,
 		LastUpdatedTimestamp: time.Date(2026, 1, 2, 1, 4, 6, 0, time.UTC)}, *tg, "read in UTC")
 	assert.True(t, tg.LastUpdatedTimestamp.Equal(time.Date(2026, 1, 2, 1, 4, 6, 0, time.UTC)))
 

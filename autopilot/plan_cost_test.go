@@ -46,12 +46,12 @@ func TestPlanRunnerStepCostsWhatChanged(t *testing.T) {
 			hosts = append(hosts, planWrk(names[i]))
 		}
 		bus := autopilot.NewBus(hosts...)
-		bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.HostCompleted, "") }
+		bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
 		store := &planCountStore{Store: converge.NewMemStore()}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		steps := 0
-		r := planRunner(t, store, bus, converge.PlanConfig{OnStep: func(string, converge.PlanStep, *converge.PlanStatus) {
+		r := planRunner(t, store, bus, converge.PlanRunnerConfig{OnStep: func(string, converge.PlanStep, *converge.PlanStatus) {
 			steps++
 			switch steps {
 			case 1: // NewPlan writes everything: count from here

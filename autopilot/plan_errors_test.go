@@ -56,58 +56,58 @@ func TestPlanErrorStates(t *testing.T) {
 	}{
 		{name: "IncompleteTargets: a discovered node does not exist",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "ghost"))),
-			state: converge.PlanIncompleteTargets, group: "workers", node: "ghost", target: converge.HostMissing,
+			state: converge.PlanIncompleteTargets, group: "workers", node: "ghost", target: converge.PlanTargetMissing,
 			reason: `node "ghost" does not exist`},
 		{name: "Restricted: controllers excluded from plans",
 			doc:      planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("update", planGroup("controllers", 1, "controller0"))),
 			restrict: []string{"controller"}, command: 1,
-			state: converge.PlanRestricted, group: "controllers", node: "controller0", target: converge.HostRestricted,
+			state: converge.PlanRestricted, group: "controllers", node: "controller0", target: converge.PlanTargetRestricted,
 			reason: `node "controller0" is a controller, and controller nodes are excluded from plans`},
 		{name: "InconsistentTargets: a worker in the controllers group",
 			doc:   planOf(planCmd("update", planGroup("controllers", 1, "worker0"))),
-			state: converge.PlanInconsistentTargets, group: "controllers", node: "worker0", target: converge.HostInconsistent,
+			state: converge.PlanInconsistentTargets, group: "controllers", node: "worker0", target: converge.PlanTargetInconsistent,
 			reason: `node "worker0" is a "worker", group "controllers" takes "controller" nodes`},
 		{name: "InconsistentTargets: a node listed in two groups",
 			doc:   planOf(planCmd("update", planGroup("controllers", 1, "controller0"), converge.CommandTargets{Group: "extra", Discovery: converge.CommandDiscovery{Static: []string{"controller0"}}})),
-			state: converge.PlanInconsistentTargets, group: "extra", node: "controller0", target: converge.HostInconsistent,
+			state: converge.PlanInconsistentTargets, group: "extra", node: "controller0", target: converge.PlanTargetInconsistent,
 			reason: `node "controller0" is listed in groups "controllers" and "extra"`},
 		{name: "InconsistentTargets: a node changed kind before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.AddNode(autopilot.Host{Name: "worker1", Kind: "controller", Platform: "linux-amd64"})
-				_ = bus.Respond("worker0", converge.HostCompleted, "")
+				_ = bus.Respond("worker0", converge.PlanTargetCompleted, "")
 			},
-			state: converge.PlanInconsistentTargets, group: "workers", node: "worker1", target: converge.HostInconsistent,
+			state: converge.PlanInconsistentTargets, group: "workers", node: "worker1", target: converge.PlanTargetInconsistent,
 			reason: `node "worker1" is now a "controller", group "workers" takes "worker" nodes`},
 		{name: "MissingPlatform: no payload for arm64",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "arm0"))),
 			nodes: []autopilot.Host{{Name: "arm0", Kind: "worker", Platform: "linux-arm64"}},
-			state: converge.PlanMissingPlatform, group: "workers", node: "arm0", target: converge.HostMissingPlatform,
+			state: converge.PlanMissingPlatform, group: "workers", node: "arm0", target: converge.PlanTargetMissingPlatform,
 			reason: `no payload for platform "linux-arm64" of node "arm0"`},
 		{name: "MissingSignalNode: a node vanished before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.RemoveNode("worker1")
-				_ = bus.Respond("worker0", converge.HostCompleted, "")
+				_ = bus.Respond("worker0", converge.PlanTargetCompleted, "")
 			},
-			state: converge.PlanMissingSignalNode, group: "workers", node: "worker1", target: converge.HostMissing,
+			state: converge.PlanMissingSignalNode, group: "workers", node: "worker1", target: converge.PlanTargetMissing,
 			reason: `node "worker1" no longer exists`},
 		{name: "MissingSignalNode: a node vanished while working",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
 			act:   func(bus *autopilot.Bus) { bus.RemoveNode("worker0") },
-			state: converge.PlanMissingSignalNode, group: "workers", node: "worker0", target: converge.HostMissing,
+			state: converge.PlanMissingSignalNode, group: "workers", node: "worker0", target: converge.PlanTargetMissing,
 			reason: `node "worker0" disappeared while working on the command`},
 		{name: "Failed: a node reports failure",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
-			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", converge.HostFailed, "disk full") },
-			state: converge.PlanFailed, group: "workers", node: "worker0", target: converge.HostFailed,
+			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", converge.PlanTargetFailed, "disk full") },
+			state: converge.PlanFailed, group: "workers", node: "worker0", target: converge.PlanTargetFailed,
 			reason: `node "worker0" failed: disk full`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bus := autopilot.NewBus(append(planNodes(), append(tc.nodes, planWrk("worker1"))...)...)
 			h := &autopilot.CommandHandler{Sender: bus, Restrict: tc.restrict}
-			r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}, Now: newPlanClock().Now})
+			r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}, Now: newPlanClock().Now})
 			require.NoError(t, err)
 			step := planSettle(t, r, tc.doc)
 			if tc.act != nil {
@@ -183,7 +183,7 @@ func TestPlanHandlerErrors(t *testing.T) {
 			if tc.h != nil {
 				handlers["custom"] = tc.h
 			}
-			r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: handlers})
+			r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: handlers})
 			require.NoError(t, err)
 			doc := planOf(converge.Command{Kind: tc.kind, Targets: []converge.CommandTargets{planGroup("workers", 1, "w0")}})
 			var stepErr error
@@ -221,20 +221,20 @@ func TestPlanTimeouts(t *testing.T) {
 	tests := []struct {
 		name    string
 		cmd     func(c *converge.Command)
-		cfg     converge.PlanConfig
+		cfg     converge.PlanRunnerConfig
 		elapsed time.Duration
 		state   converge.PlanState
 		reason  string
 	}{
 		{name: "target timeout from the command", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute },
 			elapsed: 5 * time.Minute, state: converge.PlanTimedOut, reason: `node "worker0" did not complete within 5m0s`},
-		{name: "target timeout from the runner default", cfg: converge.PlanConfig{TargetTimeout: time.Minute},
+		{name: "target timeout from the runner default", cfg: converge.PlanRunnerConfig{TargetTimeout: time.Minute},
 			elapsed: time.Minute, state: converge.PlanTimedOut, reason: `node "worker0" did not complete within 1m0s`},
 		{name: "under the target timeout", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute },
 			elapsed: 4*time.Minute + 59*time.Second, state: converge.PlanSchedulableWait},
 		{name: "command timeout", cmd: func(c *converge.Command) { c.Timeout = 10 * time.Minute },
 			elapsed: 10 * time.Minute, state: converge.PlanTimedOut, reason: "command did not complete within 10m0s"},
-		{name: "command timeout from the runner default", cfg: converge.PlanConfig{CommandTimeout: time.Hour},
+		{name: "command timeout from the runner default", cfg: converge.PlanRunnerConfig{CommandTimeout: time.Hour},
 			elapsed: time.Hour, state: converge.PlanTimedOut, reason: "command did not complete within 1h0m0s"},
 	}
 	for _, tc := range tests {
@@ -249,14 +249,14 @@ func TestPlanTimeouts(t *testing.T) {
 			}
 			doc := planOf(cmd)
 			planSettle(t, r, doc)
-			require.Equal(t, converge.HostSent, planTarget(t, doc, 0, "workers", "worker0").State)
+			require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 			clock.Advance(tc.elapsed)
 			planSettle(t, r, doc)
 			assert.Equal(t, tc.state, doc.Status.State)
 			if tc.reason != "" {
 				assert.Equal(t, tc.reason, doc.Status.Commands[0].Reason)
 				tg := planTarget(t, doc, 0, "workers", "worker0")
-				assert.Equal(t, converge.HostTimedOut, tg.State)
+				assert.Equal(t, converge.PlanTargetTimedOut, tg.State)
 				assert.Equal(t, tc.reason, tg.Reason)
 			}
 		})

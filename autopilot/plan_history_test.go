@@ -20,8 +20,8 @@ import (
 func planHistory(t *testing.T, store converge.Store, mem *converge.MemStore) []string {
 	t.Helper()
 	bus := planAutoBus(time.Second, nil, planNodes()...)
-	r := planRunner(t, store, bus, converge.PlanConfig{})
-	setup := planRunner(t, mem, bus, converge.PlanConfig{})
+	r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
+	setup := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
 	planCreate(t, setup, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
 	st, err := r.Run(context.Background(), "id123")
 	require.NoError(t, err)
@@ -86,11 +86,11 @@ func TestPlanHistorySubjects(t *testing.T) {
 		mem := converge.NewMemStore()
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.HostFailed, "disk full"
+				return converge.PlanTargetFailed, "disk full"
 			}
-			return converge.HostCompleted, ""
+			return converge.PlanTargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"), planCtl("controller0"))
-		r := planRunner(t, mem, bus, converge.PlanConfig{})
+		r := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(
 			planCmd("update", planGroup("controllers", 1, "controller0")),
 			planCmd("update", planGroup("workers", 2, "w0", "w1"))))
@@ -131,7 +131,7 @@ func TestPlanHistorySubjects(t *testing.T) {
 			assert.Equal(t, string(converge.PlanCompleted), last[fmt.Sprintf("command %d", i)])
 		}
 		assert.Equal(t, 1, hosts, "the retried host")
-		assert.Equal(t, string(converge.HostPending), last["command 1 host workers/w1"])
+		assert.Equal(t, string(converge.PlanTargetPending), last["command 1 host workers/w1"])
 	})
 }
 

@@ -38,7 +38,7 @@ func TestPlanRunnerRestartedResumesAtOnce(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := converge.NewMemStore()
 				bus := autopilot.NewBus(planWrk("worker0")) // answers when told
-				crashed := planRunner(t, planNoRelease{mem}, bus, converge.PlanConfig{LeaseTTL: ttl})
+				crashed := planRunner(t, planNoRelease{mem}, bus, converge.PlanRunnerConfig{LeaseTTL: ttl})
 				planCreate(t, crashed, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				_, err := crashed.Run(ctx, "p1")
@@ -46,9 +46,9 @@ func TestPlanRunnerRestartedResumesAtOnce(t *testing.T) {
 				require.ErrorIs(t, err, context.DeadlineExceeded)
 				_, err = mem.Claim(context.Background(), converge.PlanKeyPrefix+"p1", "probe", time.Second)
 				require.ErrorIs(t, err, converge.ErrClaimHeld, "the crashed runner still holds the plan")
-				require.NoError(t, bus.Respond("worker0", converge.HostCompleted, ""))
+				require.NoError(t, bus.Respond("worker0", converge.PlanTargetCompleted, ""))
 
-				restarted := planRunner(t, mem, bus, converge.PlanConfig{LeaseTTL: ttl, Owner: tc.owner})
+				restarted := planRunner(t, mem, bus, converge.PlanRunnerConfig{LeaseTTL: ttl, Owner: tc.owner})
 				start := time.Now()
 				st, err := restarted.Run(context.Background(), "p1")
 				require.NoError(t, err)
@@ -67,14 +67,14 @@ func TestPlanRunnerRestartedResumesAtOnce(t *testing.T) {
 // TestPlanDefaultOwnerIsStable checks that the default owner is the same
 // for every runner of a program and is what a runner's Config reports.
 func TestPlanDefaultOwnerIsStable(t *testing.T) {
-	a, err := converge.NewPlanRunner(nil, converge.PlanConfig{})
+	a, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{})
 	require.NoError(t, err)
-	b, err := converge.NewPlanRunner(nil, converge.PlanConfig{})
+	b, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{})
 	require.NoError(t, err)
 	assert.Equal(t, a.Config().Owner, b.Config().Owner)
 	assert.Equal(t, converge.PlanDefaultOwner(), a.Config().Owner)
 	assert.NotEmpty(t, a.Config().Owner)
-	c, err := converge.NewPlanRunner(nil, converge.PlanConfig{Owner: "mine"})
+	c, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Owner: "mine"})
 	require.NoError(t, err)
 	assert.Equal(t, "mine", c.Config().Owner)
 }

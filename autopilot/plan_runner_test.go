@@ -22,7 +22,7 @@ import (
 func planAutoBus(delay time.Duration, answer func(node string, s autopilot.Signal) (converge.PlanTargetState, string), nodes ...autopilot.Host) *autopilot.Bus {
 	bus := autopilot.NewBus(nodes...)
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		state, reason := converge.HostCompleted, ""
+		state, reason := converge.PlanTargetCompleted, ""
 		if answer != nil {
 			state, reason = answer(node, s)
 		}
@@ -52,7 +52,7 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 		store := converge.NewMemStore()
 		bus := planAutoBus(30*time.Second, nil, planNodes()...)
 		var steps []converge.PlanStep
-		r := planRunner(t, store, bus, converge.PlanConfig{OnStep: func(id string, s converge.PlanStep, _ *converge.PlanStatus) {
+		r := planRunner(t, store, bus, converge.PlanRunnerConfig{OnStep: func(id string, s converge.PlanStep, _ *converge.PlanStatus) {
 			assert.Equal(t, "id123", id)
 			steps = append(steps, s)
 		}})
@@ -119,10 +119,10 @@ func TestPlanRunnerTimeouts(t *testing.T) {
 				bus := autopilot.NewBus(planWrk("worker0"), planWrk("worker1"))
 				bus.OnSignal = func(node string, s autopilot.Signal) {
 					if node == "worker0" {
-						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, converge.HostCompleted, "") })
+						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, converge.PlanTargetCompleted, "") })
 					}
 				}
-				r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{PollInterval: 10 * time.Second})
+				r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{PollInterval: 10 * time.Second})
 				cmd := planCmd("update", planGroup("workers", 2, "worker0", "worker1"))
 				tc.cmd(&cmd)
 				planCreate(t, r, planOf(cmd))
@@ -137,9 +137,9 @@ func TestPlanRunnerTimeouts(t *testing.T) {
 				assert.GreaterOrEqual(t, elapsed, tc.want)
 				assert.Less(t, elapsed, tc.want+11*time.Second, "noticed within a poll interval")
 				assert.Equal(t, tc.reason, st.Commands[0].Reason)
-				assert.Equal(t, converge.HostCompleted, st.Commands[0].Target("workers", "worker0").State)
+				assert.Equal(t, converge.PlanTargetCompleted, st.Commands[0].Target("workers", "worker0").State)
 				tg := st.Commands[0].Target("workers", "worker1")
-				assert.Equal(t, converge.HostTimedOut, tg.State)
+				assert.Equal(t, converge.PlanTargetTimedOut, tg.State)
 				assert.Equal(t, tc.reason, tg.Reason)
 			})
 		})
@@ -178,10 +178,10 @@ func TestPlanRunnerConcurrencyLimits(t *testing.T) {
 					ctlDone++
 				}
 				mu.Unlock()
-				_ = bus.Respond(node, converge.HostCompleted, "")
+				_ = bus.Respond(node, converge.PlanTargetCompleted, "")
 			})
 		}
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update",
 			planGroup("workers", 2, "w0", "w1", "w2", "w3", "w4"),
 			planGroup("controllers", 0, "c0", "c1", "c2"))))
@@ -201,12 +201,12 @@ func TestPlanRunnerRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.HostFailed, "disk full"
+				return converge.PlanTargetFailed, "disk full"
 			}
-			return converge.HostCompleted, ""
+			return converge.PlanTargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"), planWrk("w2"), planCtl("controller0"))
 		store := converge.NewMemStore()
-		r := planRunner(t, store, bus, converge.PlanConfig{})
+		r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(
 			planCmd("update", planGroup("controllers", 1, "controller0")),
 			planCmd("update", planGroup("workers", 3, "w0", "w1", "w2"))))
@@ -218,7 +218,7 @@ func TestPlanRunnerRetry(t *testing.T) {
 		require.ErrorAs(t, err, &pe)
 		assert.Equal(t, converge.PlanFailed, pe.State)
 		assert.Equal(t, 1, pe.Command)
-		assert.Equal(t, converge.HostFailed, st.Commands[1].Target("workers", "w1").State)
+		assert.Equal(t, converge.PlanTargetFailed, st.Commands[1].Target("workers", "w1").State)
 		assert.Equal(t, "disk full", st.Commands[1].Target("workers", "w1").Reason)
 
 		// Running a failed plan again does nothing.
@@ -231,7 +231,7 @@ func TestPlanRunnerRetry(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
 		w1 := doc.Status.Commands[1].Target("workers", "w1")
-		assert.Equal(t, converge.HostPending, w1.State)
+		assert.Equal(t, converge.PlanTargetPending, w1.State)
 		assert.Equal(t, 1, w1.Attempt)
 		assert.Empty(t, w1.Reason)
 
@@ -264,7 +264,7 @@ func TestPlanRunnerRetryAfterNewPlan(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
 		store := converge.NewMemStore()
 		restricted := &autopilot.CommandHandler{Sender: bus, Restrict: []string{"controller"}}
-		r1 := planRunner(t, store, bus, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": restricted}})
+		r1 := planRunner(t, store, bus, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": restricted}})
 		planCreate(t, r1, planOf(
 			planCmd("update", planGroup("workers", 1, "worker0")),
 			planCmd("update", planGroup("controllers", 1, "controller0"))))
@@ -280,7 +280,7 @@ func TestPlanRunnerRetryAfterNewPlan(t *testing.T) {
 		assert.Equal(t, converge.PlanNewPlan, doc.Status.State)
 		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.Commands[0].State, "the good command keeps its status")
 
-		r2 := planRunner(t, store, bus, converge.PlanConfig{})
+		r2 := planRunner(t, store, bus, converge.PlanRunnerConfig{})
 		st, err := r2.Run(context.Background(), "p1")
 		require.NoError(t, err)
 		assert.Equal(t, converge.PlanCompleted, st.State)
@@ -368,13 +368,13 @@ func TestPlanRunnerCrashResume(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := converge.NewMemStore()
 				bus := planAutoBus(500*time.Millisecond, nil, planNodes()...)
-				setup := planRunner(t, mem, bus, converge.PlanConfig{})
+				setup := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
 				planCreate(t, setup, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
 
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				dying := &planKillStore{Store: mem, left: kill, cancel: cancel}
-				r1 := planRunner(t, dying, bus, converge.PlanConfig{Owner: "runner-1", LeaseTTL: time.Minute})
+				r1 := planRunner(t, dying, bus, converge.PlanRunnerConfig{Owner: "runner-1", LeaseTTL: time.Minute})
 				st, err := r1.Run(ctx, "id123")
 				if err == nil {
 					// The plan needs fewer writes than kill: every point was covered.
@@ -385,7 +385,7 @@ func TestPlanRunnerCrashResume(t *testing.T) {
 				require.ErrorIs(t, err, context.Canceled)
 				killedAt := time.Now()
 
-				r2 := planRunner(t, mem, bus, converge.PlanConfig{Owner: "runner-2", LeaseTTL: time.Minute})
+				r2 := planRunner(t, mem, bus, converge.PlanRunnerConfig{Owner: "runner-2", LeaseTTL: time.Minute})
 				st, err = r2.Run(context.Background(), "id123")
 				require.NoError(t, err)
 				assert.Equal(t, converge.PlanCompleted, st.State)
@@ -436,7 +436,7 @@ func TestPlanRunnerStaleWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
 		store := &planStaleStore{Store: converge.NewMemStore()}
-		r := planRunner(t, store, bus, converge.PlanConfig{})
+		r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
 		st, err := r.Run(context.Background(), "id123")
 		require.NoError(t, err)
@@ -452,7 +452,7 @@ func TestPlanRunnerFatalErrors(t *testing.T) {
 	ctx := context.Background()
 	bus := autopilot.NewBus(planNodes()...)
 	store := converge.NewMemStore()
-	r := planRunner(t, store, bus, converge.PlanConfig{})
+	r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
 
 	_, err := r.Run(ctx, "missing")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound)
@@ -470,7 +470,7 @@ func TestPlanRunnerFatalErrors(t *testing.T) {
 	_, _, err = r.Get(ctx, "p2")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound, "nothing written")
 
-	for _, cfg := range []converge.PlanConfig{
+	for _, cfg := range []converge.PlanRunnerConfig{
 		{PollInterval: -1}, {LeaseTTL: -time.Second}, {CommandTimeout: -1}, {TargetTimeout: -1},
 		{Handlers: map[string]converge.CommandHandler{"x": nil}},
 	} {
@@ -484,7 +484,7 @@ func TestPlanRunnerFatalErrors(t *testing.T) {
 func TestPlanRunnerCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := autopilot.NewBus(planNodes()...) // nodes never answer
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -492,7 +492,7 @@ func TestPlanRunnerCancel(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		doc, _, err := r.Get(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.HostSent, doc.Status.Commands[0].Target("workers", "worker0").State)
+		assert.Equal(t, converge.PlanTargetSent, doc.Status.Commands[0].Target("workers", "worker0").State)
 	})
 }
 
@@ -520,7 +520,7 @@ func TestPlanRunnerTransientErrors(t *testing.T) {
 		flaky.fails.Store(2)
 		var errs []error
 		store := converge.NewMemStore()
-		r := planRunner(t, store, flaky, converge.PlanConfig{PollInterval: 5 * time.Second, OnError: func(id string, err error) {
+		r := planRunner(t, store, flaky, converge.PlanRunnerConfig{PollInterval: 5 * time.Second, OnError: func(id string, err error) {
 			assert.Equal(t, "p1", id)
 			errs = append(errs, err)
 		}})

@@ -20,7 +20,7 @@ import (
 // status that answers other commands is rejected without being touched.
 func TestPlanStatusSymmetry(t *testing.T) {
 	bus := autopilot.NewBus(planNodes()...)
-	r := planRunner(t, nil, bus, converge.PlanConfig{Now: newPlanClock().Now})
+	r := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: newPlanClock().Now})
 	ctx := context.Background()
 	two := func() *converge.PlanDocument {
 		return planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("k0supdate", planGroup("controllers", 1, "controller0")))
@@ -41,7 +41,7 @@ func TestPlanStatusSymmetry(t *testing.T) {
 	t.Run("missing trailing entries are filled, progress kept", func(t *testing.T) {
 		doc := two()
 		planSettle(t, r, doc)
-		require.Equal(t, converge.HostSent, planTarget(t, doc, 0, "workers", "worker0").State)
+		require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 		progress := doc.Status.Commands[0]
 		doc.Status.Commands = doc.Status.Commands[:1]
 		step, err := r.Step(ctx, doc)
@@ -50,7 +50,7 @@ func TestPlanStatusSymmetry(t *testing.T) {
 		require.Len(t, doc.Status.Commands, 2)
 		assert.Equal(t, progress, doc.Status.Commands[0], "the first command keeps its progress")
 		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.Commands[1].State)
-		assert.Equal(t, converge.HostPending, planTarget(t, doc, 1, "controllers", "controller0").State)
+		assert.Equal(t, converge.PlanTargetPending, planTarget(t, doc, 1, "controllers", "controller0").State)
 		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
 		assert.Len(t, bus.Sent(), 1, "worker0 is not signalled again")
 	})
@@ -103,13 +103,13 @@ func TestPlanStatusRetry(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := &converge.PlanStatus{State: converge.PlanTimedOut, Reason: "r", Commands: []converge.CommandStatus{
 		{ID: 0, Kind: "a", State: converge.PlanCompleted, Started: at, Targets: map[string][]converge.PlanTargetStatus{
-			"workers": {{Name: "w0", State: converge.HostCompleted, LastUpdatedTimestamp: at}}}},
+			"workers": {{Name: "w0", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at}}}},
 		{ID: 1, Kind: "b", State: converge.PlanTimedOut, Reason: "r", Started: at, Targets: map[string][]converge.PlanTargetStatus{
 			"workers": {
-				{Name: "w0", State: converge.HostCompleted, LastUpdatedTimestamp: at},
-				{Name: "w1", State: converge.HostTimedOut, Reason: "slow", Attempt: 1, LastUpdatedTimestamp: at},
-				{Name: "w2", State: converge.HostSent, LastUpdatedTimestamp: at},
-				{Name: "w3", State: converge.HostPending, LastUpdatedTimestamp: at},
+				{Name: "w0", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at},
+				{Name: "w1", State: converge.PlanTargetTimedOut, Reason: "slow", Attempt: 1, LastUpdatedTimestamp: at},
+				{Name: "w2", State: converge.PlanTargetSent, LastUpdatedTimestamp: at},
+				{Name: "w3", State: converge.PlanTargetPending, LastUpdatedTimestamp: at},
 			}}},
 	}}
 	later := at.Add(time.Hour + 300*time.Millisecond)
@@ -124,10 +124,10 @@ func TestPlanStatusRetry(t *testing.T) {
 	assert.Empty(t, cs.Reason)
 	assert.True(t, cs.Started.IsZero(), "the command timeout counts again")
 	assert.Equal(t, []converge.PlanTargetStatus{
-		{Name: "w0", State: converge.HostCompleted, LastUpdatedTimestamp: at},
-		{Name: "w1", State: converge.HostPending, Attempt: 2, LastUpdatedTimestamp: now},
-		{Name: "w2", State: converge.HostSent, LastUpdatedTimestamp: now},
-		{Name: "w3", State: converge.HostPending, LastUpdatedTimestamp: at},
+		{Name: "w0", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at},
+		{Name: "w1", State: converge.PlanTargetPending, Attempt: 2, LastUpdatedTimestamp: now},
+		{Name: "w2", State: converge.PlanTargetSent, LastUpdatedTimestamp: now},
+		{Name: "w3", State: converge.PlanTargetPending, LastUpdatedTimestamp: at},
 	}, cs.Targets["workers"])
 	require.ErrorIs(t, st.Retry(later), converge.ErrPlanNotFailed)
 }
@@ -144,11 +144,11 @@ func TestPlanStates(t *testing.T) {
 	}
 	assert.True(t, converge.PlanCompleted.IsFinal())
 	assert.False(t, converge.PlanSchedulable.IsFinal())
-	for _, s := range []converge.PlanTargetState{"", converge.HostPending, converge.HostSent, converge.HostCompleted} {
+	for _, s := range []converge.PlanTargetState{"", converge.PlanTargetPending, converge.PlanTargetSent, converge.PlanTargetCompleted} {
 		assert.False(t, s.IsFailure(), s)
 	}
-	for _, s := range []converge.PlanTargetState{converge.HostFailed, converge.HostTimedOut, converge.HostMissing,
-		converge.HostRestricted, converge.HostMissingPlatform, converge.HostInconsistent} {
+	for _, s := range []converge.PlanTargetState{converge.PlanTargetFailed, converge.PlanTargetTimedOut, converge.PlanTargetMissing,
+		converge.PlanTargetRestricted, converge.PlanTargetMissingPlatform, converge.PlanTargetInconsistent} {
 		assert.True(t, s.IsFailure(), s)
 	}
 }
@@ -162,7 +162,7 @@ func TestPlanDiscovery(t *testing.T) {
 		}
 		return nil, fmt.Errorf("unknown selector %q", sel.Labels)
 	}}
-	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
+	r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
 	require.NoError(t, err)
 	doc := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
 		{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return []string{"w0", "w1"}, nil }}},
@@ -170,8 +170,8 @@ func TestPlanDiscovery(t *testing.T) {
 	}})
 	_, err = r.Step(context.Background(), doc)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]converge.PlanTargetState{"update/workers/w0": converge.HostPending, "update/workers/w1": converge.HostPending,
-		"update/zoneb/w2": converge.HostPending}, planTargets(doc.Status))
+	assert.Equal(t, map[string]converge.PlanTargetState{"update/workers/w0": converge.PlanTargetPending, "update/workers/w1": converge.PlanTargetPending,
+		"update/zoneb/w2": converge.PlanTargetPending}, planTargets(doc.Status))
 
 	bad := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
 		{Group: "workers", Discovery: converge.CommandDiscovery{Selector: &converge.CommandSelector{Labels: "zone=z"}}}}})
@@ -188,7 +188,7 @@ func TestPlanDiscovery(t *testing.T) {
 	assert.Equal(t, `discovery of group "workers" returned an empty node name`, empty.Status.Commands[0].Reason)
 
 	noSel := &autopilot.CommandHandler{Sender: bus}
-	r2, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": noSel}})
+	r2, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": noSel}})
 	require.NoError(t, err)
 	_, err = r2.Step(context.Background(), bad)
 	require.ErrorIs(t, err, autopilot.ErrNoSelector)
@@ -209,7 +209,7 @@ func TestPlanNamedDiscovery(t *testing.T) {
 			"edge": func(context.Context) ([]string, error) { calls++; return []string{"w1", "w0"}, nil },
 		}}
 		store := converge.NewMemStore()
-		r, err := converge.NewPlanRunner(store, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
+		r, err := converge.NewPlanRunner(store, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
 		require.NoError(t, err)
 		doc, err := autopilot.Decode([]byte("spec: {id: p1, commands: [{update: {targets: {workers: {discovery: {function: edge}}}}}]}"))
 		require.NoError(t, err)
@@ -245,7 +245,7 @@ func TestPlanClone(t *testing.T) {
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Spec, doc.Spec)
 
 	st := doc.Status.Clone()
-	st.Commands[0].Targets["workers"][0].State = converge.HostFailed
+	st.Commands[0].Targets["workers"][0].State = converge.PlanTargetFailed
 	st.Commands[1].State = converge.PlanFailed
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Status, doc.Status)
 	assert.Nil(t, (*converge.PlanStatus)(nil).Clone())
@@ -258,7 +258,7 @@ func TestPlanSignalBus(t *testing.T) {
 	_, err := bus.Probe(ctx, "nope")
 	require.ErrorIs(t, err, autopilot.ErrHostNotFound)
 	require.ErrorIs(t, bus.Send(ctx, "nope", autopilot.Signal{}), autopilot.ErrHostNotFound)
-	require.ErrorIs(t, bus.Respond("w0", converge.HostCompleted, ""), autopilot.ErrNoSignal)
+	require.ErrorIs(t, bus.Respond("w0", converge.PlanTargetCompleted, ""), autopilot.ErrNoSignal)
 	rep, err := bus.Read(ctx, "w0")
 	require.NoError(t, err)
 	assert.Equal(t, autopilot.Report{}, rep)
@@ -266,11 +266,11 @@ func TestPlanSignalBus(t *testing.T) {
 	require.NoError(t, bus.Send(ctx, "w0", autopilot.Signal{ID: autopilot.SignalID("p", 1, 2)}))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.HostSent}, rep)
-	require.NoError(t, bus.Respond("w0", converge.HostFailed, "no space"))
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.PlanTargetSent}, rep)
+	require.NoError(t, bus.Respond("w0", converge.PlanTargetFailed, "no space"))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.HostFailed, Reason: "no space"}, rep)
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.PlanTargetFailed, Reason: "no space"}, rep)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -289,10 +289,10 @@ func Example() {
 		autopilot.Host{Name: "worker0", Kind: "worker", Platform: "linux-amd64"},
 	)
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		_ = bus.Respond(node, converge.HostCompleted, "")
+		_ = bus.Respond(node, converge.PlanTargetCompleted, "")
 	}
 	handler := &autopilot.CommandHandler{Sender: bus}
-	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
+	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
 		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
 		PollInterval: time.Millisecond,
 		Now:          func() time.Time { return time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC) },

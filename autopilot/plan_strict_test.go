@@ -48,7 +48,7 @@ func TestPlanRejectsEmptyTargets(t *testing.T) {
 			doc := planOf(tc.cmd)
 			planFieldErr(t, doc.Spec.Validate(), tc.field)
 			store := converge.NewMemStore()
-			r := planRunner(t, store, autopilot.NewBus(), converge.PlanConfig{})
+			r := planRunner(t, store, autopilot.NewBus(), converge.PlanRunnerConfig{})
 			planFieldErr(t, r.Create(context.Background(), doc), tc.field)
 			_, _, err := r.Get(context.Background(), "p1")
 			require.ErrorIs(t, err, converge.ErrStoreNotFound, "nothing stored")
@@ -112,7 +112,7 @@ func TestPlanRejectsUnknownK0sVersion(t *testing.T) {
 				if tc.version == "" {
 					delete(cmd.Spec, "version")
 				}
-				r := planRunner(t, converge.NewMemStore(), autopilot.NewBus(), converge.PlanConfig{})
+				r := planRunner(t, converge.NewMemStore(), autopilot.NewBus(), converge.PlanRunnerConfig{})
 				cerr := r.Create(context.Background(), planOf(cmd))
 				if tc.ok {
 					require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestPlanWithNoDiscoveredTargetsFails(t *testing.T) {
 		h := &autopilot.CommandHandler{Sender: bus, Discover: map[string]converge.CommandDiscoverFunc{
 			"none": func(context.Context) ([]string, error) { return nil, nil },
 		}}
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
+		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
 		planCreate(t, r, planOf(planCmd("update", converge.CommandTargets{Group: "workers", Discovery: converge.CommandDiscovery{Function: "none"}})))
 		st, err := r.Run(context.Background(), "p1")
 		var pe *converge.PlanError

@@ -44,7 +44,7 @@ func planDoc(t *testing.T, path string) *converge.PlanDocument {
 
 // planRunner returns a runner whose handlers signal through bus for the two
 // k0s kinds.
-func planRunner(t *testing.T, store converge.Store, bus autopilot.Sender, cfg converge.PlanConfig) *converge.PlanRunner {
+func planRunner(t *testing.T, store converge.Store, bus autopilot.Sender, cfg converge.PlanRunnerConfig) *converge.PlanRunner {
 	t.Helper()
 	h := &autopilot.CommandHandler{Sender: bus}
 	if cfg.Handlers == nil {
@@ -98,13 +98,13 @@ func TestPlanAutopilotSequence(t *testing.T) {
 		sw    = converge.PlanSchedulableWait
 		sched = converge.PlanSchedulable
 		done  = converge.PlanCompleted
-		pend  = converge.HostPending
-		sent  = converge.HostSent
-		compl = converge.HostCompleted
+		pend  = converge.PlanTargetPending
+		sent  = converge.PlanTargetSent
+		compl = converge.PlanTargetCompleted
 	)
 	clock := newPlanClock()
 	bus := autopilot.NewBus(planNodes()...)
-	r := planRunner(t, nil, bus, converge.PlanConfig{Now: clock.Now})
+	r := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: clock.Now})
 	doc := planDoc(t, "testdata/plan/autopilot-plan.yaml")
 
 	type target = map[string]converge.PlanTargetState
@@ -158,7 +158,7 @@ func TestPlanAutopilotSequence(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.respond != "" {
-			require.NoError(t, bus.Respond(s.respond, converge.HostCompleted, ""), s.name)
+			require.NoError(t, bus.Respond(s.respond, converge.PlanTargetCompleted, ""), s.name)
 		}
 		step, err := r.Step(context.Background(), doc)
 		require.NoError(t, err, s.name)

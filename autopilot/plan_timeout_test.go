@@ -36,7 +36,7 @@ func TestPlanTimeoutsFireOnTime(t *testing.T) {
 					bus := autopilot.NewBus(planWrk("worker0"))
 					var signalled time.Time
 					bus.OnSignal = func(string, autopilot.Signal) { signalled = time.Now() }
-					r := planRunner(t, converge.NewMemStore(), bus, converge.PlanConfig{PollInterval: poll})
+					r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{PollInterval: poll})
 					cmd := planCmd("update", planGroup("workers", 1, "worker0"))
 					tc.set(&cmd)
 					planCreate(t, r, planOf(cmd))
@@ -67,7 +67,7 @@ func TestPlanTimestampsStayRFC3339(t *testing.T) {
 	doc := planOf(planCmd("update", planGroup("workers", 1, "worker0")))
 	doc.Status = &converge.PlanStatus{State: converge.PlanSchedulableWait, Commands: []converge.CommandStatus{{
 		Kind: "update", State: converge.PlanSchedulableWait, Started: at,
-		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.HostSent, LastUpdatedTimestamp: at}}},
+		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.PlanTargetSent, LastUpdatedTimestamp: at}}},
 	}}}
 	b, err := json.Marshal(doc)
 	require.NoError(t, err)

@@ -51,8 +51,8 @@ type Report struct {
 	// SignalID is the signal the report answers ("" when the node never got
 	// one).
 	SignalID string `json:"signalID,omitempty"`
-	// State is converge.HostSent while the node works on the signal, then
-	// converge.HostCompleted or converge.HostFailed.
+	// State is converge.PlanTargetSent while the node works on the signal, then
+	// converge.PlanTargetCompleted or converge.PlanTargetFailed.
 	State  converge.PlanTargetState `json:"state,omitempty"`
 	Reason string                   `json:"reason,omitempty"`
 }
@@ -161,7 +161,7 @@ func (b *Bus) Probe(ctx context.Context, name string) (Host, error) {
 }
 
 // Send implements Sender: the node's last signal becomes s and its
-// report becomes "working on s" (converge.HostSent). A repeated signal, with
+// report becomes "working on s" (converge.PlanTargetSent). A repeated signal, with
 // the ID of the node's last one, is recorded (Delivery.Repeat) and changes
 // nothing else: the report stays, and OnSignal is not called.
 func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
@@ -181,7 +181,7 @@ func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
 	}
 	sig := s
 	n.last = &sig
-	n.report = Report{SignalID: s.ID, State: converge.HostSent}
+	n.report = Report{SignalID: s.ID, State: converge.PlanTargetSent}
 	b.sent = append(b.sent, Delivery{Node: name, Signal: s})
 	on := b.OnSignal
 	b.mu.Unlock()
@@ -208,8 +208,8 @@ func (b *Bus) Read(ctx context.Context, name string) (Report, error) {
 // ErrNoSignal means a node was asked to answer a signal it never got.
 var ErrNoSignal = errors.New("autopilot: node has no signal to answer")
 
-// Respond makes the node report state (converge.HostCompleted, converge.HostFailed, or
-// converge.HostSent for "still working") with reason about its last signal.
+// Respond makes the node report state (converge.PlanTargetCompleted, converge.PlanTargetFailed, or
+// converge.PlanTargetSent for "still working") with reason about its last signal.
 func (b *Bus) Respond(name string, state converge.PlanTargetState, reason string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -257,9 +257,9 @@ func (b *Bus) Sent() []Delivery {
 // (a target ran past the target timeout) when waiting.
 //
 // A target is signalled in two steps, so that a signal is never acted on
-// twice: Schedulable records the intent (the target becomes HostSent, which
+// twice: Schedulable records the intent (the target becomes PlanTargetSent, which
 // the runner stores), and SchedulableWait then sends the signal to every
-// HostSent target whose report does not show it yet. A runner that dies
+// PlanTargetSent target whose report does not show it yet. A runner that dies
 // after sending and before storing anything leaves the intent stored: the
 // runner that resumes waits for the node's report, sending the signal again
 // (same ID, which the node ignores if it got it) only when the report does
@@ -404,16 +404,16 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 				if g == grp.Group {
 					reason = fmt.Sprintf("node %q is listed twice in group %q", name, g)
 				}
-				c.SetTarget(grp.Group, name, converge.HostInconsistent, reason)
+				c.SetTarget(grp.Group, name, converge.PlanTargetInconsistent, reason)
 				fail.set(converge.PlanInconsistentTargets, reason)
 				continue
 			}
 			seen[name] = grp.Group
-			if prev != nil && prev.State == converge.HostCompleted {
+			if prev != nil && prev.State == converge.PlanTargetCompleted {
 				c.Status.Targets[grp.Group] = append(c.Status.Targets[grp.Group], *prev)
 				continue
 			}
-			t := c.SetTarget(grp.Group, name, converge.HostPending, "")
+			t := c.SetTarget(grp.Group, name, converge.PlanTargetPending, "")
 			if prev != nil {
 				t.Attempt = prev.Attempt
 			}
@@ -434,11 +434,11 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 }
 
 var planTargetFailure = map[converge.PlanState]converge.PlanTargetState{
-	converge.PlanIncompleteTargets:   converge.HostMissing,
-	converge.PlanMissingSignalNode:   converge.HostMissing,
-	converge.PlanRestricted:          converge.HostRestricted,
-	converge.PlanInconsistentTargets: converge.HostInconsistent,
-	converge.PlanMissingPlatform:     converge.HostMissingPlatform,
+	converge.PlanIncompleteTargets:   converge.PlanTargetMissing,
+	converge.PlanMissingSignalNode:   converge.PlanTargetMissing,
+	converge.PlanRestricted:          converge.PlanTargetRestricted,
+	converge.PlanInconsistentTargets: converge.PlanTargetInconsistent,
+	converge.PlanMissingPlatform:     converge.PlanTargetMissingPlatform,
 }
 
 func planFindTarget(ts []converge.PlanTargetStatus, name string) *converge.PlanTargetStatus {
@@ -478,7 +478,7 @@ func (h *CommandHandler) check(ctx context.Context, group, name string, platform
 func planActiveGroup(c *converge.CommandContext) int {
 	for i, g := range c.Command.Targets {
 		for _, t := range c.Status.Targets[g.Group] {
-			if t.State != converge.HostCompleted {
+			if t.State != converge.PlanTargetCompleted {
 				return i
 			}
 		}
@@ -487,7 +487,7 @@ func planActiveGroup(c *converge.CommandContext) int {
 }
 
 // SchedulableWait implements CommandHandler: it sends the signal of every
-// HostSent target whose report does not show it yet (see CommandHandler),
+// PlanTargetSent target whose report does not show it yet (see CommandHandler),
 // reads back the signalled targets, applies the target timeout, and says
 // whether there is more to signal now.
 func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
@@ -495,13 +495,13 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 	for _, grp := range c.Command.Targets {
 		for i := range c.Status.Targets[grp.Group] {
 			t := &c.Status.Targets[grp.Group][i]
-			if t.State != converge.HostSent {
+			if t.State != converge.PlanTargetSent {
 				continue
 			}
 			rep, err := h.deliver(ctx, c, grp.Group, t)
 			if errors.Is(err, ErrHostNotFound) {
 				reason := fmt.Sprintf("node %q disappeared while working on the command", t.Name)
-				c.SetTarget(grp.Group, t.Name, converge.HostMissing, reason)
+				c.SetTarget(grp.Group, t.Name, converge.PlanTargetMissing, reason)
 				fail.set(converge.PlanMissingSignalNode, reason)
 				continue
 			}
@@ -510,19 +510,19 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 			}
 			if rep.SignalID == SignalID(c.PlanID, c.Index, t.Attempt) {
 				switch rep.State {
-				case converge.HostCompleted:
-					c.SetTarget(grp.Group, t.Name, converge.HostCompleted, "")
+				case converge.PlanTargetCompleted:
+					c.SetTarget(grp.Group, t.Name, converge.PlanTargetCompleted, "")
 					continue
-				case converge.HostFailed:
+				case converge.PlanTargetFailed:
 					reason := fmt.Sprintf("node %q failed: %s", t.Name, rep.Reason)
-					c.SetTarget(grp.Group, t.Name, converge.HostFailed, rep.Reason)
+					c.SetTarget(grp.Group, t.Name, converge.PlanTargetFailed, rep.Reason)
 					fail.set(converge.PlanFailed, reason)
 					continue
 				}
 			}
 			if c.TargetTimeout > 0 && c.Since(t.LastUpdatedTimestamp) >= c.TargetTimeout {
 				reason := fmt.Sprintf("node %q did not complete within %s", t.Name, c.TargetTimeout)
-				c.SetTarget(grp.Group, t.Name, converge.HostTimedOut, reason)
+				c.SetTarget(grp.Group, t.Name, converge.PlanTargetTimedOut, reason)
 				fail.set(converge.PlanTimedOut, reason)
 			}
 		}
@@ -538,9 +538,9 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 	pending, inflight := 0, 0
 	for _, t := range c.Status.Targets[grp.Group] {
 		switch t.State {
-		case "", converge.HostPending:
+		case "", converge.PlanTargetPending:
 			pending++
-		case converge.HostSent:
+		case converge.PlanTargetSent:
 			inflight++
 		}
 	}
@@ -550,7 +550,7 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 	return converge.PlanSchedulableWait, nil
 }
 
-// deliver reads the report of t, signalled (HostSent), and sends t its
+// deliver reads the report of t, signalled (PlanTargetSent), and sends t its
 // signal first when the report does not show it and this handler has not
 // sent it: the intent was stored by a step of this runner or of one that
 // died, maybe before it could send.
@@ -572,7 +572,7 @@ func (h *CommandHandler) deliver(ctx context.Context, c *converge.CommandContext
 // Schedulable implements CommandHandler: it picks the next pending targets
 // of the active group, up to its concurrency limit, checks that they still
 // exist and fit their group, and records that they are to be signalled
-// (HostSent); SchedulableWait sends the signals once that is stored.
+// (PlanTargetSent); SchedulableWait sends the signals once that is stored.
 func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
 	gi := planActiveGroup(c)
 	if gi < 0 {
@@ -582,7 +582,7 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 	var fail planFail
 	inflight := 0
 	for _, t := range c.Status.Targets[grp.Group] {
-		if t.State == converge.HostSent {
+		if t.State == converge.PlanTargetSent {
 			inflight++
 		}
 	}
@@ -591,13 +591,13 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 			break
 		}
 		t := &c.Status.Targets[grp.Group][i]
-		if t.State != "" && t.State != converge.HostPending {
+		if t.State != "" && t.State != converge.PlanTargetPending {
 			continue
 		}
 		node, err := h.Sender.Probe(ctx, t.Name)
 		if errors.Is(err, ErrHostNotFound) {
 			reason := fmt.Sprintf("node %q no longer exists", t.Name)
-			c.SetTarget(grp.Group, t.Name, converge.HostMissing, reason)
+			c.SetTarget(grp.Group, t.Name, converge.PlanTargetMissing, reason)
 			fail.set(converge.PlanMissingSignalNode, reason)
 			break
 		}
@@ -606,11 +606,11 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 		}
 		if want := h.groupKind(grp.Group); want != "" && node.Kind != want {
 			reason := fmt.Sprintf("node %q is now a %q, group %q takes %q nodes", t.Name, node.Kind, grp.Group, want)
-			c.SetTarget(grp.Group, t.Name, converge.HostInconsistent, reason)
+			c.SetTarget(grp.Group, t.Name, converge.PlanTargetInconsistent, reason)
 			fail.set(converge.PlanInconsistentTargets, reason)
 			break
 		}
-		c.SetTarget(grp.Group, t.Name, converge.HostSent, "")
+		c.SetTarget(grp.Group, t.Name, converge.PlanTargetSent, "")
 		inflight++
 	}
 	return fail.result(c, converge.PlanSchedulableWait)

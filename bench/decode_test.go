@@ -60,7 +60,7 @@ type stdPlanDoc struct {
 func planDecodeDoc(b *testing.B) (yamlDoc, jsonDoc []byte) {
 	hosts := planHosts(1000)
 	bus := autopilot.NewBus(hosts...)
-	r, err := converge.NewPlanRunner(nil, converge.PlanConfig{Handlers: map[string]converge.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}}})
+	r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func writeCompose(b *testing.B, project, img string) string {
 
 // upWalker runs the up benchmark; container creation is I/O-bound on the
 // engine, so it allows as many items at once as there are containers.
-var upWalker, _ = converge.NewWalker(converge.Config{Parallelism: upParallelism()})
+var upWalker, _ = converge.NewWalker(converge.WalkerConfig{Parallelism: upParallelism()})
 
 func upParallelism() int {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_DOCKER_PARALLELISM")); err == nil {

@@ -45,9 +45,9 @@ func planDoc(id string, hosts []autopilot.Host, limit int) *converge.PlanDocumen
 func benchPlanStep(b *testing.B, n int) {
 	hosts := planHosts(n)
 	bus := autopilot.NewBus(hosts...)
-	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.HostCompleted, "") }
+	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
 	var steps int
-	r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanConfig{
+	r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
 		Handlers:     map[string]converge.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}},
 		PollInterval: time.Microsecond,
 		Owner:        "bench",

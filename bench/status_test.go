@@ -14,8 +14,8 @@ import (
 // statusDocs builds a desired configuration of n items and an edge report
 // answering it with a mix of states, messages and waits, plus a few stray
 // entries the central side drops.
-func statusDocs(n int) (converge.DesiredConfig, *converge.EdgeReport) {
-	desired := converge.DesiredConfig{Revision: 7}
+func statusDocs(n int) (converge.Desired, *converge.EdgeReport) {
+	desired := converge.Desired{Revision: 7}
 	edge := &converge.EdgeReport{Revision: 7, Time: time.Unix(1_800_000_000, 0).UTC()}
 	states := []converge.EdgeState{converge.EdgePresent, converge.EdgeAbsent, converge.EdgeCreatingFailed, converge.EdgeWaitingForDependencies}
 	for i := range n {

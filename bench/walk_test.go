@@ -17,9 +17,9 @@ import (
 // checks, and finds nothing to do.
 type noopItem struct{ id converge.ID }
 
-func (n *noopItem) ID() converge.ID                                          { return n.id }
-func (n *noopItem) StateCurrent(context.Context, converge.Deps) (int, error) { return 1, nil }
-func (n *noopItem) StateGoal(context.Context, converge.Deps) (int, error)    { return 1, nil }
+func (n *noopItem) ID() converge.ID                                               { return n.id }
+func (n *noopItem) StateCurrent(context.Context, converge.DepStates) (int, error) { return 1, nil }
+func (n *noopItem) StateGoal(context.Context, converge.DepStates) (int, error)    { return 1, nil }
 func (n *noopItem) Check(_ context.Context, c, t int) (converge.Decision, error) {
 	if c == t {
 		return converge.NotRequired(), nil
@@ -169,10 +169,10 @@ type sleepItem struct {
 }
 
 func (s *sleepItem) ID() converge.ID { return s.id }
-func (s *sleepItem) StateCurrent(context.Context, converge.Deps) (bool, error) {
+func (s *sleepItem) StateCurrent(context.Context, converge.DepStates) (bool, error) {
 	return s.applied.Load(), nil
 }
-func (s *sleepItem) StateGoal(context.Context, converge.Deps) (bool, error) { return true, nil }
+func (s *sleepItem) StateGoal(context.Context, converge.DepStates) (bool, error) { return true, nil }
 func (s *sleepItem) Check(_ context.Context, c, t bool) (converge.Decision, error) {
 	if c == t {
 		return converge.NotRequired(), nil
@@ -227,7 +227,7 @@ func BenchmarkWalkCriticalPath(b *testing.B) {
 		}
 		g.Add(converge.Wrap[bool](items[k]), converge.Present, ids...)
 	}
-	w, err := converge.NewWalker(converge.Config{Parallelism: par})
+	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func noopGraph(deps [][]int) *converge.Graph {
 // ns/item and allocs/item.
 func benchNoopWalk(b *testing.B, par int) {
 	g := noopGraph(randomDAG(noopItems, noopDeps, noopSeed))
-	w, err := converge.NewWalker(converge.Config{Parallelism: par})
+	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func floorWork(ctx context.Context, it converge.Item[int]) error {
 	if err != nil {
 		return err
 	}
-	if d.Exec != converge.ExecNotRequired {
+	if d.Change != converge.ChangeNotRequired {
 		return fmt.Errorf("item %s is not converged", it.ID())
 	}
 	return nil
@@ -157,7 +157,7 @@ func BenchmarkWalkFloorRecorded10k(b *testing.B) {
 			if r.Decision, err = it.Check(ctx, c, t); err != nil {
 				b.Fatal(err)
 			}
-			if r.Decision.Exec != converge.ExecNotRequired {
+			if r.Decision.Change != converge.ChangeNotRequired {
 				b.Fatalf("item %s is not converged", r.ID)
 			}
 			r.Before, r.Target, r.After, r.Outcome = c, t, c, converge.OutcomeUnchanged

@@ -413,7 +413,7 @@ func childTarget(path string) error {
 	defer cancel()
 	var a acker
 	build, first := targetBuild()
-	r, err := converge.NewTargetReconciler(converge.TargetConfig[crashTarget]{Build: build, Store: st})
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[crashTarget]{Build: build, Store: st})
 	if err != nil {
 		return err
 	}
@@ -517,7 +517,7 @@ func TestCrashTargetReconciler(t *testing.T) {
 	// one and converges to it.
 	build, first := targetBuild()
 	st := openStore(t, path, boltstore.Options{})
-	rec, err := converge.NewTargetReconciler(converge.TargetConfig[crashTarget]{Build: build, Store: st})
+	rec, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[crashTarget]{Build: build, Store: st})
 	require.NoError(t, err)
 	passed := make(chan converge.TargetEvent, 1)
 	rec.Subscribe(func(ev converge.TargetEvent) {

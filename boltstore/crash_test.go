@@ -324,7 +324,7 @@ func (f *fileSender) Read(_ context.Context, node string) (autopilot.Report, err
 	var rep autopilot.Report
 	for _, line := range strings.Split(string(b), "\n") {
 		if n, id, ok := strings.Cut(line, " "); ok && n == node {
-			rep = autopilot.Report{SignalID: id, State: converge.HostCompleted}
+			rep = autopilot.Report{SignalID: id, State: converge.PlanTargetCompleted}
 		}
 	}
 	return rep, nil
@@ -384,7 +384,7 @@ func childPlan(path, logPath string, plans int) error {
 	ctx := context.Background()
 	var a acker
 	h := &autopilot.CommandHandler{Sender: &fileSender{path: logPath}}
-	r, err := converge.NewPlanRunner(st, converge.PlanConfig{
+	r, err := converge.NewPlanRunner(st, converge.PlanRunnerConfig{
 		Handlers:     map[string]converge.CommandHandler{"k0supdate": h},
 		Owner:        "runner", // the same owner in every child: it resumes at once
 		LeaseTTL:     time.Hour,
@@ -444,7 +444,7 @@ func TestCrashPlanRunner(t *testing.T) {
 	all = append(all, lines...)
 
 	st = openStore(t, path, boltstore.Options{})
-	r, err := converge.NewPlanRunner(st, converge.PlanConfig{})
+	r, err := converge.NewPlanRunner(st, converge.PlanRunnerConfig{})
 	require.NoError(t, err)
 	for i := range plans {
 		id := fmt.Sprintf("p%d", i)

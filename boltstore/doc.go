@@ -13,9 +13,9 @@
 //	}
 //	defer st.Close()
 //
-//	rec, err := converge.NewTargetReconciler(converge.TargetConfig[Spec]{Store: st, ...})
+//	rec, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[Spec]{Store: st, ...})
 //	ctl, err := controller.New(controller.Config{Store: st, ...})
-//	runner, err := converge.NewPlanRunner(st, converge.PlanConfig{...})
+//	runner, err := converge.NewPlanRunner(st, converge.PlanRunnerConfig{...})
 //
 // The file is created when it does not exist. Options bound the history
 // kept per key (Retention), seal values at rest (Sealer, for example

@@ -112,7 +112,7 @@ func planWaitReason(st *converge.PlanStatus) string {
 		var names []string
 		for _, g := range slices.Sorted(maps.Keys(cs.Targets)) {
 			for _, t := range cs.Targets[g] {
-				if t.State == converge.HostSent {
+				if t.State == converge.PlanTargetSent {
 					names = append(names, t.Name)
 				}
 			}

@@ -19,9 +19,9 @@ func ExamplePlans() {
 		autopilot.Host{Name: "worker0", Kind: "worker"},
 		autopilot.Host{Name: "worker1", Kind: "worker"},
 	)
-	bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.HostCompleted, "") }
+	bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
 	finished := make(chan converge.PlanState, 1)
-	runner, err := converge.NewPlanRunner(nil, converge.PlanConfig{
+	runner, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{
 		Handlers:     map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
 		PollInterval: time.Millisecond,
 		OnStep: func(id string, step converge.PlanStep, st *converge.PlanStatus) {

@@ -35,7 +35,7 @@ func (e *ConformanceError) Is(target error) bool { return target == ErrNonConfor
 // dependencies and without a snapshot of the real system.
 type ConformOptions struct {
 	// Deps is what the item sees as its dependencies' states.
-	Deps converge.Deps
+	Deps converge.DepStates
 	// Snapshot, when set, captures the real system the item manages (a
 	// directory tree, a list of containers). Conform compares snapshots
 	// taken around ApplyDry with reflect.DeepEqual to prove it wrote

@@ -29,11 +29,11 @@ type Item struct {
 	// Goal is the desired value, unless GoalFunc is set.
 	Goal string
 	// GoalFunc, when set, computes the goal from the dependencies' states.
-	GoalFunc func(deps converge.Deps) (string, error)
+	GoalFunc func(deps converge.DepStates) (string, error)
 	// Latency is how long Apply takes (waiting on a timer that honours ctx).
 	Latency time.Duration
 	// Units is the work estimate Check reports; Apply reports progress unit
-	// by unit. 0 means UnitsUnknown and no progress reports.
+	// by unit. 0 means WorkUnitsUnknown and no progress reports.
 	Units int
 	// Stuck makes Apply report success without changing Value, so that
 	// verification fails with ErrNotConverged.
@@ -135,7 +135,7 @@ func (f *Item) enter(method string, p converge.Phase) error {
 func (f *Item) ID() converge.ID { return f.Key }
 
 // StateCurrent implements converge.Item: the real value.
-func (f *Item) StateCurrent(ctx context.Context, deps converge.Deps) (string, error) {
+func (f *Item) StateCurrent(ctx context.Context, deps converge.DepStates) (string, error) {
 	phase := converge.PhaseDiscover
 	f.mu.Lock()
 	if f.applied {
@@ -149,7 +149,7 @@ func (f *Item) StateCurrent(ctx context.Context, deps converge.Deps) (string, er
 }
 
 // StateGoal implements converge.Item: Goal, or GoalFunc(deps).
-func (f *Item) StateGoal(ctx context.Context, deps converge.Deps) (string, error) {
+func (f *Item) StateGoal(ctx context.Context, deps converge.DepStates) (string, error) {
 	if err := f.enter("StateGoal", converge.PhaseGoal); err != nil {
 		return "", err
 	}
@@ -160,7 +160,7 @@ func (f *Item) StateGoal(ctx context.Context, deps converge.Deps) (string, error
 }
 
 // StateClean implements converge.Cleaner: the empty value.
-func (f *Item) StateClean(ctx context.Context, deps converge.Deps) (string, error) {
+func (f *Item) StateClean(ctx context.Context, deps converge.DepStates) (string, error) {
 	if err := f.enter("StateClean", converge.PhaseGoal); err != nil {
 		return "", err
 	}
@@ -178,7 +178,7 @@ func (f *Item) Check(ctx context.Context, current, target string) (converge.Deci
 	if f.Units > 0 {
 		return converge.Required(f.Units), nil
 	}
-	return converge.Required(converge.UnitsUnknown), nil
+	return converge.Required(converge.WorkUnitsUnknown), nil
 }
 
 // Apply implements converge.Item: waits Latency, reports Units of progress
@@ -199,7 +199,7 @@ func (f *Item) Apply(ctx context.Context, current, target string) (string, error
 		}
 	}
 	for u := 1; u <= f.Units; u++ {
-		converge.ReportUnits(ctx, u, f.Units)
+		converge.ReportProgress(ctx, u, f.Units)
 	}
 	f.mu.Lock()
 	f.applied = true

@@ -235,7 +235,7 @@ func (bi *builtImage) key() string { return "image:" + bi.ref }
 
 // StateCurrent reads the image from the project's snapshot (one list for
 // every image of the project), or lists it.
-func (bi *builtImage) StateCurrent(ctx context.Context, deps converge.Deps) (ImageState, error) {
+func (bi *builtImage) StateCurrent(ctx context.Context, deps converge.DepStates) (ImageState, error) {
 	if ps, err := converge.DepState[ProjectState](deps, bi.project); err == nil && ps.snap.usable(bi.key()) {
 		li, ok := ps.snap.images[bi.ref]
 		return ImageState{Ref: bi.ref, Present: ok, ID: li.ID, buildKey: li.buildKey, snap: ps.snap}, nil
@@ -249,7 +249,7 @@ func (bi *builtImage) StateCurrent(ctx context.Context, deps converge.Deps) (Ima
 }
 
 // StateGoal is the image present with the key of the context as it is now.
-func (bi *builtImage) StateGoal(context.Context, converge.Deps) (ImageState, error) {
+func (bi *builtImage) StateGoal(context.Context, converge.DepStates) (ImageState, error) {
 	_, key, err := bi.spec.contextTar()
 	if err != nil {
 		return ImageState{}, &ImageError{Ref: bi.ref, Services: bi.services, Err: fmt.Errorf("build context %s: %w", bi.spec.Context, err)}
@@ -259,7 +259,7 @@ func (bi *builtImage) StateGoal(context.Context, converge.Deps) (ImageState, err
 
 // StateClean is the image removed, or left alone unless the project
 // removes its images.
-func (bi *builtImage) StateClean(context.Context, converge.Deps) (ImageState, error) {
+func (bi *builtImage) StateClean(context.Context, converge.DepStates) (ImageState, error) {
 	return ImageState{Ref: bi.ref, keep: bi.keep}, nil
 }
 

@@ -106,7 +106,7 @@ func (c *Container) ID() converge.ID { return ContainerID(c.project, c.spec.Serv
 // container, it returns what the early-exit watch's inspect read (one poll
 // interval after the start, after the Apply's last write, when no leftover
 // is left): the walk's verification costs no engine call of its own.
-func (c *Container) StateCurrent(ctx context.Context, deps converge.Deps) (ContainerState, error) {
+func (c *Container) StateCurrent(ctx context.Context, deps converge.DepStates) (ContainerState, error) {
 	ps, perr := converge.DepState[ProjectState](deps, c.projectID)
 	if perr == nil {
 		if st, ok := takeObserved[ContainerState](ps.snap, c.key()); ok {
@@ -151,7 +151,7 @@ func (c *Container) key() string { return "container:" + c.name }
 // the image ID its image item reached (when it has one): a container on
 // another image ID (the tag moved) is recreated, as is one on an image the
 // registry no longer serves under its tag (PullAlways).
-func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerState, error) {
+func (c *Container) StateGoal(_ context.Context, deps converge.DepStates) (ContainerState, error) {
 	f := c.spec.fields(c.hashKey)
 	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(c.hashKey, f), Fields: f, Run: c.spec.Run,
 		UpdateLock: c.spec.UpdateLock}
@@ -191,7 +191,7 @@ func (c *Container) StateGoal(_ context.Context, deps converge.Deps) (ContainerS
 }
 
 // StateClean is the container removed.
-func (c *Container) StateClean(context.Context, converge.Deps) (ContainerState, error) {
+func (c *Container) StateClean(context.Context, converge.DepStates) (ContainerState, error) {
 	return ContainerState{Name: c.name}, nil
 }
 

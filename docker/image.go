@@ -79,7 +79,7 @@ func (im *Image) key() string { return "image:" + im.Ref }
 // it is missing and may be pulled, is also looked up in its registry, so
 // that an image nobody can pull fails before the old container is
 // removed.
-func (im *Image) StateCurrent(ctx context.Context, deps converge.Deps) (_ ImageState, err error) {
+func (im *Image) StateCurrent(ctx context.Context, deps converge.DepStates) (_ ImageState, err error) {
 	defer func() { err = scrubURLs(err) }()
 	ref := normalizeRef(im.Ref)
 	var (
@@ -112,14 +112,14 @@ func (im *Image) StateCurrent(ctx context.Context, deps converge.Deps) (_ ImageS
 }
 
 // StateGoal is the image present (its ID is whatever the engine has).
-func (im *Image) StateGoal(context.Context, converge.Deps) (ImageState, error) {
+func (im *Image) StateGoal(context.Context, converge.DepStates) (ImageState, error) {
 	return ImageState{Ref: normalizeRef(im.Ref), Present: true, deferred: im.deferred}, nil
 }
 
 // StateClean is the image removed; for the image of a project that does
 // not set RemoveImages, it is "whatever is there": cleaning the project
 // leaves images alone.
-func (im *Image) StateClean(context.Context, converge.Deps) (ImageState, error) {
+func (im *Image) StateClean(context.Context, converge.DepStates) (ImageState, error) {
 	return ImageState{Ref: normalizeRef(im.Ref), keep: im.keep}, nil
 }
 
@@ -134,7 +134,7 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 		return converge.NotRequired(), nil
 	}
 	if current.Present && target.Present && current.Outdated && !target.deferred {
-		return converge.Required(converge.UnitsUnknown), nil
+		return converge.Required(converge.WorkUnitsUnknown), nil
 	}
 	if current.Present == target.Present {
 		return converge.NotRequired(), nil
@@ -148,7 +148,7 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 		}
 		return converge.NotRequired(), nil
 	}
-	return converge.Required(converge.UnitsUnknown), nil
+	return converge.Required(converge.WorkUnitsUnknown), nil
 }
 
 // Apply pulls or removes the image. The state it returns after a pull has
@@ -284,7 +284,7 @@ func (e *PullError) Error() string { return fmt.Sprintf("docker: pull %s: %v", e
 func (e *PullError) Unwrap() error { return e.Err }
 
 // pullImage pulls ref, reporting bytes downloaded over bytes to download
-// (summed over layers) through converge.ReportUnits.
+// (summed over layers) through converge.ReportProgress.
 func pullImage(ctx context.Context, eng Engine, ref string) error {
 	rc, err := eng.ImagePull(ctx, ref, image.PullOptions{})
 	if err != nil {
@@ -321,6 +321,6 @@ func pullImage(ctx context.Context, eng Engine, ref string) error {
 			done += layers[id].cur
 			total += layers[id].total
 		}
-		converge.ReportUnits(ctx, int(done), int(total))
+		converge.ReportProgress(ctx, int(done), int(total))
 	}
 }

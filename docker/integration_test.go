@@ -146,7 +146,7 @@ func TestIntegrationProject(t *testing.T) {
 		mu  sync.Mutex
 		log strings.Builder
 	)
-	w, err := converge.NewWalker(converge.Config{Observer: converge.ObserverFunc(func(e converge.Event) {
+	w, err := converge.NewWalker(converge.WalkerConfig{Observer: converge.ObserverFunc(func(e converge.Event) {
 		mu.Lock()
 		fmt.Fprintf(&log, "%+v\n", e)
 		mu.Unlock()

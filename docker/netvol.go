@@ -48,7 +48,7 @@ func (n *Network) key() string { return "network:" + n.spec.Name }
 // after an Apply of this walk that created the network, it returns what the
 // engine answered to the create (the network's ID, with our labels): the
 // walk's verification costs no engine call of its own.
-func (n *Network) StateCurrent(ctx context.Context, deps converge.Deps) (NetworkState, error) {
+func (n *Network) StateCurrent(ctx context.Context, deps converge.DepStates) (NetworkState, error) {
 	if n.projectID != "" {
 		ps, err := converge.DepState[ProjectState](deps, n.projectID)
 		if err == nil {
@@ -70,12 +70,12 @@ func (n *Network) StateCurrent(ctx context.Context, deps converge.Deps) (Network
 }
 
 // StateGoal is the network existing.
-func (n *Network) StateGoal(context.Context, converge.Deps) (NetworkState, error) {
+func (n *Network) StateGoal(context.Context, converge.DepStates) (NetworkState, error) {
 	return NetworkState{Name: n.spec.Name, Exists: true, Owned: true}, nil
 }
 
 // StateClean is the network removed (if we own it).
-func (n *Network) StateClean(context.Context, converge.Deps) (NetworkState, error) {
+func (n *Network) StateClean(context.Context, converge.DepStates) (NetworkState, error) {
 	return NetworkState{Name: n.spec.Name}, nil
 }
 
@@ -162,7 +162,7 @@ func (v *Volume) key() string { return "volume:" + v.spec.Name }
 
 // StateCurrent reads the project's snapshot (a volume a running project
 // container mounts exists) or lists the volume by name.
-func (v *Volume) StateCurrent(ctx context.Context, deps converge.Deps) (VolumeState, error) {
+func (v *Volume) StateCurrent(ctx context.Context, deps converge.DepStates) (VolumeState, error) {
 	if v.projectID != "" {
 		if ps, err := converge.DepState[ProjectState](deps, v.projectID); err == nil && ps.snap.usable(v.key()) {
 			info, ok := ps.snap.volumes[v.spec.Name]
@@ -178,14 +178,14 @@ func (v *Volume) StateCurrent(ctx context.Context, deps converge.Deps) (VolumeSt
 }
 
 // StateGoal is the volume existing.
-func (v *Volume) StateGoal(context.Context, converge.Deps) (VolumeState, error) {
+func (v *Volume) StateGoal(context.Context, converge.DepStates) (VolumeState, error) {
 	return VolumeState{Name: v.spec.Name, Exists: true, Owned: true}, nil
 }
 
 // StateClean is the volume removed (if we own it); for the volume of a
 // project that does not set RemoveVolumes, it is "whatever is there":
 // cleaning the project keeps the volume and its data.
-func (v *Volume) StateClean(context.Context, converge.Deps) (VolumeState, error) {
+func (v *Volume) StateClean(context.Context, converge.DepStates) (VolumeState, error) {
 	return VolumeState{Name: v.spec.Name, keep: v.keep}, nil
 }
 

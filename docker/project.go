@@ -395,7 +395,7 @@ type projectItem struct {
 
 func (it *projectItem) ID() converge.ID { return ProjectID(it.p.Name) }
 
-func (it *projectItem) StateCurrent(ctx context.Context, _ converge.Deps) (ProjectState, error) {
+func (it *projectItem) StateCurrent(ctx context.Context, _ converge.DepStates) (ProjectState, error) {
 	snap, err := takeSnapshot(ctx, it.eng, it.p)
 	if err != nil {
 		return ProjectState{}, err
@@ -403,11 +403,11 @@ func (it *projectItem) StateCurrent(ctx context.Context, _ converge.Deps) (Proje
 	return ProjectState{Project: it.p.Name, Containers: snap.owned(), snap: snap, locks: snap.locks()}, nil
 }
 
-func (it *projectItem) StateGoal(context.Context, converge.Deps) (ProjectState, error) {
+func (it *projectItem) StateGoal(context.Context, converge.DepStates) (ProjectState, error) {
 	return ProjectState{Project: it.p.Name}, nil
 }
 
-func (it *projectItem) StateClean(context.Context, converge.Deps) (ProjectState, error) {
+func (it *projectItem) StateClean(context.Context, converge.DepStates) (ProjectState, error) {
 	return ProjectState{Project: it.p.Name}, nil
 }
 
@@ -435,7 +435,7 @@ func (it *orphansItem) key() string { return "orphans" }
 
 // StateCurrent reads the project's snapshot, or (when cleaning, before the
 // project item ran) lists the project's containers.
-func (it *orphansItem) StateCurrent(ctx context.Context, deps converge.Deps) (ProjectState, error) {
+func (it *orphansItem) StateCurrent(ctx context.Context, deps converge.DepStates) (ProjectState, error) {
 	if ps, err := converge.DepState[ProjectState](deps, ProjectID(it.p.Name)); err == nil && ps.snap.usable(it.key()) {
 		return ProjectState{Project: it.p.Name, Containers: ps.Containers, snap: ps.snap, locks: ps.locks}, nil
 	}
@@ -447,7 +447,7 @@ func (it *orphansItem) StateCurrent(ctx context.Context, deps converge.Deps) (Pr
 	return ProjectState{Project: it.p.Name, Containers: snap.owned(), locks: snap.locks()}, nil
 }
 
-func (it *orphansItem) StateGoal(context.Context, converge.Deps) (ProjectState, error) {
+func (it *orphansItem) StateGoal(context.Context, converge.DepStates) (ProjectState, error) {
 	st := ProjectState{Project: it.p.Name}
 	for i := range it.p.Containers {
 		st.Containers = append(st.Containers, it.p.containerName(&it.p.Containers[i]))
@@ -456,7 +456,7 @@ func (it *orphansItem) StateGoal(context.Context, converge.Deps) (ProjectState, 
 	return st, nil
 }
 
-func (it *orphansItem) StateClean(context.Context, converge.Deps) (ProjectState, error) {
+func (it *orphansItem) StateClean(context.Context, converge.DepStates) (ProjectState, error) {
 	return ProjectState{Project: it.p.Name}, nil
 }
 
@@ -489,7 +489,7 @@ func (it *orphansItem) Apply(ctx context.Context, current, target ProjectState) 
 			return next, fmt.Errorf("docker: project %s: orphan container %s: %w", it.p.Name, name, err)
 		}
 		next.Containers = slices.DeleteFunc(next.Containers, func(c string) bool { return c == name })
-		converge.ReportUnits(ctx, i+1, len(orphans))
+		converge.ReportProgress(ctx, i+1, len(orphans))
 	}
 	return next, errors.Join(locked...)
 }

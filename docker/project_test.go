@@ -571,7 +571,7 @@ func TestImagePullProgressAndRemoval(t *testing.T) {
 		mu   sync.Mutex
 		last converge.Event
 	)
-	w, err := converge.NewWalker(converge.Config{Observer: converge.ObserverFunc(func(e converge.Event) {
+	w, err := converge.NewWalker(converge.WalkerConfig{Observer: converge.ObserverFunc(func(e converge.Event) {
 		if e.Kind == converge.EventApplying && e.Total > 0 {
 			mu.Lock()
 			last = e

@@ -19,7 +19,7 @@ import (
 // stop function.
 func runLoop(t *testing.T, eng docker.Engine, p docker.Project) (*converge.TargetReconciler[docker.Project], <-chan error, func()) {
 	t.Helper()
-	r, err := converge.NewTargetReconciler(converge.TargetConfig[docker.Project]{Build: docker.TargetBuild(eng)})
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[docker.Project]{Build: docker.TargetBuild(eng)})
 	require.NoError(t, err)
 	passes := make(chan error, 100)
 	unsub := r.Subscribe(func(e converge.TargetEvent) {

@@ -59,7 +59,7 @@ func transcript(t *testing.T, yaml string, applies int, engines ...docker.Engine
 		fmt.Fprintf(&out, "%+v\n", e)
 		mu.Unlock()
 	})
-	w, err := converge.NewWalker(converge.Config{Observer: obs})
+	w, err := converge.NewWalker(converge.WalkerConfig{Observer: obs})
 	require.NoError(t, err)
 	walks := []func(context.Context, *converge.Graph) (*converge.Report, error){w.ApplyDry}
 	for range applies {

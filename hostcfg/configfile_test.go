@@ -423,11 +423,11 @@ type probeItem struct {
 
 func (p *probeItem) ID() converge.ID { return p.id }
 
-func (p *probeItem) StateCurrent(ctx context.Context, _ converge.Deps) (int, error) {
+func (p *probeItem) StateCurrent(ctx context.Context, _ converge.DepStates) (int, error) {
 	return 0, p.run(ctx)
 }
 
-func (p *probeItem) StateGoal(context.Context, converge.Deps) (int, error) { return 0, nil }
+func (p *probeItem) StateGoal(context.Context, converge.DepStates) (int, error) { return 0, nil }
 
 func (p *probeItem) Check(context.Context, int, int) (converge.Decision, error) {
 	return converge.NotRequired(), nil

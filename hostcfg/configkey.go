@@ -174,17 +174,17 @@ type configKeyNode struct {
 var _ converge.CleanNode = (*configKeyNode)(nil)
 
 // StateCurrent is ConfigKey.StateCurrent, boxed.
-func (n *configKeyNode) StateCurrent(ctx context.Context, _ converge.Deps) (any, error) {
+func (n *configKeyNode) StateCurrent(ctx context.Context, _ converge.DepStates) (any, error) {
 	return n.k.current(ctx)
 }
 
 // StateGoal is ConfigKey.StateGoal, boxed.
-func (n *configKeyNode) StateGoal(context.Context, converge.Deps) (any, error) {
+func (n *configKeyNode) StateGoal(context.Context, converge.DepStates) (any, error) {
 	return n.k.fixed(false)
 }
 
 // StateClean is ConfigKey.StateClean, boxed.
-func (n *configKeyNode) StateClean(context.Context, converge.Deps) (any, error) {
+func (n *configKeyNode) StateClean(context.Context, converge.DepStates) (any, error) {
 	return n.k.fixed(true)
 }
 
@@ -276,7 +276,7 @@ func (k *ConfigKey) observe(doc *ConfigDoc) (present bool, value string) {
 }
 
 // StateCurrent reads the key from the file.
-func (k *ConfigKey) StateCurrent(ctx context.Context, _ converge.Deps) (ConfigKeyState, error) {
+func (k *ConfigKey) StateCurrent(ctx context.Context, _ converge.DepStates) (ConfigKeyState, error) {
 	st, err := k.current(ctx)
 	return st.(ConfigKeyState), err
 }
@@ -308,7 +308,7 @@ func (k *ConfigKey) current(ctx context.Context) (any, error) {
 }
 
 // StateGoal is the key with Value.
-func (k *ConfigKey) StateGoal(context.Context, converge.Deps) (ConfigKeyState, error) {
+func (k *ConfigKey) StateGoal(context.Context, converge.DepStates) (ConfigKeyState, error) {
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
 	}
@@ -321,7 +321,7 @@ func (k *ConfigKey) goal() ConfigKeyState {
 }
 
 // StateClean is the key (or entry) absent.
-func (k *ConfigKey) StateClean(context.Context, converge.Deps) (ConfigKeyState, error) {
+func (k *ConfigKey) StateClean(context.Context, converge.DepStates) (ConfigKeyState, error) {
 	if err := k.validate(); err != nil {
 		return ConfigKeyState{}, err
 	}

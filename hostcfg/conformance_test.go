@@ -172,7 +172,7 @@ func TestWalkConformance(t *testing.T) {
 				require.ErrorIs(t, err, converge.ErrNoClean)
 				return
 			}
-			w, err := converge.NewWalker(converge.DefaultConfig())
+			w, err := converge.NewWalker(converge.DefaultWalkerConfig())
 			require.NoError(t, err)
 			rep, err = w.CleanDry(ctx, g)
 			require.NoError(t, err)

@@ -73,7 +73,7 @@ func (d *Dir) read(name, rel string) (DirState, fs.FileInfo, error) {
 }
 
 // StateCurrent reads the directory.
-func (d *Dir) StateCurrent(ctx context.Context, _ converge.Deps) (DirState, error) {
+func (d *Dir) StateCurrent(ctx context.Context, _ converge.DepStates) (DirState, error) {
 	name, rel, err := resolveItem(d.Root, d.Path, true)
 	if err != nil {
 		return DirState{}, err
@@ -83,7 +83,7 @@ func (d *Dir) StateCurrent(ctx context.Context, _ converge.Deps) (DirState, erro
 }
 
 // StateGoal is the directory with Mode and Owner.
-func (d *Dir) StateGoal(context.Context, converge.Deps) (DirState, error) {
+func (d *Dir) StateGoal(context.Context, converge.DepStates) (DirState, error) {
 	name, err := cleanPath(d.Path)
 	if err != nil {
 		return DirState{}, err
@@ -104,7 +104,7 @@ func (d *Dir) StateGoal(context.Context, converge.Deps) (DirState, error) {
 }
 
 // StateClean is the directory absent.
-func (d *Dir) StateClean(context.Context, converge.Deps) (DirState, error) {
+func (d *Dir) StateClean(context.Context, converge.DepStates) (DirState, error) {
 	name, err := cleanPath(d.Path)
 	if err != nil {
 		return DirState{}, err

@@ -77,7 +77,7 @@ func (f *File) ID() converge.ID { return converge.ID("file:" + canonical(f.Path)
 func (f *File) Node() converge.Node { return converge.Wrap[FileState](f) }
 
 // StateCurrent reads the file.
-func (f *File) StateCurrent(ctx context.Context, _ converge.Deps) (FileState, error) {
+func (f *File) StateCurrent(ctx context.Context, _ converge.DepStates) (FileState, error) {
 	if f.Root == nil || f.Root.r == nil {
 		return FileState{}, &ItemError{Item: string(f.ID()), Reason: "Root is nil"}
 	}
@@ -96,7 +96,7 @@ func fileState(name string, fi fileInfo, leftovers int) FileState {
 }
 
 // StateGoal is the file with Content, Mode and Owner.
-func (f *File) StateGoal(context.Context, converge.Deps) (FileState, error) {
+func (f *File) StateGoal(context.Context, converge.DepStates) (FileState, error) {
 	name, err := cleanPath(f.Path)
 	if err != nil {
 		return FileState{}, err
@@ -120,7 +120,7 @@ func (f *File) StateGoal(context.Context, converge.Deps) (FileState, error) {
 }
 
 // StateClean is the file absent.
-func (f *File) StateClean(context.Context, converge.Deps) (FileState, error) {
+func (f *File) StateClean(context.Context, converge.DepStates) (FileState, error) {
 	name, err := cleanPath(f.Path)
 	if err != nil {
 		return FileState{}, err

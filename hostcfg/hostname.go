@@ -89,7 +89,7 @@ func firstLine(content []byte) string {
 }
 
 // StateCurrent reads /etc/hostname and the running name.
-func (h *Hostname) StateCurrent(context.Context, converge.Deps) (HostnameState, error) {
+func (h *Hostname) StateCurrent(context.Context, converge.DepStates) (HostnameState, error) {
 	if h.Root == nil || h.Root.r == nil {
 		return HostnameState{}, &ItemError{Item: "hostname", Reason: "Root is nil"}
 	}
@@ -107,7 +107,7 @@ func (h *Hostname) StateCurrent(context.Context, converge.Deps) (HostnameState, 
 }
 
 // StateGoal is Name in both places.
-func (h *Hostname) StateGoal(context.Context, converge.Deps) (HostnameState, error) {
+func (h *Hostname) StateGoal(context.Context, converge.DepStates) (HostnameState, error) {
 	if err := h.validate(); err != nil {
 		return HostnameState{}, err
 	}

@@ -105,7 +105,7 @@ func splitLines(s string) []string {
 }
 
 // StateCurrent reads whether the file holds the line.
-func (l *Line) StateCurrent(context.Context, converge.Deps) (LineState, error) {
+func (l *Line) StateCurrent(context.Context, converge.DepStates) (LineState, error) {
 	if err := l.validate(); err != nil {
 		return LineState{}, err
 	}
@@ -117,7 +117,7 @@ func (l *Line) StateCurrent(context.Context, converge.Deps) (LineState, error) {
 }
 
 // StateGoal is the line present.
-func (l *Line) StateGoal(context.Context, converge.Deps) (LineState, error) {
+func (l *Line) StateGoal(context.Context, converge.DepStates) (LineState, error) {
 	if err := l.validate(); err != nil {
 		return LineState{}, err
 	}
@@ -129,7 +129,7 @@ func (l *Line) StateGoal(context.Context, converge.Deps) (LineState, error) {
 }
 
 // StateClean is the line absent.
-func (l *Line) StateClean(context.Context, converge.Deps) (LineState, error) {
+func (l *Line) StateClean(context.Context, converge.DepStates) (LineState, error) {
 	name, err := cleanPath(l.Path)
 	if err != nil {
 		return LineState{}, err

@@ -81,7 +81,7 @@ func (l *Symlink) read(name, rel string) (SymlinkState, fs.FileInfo, error) {
 }
 
 // StateCurrent reads the link.
-func (l *Symlink) StateCurrent(ctx context.Context, _ converge.Deps) (SymlinkState, error) {
+func (l *Symlink) StateCurrent(ctx context.Context, _ converge.DepStates) (SymlinkState, error) {
 	name, rel, err := resolveItem(l.Root, l.Path, false)
 	if err != nil {
 		return SymlinkState{}, err
@@ -96,7 +96,7 @@ func (l *Symlink) StateCurrent(ctx context.Context, _ converge.Deps) (SymlinkSta
 
 // StateGoal is the link pointing to Target. A target leading outside the
 // root is an *EscapeError.
-func (l *Symlink) StateGoal(context.Context, converge.Deps) (SymlinkState, error) {
+func (l *Symlink) StateGoal(context.Context, converge.DepStates) (SymlinkState, error) {
 	name, rel, err := resolveItem(l.Root, l.Path, false)
 	if err != nil {
 		return SymlinkState{}, err
@@ -121,7 +121,7 @@ func (l *Symlink) StateGoal(context.Context, converge.Deps) (SymlinkState, error
 }
 
 // StateClean is the link absent.
-func (l *Symlink) StateClean(context.Context, converge.Deps) (SymlinkState, error) {
+func (l *Symlink) StateClean(context.Context, converge.DepStates) (SymlinkState, error) {
 	name, err := cleanPath(l.Path)
 	if err != nil {
 		return SymlinkState{}, err

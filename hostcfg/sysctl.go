@@ -124,7 +124,7 @@ func (s *Sysctl) validate() error {
 
 // StateCurrent reads the runtime value and the persisted entry. A key the
 // kernel does not have fails with an error matching fs.ErrNotExist.
-func (s *Sysctl) StateCurrent(context.Context, converge.Deps) (SysctlState, error) {
+func (s *Sysctl) StateCurrent(context.Context, converge.DepStates) (SysctlState, error) {
 	if err := s.validate(); err != nil {
 		return SysctlState{}, err
 	}
@@ -149,7 +149,7 @@ func (s *Sysctl) StateCurrent(context.Context, converge.Deps) (SysctlState, erro
 }
 
 // StateGoal is the runtime value Value, persisted when Persist is set.
-func (s *Sysctl) StateGoal(context.Context, converge.Deps) (SysctlState, error) {
+func (s *Sysctl) StateGoal(context.Context, converge.DepStates) (SysctlState, error) {
 	if err := s.validate(); err != nil {
 		return SysctlState{}, err
 	}
@@ -164,7 +164,7 @@ func (s *Sysctl) StateGoal(context.Context, converge.Deps) (SysctlState, error) 
 }
 
 // StateClean is the persisted entry absent, the runtime value unmanaged.
-func (s *Sysctl) StateClean(context.Context, converge.Deps) (SysctlState, error) {
+func (s *Sysctl) StateClean(context.Context, converge.DepStates) (SysctlState, error) {
 	if err := s.validate(); err != nil {
 		return SysctlState{}, err
 	}

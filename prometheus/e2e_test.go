@@ -35,7 +35,7 @@ func TestWalkIsScrapedWithItsItemsAndResult(t *testing.T) {
 	g.Add(a.Node(), converge.Present)
 	g.Add(b.Node(), converge.Present, "file:/a")
 	g.Add(bad.Node(), converge.Present)
-	w, err := converge.NewWalker(converge.Config{Metrics: m})
+	w, err := converge.NewWalker(converge.WalkerConfig{Metrics: m})
 	require.NoError(t, err)
 	rep, err := w.Apply(t.Context(), g)
 	require.Error(t, err)

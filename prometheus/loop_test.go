@@ -33,7 +33,7 @@ var (
 // their result to metrics.
 func reportingWalker(t *testing.T, metrics converge.Metrics) *converge.Walker {
 	t.Helper()
-	w, err := converge.NewWalker(converge.Config{Parallelism: 2, Observer: converge.ObserverFunc(func(e converge.Event) {
+	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 2, Observer: converge.ObserverFunc(func(e converge.Event) {
 		switch e.Kind {
 		case converge.EventChecking:
 			metrics.Add(loopInFlight, 1)

@@ -88,7 +88,7 @@ func TestGraphRunsOneDotAtATimeAndCachesPerRevision(t *testing.T) {
 		}
 		return out, nil
 	}
-	r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{Build: build})
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Build: build})
 	require.NoError(t, err)
 	require.NoError(t, r.SetTarget(t.Context(), "v1"))
 	tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Build: build})

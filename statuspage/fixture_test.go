@@ -103,7 +103,7 @@ func fleet(t *testing.T) *controller.Controller {
 func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
 	t.Helper()
 	store := converge.NewMemStore()
-	r, err := converge.NewPlanRunner(store, converge.PlanConfig{})
+	r, err := converge.NewPlanRunner(store, converge.PlanRunnerConfig{})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	doc := func(id string, st converge.PlanState, reason string, targets ...converge.PlanTargetStatus) *converge.PlanDocument {
@@ -123,12 +123,12 @@ func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
 		}
 	}
 	require.NoError(t, r.Create(t.Context(), doc("rollout", converge.PlanFailed, "w2 failed",
-		converge.PlanTargetStatus{Name: "w1", State: converge.HostCompleted, LastUpdatedTimestamp: at},
-		converge.PlanTargetStatus{Name: "w2", State: converge.HostFailed, Reason: "disk full", LastUpdatedTimestamp: at},
+		converge.PlanTargetStatus{Name: "w1", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at},
+		converge.PlanTargetStatus{Name: "w2", State: converge.PlanTargetFailed, Reason: "disk full", LastUpdatedTimestamp: at},
 	)))
 	require.NoError(t, r.Create(t.Context(), doc("canary", converge.PlanSchedulableWait, "",
-		converge.PlanTargetStatus{Name: "c1", State: converge.HostSent, LastUpdatedTimestamp: at},
-		converge.PlanTargetStatus{Name: "c2", State: converge.HostPending, LastUpdatedTimestamp: at},
+		converge.PlanTargetStatus{Name: "c1", State: converge.PlanTargetSent, LastUpdatedTimestamp: at},
+		converge.PlanTargetStatus{Name: "c2", State: converge.PlanTargetPending, LastUpdatedTimestamp: at},
 	)))
 	return r, store
 }

@@ -777,12 +777,12 @@ func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandVie
 				for _, t := range cs.Targets[group] {
 					st := t.State
 					if st == "" {
-						st = converge.HostPending
+						st = converge.PlanTargetPending
 					}
 					gv.Targets = append(gv.Targets, PlanTargetView{Name: t.Name, State: string(st), Reason: t.Reason, Attempt: t.Attempt, LastUpdated: t.LastUpdatedTimestamp})
 					cv.Targets++
 					switch {
-					case st == converge.HostCompleted:
+					case st == converge.PlanTargetCompleted:
 						cv.Completed++
 					case st.IsFailure():
 						cv.Failed++

@@ -37,7 +37,7 @@ type TargetOptions[T any] struct {
 	// converge.TargetDefaultName.
 	Name string
 	// Build, when set, is the reconciler's own build function
-	// (converge.TargetConfig.Build): the page calls it with the current
+	// (converge.TargetReconcilerConfig.Build): the page calls it with the current
 	// target to draw the target's graphs. Items must not touch the system
 	// when they are built; Build is called only when a graph is asked for.
 	Build converge.TargetBuildFunc[T]

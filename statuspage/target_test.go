@@ -44,7 +44,7 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
 		d.file.FailAt(converge.PhaseApply, 1, converge.ErrLocked)
-		r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
 			Build:   d.build,
 			Backoff: converge.Backoff{Base: time.Minute, Max: time.Minute},
 		})
@@ -137,7 +137,7 @@ func TestGraphIsSVGWhenDotIsThere(t *testing.T) {
 		g.Add(d.file.Node(), converge.Present, "<dir>")
 		return []converge.TargetStage{{Name: "host", Graph: g}}, nil
 	}
-	r, err := converge.NewTargetReconciler(converge.TargetConfig[string]{Build: build})
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Build: build})
 	require.NoError(t, err)
 	require.NoError(t, r.SetTarget(t.Context(), "v1"))
 	tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Build: build})

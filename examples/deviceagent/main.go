@@ -181,7 +181,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	w, err := converge.NewWalker(converge.Config{Observer: converge.ObserverFunc(printEvent)})
+	w, err := converge.NewWalker(converge.WalkerConfig{Observer: converge.ObserverFunc(printEvent)})
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func run() error {
 		return err
 	}
 
-	r, err := converge.NewTargetReconciler(converge.TargetConfig[docker.Project]{
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[docker.Project]{
 		Build: func(ctx context.Context, target docker.Project) ([]converge.TargetStage, error) {
 			// The logger is not part of the stored target: a target
 			// resumed from the store gets it here.
@@ -212,7 +212,7 @@ func run() error {
 			return docker.TargetBuild(cli)(ctx, target)
 		},
 		Store: st.Store,
-		Walk:  converge.Config{Observer: converge.ObserverFunc(printEvent)},
+		Walk:  converge.WalkerConfig{Observer: converge.ObserverFunc(printEvent)},
 	})
 	if err != nil {
 		return err

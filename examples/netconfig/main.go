@@ -69,7 +69,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	defer root.Close()
 
-	rec, err := converge.NewTargetReconciler(converge.TargetConfig[NetSpec]{
+	rec, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[NetSpec]{
 		Name:  "network",
 		Build: func(_ context.Context, s NetSpec) ([]converge.TargetStage, error) { return build(root, s) },
 	})
@@ -172,7 +172,7 @@ type vlan struct {
 }
 
 // StateGoal reads the bridge's MTU from the state the bridge item reached.
-func (v *vlan) StateGoal(ctx context.Context, deps converge.Deps) (hostcfg.FileState, error) {
+func (v *vlan) StateGoal(ctx context.Context, deps converge.DepStates) (hostcfg.FileState, error) {
 	br, err := converge.DepState[hostcfg.FileState](deps, v.bridge)
 	if err != nil {
 		return hostcfg.FileState{}, err

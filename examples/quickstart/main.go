@@ -63,11 +63,11 @@ func run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "device root: %s\n", dir)
 
 	g := buildGraph(root)
-	walker, err := converge.NewWalker(converge.Config{Observer: progress(out)})
+	walker, err := converge.NewWalker(converge.WalkerConfig{Observer: progress(out)})
 	if err != nil {
 		return err
 	}
-	quiet, err := converge.NewWalker(converge.Config{})
+	quiet, err := converge.NewWalker(converge.WalkerConfig{})
 	if err != nil {
 		return err
 	}

@@ -57,10 +57,10 @@ func newCluster(flaky string) *cluster {
 			defer c.wg.Done()
 			time.Sleep(3 * time.Millisecond)
 			if fail {
-				_ = c.bus.Respond(node, converge.HostFailed, "disk full")
+				_ = c.bus.Respond(node, converge.PlanTargetFailed, "disk full")
 				return
 			}
-			_ = c.bus.Respond(node, converge.HostCompleted, "")
+			_ = c.bus.Respond(node, converge.PlanTargetCompleted, "")
 		}()
 	}
 	return c

@@ -84,7 +84,7 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 	var runner *converge.PlanRunner
 	paused := false
 	var pauseErr error
-	runner, err = converge.NewPlanRunner(store, converge.PlanConfig{
+	runner, err = converge.NewPlanRunner(store, converge.PlanRunnerConfig{
 		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
 		PollInterval: 2 * time.Millisecond,
 		OnStep: func(id string, step converge.PlanStep, st *converge.PlanStatus) {
@@ -155,7 +155,7 @@ const pauseReason = "operator pause: check the controllers before the workers"
 func completed(c converge.CommandStatus, group string) bool {
 	ts := c.Targets[group]
 	for _, t := range ts {
-		if t.State != converge.HostCompleted {
+		if t.State != converge.PlanTargetCompleted {
 			return false
 		}
 	}
@@ -169,7 +169,7 @@ func progress(i int, c converge.CommandStatus) string {
 	for _, g := range sortedGroups(c) {
 		done := 0
 		for _, t := range c.Targets[g] {
-			if t.State == converge.HostCompleted {
+			if t.State == converge.PlanTargetCompleted {
 				done++
 			}
 		}
