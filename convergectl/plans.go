@@ -69,9 +69,9 @@ func (h *hostCounts) add(s converge.PlanTargetState) {
 	switch {
 	case s.IsFailure():
 		h.Failed++
-	case s == converge.HostCompleted:
+	case s == converge.PlanTargetCompleted:
 		h.Completed++
-	case s == converge.HostSent:
+	case s == converge.PlanTargetSent:
 		h.Sent++
 	default:
 		h.Pending++
@@ -151,7 +151,7 @@ func planOf(id string, version uint64, doc *converge.PlanDocument) *planView {
 				for _, t := range cs.Targets[g] {
 					state := t.State
 					if state == "" {
-						state = converge.HostPending
+						state = converge.PlanTargetPending
 					}
 					hv := hostView{Group: g, Name: t.Name, State: state, Reason: t.Reason, Attempt: t.Attempt}
 					if !t.LastUpdatedTimestamp.IsZero() {
@@ -190,7 +190,7 @@ func getPlan(ctx context.Context, st converge.Store, runner *converge.PlanRunner
 }
 
 func planRunner(st converge.Store, c *common) (*converge.PlanRunner, error) {
-	return converge.NewPlanRunner(st, converge.PlanConfig{Owner: "convergectl:" + c.by()})
+	return converge.NewPlanRunner(st, converge.PlanRunnerConfig{Owner: "convergectl:" + c.by()})
 }
 
 func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
@@ -369,7 +369,7 @@ func changePlan(ctx context.Context, e *env, c *common, id, verb string, change 
 	}
 	fmt.Fprintf(e.out, "%s plan %q: it is %s", verb, id, after.State)
 	if after.Abort != "" && !after.State.IsFinal() {
-		fmt.Fprintf(e.out, ", stopping once its signalled hosts finish")
+		fmt.Fprintf(e.out, ", aborting: no host is signalled any more, and it ends Aborted once the hosts already signalled finish")
 	}
 	fmt.Fprintln(e.out)
 	return nil
