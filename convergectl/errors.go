@@ -46,6 +46,20 @@ func (e *lockedError) Error() string {
 
 func (e *lockedError) Unwrap() error { return e.err }
 
+// schemaError is a database whose store schema a read cannot use as it is:
+// it is missing or older than this convergectl, and a read creates and
+// migrates nothing.
+type schemaError struct {
+	schema string
+	err    error
+}
+
+func (e *schemaError) Error() string {
+	return fmt.Sprintf("convergectl: schema %q holds no store of this version: it is missing or older, and a read-only session creates and migrates nothing (the program's pgstore.Open does)", e.schema)
+}
+
+func (e *schemaError) Unwrap() error { return e.err }
+
 // keyFileError is a key file that cannot be used. Its message never holds
 // a key.
 type keyFileError struct {
@@ -81,6 +95,7 @@ func errorKind(err error) string {
 	var ue *usageError
 	var ke *keyFileError
 	var le *lockedError
+	var se *schemaError
 	switch {
 	case errors.As(err, &ue):
 		return "usage"
@@ -88,6 +103,8 @@ func errorKind(err error) string {
 		return "locked"
 	case errors.As(err, &ke):
 		return "key-file"
+	case errors.As(err, &se):
+		return "store"
 	case errors.Is(err, converge.ErrSealed):
 		return "sealed"
 	case errors.Is(err, converge.ErrNotSealed):

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/pgstore"
@@ -174,10 +176,25 @@ func (c *common) open(ctx context.Context, write bool) (converge.Store, io.Close
 		}
 	}
 	st, err := pgstore.Open(ctx, dsn, pgstore.Options{Sealer: sealer, AllowClear: clear, Schema: c.schema})
+	var pe *pgconn.PgError
+	if !write && errors.As(err, &pe) && pe.Code == pgReadOnlyTransaction {
+		return nil, nil, &schemaError{schema: c.schemaName(), err: err}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	return st, st, nil
+}
+
+// pgReadOnlyTransaction is PostgreSQL's SQLSTATE read_only_sql_transaction:
+// a read-only session was asked to write.
+const pgReadOnlyTransaction = "25006"
+
+func (c *common) schemaName() string {
+	if c.schema == "" {
+		return pgstore.DefaultSchema
+	}
+	return c.schema
 }
 
 // readOnlyDSN returns dsn with the run-time parameter that makes every
