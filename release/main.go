@@ -21,7 +21,10 @@
 //	go run ./release -version V -dry-run
 //
 // The bench and release modules are tools of the repository: they are
-// not tagged.
+// not tagged. A command module (convergectl), which users install with
+// `go install <module>@<version>`, is tagged with a go.mod without its
+// replace lines, since go install refuses them; a second commit after the
+// tags puts them back, for building it alone in the repository.
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -151,9 +155,31 @@ func release(a releaseArgs) error {
 			tags = append(tags, m.Tag(v))
 		}
 	}
+	// A command is tagged without its replace lines, and gets them back
+	// in the commit after the tags.
+	restored := map[string][]byte{}
+	for _, m := range a.mods {
+		if !m.Command {
+			continue
+		}
+		data, ok := gomods[m.Dir]
+		if !ok {
+			data = m.raw
+		}
+		tagged, err := taggedGoMod(m, data)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(tagged, data) {
+			gomods[m.Dir], restored[m.Dir] = tagged, data
+		}
+	}
 	if a.dry {
 		for dir := range gomods {
 			fmt.Fprintf(a.out, "would set sibling requirements in %s/go.mod to %s\n", dir, v)
+		}
+		for dir := range restored {
+			fmt.Fprintf(a.out, "would tag %s/go.mod without its replace lines and put them back in a commit after the tags\n", dir)
 		}
 		fmt.Fprintf(a.out, "would add the %s entry to CHANGELOG.md with %d commits\n", v, len(commits))
 		fmt.Fprintf(a.out, "would tag %s\n", strings.Join(tags, " "))
@@ -192,7 +218,19 @@ func release(a releaseArgs) error {
 		}
 		fmt.Fprintln(a.out, "tagged", t)
 	}
-	return nil
+	if len(restored) == 0 {
+		return nil
+	}
+	var dirs []string
+	for dir, data := range restored {
+		if err := os.WriteFile(filepath.Join(a.root, dir, "go.mod"), data, 0o644); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		dirs = append(dirs, dir)
+	}
+	sort.Strings(dirs)
+	_, err = git(a.root, "commit", "-a", "-m", "release: "+strings.Join(dirs, ", ")+" builds alone in the repository again (replace lines back after tagging "+v+")")
+	return err
 }
 
 // latestTag returns the highest release tag of the core module (vX.Y.Z at

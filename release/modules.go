@@ -20,11 +20,21 @@ var unpublished = map[string]bool{
 	"release": true,
 }
 
+// commands names the workspace modules that are commands, installed with
+// `go install <module>@<version>`. go install refuses a module whose
+// go.mod has replace directives, so such a module is tagged with a go.mod
+// without them (see taggedGoMod); the replace lines, which serve building
+// it alone inside the repository, come back in a commit after the tags.
+var commands = map[string]bool{
+	"convergectl": true,
+}
+
 // workModule is one module of the workspace.
 type workModule struct {
 	Dir       string // relative to the repository root, "." for the core
 	Path      string // module path
 	Published bool   // tagged at every release
+	Command   bool   // installed with go install: tagged without replace lines
 	file      *modfile.File
 	raw       []byte
 }
@@ -69,6 +79,7 @@ func readModules(root string) ([]workModule, error) {
 			Dir:       dir,
 			Path:      f.Module.Mod.Path,
 			Published: !unpublished[dir],
+			Command:   commands[dir],
 			file:      f,
 			raw:       raw,
 		})
@@ -177,4 +188,28 @@ func setVersion(mods []workModule, v string) (map[string][]byte, error) {
 		changed[m.Dir] = out
 	}
 	return changed, nil
+}
+
+// taggedGoMod returns the go.mod data of module m as it is tagged: data
+// itself, or for a command (m.Command) data without its replace
+// directives, which go install refuses.
+func taggedGoMod(m workModule, data []byte) ([]byte, error) {
+	if !m.Command {
+		return data, nil
+	}
+	f, err := modfile.Parse(m.Dir+"/go.mod", data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	for _, r := range append([]*modfile.Replace(nil), f.Replace...) {
+		if err := f.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+			return nil, fmt.Errorf("release: %s: %w", m.Dir, err)
+		}
+	}
+	f.Cleanup()
+	out, err := f.Format()
+	if err != nil {
+		return nil, fmt.Errorf("release: %s: %w", m.Dir, err)
+	}
+	return out, nil
 }

@@ -14,7 +14,8 @@ import (
 // writeProxy writes, under dir, a module proxy in the layout that
 // GOPROXY=file://dir reads: for every published module of the repository
 // at root, its go.mod, its zip (made with golang.org/x/mod/zip from the
-// working tree, the files a tag would publish) and its info, at version v.
+// working tree, the files a tag would publish, a command's go.mod without
+// its replace lines) and its info, at version v.
 // It returns the module paths written.
 func writeProxy(root, dir, v string, when time.Time) ([]string, error) {
 	mods, err := readModules(root)
@@ -53,14 +54,38 @@ func writeProxyModule(root, dir string, m workModule, v string, when time.Time) 
 		return fmt.Errorf("release: %w", err)
 	}
 	mv := module.Version{Path: m.Path, Version: v}
-	if err := zip.CreateFromDir(zf, mv, filepath.Join(root, m.Dir)); err != nil {
+	gomod, err := taggedGoMod(m, m.raw)
+	if err != nil {
+		zf.Close()
+		return err
+	}
+	src := filepath.Join(root, m.Dir)
+	if m.Command {
+		// The tree as tagged: go.mod without its replace lines.
+		tmp, err := os.MkdirTemp("", "release-proxy-")
+		if err != nil {
+			zf.Close()
+			return fmt.Errorf("release: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		src = filepath.Join(tmp, "m")
+		if err := os.CopyFS(src, os.DirFS(filepath.Join(root, m.Dir))); err != nil {
+			zf.Close()
+			return fmt.Errorf("release: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(src, "go.mod"), gomod, 0o644); err != nil {
+			zf.Close()
+			return fmt.Errorf("release: %w", err)
+		}
+	}
+	if err := zip.CreateFromDir(zf, mv, src); err != nil {
 		zf.Close()
 		return fmt.Errorf("release: module %s: %w", m.Path, err)
 	}
 	if err := zf.Close(); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(vdir, ev+".mod"), m.raw, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(vdir, ev+".mod"), gomod, 0o644); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	info, err := json.Marshal(struct {

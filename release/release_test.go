@@ -30,27 +30,33 @@ func TestRepositoryModulesRequireEachOtherInLockstep(t *testing.T) {
 			published = append(published, m.Dir)
 		}
 	}
-	for _, dir := range []string{".", "docker", "pgstore", "prometheus", "statuspage"} {
-		assert.Contains(t, published, dir, "a library module must be tagged")
+	for _, dir := range []string{".", "docker", "pgstore", "prometheus", "statuspage", "convergectl"} {
+		assert.Contains(t, published, dir, "a library or command module must be tagged")
+	}
+	for _, m := range mods {
+		assert.Equal(t, m.Dir == "convergectl", m.Command, "%s: only convergectl is a command", m.Dir)
 	}
 	assert.NotContains(t, published, "bench")
 	assert.NotContains(t, published, "release")
 }
 
-// workspace writes a small repository of three modules under a temporary
-// directory: the core, docker (a library requiring the core at from) and
-// bench (a tool requiring both).
+// workspace writes a small repository of four modules under a temporary
+// directory: the core, docker (a library requiring the core at from),
+// bench (a tool requiring both) and convergectl (a command requiring the
+// core, with a replace line for building alone).
 func workspace(t *testing.T, from string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		"go.work":          "go 1.25.0\n\nuse (\n\t.\n\t./docker\n\t./bench\n)\n",
-		"go.mod":           "module example.com/kit\n\ngo 1.25.0\n",
-		"kit.go":           "package kit\n",
-		"docker/go.mod":    "module example.com/kit/docker\n\ngo 1.25.0\n\nrequire example.com/kit " + from + "\n\nreplace example.com/kit => ../\n",
-		"docker/docker.go": "package docker\n",
-		"bench/go.mod":     "module example.com/kit/bench\n\ngo 1.25.0\n\nrequire (\n\texample.com/kit " + from + "\n\texample.com/kit/docker " + from + "\n)\n",
-		"CHANGELOG.md":     "# Changelog\n\n## Unreleased\n\n### Changes that need your attention\n\n- Clean keeps volumes.\n\n## v0.1.0 — 2026-01-01\n\nFirst.\n",
+		"go.work":             "go 1.25.0\n\nuse (\n\t.\n\t./docker\n\t./bench\n\t./convergectl\n)\n",
+		"go.mod":              "module example.com/kit\n\ngo 1.25.0\n",
+		"kit.go":              "package kit\n",
+		"docker/go.mod":       "module example.com/kit/docker\n\ngo 1.25.0\n\nrequire example.com/kit " + from + "\n\nreplace example.com/kit => ../\n",
+		"docker/docker.go":    "package docker\n",
+		"bench/go.mod":        "module example.com/kit/bench\n\ngo 1.25.0\n\nrequire (\n\texample.com/kit " + from + "\n\texample.com/kit/docker " + from + "\n)\n",
+		"convergectl/go.mod":  "module example.com/kit/convergectl\n\ngo 1.25.0\n\nrequire example.com/kit " + from + "\n\nreplace example.com/kit => ../\n",
+		"convergectl/main.go": "package main\n\nfunc main() {}\n",
+		"CHANGELOG.md":        "# Changelog\n\n## Unreleased\n\n### Changes that need your attention\n\n- Clean keeps volumes.\n\n## v0.1.0 — 2026-01-01\n\nFirst.\n",
 	}
 	for name, content := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -89,7 +95,7 @@ func TestSetVersionRewritesEverySiblingRequirement(t *testing.T) {
 	require.NoError(t, err)
 	changed, err := setVersion(mods, "v0.2.0")
 	require.NoError(t, err)
-	require.Len(t, changed, 2, "docker and bench require siblings; the core requires none")
+	require.Len(t, changed, 3, "docker, bench and convergectl require siblings; the core requires none")
 	assert.Contains(t, string(changed["docker"]), "require example.com/kit v0.2.0")
 	assert.Contains(t, string(changed["docker"]), "replace example.com/kit => ../", "replace stays for building alone")
 	assert.Contains(t, string(changed["bench"]), "example.com/kit v0.2.0")
@@ -169,9 +175,21 @@ func TestReleaseTagsEveryPublishedModuleInLockstep(t *testing.T) {
 	assert.NotContains(t, gitT(t, dir, "tag"), "v0.2.0", "a dry run tags nothing")
 
 	require.NoError(t, run([]string{"-C", dir, "-version", "v0.2.0", "-skip-tests"}, &out, &out), out.String())
-	tags := strings.Fields(gitT(t, dir, "tag", "--points-at", "HEAD"))
-	assert.ElementsMatch(t, []string{"v0.2.0", "docker/v0.2.0"}, tags, "bench is a tool: not tagged")
+	tags := strings.Fields(gitT(t, dir, "tag", "--points-at", "HEAD~1"))
+	assert.ElementsMatch(t, []string{"v0.2.0", "docker/v0.2.0", "convergectl/v0.2.0"}, tags, "bench is a tool: not tagged")
 	assert.Empty(t, strings.TrimSpace(gitT(t, dir, "status", "--porcelain")), "everything is committed")
+
+	// The command is tagged without its replace line (go install refuses
+	// one), and has it back in the commit after the tags.
+	tagged := gitT(t, dir, "show", "convergectl/v0.2.0:convergectl/go.mod")
+	assert.Contains(t, tagged, "require example.com/kit v0.2.0")
+	assert.NotContains(t, tagged, "replace")
+	assert.Contains(t, gitT(t, dir, "show", "v0.2.0:docker/go.mod"), "replace example.com/kit => ../", "a library keeps its replace")
+	ctl, err := os.ReadFile(filepath.Join(dir, "convergectl", "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(ctl), "require example.com/kit v0.2.0")
+	assert.Contains(t, string(ctl), "replace example.com/kit => ../")
+	assert.Contains(t, gitT(t, dir, "log", "-1", "--format=%s"), "convergectl builds alone in the repository again")
 
 	docker, err := os.ReadFile(filepath.Join(dir, "docker", "go.mod"))
 	require.NoError(t, err)
@@ -239,7 +257,7 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 		if !m.Published {
 			continue
 		}
-		if roots, _ := filepath.Glob(filepath.Join(repoRoot, m.Dir, "*.go")); len(roots) == 0 {
+		if roots, _ := filepath.Glob(filepath.Join(repoRoot, m.Dir, "*.go")); len(roots) == 0 || m.Command {
 			continue
 		}
 		imports.WriteString("\t_ \"" + m.Path + "\"\n")
@@ -283,13 +301,37 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 	goCmd("build", "-o", filepath.Join(consumer, "consumer"), ".")
 	goCmd("build", "-o", filepath.Join(consumer, "quickstart"), "github.com/convergekit/converge/examples/quickstart")
 
+	// A command installs as README says, with go install at the version:
+	// go install refuses a module whose go.mod has replace lines. It gets
+	// a module cache of its own: the machine's may hold an older build of
+	// the same version (a module cache never changes what it holds), and
+	// the command needs the core as this tree has it. The machine's cache
+	// still serves the third-party modules, as a proxy.
+	out, err := exec.Command(goBin, "env", "GOMODCACHE").Output()
+	require.NoError(t, err)
+	shared := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
+	env = append(env,
+		"GOBIN="+filepath.Join(consumer, "bin"),
+		"GOMODCACHE="+filepath.Join(t.TempDir(), "modcache"),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstream,
+		"GOFLAGS=-mod=mod -modcacherw",
+	)
+	for _, m := range mods {
+		if m.Command {
+			goCmd("install", m.Path+"@"+v)
+			out, err := exec.Command(filepath.Join(consumer, "bin", filepath.Base(m.Path)), "-h").Output()
+			require.NoError(t, err, "%s -h", m.Path)
+			assert.Contains(t, string(out), "usage:")
+		}
+	}
+
 	gomod, err := os.ReadFile(filepath.Join(consumer, "go.mod"))
 	require.NoError(t, err)
 	for _, p := range paths {
 		assert.Contains(t, string(gomod), p+" "+v, "the consumer requires %s at the release version", p)
 	}
 	assert.NotContains(t, string(gomod), "replace", "a consumer needs no replace")
-	out, err := exec.Command(filepath.Join(consumer, "consumer")).Output()
+	out, err = exec.Command(filepath.Join(consumer, "consumer")).Output()
 	require.NoError(t, err)
 	assert.Equal(t, "true\n", string(out))
 }
