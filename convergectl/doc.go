@@ -1,0 +1,125 @@
+// Command convergectl looks into a converge store, a boltstore file or a
+// pgstore database, and does what an operator does without writing Go:
+// list the objects of a controller kind by state, show one with its
+// history, release a halted one, list and show plans with their progress
+// per command and host, abort or retry a plan, and show a target
+// reconciler's last target and revision.
+//
+// Install it at the version of the modules the program uses:
+//
+//	go install github.com/convergekit/converge/convergectl@v0.1.0
+//
+// # Usage
+//
+//	convergectl COMMAND (--bolt FILE | --pg DSN) [flags] [ARGS]
+//
+//	kinds                   the kinds of controller objects, with their counts
+//	objects KIND            the objects of KIND; --state S, --quarantined,
+//	                        --terminal, --halted, --above-sla filter them
+//	object  KIND KEY        one object: state, failures, data, history
+//	plans                   the plans with their progress; --state S
+//	plan    ID              one plan: every command and host, history
+//	target  NAME            the last target of NAME and its revision
+//	release KIND KEY        clear the halt of a quarantined or terminal object
+//	abort   ID              ask a plan to stop (--reason)
+//	retry   ID              run a failed plan again from the failed command
+//
+// Flags may come before or after the arguments. Every command answers -h
+// with its flags. -o json prints JSON instead of a table.
+//
+// # Reading and writing
+//
+// The read commands open the store read-only: a bolt file with
+// boltstore.Options.ReadOnly (a shared lock, nothing written), a database
+// in sessions whose transactions are read-only (default_transaction_read_only),
+// so a read creates and migrates nothing. release, abort and retry open it
+// for writing; their history entries name who did it: --as, or the user
+// running the command.
+//
+// A bolt file belongs to one process: while a program (an agent) has it
+// open, bbolt lets nobody else open it, not even to read. convergectl then
+// fails after --lock-timeout (200ms by default) with an error saying that
+// another process holds the file, instead of waiting; look through the
+// program itself then (its status page), or stop it. A database is
+// shared: the commands work beside running replicas, and a released
+// object is made due at once, so a replica runs it.
+//
+// # Sealed values
+//
+// In a store whose values are sealed (boltstore.Options.Sealer,
+// pgstore.Options.Sealer), convergectl prints no sealed value unless it is
+// given the key: --key-file names a file of AES keys in hex, one per line,
+// oldest first (blank lines and lines starting with # are skipped), which
+// open the values as converge.NewAESGCMKeyring does. Without it a sealed
+// object, plan or target is listed and shown as sealed, with the ID of the
+// key that sealed it (converge.SealKeyID); its history, which stores keep
+// in clear, is shown. A filter that needs a sealed object's state leaves it
+// out and says how many it left out. A write needs the key of a sealed
+// store, and refuses to seal values into a clear one.
+//
+// # Exit codes
+//
+//	0  the command did what it was asked (also: release of an object that
+//	   is not halted, which changes nothing)
+//	1  it failed: the store could not be opened (missing, locked, damaged,
+//	   unreachable), the object, plan or target is not in the store, a
+//	   value is sealed, or the change is refused (a plan that is not
+//	   failed cannot be retried, a finished plan cannot be aborted)
+//	2  the command line is wrong: an unknown command or flag, a missing or
+//	   extra argument, no store or two, an unknown -o format
+//
+// Errors go to standard error as one line; with -o json as
+//
+//	{"error": {"kind": KIND, "message": "..."}}
+//
+// where KIND is one of usage, locked, key-file, sealed, not-sealed,
+// not-found, conflict, store, error.
+//
+// # JSON output
+//
+// The shapes below are stable: fields may be added, none is removed or
+// renamed. Times are RFC 3339. A history entry is converge.HistoryEntry as
+// stores keep it: {"at", "from", "to", "reason", "by", "subject"}, the
+// empty ones left out.
+//
+// kinds:
+//
+//	{"kinds": [{"kind": "host", "objects": 4}]}
+//
+// objects (data and history are left out of lists; sealedHidden counts
+// the sealed objects a filter left out):
+//
+//	{"kind": "host", "sealedHidden": 0, "objects": [OBJECT, ...]}
+//
+// object, and the object of a release:
+//
+//	OBJECT = {"kind", "key", "version", "sealed", "keyID", "state",
+//	  "since", "reason", "halted", "failures", "retries",
+//	  "lastError": {"at", "error"}, "slaBreached", "intents", "data",
+//	  "history": [ENTRY, ...]}
+//
+// A sealed object has only kind, key, version, sealed (true), keyID and
+// history. halted is "quarantined", "terminal" or absent.
+//
+// release:
+//
+//	{"released": true, "was": "quarantined", "object": OBJECT}
+//
+// plans (commands and history left out):
+//
+//	{"plans": [PLAN, ...], "sealedHidden": 0}
+//
+// plan, and the plan after abort and retry (without history):
+//
+//	PLAN = {"id", "version", "sealed", "keyID", "state", "reason", "abort",
+//	  "commandsTotal", "commandsCompleted", "hosts": COUNTS,
+//	  "commands": [{"index", "kind", "state", "reason", "started",
+//	    "hosts": COUNTS, "targets": [{"group", "name", "state", "reason",
+//	    "attempt", "updated"}]}],
+//	  "history": [ENTRY, ...]}
+//	COUNTS = {"total", "pending", "sent", "completed", "failed"}
+//
+// target:
+//
+//	{"name", "revision", "sealed", "keyID", "target"}
+package main
