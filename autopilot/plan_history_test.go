@@ -143,11 +143,11 @@ func TestPlanActionsRecordWho(t *testing.T) {
 		mem := converge.NewMemStore()
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.HostFailed, "disk full"
+				return converge.PlanTargetFailed, "disk full"
 			}
-			return converge.HostCompleted, ""
+			return converge.PlanTargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
-		r := planRunner(t, mem, bus, converge.PlanConfig{})
+		r := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "w0", "w1"))))
 		_, err := r.Run(ctx, "p1")
 		require.ErrorIs(t, err, converge.ErrPlanFailed)
