@@ -344,6 +344,8 @@ func TestBoltSealed(t *testing.T) {
 	r := ctl(t, "release", "host", "bad", "--bolt", path, "-o", "json")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.err, `"kind":"sealed"`)
+	r = ctl(t, "release", "host", "bad", "--bolt", path)
+	assert.Contains(t, r.err, `convergectl: host "bad" is sealed: give --key-file with a key`)
 
 	// With the key, everything reads.
 	ctlJSON(t, &obj, "object", "host", "good", "--bolt", path, "--key-file", keyFile)
@@ -367,6 +369,7 @@ func TestBoltSealed(t *testing.T) {
 	r = ctl(t, "object", "host", "good", "--bolt", path, "--key-file", wrong, "-o", "json")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.err, `"kind":"sealed"`)
+	assert.Contains(t, r.err, `host \"good\" is sealed with a key that --key-file does not hold`)
 	notHex := filepath.Join(t.TempDir(), "nothex")
 	require.NoError(t, os.WriteFile(notHex, []byte("s3cr3t-not-hex\n"), 0o600))
 	r = ctl(t, "objects", "host", "--bolt", path, "--key-file", notHex)

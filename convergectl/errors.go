@@ -74,9 +74,13 @@ func (e *keyFileError) Error() string {
 func (e *keyFileError) Unwrap() error { return e.err }
 
 // sealedError is a value that is sealed and has to be read to do what was
-// asked (a write, or a field a filter needs).
+// asked (a write, or a read with a key that does not open it). It matches
+// converge.ErrSealed.
 type sealedError struct {
 	what, name, keyID string
+	// withKey says a key file was given, whose keys do not open the value.
+	withKey bool
+	err     error
 }
 
 func (e *sealedError) Error() string {
@@ -84,10 +88,15 @@ func (e *sealedError) Error() string {
 	if e.keyID != "" {
 		key = fmt.Sprintf("the key with ID %s", e.keyID)
 	}
+	if e.withKey {
+		return fmt.Sprintf("convergectl: %s %q is sealed with a key that --key-file does not hold", e.what, e.name)
+	}
 	return fmt.Sprintf("convergectl: %s %q is sealed: give --key-file with %s", e.what, e.name, key)
 }
 
 func (e *sealedError) Is(target error) bool { return target == converge.ErrSealed }
+
+func (e *sealedError) Unwrap() error { return e.err }
 
 // errorKind names the kind of err in JSON error output: a stable word a
 // script can switch on.

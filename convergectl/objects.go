@@ -229,10 +229,15 @@ func runObjects(ctx context.Context, e *env, c *common, args []string) error {
 }
 
 // getObject reads the object KEY of KIND with its history.
-func getObject(ctx context.Context, st converge.Store, kind, key string) (*objectView, error) {
+// withKey says whether a key file was given, for the error of a value it
+// does not open.
+func getObject(ctx context.Context, st converge.Store, kind, key string, withKey bool) (*objectView, error) {
 	rec, err := st.Get(ctx, kind+"/"+key)
 	if errors.Is(err, converge.ErrStoreNotFound) {
 		return nil, &notFoundError{what: kind, name: key}
+	}
+	if errors.Is(err, converge.ErrSealed) {
+		return nil, &sealedError{what: kind, name: key, withKey: withKey, err: err}
 	}
 	if err != nil {
 		return nil, err
@@ -257,7 +262,7 @@ func runObject(ctx context.Context, e *env, c *common, args []string) error {
 		return err
 	}
 	defer closer.Close()
-	v, err := getObject(ctx, st, kind, key)
+	v, err := getObject(ctx, st, kind, key, c.keyFile != "")
 	if err != nil {
 		return err
 	}
@@ -344,7 +349,7 @@ func runRelease(ctx context.Context, e *env, c *common, args []string) error {
 		return err
 	}
 	defer closer.Close()
-	before, err := getObject(ctx, st, kind, key)
+	before, err := getObject(ctx, st, kind, key, c.keyFile != "")
 	if err != nil {
 		return err
 	}
@@ -357,7 +362,7 @@ func runRelease(ctx context.Context, e *env, c *common, args []string) error {
 			return err
 		}
 	}
-	after, err := getObject(ctx, st, kind, key)
+	after, err := getObject(ctx, st, kind, key, c.keyFile != "")
 	if err != nil {
 		return err
 	}

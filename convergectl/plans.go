@@ -249,13 +249,16 @@ func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
 }
 
 // loadPlan reads the plan id with its history.
-func loadPlan(ctx context.Context, st converge.Store, runner *converge.PlanRunner, id string) (*planView, error) {
+func loadPlan(ctx context.Context, st converge.Store, runner *converge.PlanRunner, id string, withKey bool) (*planView, error) {
 	if id == "" {
 		return nil, &usageError{msg: "a plan ID is not empty"}
 	}
 	rec, err := st.Get(ctx, converge.PlanKeyPrefix+id)
 	if errors.Is(err, converge.ErrStoreNotFound) {
 		return nil, &notFoundError{what: "plan", name: id}
+	}
+	if errors.Is(err, converge.ErrSealed) {
+		return nil, &sealedError{what: "plan", name: id, withKey: withKey, err: err}
 	}
 	if err != nil {
 		return nil, err
@@ -280,7 +283,7 @@ func runPlan(ctx context.Context, e *env, c *common, args []string) error {
 	if err != nil {
 		return err
 	}
-	v, err := loadPlan(ctx, st, runner, args[0])
+	v, err := loadPlan(ctx, st, runner, args[0], c.keyFile != "")
 	if err != nil {
 		return err
 	}
@@ -349,7 +352,7 @@ func changePlan(ctx context.Context, e *env, c *common, id, verb string, change 
 	if err != nil {
 		return err
 	}
-	before, err := loadPlan(ctx, st, runner, id)
+	before, err := loadPlan(ctx, st, runner, id, c.keyFile != "")
 	if err != nil {
 		return err
 	}
@@ -359,7 +362,7 @@ func changePlan(ctx context.Context, e *env, c *common, id, verb string, change 
 	if err := change(runner); err != nil {
 		return err
 	}
-	after, err := loadPlan(ctx, st, runner, id)
+	after, err := loadPlan(ctx, st, runner, id, c.keyFile != "")
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,9 @@ func runTarget(ctx context.Context, e *env, c *common, args []string) error {
 	if errors.Is(err, converge.ErrStoreNotFound) {
 		return &notFoundError{what: "target", name: name}
 	}
+	if errors.Is(err, converge.ErrSealed) {
+		return &sealedError{what: "target", name: name, withKey: c.keyFile != "", err: err}
+	}
 	if err != nil {
 		return err
 	}
