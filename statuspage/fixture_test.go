@@ -98,6 +98,9 @@ func fleet(t *testing.T) *controller.Controller {
 	return c
 }
 
+// planAt is when the targets of the test plans last changed.
+var planAt = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
 // plans is a runner with two stored plans: "rollout" failed on its second
 // worker, "canary" is running.
 func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
@@ -105,7 +108,7 @@ func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
 	store := converge.NewMemStore()
 	r, err := converge.NewPlanRunner(store, converge.PlanConfig{})
 	require.NoError(t, err)
-	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	at := planAt
 	doc := func(id string, st converge.PlanState, reason string, targets ...converge.PlanTargetStatus) *converge.PlanDocument {
 		names := make([]string, len(targets))
 		for i, tg := range targets {
