@@ -29,10 +29,10 @@ type OverviewView struct {
 	// SLA, targets whose last pass failed, plans that failed or were
 	// aborted, and running plans with failed targets. It is empty (not
 	// nil) when nothing does.
-	NeedsAttention []AttentionItem `json:"needsAttention"`
-	Targets     []TargetView        `json:"targets"`
-	Controllers []ControllerSummary `json:"controllers"`
-	Plans       []PlanSummary       `json:"plans"`
+	NeedsAttention []AttentionItem     `json:"needsAttention"`
+	Targets        []TargetView        `json:"targets"`
+	Controllers    []ControllerSummary `json:"controllers"`
+	Plans          []PlanSummary       `json:"plans"`
 }
 
 // The problems an AttentionItem names.
