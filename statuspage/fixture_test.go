@@ -139,16 +139,27 @@ func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
 // newHandler is the page of the test fleet and plans.
 func newHandler(t *testing.T, actions bool) (*statuspage.Handler, *controller.Controller, *converge.PlanRunner) {
 	t.Helper()
+	return newHandlerWith(t, actions, nil)
+}
+
+// newHandlerWith is newHandler with its options changed by tune (when not
+// nil).
+func newHandlerWith(t *testing.T, actions bool, tune func(*statuspage.Options)) (*statuspage.Handler, *controller.Controller, *converge.PlanRunner) {
+	t.Helper()
 	c := fleet(t)
 	r, store := plans(t)
-	h, err := statuspage.New(statuspage.Options{
+	opts := statuspage.Options{
 		Title:       "test fleet",
 		Controllers: []statuspage.Controller{{Controller: c, States: []controller.State{stateNew, stateWaiting, stateReady}}},
 		Plans:       r,
 		PlanIDs:     statuspage.StorePlanIDs(store),
 		Actions:     actions,
 		Authorizer:  testAuthorizer,
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	h, err := statuspage.New(opts)
 	require.NoError(t, err)
 	return h, c, r
 }
