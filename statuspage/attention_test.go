@@ -211,6 +211,10 @@ func TestPagesRefreshUntilTurnedOff(t *testing.T) {
 	assert.Contains(t, body, `href="../../../controllers/host/objects/ready-1?refresh=off"`, "links keep it off")
 	assert.Contains(t, body, `<input type="hidden" name="refresh" value="off">`, "the filter keeps it off")
 
+	rec := as(h, "admin", http.MethodPost, "/plans/rollout/retry", url.Values{}, false)
+	require.Equal(t, http.StatusForbidden, rec.Code, "actions are off")
+	assert.NotContains(t, rec.Body.String(), `http-equiv="refresh"`, "the answer to a POST does not reload itself")
+
 	never, _, _ := newHandlerWith(t, false, func(o *statuspage.Options) { o.Refresh = -1 })
 	_, body = get(t, never, "/", false)
 	assert.NotContains(t, body, `http-equiv="refresh"`)

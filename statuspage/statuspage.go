@@ -460,7 +460,8 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, name
 		return
 	}
 	p := page{Title: h.opts.Title, Root: root(r), Actions: h.opts.Actions, View: v, Now: h.opts.Now()}
-	if h.opts.Refresh > 0 {
+	if h.opts.Refresh > 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// Not after a POST: reloading its answer would ask again.
 		q := r.URL.Query()
 		if refreshOff(r) {
 			p.Keep = "?refresh=off"

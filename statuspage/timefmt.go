@@ -9,14 +9,14 @@ import (
 
 // dict is the template function that hands a nested template the root,
 // "as of" time and kept query of the page or nested template p, and v.
-func dict(p any, v any) sub {
+func dict(p any, v any) (sub, error) {
 	switch p := p.(type) {
 	case page:
-		return sub{Root: p.Root, Now: p.Now, Keep: p.Keep, V: v}
+		return sub{Root: p.Root, Now: p.Now, Keep: p.Keep, V: v}, nil
 	case sub:
-		return sub{Root: p.Root, Now: p.Now, Keep: p.Keep, V: v}
+		return sub{Root: p.Root, Now: p.Now, Keep: p.Keep, V: v}, nil
 	}
-	panic(fmt.Sprintf("statuspage: dict of %T", p)) // a template bug: ExecuteTemplate reports it
+	return sub{}, fmt.Errorf("statuspage: dict of a %T, want the page or a part of it", p)
 }
 
 // ago says how long before now t was, for people: "just now", "40 s
