@@ -261,8 +261,16 @@ func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64,
 // then signals again only the targets that did not complete. The history
 // keeps why: an entry for the plan ("retry") and one per target that goes
 // back to pending, with the state and reason it failed with. It fails with
-// ErrPlanNotFailed when the plan is not in an error state.
+// ErrPlanNotFailed when the plan is not in an error state. It is RetryBy
+// with no one named: the program itself retried the plan.
 func (r *PlanRunner) Retry(ctx context.Context, id string) error {
+	return r.RetryBy(ctx, id, "")
+}
+
+// RetryBy is Retry on behalf of by, the identity of who asked (an
+// operator's name from a status page's authorizer or a command line):
+// every history entry the retry stores has By set to it.
+func (r *PlanRunner) RetryBy(ctx context.Context, id, by string) error {
 	ps, err := r.load(ctx, id)
 	if err != nil {
 		return err
@@ -309,6 +317,9 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 	if r.observed() {
 		changes = planChanges(ps.doc.Status, st, &d) // commit reuses ps.doc.Status
 	}
+	for i := range hist {
+		hist[i].By = by
+	}
 	if err := r.commit(ctx, ps, st, d, hist...); err != nil {
 		return err
 	}
@@ -330,8 +341,18 @@ func (r *PlanRunner) Retry(ctx context.Context, id string) error {
 // Completed or in an error state, and with ErrPlanAborted, keeping the
 // first reason, when the plan is already being aborted or ended in
 // PlanAborted (that error matches ErrPlanFinished too). An empty reason is
-// stored as "aborted".
+// stored as "aborted". It is AbortBy with no one named: the program
+// itself aborted the plan.
 func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
+	return r.AbortBy(ctx, id, reason, "")
+}
+
+// AbortBy is Abort on behalf of by, the identity of who asked (an
+// operator's name from a status page's authorizer or a command line): the
+// history entry of the request ("abort requested: " and the reason) has
+// By set to it. The entries of the plan ending in PlanAborted, stored
+// later by whoever runs it, name nobody.
+func (r *PlanRunner) AbortBy(ctx context.Context, id, reason, by string) error {
 	if reason == "" {
 		reason = "aborted"
 	}
@@ -359,7 +380,7 @@ func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
 		st.Abort = reason
 		state := string(st.State.normal())
 		d, _ := planDiff(ps.doc.Status, st)
-		err = r.commit(ctx, ps, st, d, HistoryEntry{At: r.cfg.Now(), From: state, To: state, Reason: "abort requested: " + reason})
+		err = r.commit(ctx, ps, st, d, HistoryEntry{At: r.cfg.Now(), From: state, To: state, Reason: "abort requested: " + reason, By: by})
 		if !errors.Is(err, ErrStoreStale) {
 			return err
 		}

@@ -97,6 +97,12 @@ type HistoryEntry struct {
 	// parts (a plan's commands and their hosts); nil means the record
 	// itself (a controller object, a plan).
 	Subject *HistorySubject `json:"subject,omitempty"`
+	// By names who made the transition happen when it was a person or
+	// another program acting on the record (an operator's release from a
+	// status page or a command line, an abort of a plan): the identity
+	// its caller gave. Empty means the program that owns the record made
+	// it on its own (a handler's transition, a quarantine, a breach).
+	By string `json:"by,omitempty"`
 }
 
 // HistorySubject names the part of a plan a history entry is about: the

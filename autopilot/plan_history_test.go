@@ -134,3 +134,50 @@ func TestPlanHistorySubjects(t *testing.T) {
 		assert.Equal(t, string(converge.PlanTargetPending), last["command 1 host workers/w1"])
 	})
 }
+
+// RetryBy and AbortBy store who asked in the By of every entry they
+// write; the entries of the plan's own steps name nobody.
+func TestPlanActionsRecordWho(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := converge.NewMemStore()
+		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+			if node == "w1" && s.Attempt == 0 {
+				return converge.PlanTargetFailed, "disk full"
+			}
+			return converge.PlanTargetCompleted, ""
+		}, planWrk("w0"), planWrk("w1"))
+		r := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
+		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "w0", "w1"))))
+		_, err := r.Run(ctx, "p1")
+		require.ErrorIs(t, err, converge.ErrPlanFailed)
+		ran, err := r.History(ctx, "p1")
+		require.NoError(t, err)
+		require.NoError(t, r.RetryBy(ctx, "p1", "alice"))
+		retried, err := r.History(ctx, "p1")
+		require.NoError(t, err)
+		require.NoError(t, r.AbortBy(ctx, "p1", "maintenance window over", "ops: bob"))
+		asked, err := r.History(ctx, "p1")
+		require.NoError(t, err)
+		st, err := r.Run(ctx, "p1")
+		require.ErrorIs(t, err, converge.ErrPlanFailed)
+		require.Equal(t, converge.PlanAborted, st.State)
+		ended, err := r.History(ctx, "p1")
+		require.NoError(t, err)
+
+		for _, h := range ran {
+			assert.Empty(t, h.By, "a step of the plan: %s", h.Reason)
+		}
+		require.Greater(t, len(retried), len(ran)+1, "the plan's retry and its failed host's")
+		for _, h := range retried[len(ran):] {
+			assert.Equal(t, "alice", h.By, "an entry of the retry: %s", h.Reason)
+		}
+		require.Len(t, asked, len(retried)+1)
+		assert.Equal(t, "abort requested: maintenance window over", asked[len(retried)].Reason)
+		assert.Equal(t, "ops: bob", asked[len(retried)].By)
+		require.Greater(t, len(ended), len(asked))
+		for _, h := range ended[len(asked):] {
+			assert.Empty(t, h.By, "the plan ending, by its runner: %s", h.Reason)
+		}
+	})
+}

@@ -93,7 +93,8 @@ type Config struct {
 	OnSLA func(SLAEvent)
 	// QuarantineAfter is how many handler failures in a row, in one
 	// state, quarantine an object: it is no longer run (Object.Halted is
-	// HaltQuarantined) until Controller.Release. 0 never quarantines.
+	// HaltQuarantined, and an entry with ReasonQuarantined goes to its
+	// history) until Controller.Release or Release. 0 never quarantines.
 	QuarantineAfter int
 	// QuarantineAfterIn overrides QuarantineAfter for the states it names;
 	// 0 never quarantines in that state.

@@ -221,11 +221,17 @@ func (c *Controller) put(ctx context.Context, obj *Object, version, token uint64
 }
 
 func (c *Controller) decode(rec converge.StoreRecord) (*Object, error) {
+	return decodeObject(rec, c.prefix)
+}
+
+// decodeObject decodes the stored object rec of the kind whose keys start
+// with prefix.
+func decodeObject(rec converge.StoreRecord, prefix string) (*Object, error) {
 	obj := &Object{}
 	if err := json.Unmarshal(rec.Value, obj); err != nil {
 		return nil, fmt.Errorf("controller: decode %s: %w", rec.Key, err)
 	}
-	obj.Key = strings.TrimPrefix(rec.Key, c.prefix)
+	obj.Key = strings.TrimPrefix(rec.Key, prefix)
 	obj.Version = rec.Version
 	return obj, nil
 }
@@ -345,26 +351,26 @@ func (c *Controller) Request(ctx context.Context, key, intent string) error {
 	return c.Enqueue(ctx, key)
 }
 
-// Release wakes an object that was halted, by a quarantine or by a
-// terminal error: the halt is cleared in the store, its count of failures
-// in a row (Object.Retries) starts again from zero, and the object is
-// enqueued. Releasing an object that is not halted does nothing. A
-// missing key fails with ErrObjectNotFound.
+// Release is ReleaseBy with no one named: the program itself released
+// key.
 func (c *Controller) Release(ctx context.Context, key string) error {
-	released := false
-	err := c.update(ctx, key, func(o *Object) bool {
-		if o.Halted == "" {
-			return false
-		}
-		o.Halted, o.Retries = "", 0
-		released = true
-		return true
-	})
+	return c.ReleaseBy(ctx, key, "")
+}
+
+// ReleaseBy wakes an object that was halted, by a quarantine or by a
+// terminal error, as the package's Release does (the halt is cleared in
+// the store, its count of failures in a row, Object.Retries, starts again
+// from zero, and its history gets an entry with Reason ReasonReleased and
+// By by), and queues it at once in this controller. Releasing an object
+// that is not halted does nothing. A missing key fails with
+// ErrObjectNotFound.
+func (c *Controller) ReleaseBy(ctx context.Context, key, by string) error {
+	released, err := release(ctx, c.cfg.Store, c.cfg.Kind, key, by, c.now())
 	if err != nil || !released {
 		return err
 	}
-	if sq, ok := c.shared(); ok {
-		return c.schedule(ctx, sq, key)
+	if e := c.entry(key); e != nil {
+		e.flags.Or(entryReload)
 	}
 	if q := c.q.Load(); q != nil {
 		q.Add(key)

@@ -21,7 +21,14 @@
 // one state (Config.QuarantineAfterIn per state) is quarantined until
 // Controller.Release; Controller.Quarantined lists such objects. Both
 // are stored, so they survive a restart and every replica sees them, and
-// MetricHalted counts them. The handler sees how
+// MetricHalted counts them. A halt, a release and an object going above
+// its SLA are entries in the object's history beside its transitions
+// (their Reason starts with ReasonTerminal, ReasonQuarantined,
+// ReasonReleased or ReasonAboveSLA, and From and To are both its state);
+// converge.HistoryEntry.By names who released it. The package's Release
+// does what Controller.ReleaseBy does without a Controller, for an
+// operator's tool that opens the store (a running controller picks the
+// object up: a replica at once, one on its own at its next pass). The handler sees how
 // often the object failed in its state (Object.Failures, and
 // Object.Retries in a row, both stored) and its newest transitions
 // (Object.History), so it can take another path after repeated failures.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"time"
+
+	"github.com/convergekit/converge"
 )
 
 // SLAEvent reports that an object went above its state's SLA, or that an
@@ -28,8 +30,9 @@ type SLAEvent struct {
 
 // checkSLA looks whether obj (read at obj.Version, entry e) is above its
 // state's SLA: it marks the entry for MetricAboveSLA, and, the first
-// time, stores the breach with the object (fencing the write with token
-// when it is not zero) and reports it to OnSLA. It returns the object as
+// time, stores the breach with the object and an entry with
+// ReasonAboveSLA in its history (fencing the write with token when it is
+// not zero) and reports it to OnSLA. It returns the object as
 // stored, and the store's error (nothing reported) when the write failed.
 func (c *Controller) checkSLA(ctx context.Context, e *ctrlEntry, obj *Object, token uint64) (*Object, error) {
 	sla, ok := c.cfg.SLA[obj.State]
@@ -49,7 +52,8 @@ func (c *Controller) checkSLA(ctx context.Context, e *ctrlEntry, obj *Object, to
 	}
 	upd := *obj
 	upd.SLABreached = true
-	if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
+	h := converge.HistoryEntry{At: now, From: string(obj.State), To: string(obj.State), Reason: ReasonAboveSLA + " " + sla.String()}
+	if err := c.rewrite(ctx, e, obj, &upd, token, h); err != nil {
 		return nil, err
 	}
 	c.reportSLA(e, &upd, now, true)

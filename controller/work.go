@@ -188,29 +188,39 @@ func (c *Controller) failed(ctx context.Context, e *ctrlEntry, obj *Object, herr
 	upd.Failures++
 	upd.Retries++
 	upd.LastError = &Failure{At: c.now(), Error: clipText(herr.Error(), MaxErrorText)}
+	var hist []converge.HistoryEntry
 	switch limit := c.quarantineAfter(obj.State); {
 	case errors.Is(herr, ErrTerminal):
 		upd.Halted = HaltTerminal
+		hist = c.haltEntry(obj, ReasonTerminal, upd.LastError)
 	case limit > 0 && upd.Retries >= limit:
 		upd.Halted = HaltQuarantined
+		hist = c.haltEntry(obj, ReasonQuarantined, upd.LastError)
 	}
-	if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
+	if err := c.rewrite(ctx, e, obj, &upd, token, hist...); err != nil {
 		return nil, err
 	}
 	return &upd, nil
 }
 
+// haltEntry returns the history entry of obj halted for reason (one of
+// ReasonTerminal, ReasonQuarantined) by the failure f.
+func (c *Controller) haltEntry(obj *Object, reason string, f *Failure) []converge.HistoryEntry {
+	return []converge.HistoryEntry{{At: f.At, From: string(obj.State), To: string(obj.State), Reason: reason + ": " + f.Error}}
+}
+
 // rewrite stores upd, obj (read at obj.Version, entry e) changed in
-// anything but its state, fencing the write with token when it is not
-// zero, and installs it in the view with its new version.
-func (c *Controller) rewrite(ctx context.Context, e *ctrlEntry, obj, upd *Object, token uint64) error {
-	v, err := c.put(ctx, upd, obj.Version, token)
+// anything but its state, with the history entries hist, fencing the
+// write with token when it is not zero, and installs it in the view with
+// its new version.
+func (c *Controller) rewrite(ctx context.Context, e *ctrlEntry, obj, upd *Object, token uint64, hist ...converge.HistoryEntry) error {
+	v, err := c.put(ctx, upd, obj.Version, token, hist...)
 	if err != nil {
 		return err
 	}
 	upd.Version = v
 	c.replace(e, upd)
-	c.histMoved(e, obj.Version, v)
+	c.histMoved(e, obj.Version, v, hist...)
 	return nil
 }
 

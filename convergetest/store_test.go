@@ -329,6 +329,32 @@ func (s zeroSubjectStore) Put(ctx context.Context, rec converge.StoreRecord, h .
 	return s.MemStore.Put(ctx, rec, h...)
 }
 
+// anonymousStore forgets who made its transitions, on writes or, with
+// onDelete, only on deletes.
+type anonymousStore struct {
+	*converge.MemStore
+	onDelete bool
+}
+
+func anonymous(h []converge.HistoryEntry) []converge.HistoryEntry {
+	h = slices.Clone(h)
+	for i := range h {
+		h[i].By = ""
+	}
+	return h
+}
+
+func (s anonymousStore) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	if !s.onDelete {
+		h = anonymous(h)
+	}
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+func (s anonymousStore) Delete(ctx context.Context, key string, version uint64, h ...converge.HistoryEntry) error {
+	return s.MemStore.Delete(ctx, key, version, anonymous(h)...)
+}
+
 // leakyQueue hands out due records without keeping them from others.
 type leakyQueue struct{ *converge.MemStore }
 
@@ -399,6 +425,8 @@ func TestStoreConformCatchesBrokenRules(t *testing.T) {
 		}, convergetest.StoreConformOptions{Retention: converge.Retention{Entries: 5, Age: time.Hour}}, "retention"},
 		{"history subjects dropped", func() converge.Store { return subjectlessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "history subject"},
 		{"subject of command 0 read as nil", func() converge.Store { return zeroSubjectStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "history subject"},
+		{"who dropped", func() converge.Store { return anonymousStore{MemStore: converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "history by"},
+		{"who dropped on delete", func() converge.Store { return anonymousStore{MemStore: converge.NewMemStore(), onDelete: true} }, convergetest.StoreConformOptions{}, "history by"},
 		{"cancellation ignored", func() converge.Store { return carelessStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "cancellation"},
 		{"invalid target taken", func() converge.Store { return lenientStore{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "invalid input"},
 		{"target revisions restart", func() converge.Store { return forgetfulTargets{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "target"},

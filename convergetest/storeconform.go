@@ -87,6 +87,8 @@ const watchTimeout = 5 * time.Second
 //   - "history subject": History returns each entry's Subject as written:
 //     nil stays nil (the record itself), and a subject of command 0 stays
 //     a subject, not nil.
+//   - "history by": History returns each entry's By (who made the
+//     transition) as written, empty staying empty, in a Put and a Delete.
 //   - "list": List returns the records under a prefix, sorted by key.
 //   - "target": Target of a missing name matches ErrStoreNotFound;
 //     PutTarget replaces the last target and returns a revision greater
@@ -172,6 +174,7 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 	c.versions()
 	c.historyAndDelete()
 	c.historySubject()
+	c.historyBy()
 	c.list()
 	c.targets()
 	c.claims()
@@ -328,6 +331,42 @@ func (c *storeConformer) historySubject() {
 	}
 	if hist, err := c.s.History(c.ctx, key); err != nil || !historyEqual(hist, c.kept(written)) {
 		c.fail(rule, "want subjects nil, {Command:0}, {Command:2 Group:workers Host:w1}; got %s, %v", subjects(hist), err)
+	}
+}
+
+func (c *storeConformer) historyBy() {
+	const rule = "history by"
+	key := c.k("by/a")
+	by := func(i int, to, who string) converge.HistoryEntry {
+		e := c.h(i, to)
+		e.By = who
+		return e
+	}
+	written := []converge.HistoryEntry{
+		by(1, "added", ""),
+		by(2, "released", "alice@example.com"),
+		by(3, "retried", "ops: bob"),
+		by(4, "", "carol"),
+	}
+	v, ok := c.put(rule, key, 0, `1`, written[:2]...)
+	if !ok {
+		return
+	}
+	v, ok = c.put(rule, key, v, `2`, written[2])
+	if !ok {
+		return
+	}
+	if err := c.s.Delete(c.ctx, key, v, written[3]); err != nil {
+		c.fail(rule, "delete: %v", err)
+		return
+	}
+	hist, err := c.s.History(c.ctx, key)
+	if err != nil || !historyEqual(hist, c.kept(written)) {
+		got := make([]string, len(hist))
+		for i, e := range hist {
+			got[i] = strconv.Quote(e.By)
+		}
+		c.fail(rule, `want By "", "alice@example.com", "ops: bob", "carol"; got [%s], %v`, strings.Join(got, ", "), err)
 	}
 }
 
@@ -1498,7 +1537,7 @@ func jsonEqual(got json.RawMessage, want string) bool {
 
 func historyEqual(got, want []converge.HistoryEntry) bool {
 	return slices.EqualFunc(got, want, func(a, b converge.HistoryEntry) bool {
-		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason &&
+		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason && a.By == b.By &&
 			(a.Subject == nil) == (b.Subject == nil) && (a.Subject == nil || *a.Subject == *b.Subject)
 	})
 }

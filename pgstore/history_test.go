@@ -93,8 +93,8 @@ func TestHistorySubjectMigration(t *testing.T) {
 	v, err := old.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`1`)}, before)
 	require.NoError(t, err)
 	// Make the schema what version 3 left.
-	query(t, dsn, `ALTER TABLE before4.history DROP COLUMN subject`, nil)
-	query(t, dsn, `DELETE FROM before4.migrations WHERE version = 4`, nil)
+	query(t, dsn, `ALTER TABLE before4.history DROP COLUMN subject, DROP COLUMN made_by`, nil)
+	query(t, dsn, `DELETE FROM before4.migrations WHERE version >= 4`, nil)
 
 	s := open(t, dsn, pgstore.Options{Schema: "before4"})
 	after := converge.HistoryEntry{At: at.Add(time.Second), From: "a", To: "b", Subject: &converge.HistorySubject{Command: 0}}
@@ -105,5 +105,70 @@ func TestHistorySubjectMigration(t *testing.T) {
 	assert.Equal(t, []converge.HistoryEntry{before, after}, utc(got))
 	var versions int
 	query(t, dsn, `SELECT max(version) FROM before4.migrations`, nil, &versions)
-	assert.Equal(t, 4, versions)
+	assert.Equal(t, 5, versions)
+}
+
+// Every statement that appends history (create, update, fenced update,
+// delete) keeps who made each entry, empty staying empty.
+func TestHistoryBy(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s := open(t, pgtest.DSN(t), pgstore.Options{})
+	at := time.Date(2026, 11, 25, 14, 0, 0, 0, time.UTC)
+	entry := func(i int, by string) converge.HistoryEntry {
+		return converge.HistoryEntry{At: at.Add(time.Duration(i) * time.Microsecond), From: "a", To: "b", Reason: "r", By: by}
+	}
+	program, alice, bob, carol := entry(0, ""), entry(1, "alice"), entry(2, "ops: bob"), entry(3, "carol@example.com")
+
+	const key = "ctl/o"
+	v, err := s.Put(ctx, converge.StoreRecord{Key: key, Value: json.RawMessage(`1`)}, program, alice)
+	require.NoError(t, err)
+	v, err = s.Put(ctx, converge.StoreRecord{Key: key, Version: v, Value: json.RawMessage(`2`)}, bob)
+	require.NoError(t, err)
+	lease, err := s.Claim(ctx, key, "owner", time.Minute)
+	require.NoError(t, err)
+	v, err = s.Put(ctx, converge.StoreRecord{Key: key, Version: v, Value: json.RawMessage(`3`), Token: lease.Token}, program, carol)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, lease))
+	require.NoError(t, s.Delete(ctx, key, v, alice))
+
+	got, err := s.History(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, []converge.HistoryEntry{program, alice, bob, program, carol, alice}, utc(got))
+
+	// Who would not come back as written is refused before anything is
+	// written.
+	_, err = s.Put(ctx, converge.StoreRecord{Key: "bad", Value: json.RawMessage(`1`)}, entry(4, "a\x00b"))
+	var re *converge.StoreRequestError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "history[0].By", re.Field)
+	_, err = s.Get(ctx, "bad")
+	require.ErrorIs(t, err, converge.ErrStoreNotFound, "nothing written")
+}
+
+// History written before migration 5 reads with nobody in By, and the
+// migrated schema keeps who.
+func TestHistoryByMigration(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	dsn := pgtest.DSN(t)
+	old := open(t, dsn, pgstore.Options{Schema: "before5"})
+	at := time.Date(2026, 11, 25, 14, 0, 0, 0, time.UTC)
+	before := converge.HistoryEntry{At: at, To: "a"}
+	v, err := old.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`1`)}, before)
+	require.NoError(t, err)
+	// Make the schema what version 4 left.
+	query(t, dsn, `ALTER TABLE before5.history DROP COLUMN made_by`, nil)
+	query(t, dsn, `DELETE FROM before5.migrations WHERE version = 5`, nil)
+
+	s := open(t, dsn, pgstore.Options{Schema: "before5"})
+	after := converge.HistoryEntry{At: at.Add(time.Second), From: "a", To: "a", Reason: "released", By: "alice"}
+	_, err = s.Put(ctx, converge.StoreRecord{Key: "k", Version: v, Value: json.RawMessage(`2`)}, after)
+	require.NoError(t, err)
+	got, err := s.History(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, []converge.HistoryEntry{before, after}, utc(got))
+	var versions int
+	query(t, dsn, `SELECT max(version) FROM before5.migrations`, nil, &versions)
+	assert.Equal(t, 5, versions)
 }

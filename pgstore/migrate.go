@@ -80,6 +80,11 @@ ALTER TABLE {schema}.targets
 	{version: 4, what: "keep the subjects of the history entries", sql: `
 ALTER TABLE {schema}.history ADD COLUMN subject jsonb;
 `},
+	// A history entry keeps who made it (converge.HistoryEntry.By), empty
+	// for the program itself; entries stored before have nobody.
+	{version: 5, what: "keep who made the history entries", sql: `
+ALTER TABLE {schema}.history ADD COLUMN made_by text NOT NULL DEFAULT '';
+`},
 }
 
 // schemaVersion is the newest schema version this pgstore knows: the

@@ -34,7 +34,7 @@ func p(i int) string { return fmt.Sprintf("$%d", i) }
 
 // historyCTE is the part of a write that appends the entries given as
 // arrays in parameters b..b+4 (at, from, to, reason, subject as JSON text
-// or NULL) to the history of the key written by the CTE w, and applies
+// or NULL) and b+8 (by) to the history of the key written by the CTE w, and applies
 // retention: the key's older entries are kept up to parameter b+5
 // (negative: all), the first b+6 new entries are skipped, and entries
 // older than parameter b+7 microseconds (NULL: no bound) are dropped, but
@@ -47,6 +47,7 @@ func historyCTE(hist string, b int) string {
 		"{at}", p(b)+"::timestamptz[]", "{from}", p(b+1)+"::text[]", "{to}", p(b+2)+"::text[]", "{reason}", p(b+3)+"::text[]",
 		"{subject}", p(b+4)+"::text[]",
 		"{keep}", p(b+5)+"::bigint", "{skip}", p(b+6)+"::bigint", "{age}", p(b+7)+"::bigint",
+		"{by}", p(b+8)+"::text[]",
 	)
 	return r.Replace(`
 gone AS (
@@ -56,9 +57,9 @@ gone AS (
 		OR h.at < now() - {age} * interval '1 microsecond')
 ),
 added AS (
-	INSERT INTO {h} (key, at, from_state, to_state, reason, subject)
-	SELECT w.key, e.at, e.f, e.t, e.r, e.s::jsonb
-	FROM w, unnest({at}, {from}, {to}, {reason}, {subject}) WITH ORDINALITY AS e(at, f, t, r, s, ord)
+	INSERT INTO {h} (key, at, from_state, to_state, reason, subject, made_by)
+	SELECT w.key, e.at, e.f, e.t, e.r, e.s::jsonb, e.b
+	FROM w, unnest({at}, {from}, {to}, {reason}, {subject}, {by}) WITH ORDINALITY AS e(at, f, t, r, s, b, ord)
 	WHERE e.ord > {skip}
 		AND (e.ord = cardinality({at}) OR (e.at < now() - {age} * interval '1 microsecond') IS NOT TRUE)
 	ORDER BY e.ord
@@ -66,7 +67,7 @@ added AS (
 }
 
 // histParams is the number of parameters historyCTE takes (histArgs.args).
-const histParams = 8
+const histParams = 9
 
 // Lock order: a statement that locks both a record and its lease locks
 // the record first (ClaimDue finds its keys in records; Finish and fenced
@@ -92,7 +93,7 @@ func buildStatements(schema string) statements {
 	var s statements
 	s.get = `SELECT version, value FROM ` + records + ` WHERE key = $1`
 	s.list = `SELECT key, version, value FROM ` + records + ` WHERE key >= $1 AND starts_with(key, $1) ORDER BY key`
-	s.history = `SELECT at, from_state, to_state, reason, subject::text FROM ` + hist + ` WHERE key = $1 ORDER BY id`
+	s.history = `SELECT at, from_state, to_state, reason, subject::text, made_by FROM ` + hist + ` WHERE key = $1 ORDER BY id`
 	s.why = `SELECT (SELECT version FROM ` + records + ` WHERE key = $1),
 		EXISTS (SELECT 1 FROM ` + leases + ` l WHERE l.key = $1 AND l.token = $2 AND l.owner <> '' AND l.expires > now())`
 

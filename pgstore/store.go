@@ -385,6 +385,7 @@ type histArgs struct {
 	ats                 []time.Time
 	froms, tos, reasons []string
 	subjects            []*string // JSON; nil: the record itself
+	bys                 []string
 	keepOld, skipNew    int64
 	age                 *int64
 }
@@ -398,8 +399,9 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 	h.ats = make([]time.Time, n)
 	h.froms, h.tos, h.reasons = make([]string, n), make([]string, n), make([]string, n)
 	h.subjects = make([]*string, n)
+	h.bys = make([]string, n)
 	for i, e := range entries {
-		fields := []struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}}
+		fields := []struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}, {"By", e.By}}
 		if e.Subject != nil {
 			// JSON would replace bad UTF-8 and jsonb refuses NUL: either
 			// would not come back as written.
@@ -410,7 +412,7 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 				return h, err
 			}
 		}
-		h.ats[i], h.froms[i], h.tos[i], h.reasons[i] = e.At, e.From, e.To, e.Reason
+		h.ats[i], h.froms[i], h.tos[i], h.reasons[i], h.bys[i] = e.At, e.From, e.To, e.Reason, e.By
 		if e.Subject != nil {
 			b, err := json.Marshal(e.Subject)
 			if err != nil {
@@ -431,7 +433,7 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 }
 
 func (h histArgs) args() []any {
-	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.keepOld, h.skipNew, h.age}
+	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.keepOld, h.skipNew, h.age, h.bys}
 }
 
 // Put implements converge.Store. The version check, the fence on
@@ -562,7 +564,7 @@ func (s *Store) History(ctx context.Context, key string) ([]converge.HistoryEntr
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (converge.HistoryEntry, error) {
 		var e converge.HistoryEntry
 		var subject *string
-		if err := row.Scan(&e.At, &e.From, &e.To, &e.Reason, &subject); err != nil {
+		if err := row.Scan(&e.At, &e.From, &e.To, &e.Reason, &subject, &e.By); err != nil {
 			return e, err
 		}
 		if subject != nil {
