@@ -61,7 +61,7 @@ func statusRoundTrip[T any](t *testing.T, data []byte) {
 	}
 }
 
-func FuzzStatusDesiredConfigJSON(f *testing.F) {
+func FuzzStatusDesiredJSON(f *testing.F) {
 	for _, s := range statusFuzzSeeds {
 		f.Add([]byte(s))
 	}

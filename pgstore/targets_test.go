@@ -91,7 +91,7 @@ func TestTargetsOfAnOlderSchema(t *testing.T) {
 	require.NoError(t, s.Close())
 	// Back to schema version 2, with a target written then.
 	query(t, dsn, `DELETE FROM converge.migrations WHERE version >= 3`, nil)
-	query(t, dsn, `ALTER TABLE converge.history DROP COLUMN subject`, nil) // migration 4
+	query(t, dsn, `ALTER TABLE converge.history DROP COLUMN subject, DROP COLUMN made_by`, nil) // migrations 4 and 5
 	query(t, dsn, `ALTER TABLE converge.targets DROP COLUMN revision, DROP COLUMN last_revision, ALTER COLUMN value SET NOT NULL`, nil)
 	query(t, dsn, `INSERT INTO converge.targets (name, value) VALUES ('device', '{"app":"v1"}'::bytea)`, nil)
 

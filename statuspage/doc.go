@@ -23,19 +23,47 @@
 // (converge.PlanRunner) it shows the progress of every command and of
 // every target, and the plan's history.
 //
+// # What needs attention
+//
+// The overview starts with Needs attention (OverviewView.NeedsAttention):
+// the quarantined objects (as the store has them), the objects halted by
+// a terminal error, the objects above their state's SLA, the targets whose
+// last pass failed, the plans that failed or were aborted and the running
+// plans with failed targets, each with its last error, its age and, when
+// Options.Actions is set and the Authorizer allows the viewer, the action
+// beside it (release, retry, abort; its form brings the viewer back to
+// the overview). When nothing needs anyone it says "Nothing needs
+// attention." in one line.
+//
+// Every HTML page shows the time it was made ("as of", Options.Now) and
+// ages ("3 min ago", the exact time on hover), and reloads itself every
+// Options.Refresh with a meta refresh, which the viewer turns off with
+// the query parameter refresh=off (the page's links keep it; no
+// JavaScript is involved). Long lists come a page at a time
+// (Options.PageSize, query parameter page) with a filter by state and by
+// text on the key (query parameters state, status and q; see StateView
+// and PlansView); a query parameter that cannot be read is answered with
+// 400 and a *QueryError's message. Identical consecutive entries of a
+// history, and identical failed passes in a row of a target, are one row,
+// counted, with their first and last time. A plan's page shows the
+// progress of every command and group of hosts, and every failed host
+// with its reason.
+//
 // # Paths
 //
 //	/                                       OverviewView
 //	/targets/{name}                         TargetView
 //	/targets/{name}/graph                   GraphView (graph.svg?stage=i: the SVG)
 //	/controllers/{kind}                     ControllerView
-//	/controllers/{kind}/states/{state}      StateView
+//	/controllers/{kind}/states/{state}      StateView (?q=&status=&page=)
+//	/controllers/{kind}/objects             StateView (?state=&status=&q=&page=)
 //	/controllers/{kind}/objects/{key}       ObjectView (the key path-escaped)
-//	/plans                                  PlansView
+//	/plans                                  PlansView (?state=&q=&page=)
 //	/plans/{id}                             PlanView
 //
 // A request with "Accept: application/json" gets the view as JSON at the
-// same path; errors are an ErrorView. The page is html/template with a
+// same path; errors are an ErrorView, a path the page does not know (404)
+// or a method it does not take there (405) included. The page is html/template with a
 // little CSS and no JavaScript; everything it shows is escaped, and its
 // Content-Security-Policy allows no script. Its links are relative, so
 // it may be mounted under a prefix with http.StripPrefix.
@@ -58,7 +86,11 @@
 // them buttons to retry a failed plan
 // (POST /plans/{id}/retry), abort a running one (POST /plans/{id}/abort,
 // with a reason) and release a halted object
-// (POST /controllers/{kind}/objects/{key}/release). Each POST must carry the
+// (POST /controllers/{kind}/objects/{key}/release), on the overview and
+// on the page of the object or plan. Each action is stored with the
+// Authorizer's who in the By of the history entries it writes
+// (controller.Controller.ReleaseBy, converge.PlanRunner.RetryBy and
+// AbortBy), so the object's or plan's history says who did it. Each POST must carry the
 // CSRF token the page rendered with its form (form field "csrf", or the
 // header X-CSRF-Token; the JSON views list them in their actions): the
 // expiry and an HMAC of the viewer (the Authorizer's who), the action,

@@ -98,6 +98,9 @@ func fleet(t *testing.T) *controller.Controller {
 	return c
 }
 
+// planAt is when the targets of the test plans last changed.
+var planAt = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
 // plans is a runner with two stored plans: "rollout" failed on its second
 // worker, "canary" is running.
 func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
@@ -105,7 +108,7 @@ func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
 	store := converge.NewMemStore()
 	r, err := converge.NewPlanRunner(store, converge.PlanRunnerConfig{})
 	require.NoError(t, err)
-	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	at := planAt
 	doc := func(id string, st converge.PlanState, reason string, targets ...converge.PlanTargetStatus) *converge.PlanDocument {
 		names := make([]string, len(targets))
 		for i, tg := range targets {
@@ -136,16 +139,27 @@ func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
 // newHandler is the page of the test fleet and plans.
 func newHandler(t *testing.T, actions bool) (*statuspage.Handler, *controller.Controller, *converge.PlanRunner) {
 	t.Helper()
+	return newHandlerWith(t, actions, nil)
+}
+
+// newHandlerWith is newHandler with its options changed by tune (when not
+// nil).
+func newHandlerWith(t *testing.T, actions bool, tune func(*statuspage.Options)) (*statuspage.Handler, *controller.Controller, *converge.PlanRunner) {
+	t.Helper()
 	c := fleet(t)
 	r, store := plans(t)
-	h, err := statuspage.New(statuspage.Options{
+	opts := statuspage.Options{
 		Title:       "test fleet",
 		Controllers: []statuspage.Controller{{Controller: c, States: []controller.State{stateNew, stateWaiting, stateReady}}},
 		Plans:       r,
 		PlanIDs:     statuspage.StorePlanIDs(store),
 		Actions:     actions,
 		Authorizer:  testAuthorizer,
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	h, err := statuspage.New(opts)
 	require.NoError(t, err)
 	return h, c, r
 }

@@ -2,6 +2,7 @@ package statuspage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -37,6 +38,14 @@ const DotTimeout = 10 * time.Second
 // Options.TokenTTL is zero.
 const DefaultTokenTTL = 15 * time.Minute
 
+// DefaultRefresh is how often a page reloads itself when
+// Options.Refresh is zero.
+const DefaultRefresh = 30 * time.Second
+
+// DefaultPageSize is how many rows of a long list a page shows when
+// Options.PageSize is zero.
+const DefaultPageSize = 50
+
 // maxForm bounds the body of an action request.
 const maxForm = 64 << 10
 
@@ -48,17 +57,18 @@ type Action string
 const (
 	// ActionRead is every GET (and HEAD) of every view.
 	ActionRead Action = "read"
-	// ActionRetry retries a failed plan (converge.PlanRunner.Retry).
+	// ActionRetry retries a failed plan (converge.PlanRunner.RetryBy).
 	ActionRetry Action = "retry"
-	// ActionAbort aborts a running plan (converge.PlanRunner.Abort).
+	// ActionAbort aborts a running plan (converge.PlanRunner.AbortBy).
 	ActionAbort Action = "abort"
-	// ActionRelease releases a halted object (controller.Controller.Release).
+	// ActionRelease releases a halted object
+	// (controller.Controller.ReleaseBy).
 	ActionRelease Action = "release"
 )
 
 // Authorizer decides whether the request r may do action a. It returns
-// who is asking (an identity the page binds its CSRF tokens to) and nil
-// to allow it, or an error to refuse it: the page then answers 403
+// who is asking (an identity the page binds its CSRF tokens to, and that
+// an action stores as converge.HistoryEntry.By) and nil to allow it, or an error to refuse it: the page then answers 403
 // Forbidden (as an ErrorView when JSON was asked) without saying why.
 // It is called for every read and every action, and for every action a
 // view could offer, to decide whether to offer it (a viewer the
@@ -119,9 +129,11 @@ type Options struct {
 	// behind the program's own authentication, and Actions cannot be set.
 	Authorizer Authorizer
 	// Actions, when true, offers the actions that change something:
-	// retry and abort a plan (converge.PlanRunner.Retry and Abort) and
-	// release a halted object (controller.Controller.Release), to the
-	// viewers Authorizer allows them. Each is a POST carrying the page's
+	// retry and abort a plan (converge.PlanRunner.RetryBy and AbortBy)
+	// and release a halted object (controller.Controller.ReleaseBy), to
+	// the viewers Authorizer allows them, on the overview's Needs
+	// attention list and on the object's or plan's page. The history
+	// entries an action stores name the Authorizer's who in By. Each is a POST carrying the page's
 	// CSRF token, from the page's own origin. It needs an Authorizer (New
 	// fails with a *ActionsError otherwise). False (the default) makes
 	// the page read-only: every POST fails with 403 Forbidden.
@@ -130,6 +142,18 @@ type Options struct {
 	// (a key of this Handler alone), so no token outlives the Handler. It
 	// must be at least 16 bytes.
 	Secret []byte
+	// Refresh is how often an HTML page reloads itself (a meta refresh,
+	// no JavaScript); the viewer turns it off for a page with the query
+	// parameter refresh=off, which the page's own links keep. Zero means
+	// DefaultRefresh; a negative value never reloads.
+	Refresh time.Duration
+	// PageSize is how many rows of a long list (the objects of a state,
+	// the plans) a page shows at a time; zero means DefaultPageSize. It
+	// must not be negative.
+	PageSize int
+	// Now returns the current time, which the pages show as their "as
+	// of" time and count ages from; nil means time.Now.
+	Now func() time.Time
 	// TokenTTL is how long a CSRF token the page renders stays valid;
 	// zero means DefaultTokenTTL. It must not be negative.
 	TokenTTL time.Duration
@@ -243,6 +267,18 @@ func New(opts Options) (*Handler, error) {
 	default:
 		h.ttl = opts.TokenTTL
 	}
+	switch {
+	case opts.PageSize < 0:
+		return nil, &converge.ConfigError{Field: "statuspage.Options.PageSize", Reason: "is negative"}
+	case opts.PageSize == 0:
+		h.opts.PageSize = DefaultPageSize
+	}
+	if opts.Refresh == 0 {
+		h.opts.Refresh = DefaultRefresh
+	}
+	if opts.Now == nil {
+		h.opts.Now = time.Now
+	}
 	h.used = map[string]time.Time{}
 	switch opts.Dot {
 	case "-":
@@ -262,6 +298,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /targets/{name}/graph.svg", h.graphSVG)
 	h.mux.HandleFunc("GET /controllers/{kind}", h.controller)
 	h.mux.HandleFunc("GET /controllers/{kind}/states/{state}", h.state)
+	h.mux.HandleFunc("GET /controllers/{kind}/objects", h.state)
 	h.mux.HandleFunc("GET /controllers/{kind}/objects/{key}", h.object)
 	h.mux.HandleFunc("POST /controllers/{kind}/objects/{key}/release", h.action(h.release))
 	h.mux.HandleFunc("GET /plans", h.plans)
@@ -284,7 +321,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if _, pattern := h.mux.Handler(r); pattern == "" {
+		// No route: the mux would answer in plain text. Answer in the
+		// form asked for, with the status it would have given (404, or
+		// 405 with its Allow header).
+		sw := &statusOnly{header: http.Header{}}
+		hd, _ := h.mux.Handler(r)
+		hd.ServeHTTP(sw, r)
+		if allow := sw.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		msg := fmt.Sprintf("statuspage: no page at %s", r.URL.Path)
+		if sw.status == http.StatusMethodNotAllowed {
+			msg = fmt.Sprintf("statuspage: %s not allowed at %s", r.Method, r.URL.Path)
+		}
+		h.fail(w, r, cmp.Or(sw.status, http.StatusNotFound), msg)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// statusOnly is an http.ResponseWriter that keeps the status and header
+// and drops the body.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (s *statusOnly) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
 }
 
 // authorize asks Options.Authorizer whether r may do a, and returns who
@@ -354,13 +428,26 @@ type page struct {
 	Root    string
 	Actions bool
 	View    any
+	// Now is the page's "as of" time, which ages count from.
+	Now time.Time
+	// Refresh is the meta refresh in seconds, 0 for none; Keep is the
+	// query that the page's links carry ("?refresh=off" or ""), and
+	// Toggle the link that turns the refresh off or on again.
+	Refresh      int
+	Keep, Toggle string
 }
 
-// sub is what a nested template gets: the root and a part of the view.
+// sub is what a nested template gets: the root, the "as of" time, the
+// query the links keep and a part of the view.
 type sub struct {
 	Root string
+	Now  time.Time
+	Keep string
 	V    any
 }
+
+// refreshOff reports whether the request turned the page's refresh off.
+func refreshOff(r *http.Request) bool { return r.URL.Query().Get("refresh") == "off" }
 
 // write renders v as JSON or with the named template.
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, name string, v any) {
@@ -372,8 +459,21 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, name
 		_ = enc.Encode(v)
 		return
 	}
+	p := page{Title: h.opts.Title, Root: root(r), Actions: h.opts.Actions, View: v, Now: h.opts.Now()}
+	if h.opts.Refresh > 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// Not after a POST: reloading its answer would ask again.
+		q := r.URL.Query()
+		if refreshOff(r) {
+			p.Keep = "?refresh=off"
+			q.Del("refresh")
+		} else {
+			p.Refresh = max(int(h.opts.Refresh/time.Second), 1)
+			q.Set("refresh", "off")
+		}
+		p.Toggle = "?" + q.Encode()
+	}
 	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, name, page{Title: h.opts.Title, Root: root(r), Actions: h.opts.Actions, View: v}); err != nil {
+	if err := templates.ExecuteTemplate(&buf, name, p); err != nil {
 		http.Error(w, "statuspage: render "+name+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -402,19 +502,37 @@ func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
-	v := OverviewView{Title: h.opts.Title, Targets: []TargetView{}, Controllers: []ControllerSummary{}, Plans: []PlanSummary{}}
+	v := OverviewView{Title: h.opts.Title, AsOf: h.opts.Now(), NeedsAttention: []AttentionItem{},
+		Targets: []TargetView{}, Controllers: []ControllerSummary{}, Plans: []PlanSummary{}}
 	for _, t := range h.opts.Targets {
-		v.Targets = append(v.Targets, t.view())
+		tv := t.view()
+		v.Targets = append(v.Targets, tv)
+		if item, ok := targetAttention(tv); ok {
+			v.NeedsAttention = append(v.NeedsAttention, item)
+		}
 	}
 	for _, c := range h.opts.Controllers {
-		v.Controllers = append(v.Controllers, summarize(c, c.Controller.Objects(), aboveSLA(c.Controller)))
+		objs := c.Controller.Objects()
+		above := aboveSLA(c.Controller)
+		v.Controllers = append(v.Controllers, summarize(c, objs, above))
+		items, err := h.controllerAttention(r, c.Controller, objs, above)
+		if err != nil {
+			h.failErr(w, r, err)
+			return
+		}
+		v.NeedsAttention = append(v.NeedsAttention, items...)
 	}
-	plans, err := h.planSummaries(r.Context())
+	plans, docs, err := h.planSummaries(r.Context())
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
 	v.Plans = plans
+	for i, s := range plans {
+		if item, ok := h.planAttention(r, s, docs[i]); ok {
+			v.NeedsAttention = append(v.NeedsAttention, item)
+		}
+	}
 	h.write(w, r, http.StatusOK, "overview", v)
 }
 
@@ -659,11 +777,14 @@ func (h *Handler) controller(w http.ResponseWriter, r *http.Request) {
 		QuarantinedObjects: []ObjectSummary{},
 		TerminalObjects:    []ObjectSummary{},
 	}
+	// Each list holds at most a page; the page of the objects with that
+	// status (StateView) has them all.
+	size := h.opts.PageSize
 	for _, o := range objs {
-		if above[o.Key] {
+		if above[o.Key] && len(v.AboveSLAObjects) < size {
 			v.AboveSLAObjects = append(v.AboveSLAObjects, objectSummary(kind, o, true))
 		}
-		if o.Halted == controller.HaltTerminal {
+		if o.Halted == controller.HaltTerminal && len(v.TerminalObjects) < size {
 			v.TerminalObjects = append(v.TerminalObjects, objectSummary(kind, o, above[o.Key]))
 		}
 	}
@@ -672,27 +793,11 @@ func (h *Handler) controller(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	for _, o := range quarantined {
+	v.Quarantined = len(quarantined) // the store's count, every replica's
+	for _, o := range quarantined[:min(len(quarantined), size)] {
 		v.QuarantinedObjects = append(v.QuarantinedObjects, objectSummary(kind, o, above[o.Key]))
 	}
 	h.write(w, r, http.StatusOK, "controller", v)
-}
-
-func (h *Handler) state(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.lookupController(w, r)
-	if !ok {
-		return
-	}
-	kind := c.Controller.Kind()
-	state := r.PathValue("state")
-	above := aboveSLA(c.Controller)
-	v := StateView{Kind: kind, State: state, Objects: []ObjectSummary{}}
-	for _, o := range c.Controller.Objects() {
-		if string(o.State) == state {
-			v.Objects = append(v.Objects, objectSummary(kind, o, above[o.Key]))
-		}
-	}
-	h.write(w, r, http.StatusOK, "state", v)
 }
 
 func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
@@ -729,26 +834,30 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 	h.write(w, r, http.StatusOK, "object", v)
 }
 
-// planSummaries reads the plans Options.PlanIDs lists.
-func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, error) {
+// planSummaries reads the plans Options.PlanIDs lists, and returns their
+// summaries and documents (nil for a plan that could not be read).
+func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []*converge.PlanDocument, error) {
 	out := []PlanSummary{}
 	if h.opts.PlanIDs == nil {
-		return out, nil
+		return out, nil, nil
 	}
 	ids, err := h.opts.PlanIDs(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	docs := make([]*converge.PlanDocument, 0, len(ids))
 	for _, id := range ids {
 		doc, _, err := h.opts.Plans.Get(ctx, id)
 		if err != nil {
 			out = append(out, PlanSummary{ID: id, Error: err.Error()})
+			docs = append(docs, nil)
 			continue
 		}
 		s, _ := planViews(id, doc)
 		out = append(out, s)
+		docs = append(docs, doc)
 	}
-	return out, nil
+	return out, docs, nil
 }
 
 // planViews describes doc: its summary and its commands.
@@ -771,6 +880,9 @@ func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandVie
 			if !cs.Started.IsZero() {
 				started := cs.Started
 				cv.Started = &started
+				if started.After(s.Updated) {
+					s.Updated = started
+				}
 			}
 			for _, group := range groupOrder(spec, cs) {
 				gv := GroupView{Name: group, Targets: []PlanTargetView{}}
@@ -780,14 +892,21 @@ func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandVie
 						st = converge.PlanTargetPending
 					}
 					gv.Targets = append(gv.Targets, PlanTargetView{Name: t.Name, State: string(st), Reason: t.Reason, Attempt: t.Attempt, LastUpdated: t.LastUpdatedTimestamp})
-					cv.Targets++
+					gv.Total++
 					switch {
 					case st == converge.PlanTargetCompleted:
-						cv.Completed++
+						gv.Completed++
 					case st.IsFailure():
-						cv.Failed++
+						gv.Failed++
+						cv.FailedTargets = append(cv.FailedTargets, PlanTargetFailure{Group: group, Name: t.Name, State: string(st), Reason: t.Reason, Attempt: t.Attempt, At: t.LastUpdatedTimestamp})
+					}
+					if t.LastUpdatedTimestamp.After(s.Updated) {
+						s.Updated = t.LastUpdatedTimestamp
 					}
 				}
+				cv.Targets += gv.Total
+				cv.Completed += gv.Completed
+				cv.Failed += gv.Failed
 				cv.Groups = append(cv.Groups, gv)
 			}
 		}
@@ -828,15 +947,6 @@ func groupOrder(spec converge.Command, cs converge.CommandStatus) []string {
 	}
 	sort.Strings(rest)
 	return append(names, rest...)
-}
-
-func (h *Handler) plans(w http.ResponseWriter, r *http.Request) {
-	plans, err := h.planSummaries(r.Context())
-	if err != nil {
-		h.failErr(w, r, err)
-		return
-	}
-	h.write(w, r, http.StatusOK, "plans", PlansView{Plans: plans})
 }
 
 func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
@@ -936,9 +1046,10 @@ func (h *Handler) offer(r *http.Request, actions []ActionView, a Action, path, k
 	return append(actions, ActionView{Name: string(a), Method: http.MethodPost, Path: path, Token: h.token(who, a, kind, key)})
 }
 
-// An actionFunc does an action that the checks of action allowed, and
-// returns the page to go back to, relative to the action's path.
-type actionFunc func(w http.ResponseWriter, r *http.Request) (back string, ok bool)
+// An actionFunc does an action that the checks of action allowed, on
+// behalf of who, and returns the page to go back to, relative to the
+// action's path.
+type actionFunc func(w http.ResponseWriter, r *http.Request, who string) (back string, ok bool)
 
 // action wraps an actionFunc with the checks every action passes: actions
 // enabled, the Authorizer allowing the viewer the action, a request from
@@ -970,9 +1081,12 @@ func (h *Handler) action(do actionFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusForbidden, "statuspage: "+why)
 			return
 		}
-		back, ok := do(w, r)
+		back, ok := do(w, r, who)
 		if !ok {
 			return
+		}
+		if r.PostFormValue("return") == "overview" {
+			back = root(r) // the form on the overview's Needs attention list
 		}
 		if wantsJSON(r) {
 			w.Header().Set("Content-Type", "application/json")
@@ -992,33 +1106,33 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-func (h *Handler) release(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (h *Handler) release(w http.ResponseWriter, r *http.Request, who string) (string, bool) {
 	c, ok := h.lookupController(w, r)
 	if !ok {
 		return "", false
 	}
 	key := r.PathValue("key")
-	if err := c.Controller.Release(r.Context(), key); err != nil {
+	if err := c.Controller.ReleaseBy(r.Context(), key, who); err != nil {
 		h.failErr(w, r, err)
 		return "", false
 	}
 	return "../" + url.PathEscape(key), true
 }
 
-func (h *Handler) retry(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request, who string) (string, bool) {
 	if h.opts.Plans == nil {
 		h.fail(w, r, http.StatusNotFound, "statuspage: no plans are shown")
 		return "", false
 	}
 	id := r.PathValue("id")
-	if err := h.opts.Plans.Retry(r.Context(), id); err != nil {
+	if err := h.opts.Plans.RetryBy(r.Context(), id, who); err != nil {
 		h.failErr(w, r, err)
 		return "", false
 	}
 	return "../" + url.PathEscape(id), true
 }
 
-func (h *Handler) abort(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (h *Handler) abort(w http.ResponseWriter, r *http.Request, who string) (string, bool) {
 	if h.opts.Plans == nil {
 		h.fail(w, r, http.StatusNotFound, "statuspage: no plans are shown")
 		return "", false
@@ -1028,7 +1142,7 @@ func (h *Handler) abort(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if reason == "" {
 		reason = "aborted from the status page"
 	}
-	if err := h.opts.Plans.Abort(r.Context(), id, reason); err != nil {
+	if err := h.opts.Plans.AbortBy(r.Context(), id, reason, who); err != nil {
 		h.failErr(w, r, err)
 		return "", false
 	}
@@ -1038,7 +1152,11 @@ func (h *Handler) abort(w http.ResponseWriter, r *http.Request) (string, bool) {
 // templates holds the pages; see page.html.
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
 	"pathEscape": url.PathEscape,
-	"dict":       func(root string, v any) sub { return sub{Root: root, V: v} },
+	"dict":       dict,
+	"ago":        ago,
+	"history":    groupHistory,
+	"more":       more,
+	"statuses":   statuses,
 	"when":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"secs": func(s float64) string {
 		return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()

@@ -76,7 +76,9 @@ func TestEveryViewShowsItsDataAsHTMLAndJSON(t *testing.T) {
 			assert.Equal(t, 2, c.AboveSLA)
 			require.Len(t, v.Plans, 2)
 			assert.Equal(t, "canary", v.Plans[0].ID)
-			assert.Equal(t, statuspage.PlanSummary{ID: "rollout", State: "Failed", Reason: "w2 failed", Commands: 1, Active: 0, Targets: 2, Completed: 1, Failed: 1}, v.Plans[1])
+			assert.Equal(t, statuspage.PlanSummary{ID: "rollout", State: "Failed", Reason: "w2 failed", Commands: 1, Active: 0, Targets: 2, Completed: 1, Failed: 1,
+				Updated: v.Plans[1].Updated}, v.Plans[1])
+			assert.True(t, planAt.Equal(v.Plans[1].Updated), "updated when its targets last changed: %s", v.Plans[1].Updated)
 		}},
 		{"/controllers/host", []string{"bad-1", "term-1", "wait-1", "disk failed", `href="../controllers/host/objects/bad-1"`}, func(t *testing.T) {
 			var v statuspage.ControllerView

@@ -133,6 +133,13 @@ func (t *Target) observe(ev converge.TargetEvent) {
 			if ev.Err != nil {
 				p.Error = ev.Err.Error()
 			}
+			p.Repeats, p.FirstAt = 1, at
+			if prev := s.Failures; s.FailuresInARow > 1 && len(prev) > 0 && prev[0].Error == p.Error && prev[0].Locked == p.Locked {
+				// The same failure again: one entry, counted.
+				p.Repeats, p.FirstAt = prev[0].Repeats+1, prev[0].FirstAt
+				s.Failures[0] = p
+				break
+			}
 			s.Failures = append([]PassView{p}, s.Failures...)
 			if len(s.Failures) > MaxFailures {
 				s.Failures = s.Failures[:MaxFailures]

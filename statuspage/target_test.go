@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -163,4 +164,60 @@ func TestGraphIsSVGWhenDotIsThere(t *testing.T) {
 	req, err = http.NewRequest(http.MethodGet, "/targets/target/graph.svg?stage=1", nil)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNotFound, newRecorder(h, req).Code)
+}
+
+// Failed passes in a row with the same error are one entry of
+// TargetView.Failures, counted; the target is on the overview's Needs
+// attention list while its last pass failed.
+func TestTargetGroupsIdenticalFailuresAndNeedsAttention(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDevice()
+		errRefused := errors.New("connection refused")
+		d.file.FailAt(converge.PhaseApply, 3, errRefused)
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
+			Build:   d.build,
+			Backoff: converge.Backoff{Base: time.Minute, Max: time.Minute},
+		})
+		require.NoError(t, err)
+		tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Name: "device"})
+		defer tg.Close()
+		h, err := statuspage.New(statuspage.Options{Targets: []*statuspage.Target{tg}, Dot: "-"})
+		require.NoError(t, err)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		require.NoError(t, r.SetTarget(ctx, "v1"))
+		first := time.Now()
+		go func() { stopped <- r.Run(ctx) }()
+		synctest.Wait()
+		time.Sleep(150 * time.Second) // two more failures, a minute apart
+		synctest.Wait()
+
+		var v statuspage.TargetView
+		getJSON(t, h, "/targets/device", &v)
+		require.Equal(t, 3, v.Failed)
+		require.Len(t, v.Failures, 1, "three identical failures are one entry")
+		f := v.Failures[0]
+		assert.Equal(t, 3, f.Repeats)
+		assert.Equal(t, 3, f.Pass, "the newest of them")
+		assert.True(t, f.FirstAt.Equal(first), "first seen %s", f.FirstAt)
+		assert.Contains(t, f.Error, "connection refused")
+		_, body := get(t, h, "/targets/device", false)
+		assert.Equal(t, 1, strings.Count(body, `<b class="repeats">×3</b>`), body)
+
+		var ov statuspage.OverviewView
+		getJSON(t, h, "/", &ov)
+		require.Len(t, ov.NeedsAttention, 1)
+		it := ov.NeedsAttention[0]
+		assert.Equal(t, statuspage.AttentionItem{Kind: "target", Name: "device", Problem: statuspage.ProblemPassFailed,
+			Error: f.Error, Since: f.At, Repeats: 3, Path: "targets/device"}, it)
+
+		time.Sleep(time.Minute) // the next pass succeeds
+		synctest.Wait()
+		ov = statuspage.OverviewView{}
+		getJSON(t, h, "/", &ov)
+		assert.Empty(t, ov.NeedsAttention, "its last pass finished")
+		cancel()
+		require.NoError(t, <-stopped)
+	})
 }

@@ -18,12 +18,62 @@ const (
 // "Accept: application/json", the JSON the handler writes at the same path.
 // Their JSON field names are stable; new fields may be added.
 
-// OverviewView is the page at "/": every target, controller and plan.
+// OverviewView is the page at "/": what needs attention first, then
+// every target, controller and plan.
 type OverviewView struct {
-	Title       string              `json:"title"`
-	Targets     []TargetView        `json:"targets"`
-	Controllers []ControllerSummary `json:"controllers"`
-	Plans       []PlanSummary       `json:"plans"`
+	Title string `json:"title"`
+	// AsOf is when the page read what it shows.
+	AsOf time.Time `json:"asOf"`
+	// NeedsAttention lists what needs an operator: quarantined objects,
+	// objects halted by a terminal error, objects above their state's
+	// SLA, targets whose last pass failed, plans that failed or were
+	// aborted, and running plans with failed targets. It is empty (not
+	// nil) when nothing does.
+	NeedsAttention []AttentionItem     `json:"needsAttention"`
+	Targets        []TargetView        `json:"targets"`
+	Controllers    []ControllerSummary `json:"controllers"`
+	Plans          []PlanSummary       `json:"plans"`
+}
+
+// The problems an AttentionItem names.
+const (
+	ProblemQuarantined = "quarantined"
+	ProblemTerminal    = "terminal"
+	ProblemAboveSLA    = "above SLA"
+	ProblemPassFailed  = "last pass failed"
+	ProblemPlanFailed  = "plan failed"
+	ProblemPlanAborted = "plan aborted"
+	ProblemHostsFailed = "targets failed"
+)
+
+// AttentionItem is one thing that needs an operator, on the overview.
+type AttentionItem struct {
+	// Kind is "object", "target" or "plan".
+	Kind string `json:"kind"`
+	// Controller is the kind of the controller of an object.
+	Controller string `json:"controller,omitempty"`
+	// Name is the object's key, the target's name or the plan's ID.
+	Name string `json:"name"`
+	// Problem is one of the Problem constants.
+	Problem string `json:"problem"`
+	// State is the object's lifecycle state or the plan's state.
+	State string `json:"state,omitempty"`
+	// Error is the last error: the object's handler error, the failed
+	// pass's error, the plan's reason or its first failed target's.
+	Error string `json:"error,omitempty"`
+	// Since is when the problem was last seen to start or go on: the
+	// object's last error (for a halt) or the time it entered its state
+	// (above its SLA), the failed pass, the plan's newest update.
+	Since time.Time `json:"since"`
+	// Repeats counts the failures in a row behind it (a target's failed
+	// passes, an object's failed runs), 0 when not counted.
+	Repeats int `json:"repeats,omitempty"`
+	// Path is the page of the object, target or plan, relative to the
+	// handler's root.
+	Path string `json:"path"`
+	// Actions are what the viewer may do about it (release, retry,
+	// abort), when Options.Actions is set and the Authorizer allows it.
+	Actions []ActionView `json:"actions,omitempty"`
 }
 
 // TargetView is the snapshot of a target reconciler, at "/targets/{name}".
@@ -53,7 +103,8 @@ type TargetView struct {
 	Changes    int         `json:"changes"`
 	LastChange *ChangeView `json:"lastChange,omitempty"`
 	// Failures are the newest failed passes (at most MaxFailures), newest
-	// first.
+	// first; failed passes in a row with the same error are one entry
+	// (see PassView.Repeats).
 	Failures []PassView `json:"failures"`
 	// Actions are the newest host actions (reboot, shutdown) items asked
 	// for, oldest first.
@@ -77,6 +128,12 @@ type PassView struct {
 	Stage           string  `json:"stage,omitempty"`
 	// Error is why a failed pass failed.
 	Error string `json:"error,omitempty"`
+	// Repeats, on a failed pass of TargetView.Failures, counts the failed
+	// passes in a row with the same error (and lock) that it stands for,
+	// the newest of them being this one; FirstAt is when the page saw the
+	// oldest of them end.
+	Repeats int       `json:"repeats,omitempty"`
+	FirstAt time.Time `json:"firstAt,omitzero"`
 	// Locked means it failed because an update lock is held.
 	Locked       bool `json:"locked,omitempty"`
 	Forced       bool `json:"forced,omitempty"`
@@ -174,12 +231,48 @@ type ControllerView struct {
 	TerminalObjects []ObjectSummary `json:"terminalObjects"`
 }
 
-// StateView lists the objects in one state, at
-// "/controllers/{kind}/states/{state}".
+// StateView lists the objects of a controller a page at a time: those in
+// one state, at "/controllers/{kind}/states/{state}", or those the query
+// parameters pick, at "/controllers/{kind}/objects" (state: a lifecycle
+// state; status: quarantined, terminal, halted or above-sla). Both take
+// q, text the key must contain, and page.
 type StateView struct {
-	Kind    string          `json:"kind"`
-	State   string          `json:"state"`
+	Kind string `json:"kind"`
+	// State is the lifecycle state the objects are in, "" for any.
+	State string `json:"state"`
+	// Status is the status filter (StatusQuarantined and so on), "" for
+	// any.
+	Status string `json:"status,omitempty"`
+	// States are the lifecycle states of the controller, to filter by.
+	States []string `json:"states"`
+	Paging
 	Objects []ObjectSummary `json:"objects"`
+}
+
+// The status filters of StateView.
+const (
+	StatusQuarantined = "quarantined"
+	StatusTerminal    = "terminal"
+	StatusHalted      = "halted"
+	StatusAboveSLA    = "above-sla"
+)
+
+// Paging says which part of a long list a view holds, and how the list
+// was filtered.
+type Paging struct {
+	// Query is the text the keys (or plan IDs) must contain, "" for any.
+	Query string `json:"query,omitempty"`
+	// Page is the page shown, from 1; Pages how many there are (at least
+	// 1); Total how many rows match the filter; PageSize how many rows a
+	// page holds.
+	Page     int `json:"page"`
+	Pages    int `json:"pages"`
+	Total    int `json:"total"`
+	PageSize int `json:"pageSize"`
+	// Prev and Next are the links (a query, relative to the page) to the
+	// pages before and after, "" when there is none.
+	Prev string `json:"prev,omitempty"`
+	Next string `json:"next,omitempty"`
 }
 
 // ObjectSummary is one object of a controller.
@@ -233,13 +326,23 @@ type PlanSummary struct {
 	Targets   int `json:"targets"`
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
+	// Updated is the newest time the plan's status records: a command
+	// starting, a target changing state.
+	Updated time.Time `json:"updated,omitzero"`
 	// Error says why the plan could not be read; the other fields are
 	// then empty.
 	Error string `json:"error,omitempty"`
 }
 
-// PlansView is the list of plans, at "/plans".
+// PlansView is the list of plans, at "/plans", a page at a time; the
+// query parameters state (a plan state) and q (text the ID must contain)
+// filter it.
 type PlansView struct {
+	// State is the plan state the plans are in, "" for any.
+	State string `json:"state,omitempty"`
+	// States are the plan states of the listed plans, to filter by.
+	States []string `json:"states"`
+	Paging
 	Plans []PlanSummary `json:"plans"`
 }
 
@@ -265,12 +368,29 @@ type CommandView struct {
 	Completed int         `json:"completed"`
 	Failed    int         `json:"failed"`
 	Groups    []GroupView `json:"groups"`
+	// FailedTargets are the command's targets that failed, each with its
+	// reason, in the order of Groups.
+	FailedTargets []PlanTargetFailure `json:"failedTargets,omitempty"`
 }
 
-// GroupView is one group of targets of a command, in the order they run.
+// GroupView is one group of targets of a command, in the order they run,
+// with its progress.
 type GroupView struct {
-	Name    string           `json:"name"`
-	Targets []PlanTargetView `json:"targets"`
+	Name      string           `json:"name"`
+	Total     int              `json:"total"`
+	Completed int              `json:"completed"`
+	Failed    int              `json:"failed"`
+	Targets   []PlanTargetView `json:"targets"`
+}
+
+// PlanTargetFailure is a target of a command that failed, and why.
+type PlanTargetFailure struct {
+	Group   string    `json:"group"`
+	Name    string    `json:"name"`
+	State   string    `json:"state"`
+	Reason  string    `json:"reason"`
+	Attempt int       `json:"attempt,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // PlanTargetView is one target of a command.

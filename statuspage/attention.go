@@ -1,0 +1,130 @@
+package statuspage
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+)
+
+// targetAttention returns the item of a target whose last pass failed.
+func targetAttention(tv TargetView) (AttentionItem, bool) {
+	p := tv.LastPass
+	if p == nil || p.Result != PassFailed {
+		return AttentionItem{}, false
+	}
+	return AttentionItem{
+		Kind: "target", Name: tv.Name, Problem: ProblemPassFailed, Error: p.Error, Since: p.At,
+		Repeats: tv.FailuresInARow, Path: "targets/" + url.PathEscape(tv.Name),
+	}, true
+}
+
+// controllerAttention returns the items of c's objects: quarantined (as
+// the store has them, every replica's), halted by a terminal error, and
+// above their state's SLA, each once, sorted by key.
+func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller, objs []controller.Object, above map[string]bool) ([]AttentionItem, error) {
+	kind := c.Kind()
+	quarantined, err := c.Quarantined(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]controller.Object{}
+	for _, o := range objs {
+		if o.Halted != "" || above[o.Key] {
+			byKey[o.Key] = o
+		}
+	}
+	for _, o := range quarantined {
+		byKey[o.Key] = o // the store's, newer than the view's
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	items := make([]AttentionItem, 0, len(keys))
+	for _, k := range keys {
+		o := byKey[k]
+		it := AttentionItem{Kind: "object", Controller: kind, Name: k, State: string(o.State), Path: objectPath(kind, k), Since: o.Since}
+		switch o.Halted {
+		case controller.HaltQuarantined:
+			it.Problem = ProblemQuarantined
+		case controller.HaltTerminal:
+			it.Problem = ProblemTerminal
+		default:
+			if !above[k] {
+				continue // halted in the view, released in the store since
+			}
+			it.Problem = ProblemAboveSLA
+		}
+		if o.LastError != nil {
+			it.Error = o.LastError.Error
+			if o.Halted != "" {
+				it.Since = o.LastError.At
+			}
+		}
+		it.Repeats = o.Retries
+		if o.Halted != "" && h.opts.Actions {
+			it.Actions = h.offer(r, it.Actions, ActionRelease, it.Path+"/release", kind, k)
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// planAttention returns the item of a plan that failed, was aborted, or
+// runs with failed targets.
+func (h *Handler) planAttention(r *http.Request, s PlanSummary, doc *converge.PlanDocument) (AttentionItem, bool) {
+	it := AttentionItem{Kind: "plan", Name: s.ID, State: s.State, Since: s.Updated, Path: "plans/" + url.PathEscape(s.ID), Error: s.Reason}
+	if doc == nil {
+		it.Problem, it.Error = ProblemPlanFailed, s.Error
+		return it, s.Error != ""
+	}
+	st := doc.State()
+	switch {
+	case st == converge.PlanAborted:
+		it.Problem = ProblemPlanAborted
+	case st.IsError():
+		it.Problem = ProblemPlanFailed
+	case !st.IsFinal() && s.Failed > 0:
+		it.Problem = ProblemHostsFailed
+	default:
+		return it, false
+	}
+	it.Repeats = s.Failed
+	if it.Error == "" && doc.Status != nil {
+		it.Error = firstTargetFailure(doc.Status)
+	}
+	if h.opts.Actions {
+		path := "plans/" + url.PathEscape(s.ID)
+		if st.IsError() {
+			it.Actions = h.offer(r, it.Actions, ActionRetry, path+"/retry", "", s.ID)
+		} else if doc.Status == nil || doc.Status.Abort == "" {
+			it.Actions = h.offer(r, it.Actions, ActionAbort, path+"/abort", "", s.ID)
+		}
+	}
+	return it, true
+}
+
+// firstTargetFailure describes the first failed target of st, "" when
+// none failed.
+func firstTargetFailure(st *converge.PlanStatus) string {
+	for _, cs := range st.Commands {
+		groups := make([]string, 0, len(cs.Targets))
+		for g := range cs.Targets {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+		for _, g := range groups {
+			for _, t := range cs.Targets[g] {
+				if t.State.IsFailure() {
+					return fmt.Sprintf("%s/%s: %s", g, t.Name, t.Reason)
+				}
+			}
+		}
+	}
+	return ""
+}
