@@ -32,7 +32,9 @@
 // The read commands open the store read-only: a bolt file with
 // boltstore.Options.ReadOnly (a shared lock, nothing written), a database
 // in sessions whose transactions are read-only (default_transaction_read_only),
-// so a read creates and migrates nothing. release, abort and retry open it
+// so a read creates and migrates nothing: a database whose store schema is
+// missing or older than this convergectl is refused (the program's
+// pgstore.Open creates and migrates it). release, abort and retry open it
 // for writing; their history entries name who did it: --as, or the user
 // running the command.
 //
