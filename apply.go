@@ -278,6 +278,13 @@ type walkState struct {
 	em        *emitter
 	clock     walkClock
 
+	// solo: the walk has one worker, which runs on the walk's goroutine
+	// (workSolo). The queue, the wait counts and the tallies below are
+	// then the worker's alone, and it takes mu only to stop.
+	solo bool
+	// soloStopped: workSolo failed fast (it reads ws.stop under ws.mu).
+	soloStopped bool
+
 	mu        sync.Mutex
 	cond      sync.Cond
 	ready     readyQueue
@@ -388,15 +395,20 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		ws.mu.Unlock()
 	})
 	workers := min(w.cfg.Parallelism, n)
-	var wg sync.WaitGroup
-	wg.Add(workers)
-	for range workers {
-		go func() {
-			defer wg.Done()
-			ws.work()
-		}()
+	if workers <= 1 {
+		ws.solo = true
+		ws.workSolo()
+	} else {
+		var wg sync.WaitGroup
+		wg.Add(workers)
+		for range workers {
+			go func() {
+				defer wg.Done()
+				ws.work()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	stopWatch()
 	ws.mu.Lock()
 	ws.finished = true
@@ -642,10 +654,13 @@ func (q *readyQueue) pop() int {
 	return k
 }
 
-// pushReady queues item k. Callers hold ws.mu (or run before the workers).
+// pushReady queues item k. Callers hold ws.mu, or run before the workers or
+// as the solo worker.
 func (ws *walkState) pushReady(k int) {
 	ws.ready.push(k)
-	ws.emit(Event{ID: ws.c.items[k].id, Kind: EventQueued})
+	if ws.em != nil { // no Event is built for a walk without an Observer
+		ws.em.emit(Event{ID: ws.c.items[k].id, Kind: EventQueued})
+	}
 }
 
 // Batching: a worker whose last item was quick takes up to maxBatch items
@@ -750,6 +765,47 @@ func (ws *walkState) work() {
 	}
 }
 
+// workSolo runs every item of a walk with one worker. No other worker
+// reads or writes the ready queue, the wait counts or the tallies, so it
+// needs no lock and no condition variable for them: the queue is never
+// empty while items remain, since an item that is not resolved waits only
+// for items that are not resolved either and none runs while the worker is
+// between items. What it shares with the AfterFuncs of an interrupt or a
+// yield — stop and its cause — it reads and writes under ws.mu, which it
+// takes only when the walk's context or yield context ended or the walk
+// stops failing fast.
+func (ws *walkState) workSolo() {
+	var last time.Time // when the previous item ended; zero before the first
+	for ws.resolved < len(ws.results) {
+		if ws.stopping() || ws.soloStopped {
+			ws.mu.Lock()
+			if !ws.cancelSeen && ws.ctx.Err() != nil {
+				ws.onCancelLocked()
+			}
+			if !ws.stop && ws.yield != nil && ws.yield.Err() != nil {
+				ws.yieldLocked()
+			}
+			stop := ws.stop
+			ws.mu.Unlock()
+			if stop {
+				return
+			}
+		}
+		k := ws.ready.pop()
+		start := last
+		if start.IsZero() {
+			start = ws.clock.Now()
+		}
+		res := &ws.results[k]
+		var applied time.Duration
+		last, applied = ws.runItem(k, res, start, nil)
+		if ws.kinds != nil || ws.log != nil {
+			ws.observeItem(k, res, applied)
+		}
+		ws.complete(k)
+	}
+}
+
 // stopping reports, without ws.mu, whether the walk is about to stop
 // starting items: its context or its yield context ended. (A fail-fast
 // stop follows a failed item, which ends the batch anyway.)
@@ -759,22 +815,25 @@ func (ws *walkState) stopping() bool {
 
 // complete accounts for the result of item k, which the worker wrote into
 // ws.results[k], and releases or blocks the items after it. Callers hold
-// ws.mu.
+// ws.mu, unless the walk is solo.
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
 	ws.resolved++
 	if res.Outcome == OutcomeFailed {
 		ws.failures++
 		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
-		if ws.cfg.FailFast && !ws.stop {
-			// The failed item is in the report: the cause does not name it
-			// again, so the walk's error names it once.
-			ws.stop, ws.stopCause = true, errFailFast
+		if ws.cfg.FailFast {
+			ws.failFast()
 		}
 	} else {
-		ws.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
+		if ws.em != nil {
+			ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
+		}
 	}
 	queued := ws.release(k, res.Outcome == OutcomeFailed)
+	if ws.solo {
+		return // no other worker to wake
+	}
 	if ws.stop || ws.resolved == len(ws.results) {
 		ws.cond.Broadcast()
 		return
@@ -783,6 +842,22 @@ func (ws *walkState) complete(k int) {
 	// idle worker for each of the others.
 	for range min(queued-1, ws.cfg.Parallelism) {
 		ws.cond.Signal()
+	}
+}
+
+// failFast stops the walk after a failure. Callers hold ws.mu, unless the
+// walk is solo: then it takes ws.mu, which the AfterFuncs of an interrupt
+// share, and marks the stop for workSolo.
+func (ws *walkState) failFast() {
+	if ws.solo {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		ws.soloStopped = true
+	}
+	if !ws.stop {
+		// The failed item is in the report: the cause does not name it
+		// again, so the walk's error names it once.
+		ws.stop, ws.stopCause = true, errFailFast
 	}
 }
 
@@ -847,6 +922,9 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 	return queued
 }
 
+// emit hands e to the Observer, if any. On the per-item paths the callers
+// test ws.em themselves, so that a walk without an Observer does not even
+// build the Event.
 func (ws *walkState) emit(e Event) {
 	if ws.em != nil {
 		ws.em.emit(e)
@@ -894,7 +972,9 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 	it := &ws.c.items[k]
 	ws.initResult(k) // the rest of res is still zero
 	res.Started = start
-	ws.emit(Event{ID: it.id, Kind: EventChecking})
+	if ws.em != nil {
+		ws.em.emit(Event{ID: it.id, Kind: EventChecking})
+	}
 	ctx := ws.itemCtx
 	deps := &ws.views[k]
 	deps.ws, deps.k = ws, k

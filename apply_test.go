@@ -336,23 +336,28 @@ func TestApplyCancelledBeforeStartRunsNothing(t *testing.T) {
 }
 
 func TestApplyPanicBecomesItemError(t *testing.T) {
-	for _, phase := range []converge.Phase{converge.PhaseDiscover, converge.PhaseGoal, converge.PhaseCheck, converge.PhaseApply} {
-		t.Run(phase.String(), func(t *testing.T) {
-			g := converge.NewGraph()
-			boom := (&convergetest.Item{Key: "boom", Goal: "x"}).PanicAt(phase, "kaboom")
-			g.Add(boom.Node(), converge.Present)
-			g.Add(fake("fine"), converge.Present)
-			rep, err := converge.Apply(t.Context(), g)
-			require.ErrorIs(t, err, converge.ErrPanic)
-			var pe *converge.PanicError
-			require.ErrorAs(t, err, &pe)
-			assert.Equal(t, "kaboom", pe.Value)
-			assert.Contains(t, string(pe.Stack), "convergetest")
-			it, _ := rep.Item("boom")
-			assert.Equal(t, phase, it.Phase)
-			fine, _ := rep.Item("fine")
-			assert.Equal(t, converge.OutcomeChanged, fine.Outcome)
-		})
+	// Parallelism 1 runs the walk's one-worker path, 0 its parallel one.
+	for _, par := range []int{1, 0} {
+		for _, phase := range []converge.Phase{converge.PhaseDiscover, converge.PhaseGoal, converge.PhaseCheck, converge.PhaseApply} {
+			t.Run(fmt.Sprintf("%s/parallelism %d", phase, par), func(t *testing.T) {
+				g := converge.NewGraph()
+				boom := (&convergetest.Item{Key: "boom", Goal: "x"}).PanicAt(phase, "kaboom")
+				g.Add(boom.Node(), converge.Present)
+				g.Add(fake("fine"), converge.Present)
+				w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par})
+				require.NoError(t, err)
+				rep, err := w.Apply(t.Context(), g)
+				require.ErrorIs(t, err, converge.ErrPanic)
+				var pe *converge.PanicError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, "kaboom", pe.Value)
+				assert.Contains(t, string(pe.Stack), "convergetest")
+				it, _ := rep.Item("boom")
+				assert.Equal(t, phase, it.Phase)
+				fine, _ := rep.Item("fine")
+				assert.Equal(t, converge.OutcomeChanged, fine.Outcome)
+			})
+		}
 	}
 }
 
@@ -542,47 +547,52 @@ func TestApplyCollectsRequiredActions(t *testing.T) {
 }
 
 func TestApplyEventsOrder(t *testing.T) {
-	var mu sync.Mutex
-	var events []converge.Event
-	obs := converge.ObserverFunc(func(e converge.Event) {
-		mu.Lock()
-		events = append(events, e)
-		mu.Unlock()
-	})
-	r := rand.New(rand.NewPCG(7, 7))
-	rg := newRandomGraph(r, 80, 3, 0.1, true)
-	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 4, Observer: obs})
-	require.NoError(t, err)
-	rep, _ := w.Apply(t.Context(), rg.g)
+	// Parallelism 1 runs the walk's one-worker path, 4 its parallel one.
+	for _, par := range []int{1, 4} {
+		t.Run(fmt.Sprintf("parallelism %d", par), func(t *testing.T) {
+			var mu sync.Mutex
+			var events []converge.Event
+			obs := converge.ObserverFunc(func(e converge.Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			})
+			r := rand.New(rand.NewPCG(7, 7))
+			rg := newRandomGraph(r, 80, 3, 0.1, true)
+			w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par, Observer: obs})
+			require.NoError(t, err)
+			rep, _ := w.Apply(t.Context(), rg.g)
 
-	// All delivered before Apply returned, numbered in order.
-	mu.Lock()
-	defer mu.Unlock()
-	for i, e := range events {
-		require.Equal(t, uint64(i+1), e.Seq)
-	}
-	byItem := map[converge.ID][]converge.EventKind{}
-	pos := map[converge.ID]map[converge.EventKind]int{}
-	for i, e := range events {
-		byItem[e.ID] = append(byItem[e.ID], e.Kind)
-		if pos[e.ID] == nil {
-			pos[e.ID] = map[converge.EventKind]int{}
-		}
-		pos[e.ID][e.Kind] = i
-	}
-	for k, it := range rep.Items {
-		kinds := byItem[it.ID]
-		switch it.Outcome {
-		case converge.OutcomeWaiting, converge.OutcomeNotRun:
-			require.Equal(t, []converge.EventKind{converge.EventSkipped}, kinds, it.ID)
-		case converge.OutcomeFailed:
-			require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventFailed}, kinds, it.ID)
-		default:
-			require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventDone}, kinds, it.ID)
-			for _, d := range rg.preds(k) {
-				require.Less(t, pos[rg.probes[d].id][converge.EventDone], pos[it.ID][converge.EventQueued])
+			// All delivered before Apply returned, numbered in order.
+			mu.Lock()
+			defer mu.Unlock()
+			for i, e := range events {
+				require.Equal(t, uint64(i+1), e.Seq)
 			}
-		}
+			byItem := map[converge.ID][]converge.EventKind{}
+			pos := map[converge.ID]map[converge.EventKind]int{}
+			for i, e := range events {
+				byItem[e.ID] = append(byItem[e.ID], e.Kind)
+				if pos[e.ID] == nil {
+					pos[e.ID] = map[converge.EventKind]int{}
+				}
+				pos[e.ID][e.Kind] = i
+			}
+			for k, it := range rep.Items {
+				kinds := byItem[it.ID]
+				switch it.Outcome {
+				case converge.OutcomeWaiting, converge.OutcomeNotRun:
+					require.Equal(t, []converge.EventKind{converge.EventSkipped}, kinds, it.ID)
+				case converge.OutcomeFailed:
+					require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventFailed}, kinds, it.ID)
+				default:
+					require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventDone}, kinds, it.ID)
+					for _, d := range rg.preds(k) {
+						require.Less(t, pos[rg.probes[d].id][converge.EventDone], pos[it.ID][converge.EventQueued])
+					}
+				}
+			}
+		})
 	}
 }
 
