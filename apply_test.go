@@ -767,3 +767,50 @@ func TestItemTimesNestInTheWalk(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyOneWorkerRunsInInsertionOrder: with Parallelism 1 the items run
+// in the order they were added, as far as their order constraints allow,
+// in Apply (an item after its dependencies) and in Clean (before them).
+func TestApplyOneWorkerRunsInInsertionOrder(t *testing.T) {
+	tests := []struct {
+		name  string
+		clean bool
+		want  []converge.ID
+	}{
+		// c waits for b; of the ready items the first added runs first
+		// (longest chain first would start with b).
+		{name: "apply", want: []converge.ID{"a", "b", "c", "d"}},
+		// b is removed after c, which depends on it.
+		{name: "clean", clean: true, want: []converge.ID{"c", "a", "b", "d"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var started []converge.ID
+			w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 1, Observer: converge.ObserverFunc(func(e converge.Event) {
+				if e.Kind == converge.EventChecking {
+					mu.Lock()
+					started = append(started, e.ID)
+					mu.Unlock()
+				}
+			})})
+			require.NoError(t, err)
+			g := converge.NewGraph()
+			for _, spec := range []struct {
+				id   converge.ID
+				deps []converge.ID
+			}{{"c", []converge.ID{"b"}}, {"a", nil}, {"b", nil}, {"d", nil}} {
+				g.Add((&convergetest.Item{Key: spec.id, Goal: "up", Value: "up"}).Node(), converge.Present, spec.deps...)
+			}
+			if tt.clean {
+				_, err = w.Clean(t.Context(), g)
+			} else {
+				_, err = w.Apply(t.Context(), g)
+			}
+			require.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, tt.want, started)
+		})
+	}
+}
