@@ -784,24 +784,17 @@ func (ws *walkState) work() {
 	// saves reading the clock once per item.
 	var last time.Time
 	var b batch
-	// failed are the items of the last batch that failed, which complete
-	// accounts for under ws.mu; freed are the items whose wait the others
-	// ended, released outside it (see releaseOK).
-	var failed [maxBatch]int
-	nFailed, nOK := 0, 0
-	var freed []int32
+	var done [maxBatch]int
+	nDone := 0
 	quick := false // the previous item took less than quickItem
 	workers := min(ws.cfg.Parallelism, len(ws.results))
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for {
-		if nOK > 0 {
-			ws.settle(nOK, freed)
-		}
-		for _, k := range failed[:nFailed] {
+		for _, k := range done[:nDone] {
 			ws.complete(k)
 		}
-		nFailed, nOK, freed = 0, 0, freed[:0]
+		nDone = 0
 		waited := last.IsZero()
 		for !ws.stop && ws.ready.len() == 0 && ws.resolved < len(ws.results) {
 			ws.cond.Wait()
@@ -845,13 +838,8 @@ func (ws *walkState) work() {
 			}
 			quick = res.Outcome != OutcomeFailed && applied < 0 && last.Sub(start) < quickItem
 			start = last
-			if res.Outcome == OutcomeFailed {
-				failed[nFailed] = k
-				nFailed++
-			} else {
-				freed = ws.releaseOK(k, res, freed)
-				nOK++
-			}
+			done[nDone] = k
+			nDone++
 		}
 		ws.mu.Lock()
 	}
@@ -926,63 +914,9 @@ func (ws *walkState) complete(k int) {
 		}
 	}
 	queued := ws.release(k, res.Outcome == OutcomeFailed)
-	if !ws.solo { // else there is no other worker to wake
-		ws.wake(queued)
-	}
-}
-
-// releaseOK is what a parallel worker does, outside ws.mu, for item k that
-// did not fail: it emits the item's EventDone, then lowers the wait counts
-// of the items after it, atomically, and appends to freed those whose wait
-// it ended, for settle. (The EventDone goes to the mailbox before any of
-// those items is queued.)
-func (ws *walkState) releaseOK(k int, res *ItemResult, freed []int32) []int32 {
-	if ws.em != nil {
-		ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
-	}
-	for _, s := range ws.sched.successors(k) {
-		if ws.decrement(s) {
-			freed = append(freed, s)
-		}
-	}
-	return freed
-}
-
-// settle accounts for ok items that did not fail and whose successors the
-// worker released with releaseOK: it queues the items of freed, or, when
-// an item failed before them, resolves them as waiting, and wakes idle
-// workers. Callers hold ws.mu. An item's blocked list is complete when its
-// wait count reaches zero, since releaseCascade appends to it under ws.mu
-// before it lowers the count.
-func (ws *walkState) settle(ok int, freed []int32) {
-	ws.resolved += ok
-	queued := 0
-	for _, s := range freed {
-		if ws.blocked != nil && len(ws.blocked[s]) > 0 {
-			ws.resolveWaiting(int(s))
-			queued += ws.releaseCascade(int(s), true)
-			continue
-		}
-		ws.pushReady(int(s))
-		queued++
-	}
-	ws.wake(queued)
-}
-
-// decrement lowers the wait count of item s and reports whether its wait
-// is over. Parallel workers lower the counts outside ws.mu, so atomically;
-// the solo worker has them to itself.
-func (ws *walkState) decrement(s int32) bool {
 	if ws.solo {
-		ws.remaining[s]--
-		return ws.remaining[s] == 0
+		return // no other worker to wake
 	}
-	return atomic.AddInt32(&ws.remaining[s], -1) == 0
-}
-
-// wake wakes the idle workers for queued new items, or all of them when
-// the walk stops or is done. Callers hold ws.mu.
-func (ws *walkState) wake(queued int) {
 	if ws.stop || ws.resolved == len(ws.results) {
 		ws.cond.Broadcast()
 		return
@@ -1021,7 +955,7 @@ func (ws *walkState) release(k int, failed bool) int {
 	// No item failed so far: nothing is blocked and nothing cascades.
 	queued := 0
 	for _, s := range ws.sched.successors(k) {
-		if ws.decrement(s) {
+		if ws.remaining[s]--; ws.remaining[s] == 0 {
 			ws.pushReady(int(s))
 			queued++
 		}
@@ -1051,7 +985,8 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 			if p.failed {
 				ws.blocked[s] = append(ws.blocked[s], id)
 			}
-			if !ws.decrement(s32) {
+			ws.remaining[s]--
+			if ws.remaining[s] > 0 {
 				continue
 			}
 			if len(ws.blocked[s]) == 0 {
@@ -1059,7 +994,11 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 				queued++
 				continue
 			}
-			ws.resolveWaiting(s)
+			r := ws.initResult(s)
+			r.Outcome = OutcomeWaiting
+			r.WaitingFor = ws.blocked[s]
+			ws.resolved++
+			ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeWaiting, WaitingFor: r.WaitingFor})
 			stack = append(stack, pending{s, true})
 		}
 	}
@@ -1073,17 +1012,6 @@ func (ws *walkState) emit(e Event) {
 	if ws.em != nil {
 		ws.em.emit(e)
 	}
-}
-
-// resolveWaiting resolves item s, whose wait is over but which waits for an
-// item that failed or waits itself, as OutcomeWaiting. Callers hold ws.mu,
-// unless the walk is solo.
-func (ws *walkState) resolveWaiting(s int) {
-	r := ws.initResult(s)
-	r.Outcome = OutcomeWaiting
-	r.WaitingFor = ws.blocked[s]
-	ws.resolved++
-	ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeWaiting, WaitingFor: r.WaitingFor})
 }
 
 // initResult fills in the ID and presence of item k's result, once the
