@@ -36,7 +36,10 @@ type WalkerConfig struct {
 	// first. When items are quick (converged, checked in well under a
 	// millisecond) a worker takes a few at once to save synchronisation;
 	// it hands those it has not started back before any Apply, so no item
-	// waits for another's Apply unless it depends on it.
+	// waits for another's Apply unless it depends on it. With Parallelism
+	// 1, where the order cannot change how long the walk takes, the items
+	// run in the order they were added to the graph as far as their order
+	// constraints allow (of the items ready to run, the one added first).
 	Parallelism int
 	// FailFast stops scheduling new items after the first failure. Items
 	// already running finish; the rest are reported as not run.
@@ -278,6 +281,14 @@ type walkState struct {
 	em        *emitter
 	clock     walkClock
 
+	// solo: the walk has one worker, which runs on the walk's goroutine
+	// (workSolo) in the order of schedule.solo, without the ready queue.
+	// The wait counts and the tallies below are then the worker's alone,
+	// and it takes mu only to stop.
+	solo bool
+	// soloStopped: workSolo failed fast (it reads ws.stop under ws.mu).
+	soloStopped bool
+
 	mu        sync.Mutex
 	cond      sync.Cond
 	ready     readyQueue
@@ -375,7 +386,11 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	sch := c.schedule(mode)
 	ws.sched = sch
 	copy(ws.remaining, sch.indeg)
-	ws.ready = newReadyQueue(sch.rank)
+	workers := min(w.cfg.Parallelism, n)
+	ws.solo = workers <= 1
+	if !ws.solo {
+		ws.ready = newReadyQueue(sch.rank)
+	}
 	for k := 0; k < n; k++ {
 		if ws.remaining[k] == 0 {
 			ws.pushReady(k)
@@ -387,16 +402,19 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		ws.onCancelLocked()
 		ws.mu.Unlock()
 	})
-	workers := min(w.cfg.Parallelism, n)
-	var wg sync.WaitGroup
-	wg.Add(workers)
-	for range workers {
-		go func() {
-			defer wg.Done()
-			ws.work()
-		}()
+	if ws.solo {
+		ws.workSolo()
+	} else {
+		var wg sync.WaitGroup
+		wg.Add(workers)
+		for range workers {
+			go func() {
+				defer wg.Done()
+				ws.work()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	stopWatch()
 	ws.mu.Lock()
 	ws.finished = true
@@ -526,6 +544,12 @@ type schedule struct {
 	// the item. Running the items with the longest chains first keeps the
 	// critical path moving when more items are ready than workers.
 	rank []int32
+	// solo is the order in which a walk of one worker runs the items: the
+	// lowest index first of the items whose wait is over. With one worker
+	// the order does not change how long the walk takes, and insertion
+	// order keeps the worker's writes to the results, and its reads of the
+	// items, close together in memory.
+	solo []int32
 }
 
 // successors returns the items that may start only after item k.
@@ -584,7 +608,72 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 		}
 		sch.rank[k] = m + 1
 	}
+	sch.solo = lowestFirst(sch, n)
 	return sch
+}
+
+// lowestFirst returns the order of schedule.solo: repeatedly the lowest
+// index among the items whose wait is over (Kahn's algorithm over a
+// min-heap of indexes).
+func lowestFirst(sch *schedule, n int) []int32 {
+	indeg := append([]int32(nil), sch.indeg...)
+	var h minHeap
+	for k := range n {
+		if indeg[k] == 0 {
+			h.push(int32(k))
+		}
+	}
+	order := make([]int32, 0, n)
+	for len(h) > 0 {
+		k := h.pop()
+		order = append(order, k)
+		for _, s := range sch.successors(int(k)) {
+			if indeg[s]--; indeg[s] == 0 {
+				h.push(s)
+			}
+		}
+	}
+	return order
+}
+
+// minHeap is a binary min-heap of item indexes.
+type minHeap []int32
+
+func (h *minHeap) push(x int32) {
+	*h = append(*h, x)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p] <= a[i] {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *minHeap) pop() int32 {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		m, l, r := i, 2*i+1, 2*i+2
+		if l < len(a) && a[l] < a[m] {
+			m = l
+		}
+		if r < len(a) && a[r] < a[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
 }
 
 // readyQueue holds the ready items by rank, highest rank first, in the
@@ -642,10 +731,16 @@ func (q *readyQueue) pop() int {
 	return k
 }
 
-// pushReady queues item k. Callers hold ws.mu (or run before the workers).
+// pushReady queues item k (a solo walk has no queue: its worker reaches k
+// in the order of schedule.solo). Callers hold ws.mu, or run before the
+// workers or as the solo worker.
 func (ws *walkState) pushReady(k int) {
-	ws.ready.push(k)
-	ws.emit(Event{ID: ws.c.items[k].id, Kind: EventQueued})
+	if !ws.solo {
+		ws.ready.push(k)
+	}
+	if ws.em != nil { // no Event is built for a walk without an Observer
+		ws.em.emit(Event{ID: ws.c.items[k].id, Kind: EventQueued})
+	}
 }
 
 // Batching: a worker whose last item was quick takes up to maxBatch items
@@ -750,6 +845,50 @@ func (ws *walkState) work() {
 	}
 }
 
+// workSolo runs every item of a walk with one worker, in the order of
+// ws.sched.solo: an item's wait is over when the worker reaches it, since
+// the items it waits for come before it, so the worker needs no ready
+// queue, and an item resolved as waiting (its Outcome set) is passed over.
+// No other worker reads or writes the wait counts or the tallies, so it
+// needs no lock and no condition variable for them. What it shares with
+// the AfterFuncs of an interrupt or a yield — stop and its cause — it
+// reads and writes under ws.mu, which it takes only when the walk's
+// context or yield context ended or the walk stops failing fast.
+func (ws *walkState) workSolo() {
+	var last time.Time // when the previous item ended; zero before the first
+	for _, k32 := range ws.sched.solo {
+		k := int(k32)
+		res := &ws.results[k]
+		if res.Outcome != outcomePending {
+			continue // resolved as waiting
+		}
+		if ws.stopping() || ws.soloStopped {
+			ws.mu.Lock()
+			if !ws.cancelSeen && ws.ctx.Err() != nil {
+				ws.onCancelLocked()
+			}
+			if !ws.stop && ws.yield != nil && ws.yield.Err() != nil {
+				ws.yieldLocked()
+			}
+			stop := ws.stop
+			ws.mu.Unlock()
+			if stop {
+				return
+			}
+		}
+		start := last
+		if start.IsZero() {
+			start = ws.clock.Now()
+		}
+		var applied time.Duration
+		last, applied = ws.runItem(k, res, start, nil)
+		if ws.kinds != nil || ws.log != nil {
+			ws.observeItem(k, res, applied)
+		}
+		ws.complete(k)
+	}
+}
+
 // stopping reports, without ws.mu, whether the walk is about to stop
 // starting items: its context or its yield context ended. (A fail-fast
 // stop follows a failed item, which ends the batch anyway.)
@@ -759,22 +898,25 @@ func (ws *walkState) stopping() bool {
 
 // complete accounts for the result of item k, which the worker wrote into
 // ws.results[k], and releases or blocks the items after it. Callers hold
-// ws.mu.
+// ws.mu, unless the walk is solo.
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
 	ws.resolved++
 	if res.Outcome == OutcomeFailed {
 		ws.failures++
 		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
-		if ws.cfg.FailFast && !ws.stop {
-			// The failed item is in the report: the cause does not name it
-			// again, so the walk's error names it once.
-			ws.stop, ws.stopCause = true, errFailFast
+		if ws.cfg.FailFast {
+			ws.failFast()
 		}
 	} else {
-		ws.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
+		if ws.em != nil {
+			ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
+		}
 	}
 	queued := ws.release(k, res.Outcome == OutcomeFailed)
+	if ws.solo {
+		return // no other worker to wake
+	}
 	if ws.stop || ws.resolved == len(ws.results) {
 		ws.cond.Broadcast()
 		return
@@ -783,6 +925,22 @@ func (ws *walkState) complete(k int) {
 	// idle worker for each of the others.
 	for range min(queued-1, ws.cfg.Parallelism) {
 		ws.cond.Signal()
+	}
+}
+
+// failFast stops the walk after a failure. Callers hold ws.mu, unless the
+// walk is solo: then it takes ws.mu, which the AfterFuncs of an interrupt
+// share, and marks the stop for workSolo.
+func (ws *walkState) failFast() {
+	if ws.solo {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		ws.soloStopped = true
+	}
+	if !ws.stop {
+		// The failed item is in the report: the cause does not name it
+		// again, so the walk's error names it once.
+		ws.stop, ws.stopCause = true, errFailFast
 	}
 }
 
@@ -847,6 +1005,9 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 	return queued
 }
 
+// emit hands e to the Observer, if any. On the per-item paths the callers
+// test ws.em themselves, so that a walk without an Observer does not even
+// build the Event.
 func (ws *walkState) emit(e Event) {
 	if ws.em != nil {
 		ws.em.emit(e)
@@ -894,7 +1055,9 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 	it := &ws.c.items[k]
 	ws.initResult(k) // the rest of res is still zero
 	res.Started = start
-	ws.emit(Event{ID: it.id, Kind: EventChecking})
+	if ws.em != nil {
+		ws.em.emit(Event{ID: it.id, Kind: EventChecking})
+	}
 	ctx := ws.itemCtx
 	deps := &ws.views[k]
 	deps.ws, deps.k = ws, k

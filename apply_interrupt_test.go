@@ -235,3 +235,48 @@ func TestCurrentWalk(t *testing.T) {
 	assert.NotEqual(t, rep.Walk, rep2.Walk)
 	assert.Equal(t, rep2.Walk, w.seen["StateCurrent"], "the second walk")
 }
+
+// TestApplyOneWorkerInterrupt interrupts a walk of one worker, which runs
+// without a lock (the walk's solo path), while "a" applies: the interrupt
+// reaches it all the same, a graceful one lets "a" finish and an immediate
+// one cancels it, and nothing else starts.
+func TestApplyOneWorkerInterrupt(t *testing.T) {
+	tests := []struct {
+		name        string
+		grace       time.Duration
+		interrupted converge.Interrupt
+		// a is a's outcome; c is c's, which waits for a.
+		a, c converge.Outcome
+	}{
+		{name: "graceful", grace: time.Minute, interrupted: converge.InterruptGraceful,
+			a: converge.OutcomeChanged, c: converge.OutcomeNotRun},
+		{name: "immediate", grace: 0, interrupted: converge.InterruptImmediate,
+			a: converge.OutcomeFailed, c: converge.OutcomeWaiting},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 1, Grace: tt.grace})
+				require.NoError(t, err)
+				g, items := interruptGraph(10 * time.Second)
+				ctx, interrupt := converge.WithInterrupt(t.Context())
+				defer interrupt()
+				wait := applyAsync(w, ctx, g)
+				time.Sleep(time.Second)
+				require.Equal(t, 1, items[0].Calls("Apply"), "a is applying")
+				interrupt()
+				rep, err := wait()
+				require.ErrorIs(t, err, context.Canceled)
+				assert.Equal(t, tt.interrupted, rep.Interrupted)
+				ra, _ := rep.Item("a")
+				assert.Equal(t, tt.a, ra.Outcome)
+				rb, _ := rep.Item("b")
+				assert.Equal(t, converge.OutcomeNotRun, rb.Outcome, "b never started")
+				assert.Zero(t, items[1].Calls("StateCurrent"))
+				rc, _ := rep.Item("c")
+				assert.Equal(t, tt.c, rc.Outcome)
+				assert.Zero(t, items[2].Calls("StateCurrent"))
+			})
+		})
+	}
+}

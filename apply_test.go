@@ -336,23 +336,28 @@ func TestApplyCancelledBeforeStartRunsNothing(t *testing.T) {
 }
 
 func TestApplyPanicBecomesItemError(t *testing.T) {
-	for _, phase := range []converge.Phase{converge.PhaseDiscover, converge.PhaseGoal, converge.PhaseCheck, converge.PhaseApply} {
-		t.Run(phase.String(), func(t *testing.T) {
-			g := converge.NewGraph()
-			boom := (&convergetest.Item{Key: "boom", Goal: "x"}).PanicAt(phase, "kaboom")
-			g.Add(boom.Node(), converge.Present)
-			g.Add(fake("fine"), converge.Present)
-			rep, err := converge.Apply(t.Context(), g)
-			require.ErrorIs(t, err, converge.ErrPanic)
-			var pe *converge.PanicError
-			require.ErrorAs(t, err, &pe)
-			assert.Equal(t, "kaboom", pe.Value)
-			assert.Contains(t, string(pe.Stack), "convergetest")
-			it, _ := rep.Item("boom")
-			assert.Equal(t, phase, it.Phase)
-			fine, _ := rep.Item("fine")
-			assert.Equal(t, converge.OutcomeChanged, fine.Outcome)
-		})
+	// Parallelism 1 runs the walk's one-worker path, 0 its parallel one.
+	for _, par := range []int{1, 0} {
+		for _, phase := range []converge.Phase{converge.PhaseDiscover, converge.PhaseGoal, converge.PhaseCheck, converge.PhaseApply} {
+			t.Run(fmt.Sprintf("%s/parallelism %d", phase, par), func(t *testing.T) {
+				g := converge.NewGraph()
+				boom := (&convergetest.Item{Key: "boom", Goal: "x"}).PanicAt(phase, "kaboom")
+				g.Add(boom.Node(), converge.Present)
+				g.Add(fake("fine"), converge.Present)
+				w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par})
+				require.NoError(t, err)
+				rep, err := w.Apply(t.Context(), g)
+				require.ErrorIs(t, err, converge.ErrPanic)
+				var pe *converge.PanicError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, "kaboom", pe.Value)
+				assert.Contains(t, string(pe.Stack), "convergetest")
+				it, _ := rep.Item("boom")
+				assert.Equal(t, phase, it.Phase)
+				fine, _ := rep.Item("fine")
+				assert.Equal(t, converge.OutcomeChanged, fine.Outcome)
+			})
+		}
 	}
 }
 
@@ -542,47 +547,52 @@ func TestApplyCollectsRequiredActions(t *testing.T) {
 }
 
 func TestApplyEventsOrder(t *testing.T) {
-	var mu sync.Mutex
-	var events []converge.Event
-	obs := converge.ObserverFunc(func(e converge.Event) {
-		mu.Lock()
-		events = append(events, e)
-		mu.Unlock()
-	})
-	r := rand.New(rand.NewPCG(7, 7))
-	rg := newRandomGraph(r, 80, 3, 0.1, true)
-	w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 4, Observer: obs})
-	require.NoError(t, err)
-	rep, _ := w.Apply(t.Context(), rg.g)
+	// Parallelism 1 runs the walk's one-worker path, 4 its parallel one.
+	for _, par := range []int{1, 4} {
+		t.Run(fmt.Sprintf("parallelism %d", par), func(t *testing.T) {
+			var mu sync.Mutex
+			var events []converge.Event
+			obs := converge.ObserverFunc(func(e converge.Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			})
+			r := rand.New(rand.NewPCG(7, 7))
+			rg := newRandomGraph(r, 80, 3, 0.1, true)
+			w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par, Observer: obs})
+			require.NoError(t, err)
+			rep, _ := w.Apply(t.Context(), rg.g)
 
-	// All delivered before Apply returned, numbered in order.
-	mu.Lock()
-	defer mu.Unlock()
-	for i, e := range events {
-		require.Equal(t, uint64(i+1), e.Seq)
-	}
-	byItem := map[converge.ID][]converge.EventKind{}
-	pos := map[converge.ID]map[converge.EventKind]int{}
-	for i, e := range events {
-		byItem[e.ID] = append(byItem[e.ID], e.Kind)
-		if pos[e.ID] == nil {
-			pos[e.ID] = map[converge.EventKind]int{}
-		}
-		pos[e.ID][e.Kind] = i
-	}
-	for k, it := range rep.Items {
-		kinds := byItem[it.ID]
-		switch it.Outcome {
-		case converge.OutcomeWaiting, converge.OutcomeNotRun:
-			require.Equal(t, []converge.EventKind{converge.EventSkipped}, kinds, it.ID)
-		case converge.OutcomeFailed:
-			require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventFailed}, kinds, it.ID)
-		default:
-			require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventDone}, kinds, it.ID)
-			for _, d := range rg.preds(k) {
-				require.Less(t, pos[rg.probes[d].id][converge.EventDone], pos[it.ID][converge.EventQueued])
+			// All delivered before Apply returned, numbered in order.
+			mu.Lock()
+			defer mu.Unlock()
+			for i, e := range events {
+				require.Equal(t, uint64(i+1), e.Seq)
 			}
-		}
+			byItem := map[converge.ID][]converge.EventKind{}
+			pos := map[converge.ID]map[converge.EventKind]int{}
+			for i, e := range events {
+				byItem[e.ID] = append(byItem[e.ID], e.Kind)
+				if pos[e.ID] == nil {
+					pos[e.ID] = map[converge.EventKind]int{}
+				}
+				pos[e.ID][e.Kind] = i
+			}
+			for k, it := range rep.Items {
+				kinds := byItem[it.ID]
+				switch it.Outcome {
+				case converge.OutcomeWaiting, converge.OutcomeNotRun:
+					require.Equal(t, []converge.EventKind{converge.EventSkipped}, kinds, it.ID)
+				case converge.OutcomeFailed:
+					require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventFailed}, kinds, it.ID)
+				default:
+					require.Equal(t, []converge.EventKind{converge.EventQueued, converge.EventChecking, converge.EventApplying, converge.EventDone}, kinds, it.ID)
+					for _, d := range rg.preds(k) {
+						require.Less(t, pos[rg.probes[d].id][converge.EventDone], pos[it.ID][converge.EventQueued])
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -755,5 +765,52 @@ func TestItemTimesNestInTheWalk(t *testing.T) {
 			assert.False(t, r.Started.Before(prevEnd), "%s started before its dependency ended", id)
 			prevEnd = r.Started.Add(r.Duration)
 		}
+	}
+}
+
+// TestApplyOneWorkerRunsInInsertionOrder: with Parallelism 1 the items run
+// in the order they were added, as far as their order constraints allow,
+// in Apply (an item after its dependencies) and in Clean (before them).
+func TestApplyOneWorkerRunsInInsertionOrder(t *testing.T) {
+	tests := []struct {
+		name  string
+		clean bool
+		want  []converge.ID
+	}{
+		// c waits for b; of the ready items the first added runs first
+		// (longest chain first would start with b).
+		{name: "apply", want: []converge.ID{"a", "b", "c", "d"}},
+		// b is removed after c, which depends on it.
+		{name: "clean", clean: true, want: []converge.ID{"c", "a", "b", "d"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var started []converge.ID
+			w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 1, Observer: converge.ObserverFunc(func(e converge.Event) {
+				if e.Kind == converge.EventChecking {
+					mu.Lock()
+					started = append(started, e.ID)
+					mu.Unlock()
+				}
+			})})
+			require.NoError(t, err)
+			g := converge.NewGraph()
+			for _, spec := range []struct {
+				id   converge.ID
+				deps []converge.ID
+			}{{"c", []converge.ID{"b"}}, {"a", nil}, {"b", nil}, {"d", nil}} {
+				g.Add((&convergetest.Item{Key: spec.id, Goal: "up", Value: "up"}).Node(), converge.Present, spec.deps...)
+			}
+			if tt.clean {
+				_, err = w.Clean(t.Context(), g)
+			} else {
+				_, err = w.Apply(t.Context(), g)
+			}
+			require.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, tt.want, started)
+		})
 	}
 }

@@ -2,6 +2,7 @@ package converge_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -34,61 +35,66 @@ func (p *pair) build(_ context.Context, s spec) ([]converge.TargetStage, error) 
 }
 
 func TestReconcileNewTargetPreemptsAtItemBoundary(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		p := newPair(10 * time.Second)
-		var mu sync.Mutex
-		var walkEvents []converge.Event
-		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: p.build,
-			Walk: converge.WalkerConfig{Observer: converge.ObserverFunc(func(e converge.Event) {
-				mu.Lock()
-				walkEvents = append(walkEvents, e)
-				mu.Unlock()
-			})}})
-		require.NoError(t, r.SetTarget(ctx, spec{App: "v1"}))
-		rev1 := r.Revision()
-		stop := runReconciler(t, r)
-		time.Sleep(5 * time.Second) // a is applying v1
-		require.NoError(t, r.SetTarget(ctx, spec{App: "v2"}))
-		rev2 := r.Revision()
-		assert.Equal(t, rev1+1, rev2)
-		time.Sleep(5 * time.Second)
-		synctest.Wait()
-		assert.Equal(t, "v1", p.a.Current(), "a's Apply was not cut in the middle")
-		assert.Empty(t, p.b.Current(), "b never started for the old target")
-		time.Sleep(time.Minute)
-		require.NoError(t, stop())
+	// Parallelism 1 runs the walk's one-worker path, 0 its parallel one.
+	for _, par := range []int{1, 0} {
+		t.Run(fmt.Sprintf("parallelism %d", par), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				p := newPair(10 * time.Second)
+				var mu sync.Mutex
+				var walkEvents []converge.Event
+				r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: p.build,
+					Walk: converge.WalkerConfig{Parallelism: par, Observer: converge.ObserverFunc(func(e converge.Event) {
+						mu.Lock()
+						walkEvents = append(walkEvents, e)
+						mu.Unlock()
+					})}})
+				require.NoError(t, r.SetTarget(ctx, spec{App: "v1"}))
+				rev1 := r.Revision()
+				stop := runReconciler(t, r)
+				time.Sleep(5 * time.Second) // a is applying v1
+				require.NoError(t, r.SetTarget(ctx, spec{App: "v2"}))
+				rev2 := r.Revision()
+				assert.Equal(t, rev1+1, rev2)
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+				assert.Equal(t, "v1", p.a.Current(), "a's Apply was not cut in the middle")
+				assert.Empty(t, p.b.Current(), "b never started for the old target")
+				time.Sleep(time.Minute)
+				require.NoError(t, stop())
 
-		assert.Equal(t, "v2", p.a.Current())
-		assert.Equal(t, "v2", p.b.Current())
-		assert.Equal(t, 1, p.b.Calls("Apply"), "b was applied once, for the new target")
-		assert.Empty(t, ev.of(converge.TargetPassFailed), "a preempted pass is not a failure")
-		pre := ev.of(converge.TargetPassPreempted)
-		require.Len(t, pre, 1)
-		assert.Equal(t, rev1, pre[0].Revision)
-		fin := ev.of(converge.TargetPassFinished)
-		require.Len(t, fin, 1)
-		assert.Equal(t, rev2, fin[0].Revision)
-		assert.Equal(t, pre[0].Pass+1, fin[0].Pass)
-		for _, e := range ev.of(converge.TargetStateChanged) {
-			assert.Equal(t, e.Revision, e.Report.Revision, "the report carries its event's revision")
-			want := map[uint64]string{rev1: "v1", rev2: "v2"}[e.Revision]
-			for _, res := range e.Report.Items {
-				if res.Outcome == converge.OutcomeChanged {
-					assert.Equal(t, want, res.After, "a revision %d event reports only its own target", e.Revision)
+				assert.Equal(t, "v2", p.a.Current())
+				assert.Equal(t, "v2", p.b.Current())
+				assert.Equal(t, 1, p.b.Calls("Apply"), "b was applied once, for the new target")
+				assert.Empty(t, ev.of(converge.TargetPassFailed), "a preempted pass is not a failure")
+				pre := ev.of(converge.TargetPassPreempted)
+				require.Len(t, pre, 1)
+				assert.Equal(t, rev1, pre[0].Revision)
+				fin := ev.of(converge.TargetPassFinished)
+				require.Len(t, fin, 1)
+				assert.Equal(t, rev2, fin[0].Revision)
+				assert.Equal(t, pre[0].Pass+1, fin[0].Pass)
+				for _, e := range ev.of(converge.TargetStateChanged) {
+					assert.Equal(t, e.Revision, e.Report.Revision, "the report carries its event's revision")
+					want := map[uint64]string{rev1: "v1", rev2: "v2"}[e.Revision]
+					for _, res := range e.Report.Items {
+						if res.Outcome == converge.OutcomeChanged {
+							assert.Equal(t, want, res.After, "a revision %d event reports only its own target", e.Revision)
+						}
+					}
 				}
-			}
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		var old []string
-		for _, e := range walkEvents {
-			if e.Revision == rev1 && (e.Kind == converge.EventDone || e.Kind == converge.EventSkipped) {
-				old = append(old, string(e.ID)+" "+e.Kind.String())
-			}
-		}
-		assert.Equal(t, []string{"a done", "b skipped"}, old, "the old target's walk: a finished, b did not start")
-	})
+				mu.Lock()
+				defer mu.Unlock()
+				var old []string
+				for _, e := range walkEvents {
+					if e.Revision == rev1 && (e.Kind == converge.EventDone || e.Kind == converge.EventSkipped) {
+						old = append(old, string(e.ID)+" "+e.Kind.String())
+					}
+				}
+				assert.Equal(t, []string{"a done", "b skipped"}, old, "the old target's walk: a finished, b did not start")
+			})
+		})
+	}
 }
 
 func TestReconcileShutdownIsGraceful(t *testing.T) {

@@ -48,21 +48,36 @@ func benchNoopWalk(b *testing.B, par int) {
 	reportPerItem(b, noopItems, before)
 }
 
-// mallocs returns the number of heap allocations the process made so far.
-func mallocs() uint64 {
+// counters are the process's heap allocations and CPU time at one moment.
+type counters struct {
+	mallocs uint64
+	cpu     int64
+	cpuOK   bool
+}
+
+// mallocs returns the number of heap allocations the process made so far
+// and the CPU time it used.
+func mallocs() counters {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.Mallocs
+	cpu, ok := cpuTime()
+	return counters{mallocs: m.Mallocs, cpu: cpu, cpuOK: ok}
 }
 
 // reportPerItem reports the time and the heap allocations of one op divided
 // by the n items it handled; before is mallocs() taken just before the
-// measured loop.
-func reportPerItem(b *testing.B, n int, before uint64) {
+// measured loop. It also reports cpu-ns/item, the CPU time of the whole
+// process (every thread, the garbage collector included) per item: on a
+// shared machine, where other processes take the cores for a while, it
+// varies far less than the elapsed ns/item, which counts the waits too.
+func reportPerItem(b *testing.B, n int, before counters) {
 	after := mallocs()
 	per := float64(b.N) * float64(n)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/item")
-	b.ReportMetric(float64(after-before)/per, "allocs/item")
+	b.ReportMetric(float64(after.mallocs-before.mallocs)/per, "allocs/item")
+	if before.cpuOK && after.cpuOK {
+		b.ReportMetric(float64(after.cpu-before.cpu)/per, "cpu-ns/item")
+	}
 }
 
 // BenchmarkWalkNoop10kPar1 is BenchmarkWalkNoop10k with parallelism 1: the

@@ -30,26 +30,33 @@ type row struct {
 	base, baseUnit string
 	// atMost: the goal is an upper bound (true) or a lower bound (false).
 	atMost bool
-	goal   float64
+	// goal 0: the row is reported, with its ratio, and has no goal.
+	goal float64
 }
 
-// rows is the table of issue 18, in its order.
+// rows is the table of issue 18, with the goals as issue 31 restated them,
+// in its order.
 var rows = []row{
-	{"WalkNoop10k", "ns/item", "WalkFloor10k", "ns/item", true, 2.0},
-	{"WalkNoop10k", "allocs/item", "", "", true, 1},
-	{"WalkNoop10kPar1", "ns/item", "WalkFloor10k", "ns/item", true, 1.5},
-	{"WalkCriticalPath", "efficiency", "", "", false, 0.97},
-	// What the first rows cannot show: the floor of a walk that keeps a
-	// timed result per item (BenchmarkWalkFloorRecorded10k), and the
-	// critical path against the best schedule of its graph
-	// (TestCriticalPathBound: "efficiency" cannot pass 0.95 there).
+	// The walk against the floor of a walk that keeps a timed result per
+	// item (BenchmarkWalkFloorRecorded10k), at the default parallelism and
+	// with one worker.
 	{"WalkNoop10k", "ns/item", "WalkFloorRecorded10k", "ns/item", true, 2.0},
-	{"WalkNoop10kPar1", "ns/item", "WalkFloorRecorded10k", "ns/item", true, 1.5},
+	{"WalkNoop10kPar1", "ns/item", "WalkFloorRecorded10k", "ns/item", true, 2.0},
+	{"WalkNoop10k", "allocs/item", "", "", true, 1},
+	// The same in CPU time, which other processes on a shared machine
+	// disturb far less than the elapsed time.
+	{"WalkNoop10k", "cpu-ns/item", "WalkFloorRecorded10k", "cpu-ns/item", true, 0},
+	{"WalkNoop10kPar1", "cpu-ns/item", "WalkFloorRecorded10k", "cpu-ns/item", true, 0},
 	// One reading of the monotonic clock per item, which a walk needs to
-	// time its items, against the bare loop: above 1.5, neither walk goal
-	// against BenchmarkWalkFloor10k is within reach of a timed walk.
-	{"WalkFloorClock10k", "ns/item", "WalkFloor10k", "ns/item", true, 1.5},
+	// time its items, against the bare loop (BenchmarkWalkFloor10k): why
+	// the walk is measured against BenchmarkWalkFloorRecorded10k.
+	{"WalkFloorClock10k", "ns/item", "WalkFloor10k", "ns/item", true, 0},
+	// The critical path against the walk's own schedule at zero dispatch
+	// cost. "efficiency", against the larger of the critical path and the
+	// work over the parallelism, is reported without a goal: no schedule
+	// passes 0.95 on this graph (TestCriticalPathBound).
 	{"WalkCriticalPath", "schedule-efficiency", "", "", false, 0.97},
+	{"WalkCriticalPath", "efficiency", "", "", false, 0},
 	{"ControllerThroughput", "reconciles/s", "WorkqueueBaseline", "reconciles/s", false, 1.1},
 	{"ControllerThroughputDurable", "reconciles/s", "ControllerThroughput", "reconciles/s", false, 0.5},
 	// The same load with the workers racing the enqueue for the queue.
@@ -58,15 +65,16 @@ var rows = []row{
 	{"DeriveStatus10k", "ns/item", "", "", true, 1000},
 	{"HostcfgNoop1k", "sec/op", "HostcfgFloor1k", "sec/op", true, 1.5},
 	{"ConfigTxtNoop200", "sec/op", "ConfigTxtFloor200", "sec/op", true, 2.0},
-	{"DockerUp20", "ours/compose", "", "", true, 0.9},
-	{"DockerUp20", "ours/floor", "", "", true, 1.05},
 	// Against the floor that also watches each container for one
 	// PollInterval after its start, as converge does to fail on an early
 	// exit: what converge spends beyond the work its guarantee needs.
 	{"DockerUp20", "ours/floor-watched", "", "", true, 1.05},
-	// The engine floor against compose: above 0.9, the compose goal is out
-	// of reach on that machine whatever converge does.
-	{"DockerUp20", "floor/compose", "", "", true, 0.9},
+	{"DockerUp20", "ours/floor", "", "", true, 1.05},
+	// Against compose, reported without a goal: the engine floor itself
+	// needs about 0.94 of compose's time (floor/compose), which rules out
+	// the 0.9 of compose that issue 18 asked for.
+	{"DockerUp20", "ours/compose", "", "", true, 0},
+	{"DockerUp20", "floor/compose", "", "", true, 0},
 	{"DockerNoop20", "engine-calls/op", "", "", true, 2},
 	{"DockerNoop20Process", "ours/compose", "", "", true, 1.0},
 }
@@ -156,16 +164,23 @@ func printTable(w io.Writer, med map[key]float64) {
 		if r.atMost {
 			met = ratio <= r.goal
 		}
+		metText := yesNo(met)
+		if r.goal == 0 {
+			metText = "—"
+		}
 		ratioText := "—"
 		if r.base != "" {
 			ratioText = fmt.Sprintf("%.2f×", ratio)
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.bench, r.unit, format(v, r.unit), orDash(r.base), baseVal, ratioText, goal(r), yesNo(met))
+			r.bench, r.unit, format(v, r.unit), orDash(r.base), baseVal, ratioText, goal(r), metText)
 	}
 }
 
 func goal(r row) string {
+	if r.goal == 0 {
+		return "—"
+	}
 	op := "≥"
 	if r.atMost {
 		op = "≤"
