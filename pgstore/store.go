@@ -227,7 +227,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := migrate(mctx, pool, s.schema); err != nil {
 		return nil, err
 	}
-	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize())
+	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize(), s.keep, s.ageUS)
 	return s, nil
 }
 
@@ -380,17 +380,15 @@ func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, erro
 }
 
 // histArgs is the history part of a write's arguments: the entries as
-// arrays, and how retention trims the key's history.
+// arrays (retention is built into the statements).
 type histArgs struct {
 	ats                 []time.Time
 	froms, tos, reasons []string
 	subjects            []*string // JSON; nil: the record itself
-	keepOld, skipNew    int64
-	age                 *int64
 }
 
 func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, error) {
-	h := histArgs{keepOld: -1}
+	var h histArgs
 	n := len(entries)
 	if n == 0 {
 		return h, nil
@@ -420,18 +418,11 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 			h.subjects[i] = &js
 		}
 	}
-	if s.keep >= 0 {
-		h.keepOld = max(int64(s.keep-n), 0)
-		h.skipNew = max(int64(n-s.keep), 0)
-	}
-	if s.ageUS > 0 {
-		h.age = &s.ageUS
-	}
 	return h, nil
 }
 
 func (h histArgs) args() []any {
-	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.keepOld, h.skipNew, h.age}
+	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects}
 }
 
 // Put implements converge.Store. The version check, the fence on
