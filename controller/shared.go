@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,6 +218,9 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 		return
 	}
 	e := c.view(obj)
+	if cl.HasHistory {
+		c.histClaimed(e, cl.Record.Version, cl.History)
+	}
 	cur := e.load()
 	obj = &cur
 	hctx, stop := c.keep(ctx, sq, lease, asked, obj.State)
@@ -272,6 +276,22 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 		return // lost after the last write: write nothing more
 	}
 	c.finish(sq, lease, next)
+}
+
+// histClaimed keeps h, the newest history entries that the claim of
+// version v of e's object returned with it, as the entry's copy, so that
+// the handler's input costs no History call: when h holds the
+// HandlerHistory entries the handler sees, or the whole history (fewer
+// than converge.ClaimHistoryEntries entries).
+func (c *Controller) histClaimed(e *ctrlEntry, v uint64, h []converge.HistoryEntry) {
+	n := c.cfg.HandlerHistory
+	if n == 0 || len(h) < n && len(h) >= converge.ClaimHistoryEntries {
+		return
+	}
+	h = slices.Clone(h[max(len(h)-n, 0):])
+	e.mu.Lock()
+	e.hist, e.histAt = h, v
+	e.mu.Unlock()
 }
 
 // finish ends lease with the object due at next; a lease lost meanwhile

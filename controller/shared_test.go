@@ -520,3 +520,77 @@ func TestReplicaWaitingClaimKeepsItsOwnNewerLease(t *testing.T) {
 		require.NoError(t, stop())
 	})
 }
+
+// TestReplicaReadsHistoryWithTheClaim checks that a replica shows its
+// handler the history that ClaimDue returned with the object, with no
+// History call, when the object was written by another controller (so
+// this one has no copy of its history); and that it reads the history
+// when the claim does not carry enough of it.
+func TestReplicaReadsHistoryWithTheClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		entries  int // transitions before the replica starts
+		handler  int // Config.HandlerHistory
+		readsOne bool
+	}{
+		{"short history", 3, 0, false},
+		{"more than the claim carries", converge.ClaimHistoryEntries + 4, 0, false},
+		{"handler wants more than the claim carries", converge.ClaimHistoryEntries + 4, converge.ClaimHistoryEntries + 2, true},
+		{"handler wants more, history is whole", 5, converge.ClaimHistoryEntries + 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				store := &convergetest.Store{}
+				for i := range tc.entries {
+					// Another controller's transitions.
+					rec := converge.StoreRecord{Key: "host/h1", Value: json.RawMessage(`{"state":"s"}`)}
+					if i > 0 {
+						cur, err := store.Get(ctx, rec.Key)
+						require.NoError(t, err)
+						rec.Version = cur.Version
+					}
+					_, err := store.Put(ctx, rec, converge.HistoryEntry{At: time.Now(), From: fmt.Sprint(i - 1), To: fmt.Sprint(i)})
+					require.NoError(t, err)
+				}
+				want, err := store.History(ctx, "host/h1")
+				require.NoError(t, err)
+				n := cmpOr(tc.handler, controller.DefaultHandlerHistory)
+				want = want[max(len(want)-n, 0):]
+				seen := make(chan []converge.HistoryEntry, 1)
+				c, err := controller.New(controller.Config{
+					Kind: "host", Store: store, Owner: "a", Poll: time.Hour, Resync: time.Hour, HandlerHistory: tc.handler,
+					Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
+						select {
+						case seen <- o.History:
+						default:
+						}
+						return controller.NoChange().After(time.Hour), nil
+					})})
+				require.NoError(t, err)
+				before := store.Calls(convergetest.OpHistory)
+				stop := startController(t, c)
+				synctest.Wait()
+				got := <-seen
+				require.NoError(t, stop())
+				assert.Len(t, got, len(want))
+				for i := range min(len(got), len(want)) {
+					assert.Equal(t, want[i].To, got[i].To, "entry %d", i)
+				}
+				calls := store.Calls(convergetest.OpHistory) - before
+				if tc.readsOne {
+					assert.Equal(t, 1, calls, "the claim carried too few entries: History read once")
+				} else {
+					assert.Zero(t, calls, "the history came with the claim")
+				}
+			})
+		})
+	}
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}

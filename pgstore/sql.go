@@ -2,7 +2,10 @@ package pgstore
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/convergekit/converge"
 )
 
 // statements are the store's SQL, with its schema's tables named.
@@ -214,6 +217,10 @@ SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `):
 )
 SELECT pg_notify($3, $4)::text FROM w`
 	//
+	// ClaimDue returns each claimed record with its newest history
+	// entries (converge.ClaimHistoryEntries), as arrays, read through the
+	// index history_key: the handler's input costs no other call.
+	//
 	// ClaimDue walks the index records_due in its order and stops at its
 	// limit. The prefix is a filter on that walk, written so that the
 	// planner can neither turn it into a range of the primary key nor
@@ -242,8 +249,15 @@ SELECT pg_notify($3, $4)::text FROM w`
 	UPDATE ` + records + ` r SET claimed_due = '-infinity', due_at = NULL
 	WHERE r.key = ANY (ARRAY(SELECT l.key FROM l))
 )
-SELECT c.key, c.version, c.value, l.owner, l.expires, l.token
+SELECT c.key, c.version, c.value, l.owner, l.expires, l.token, h.at, h.f, h.t, h.r, h.s
 FROM c JOIN l ON l.key = c.key
+CROSS JOIN LATERAL (
+	SELECT array_agg(n.at ORDER BY n.id) AS at, array_agg(n.from_state ORDER BY n.id) AS f,
+		array_agg(n.to_state ORDER BY n.id) AS t, array_agg(n.reason ORDER BY n.id) AS r,
+		array_agg(n.subject::text ORDER BY n.id) AS s
+	FROM (SELECT id, at, from_state, to_state, reason, subject FROM ` + hist + `
+		WHERE key = c.key ORDER BY id DESC LIMIT ` + strconv.Itoa(converge.ClaimHistoryEntries) + `) n
+) h
 ORDER BY c.due, c.key`
 	// Finish releases the lease and sets the next due time, keeping an
 	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
