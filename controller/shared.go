@@ -72,6 +72,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	var runningMu sync.Mutex
 	running := map[string]bool{}
 	var wg sync.WaitGroup
+	// finishing holds the Finish calls on their way: a worker does not
+	// wait for them (see finish), Run does before it returns.
+	var finishing sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			for cl := range work {
@@ -86,15 +89,15 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 					// Handled by another worker right now: leave this claim.
 				case hctx.Err() != nil || ctx.Err() != nil:
 					// Stopping: hand the object back for another replica.
-					c.finish(sq, cl.Lease, c.now())
+					c.finish(&finishing, sq, cl.Lease, c.now())
 				case time.Since(cl.asked) >= c.cfg.RenewDeadline/2:
 					// Waited for a worker until the lease needs renewing:
 					// renew it before the handler starts, or leave it.
 					if asked, ok := c.renewWaiting(hctx, sq, cl.Lease); ok {
-						c.runClaimed(hctx, sq, cl.Claimed, asked)
+						c.runClaimed(hctx, sq, cl.Claimed, asked, &finishing)
 					}
 				default:
-					c.runClaimed(hctx, sq, cl.Claimed, cl.asked)
+					c.runClaimed(hctx, sq, cl.Claimed, cl.asked, &finishing)
 				}
 				if !busy {
 					runningMu.Lock()
@@ -152,7 +155,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	close(work)
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
-	return c.waitHandlers(finished, cancelHandlers)
+	err := c.waitHandlers(finished, cancelHandlers)
+	finishing.Wait() // every worker has returned: no Finish starts any more
+	return err
 }
 
 // claim is a claimed object waiting for a worker, with the time (on the
@@ -204,17 +209,18 @@ func sleep(ctx context.Context, d time.Duration) {
 // started at asked gave: the handler runs (again at once after each
 // transition, up to maxRounds) with the object's lease renewed while it
 // runs, every write is fenced by the lease's token, and the lease is
-// finished with the time the object is due next. A lease lost (not
+// finished with the time the object is due next, in the background on
+// finishing (see finish). A lease lost (not
 // renewed by the renew deadline, or held by another owner) cancels the
 // handler and ends the run with nothing more written.
-func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time) {
+func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time, finishing *sync.WaitGroup) {
 	lease := cl.Lease
 	obj, err := c.decode(cl.Record)
 	if err != nil {
 		// A record we cannot read is not ours to fix: count it and look
 		// again at the next periodic pass.
 		c.metrics.Add(MetricErrors, 1, c.cfg.Kind, "")
-		c.finish(sq, lease, c.now().Add(c.resync()))
+		c.finish(finishing, sq, lease, c.now().Add(c.resync()))
 		return
 	}
 	e := c.view(obj)
@@ -275,7 +281,7 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 	if errors.Is(context.Cause(hctx), converge.ErrLeaseLost) {
 		return // lost after the last write: write nothing more
 	}
-	c.finish(sq, lease, next)
+	c.finish(finishing, sq, lease, next)
 }
 
 // histClaimed keeps h, the newest history entries that the claim of
@@ -294,13 +300,19 @@ func (c *Controller) histClaimed(e *ctrlEntry, v uint64, h []converge.HistoryEnt
 	e.mu.Unlock()
 }
 
-// finish ends lease with the object due at next; a lease lost meanwhile
-// needs nothing, and any other failure leaves the lease to expire, after
-// which any replica takes the object over.
-func (c *Controller) finish(sq converge.Queue, lease converge.Lease, next time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseTTL)
-	defer cancel()
-	_ = sq.Finish(ctx, lease, next)
+// finish ends lease with the object due at next, in the background (on
+// finishing): the worker is free for the next object at once. The lease
+// is held until the Finish commits, so no replica (this one included)
+// claims the object before; a Finish that fails or never commits (the
+// replica dies) leaves the lease to expire, after which any replica
+// takes the object over and runs its handler again (at least once). A
+// lease lost meanwhile needs nothing.
+func (c *Controller) finish(finishing *sync.WaitGroup, sq converge.Queue, lease converge.Lease, next time.Time) {
+	finishing.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseTTL)
+		defer cancel()
+		_ = sq.Finish(ctx, lease, next)
+	})
 }
 
 // keep renews lease while the handler runs and cancels the returned

@@ -594,3 +594,58 @@ func cmpOr(a, b int) int {
 	}
 	return b
 }
+
+// slowFinish is a Queue whose Finish waits until release is closed.
+type slowFinish struct {
+	*converge.MemStore
+	release  chan struct{}
+	finishes atomic.Int32
+}
+
+func (s *slowFinish) Finish(ctx context.Context, l converge.Lease, next time.Time) error {
+	s.finishes.Add(1)
+	<-s.release
+	return s.MemStore.Finish(ctx, l, next)
+}
+
+// TestReplicaWorkerDoesNotWaitForFinish checks that a worker takes its
+// next object while the Finish of its last one is on its way, the lease
+// held until then, and that Run waits for the Finish before it returns.
+// With one worker, the second object was handled only once the first
+// Finish returned.
+func TestReplicaWorkerDoesNotWaitForFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &slowFinish{MemStore: converge.NewMemStore(), release: make(chan struct{})}
+		var handled atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "host", Store: store, Owner: "a", Workers: 1, Poll: time.Hour, Resync: time.Hour,
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				handled.Add(1)
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "h1", "ready", nil))
+		require.NoError(t, c.Add(ctx, "h2", "ready", nil))
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(2), handled.Load(), "the one worker handled both objects")
+		assert.Equal(t, int32(2), store.finishes.Load(), "both Finish calls are on their way")
+		_, err = store.Claim(ctx, "host/h1", "b", time.Minute)
+		require.ErrorIs(t, err, converge.ErrClaimHeld, "the lease is held until the Finish commits")
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- stop() }()
+		synctest.Wait()
+		select {
+		case err := <-stopped:
+			t.Fatalf("Run returned (%v) before its Finish calls did", err)
+		default:
+		}
+		close(store.release)
+		require.NoError(t, <-stopped)
+		claimed, err := store.ClaimDue(ctx, "host/", "b", time.Minute, 10)
+		require.NoError(t, err)
+		assert.Empty(t, claimed, "both finished, due in an hour")
+	})
+}
