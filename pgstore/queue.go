@@ -120,7 +120,12 @@ func cmpOr(a, b error) error {
 
 // Finish implements converge.Queue in one statement: it releases the
 // lease and makes the key due at next (the zero time: not due until
-// scheduled) unless a Schedule made it due earlier meanwhile.
+// scheduled) unless a Schedule made it due earlier meanwhile. The Finish
+// calls that come together are sent as one statement over arrays, up to
+// two such statements at once, committed without waiting for the WAL
+// flush, which can only lose a Finish to a crash of the server: the
+// lease then expires and the object is claimed again (at least once).
+// Claims and fenced writes always wait for the flush.
 func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -128,14 +133,12 @@ func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time
 	if !next.IsZero() {
 		at = &next
 	}
-	var ignored string
-	args := []any{lease.Key, lease.Owner, int64(lease.Token), at, s.channel, payload(lease.Key)}
-	err := s.writes.do(ctx, lease.Key, s.sql.finish, args, func(r pgx.Row) error { return r.Scan(&ignored) })
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
-	}
+	released, err := s.finishes.finish(ctx, lease.Key, lease.Owner, int64(lease.Token), at)
 	if err != nil {
 		return s.dbError("finish", lease.Key, err)
+	}
+	if !released {
+		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ type statements struct {
 	putTarget, target          string
 	claim, holder, release     string
 	schedule, claimDue, finish string
+	finishMany                 string
 }
 
 func putVariant(create, fenced bool) int {
@@ -275,5 +276,46 @@ ORDER BY c.due, c.key`
 	RETURNING r.due_at
 )
 SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text ELSE '' END FROM l`
+	// FinishMany is Finish for many leases at once, given as arrays (key,
+	// owner, token, next due time or NULL) of distinct keys: it returns
+	// the keys whose lease it released. It locks the records in the order
+	// of their keys, as every batch of writes does, then the leases. The
+	// arrays are read through a materialized CTE, so that the plan does
+	// not depend on their lengths and PostgreSQL plans it generically.
+	//
+	// It commits with synchronous_commit off (set_config with is_local:
+	// for this transaction only), which is harmless for a Finish: a
+	// crash of the server may lose a Finish whose commit was not flushed
+	// yet, which leaves the state as it was before the Finish, the object
+	// claimed by a lease that expires, with claimed_due making it due at
+	// once then (before the backlog). It is then claimed again, with a
+	// greater token, and its handler runs again: at least once, as after
+	// a replica's crash. Nothing durable can depend on a Finish that was
+	// lost: WAL is flushed in order, so any later synchronous commit (a
+	// claim of the released key, a fenced write) flushes the Finish's
+	// commit first. Tokens never go back, since only claims raise them
+	// and claims commit synchronously; fenced writes and claims never run
+	// in a transaction that sets it (Finish calls are batched apart from
+	// them).
+	s.finishMany = `WITH async AS (
+	SELECT set_config('synchronous_commit', 'off', true)
+), a AS MATERIALIZED (
+	SELECT $1::text[] AS keys, $2::text[] AS owners, $3::bigint[] AS tokens, $4::timestamptz[] AS nexts
+), f AS (
+	SELECT u.* FROM a, unnest(a.keys, a.owners, a.tokens, a.nexts) AS u(key, owner, token, next)
+), locked AS (
+	SELECT r.key FROM ` + records + ` r WHERE r.key IN (SELECT f.key FROM f) ORDER BY r.key FOR UPDATE
+), l AS (
+	UPDATE ` + leases + ` l SET owner = ''
+	FROM f, (SELECT count(*) FROM locked) AS record_first, (SELECT count(*) FROM async) AS commit_async
+	WHERE l.key = f.key AND l.owner = f.owner AND l.owner <> '' AND l.token = f.token
+	RETURNING l.key, f.next
+), u AS (
+	UPDATE ` + records + ` r SET due_at = least(r.due_at, l.next), claimed_due = NULL
+	FROM l WHERE r.key = l.key
+	RETURNING r.key, r.due_at
+)
+SELECT l.key, CASE WHEN u.due_at <= now() THEN pg_notify($5, CASE WHEN octet_length(l.key) <= ` + strconv.Itoa(maxPayload) + ` THEN l.key ELSE '' END)::text ELSE '' END
+FROM l LEFT JOIN u ON u.key = l.key`
 	return s
 }

@@ -121,7 +121,8 @@ type Store struct {
 	keep     int           // history entries kept per key; < 0: all
 	ageUS    int64         // history age bound in microseconds; 0: none
 	sql      statements
-	writes   group // Put and Finish, committed together when they come at once
+	writes   group    // Put, committed together when they come at once
+	finishes finisher // Finish, sent as FinishMany
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
 	closed   bool
@@ -228,6 +229,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		return nil, err
 	}
 	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize(), s.keep, s.ageUS)
+	s.finishes.s = s
 	return s, nil
 }
 
