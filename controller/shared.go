@@ -29,9 +29,6 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
-	if c.load(ctx, nil) != nil {
-		return nil // cancelled while loading: nothing runs yet, a clean stop
-	}
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -45,6 +42,12 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	rescanned := make(chan struct{})
 	go func() {
 		defer close(rescanned)
+		// The view of every stored object is loaded while the replica
+		// works: the store's queue, not the view, says what runs, so the
+		// first object is handled without waiting for a list of them all.
+		if c.load(ctx, nil) != nil {
+			return // cancelled while loading
+		}
 		c.rescanWith(ctx, nil, func() { w.start(ctx) })
 	}()
 	defer func() { <-rescanned }()

@@ -649,3 +649,46 @@ func TestReplicaWorkerDoesNotWaitForFinish(t *testing.T) {
 		assert.Empty(t, claimed, "both finished, due in an hour")
 	})
 }
+
+// slowList is a Queue whose List waits until release is closed.
+type slowList struct {
+	*converge.MemStore
+	release chan struct{}
+}
+
+func (s *slowList) List(ctx context.Context, prefix string) ([]converge.StoreRecord, error) {
+	<-s.release
+	return s.MemStore.List(ctx, prefix)
+}
+
+// TestReplicaWorksBeforeItHasListedEveryObject checks that a replica
+// handles its first object without waiting for the list of every stored
+// object (its view is loaded meanwhile): resuming on a large store, it
+// waited for a List of all of them first.
+func TestReplicaWorksBeforeItHasListedEveryObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &slowList{MemStore: converge.NewMemStore(), release: make(chan struct{})}
+		var handled atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "host", Store: store, Owner: "a", Poll: time.Hour, Resync: time.Hour,
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				handled.Add(1)
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		loader, err := controller.New(controller.Config{Kind: "host", Store: store.MemStore, Handler: controller.HandlerFunc(
+			func(context.Context, controller.Object) (controller.Result, error) { return controller.NoChange(), nil })})
+		require.NoError(t, err)
+		for _, k := range []string{"h1", "h2"} {
+			require.NoError(t, loader.Add(ctx, k, "ready", nil))
+		}
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(2), handled.Load(), "handled while the List waits")
+		close(store.release)
+		synctest.Wait()
+		assert.Equal(t, 2, c.Len(), "the view is loaded")
+		require.NoError(t, stop())
+	})
+}
