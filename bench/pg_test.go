@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,9 +162,12 @@ func benchPGController(b *testing.B, pgReplicas int) {
 		return controller.NoChange().After(24 * time.Hour), nil
 	})
 
+	rt := &roundTrips{}
 	stores := make([]*pgstore.Store, pgReplicas)
 	for i := range stores {
-		s, err := pgstore.Open(ctx, dsn, pgstore.Options{})
+		pool := tracedPool(b, ctx, dsn, rt)
+		defer pool.Close()
+		s, err := pgstore.New(ctx, pool, pgstore.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -207,12 +211,14 @@ func benchPGController(b *testing.B, pgReplicas int) {
 			}
 		}
 	}()
+	usage := startUsage(b, ctx, dsn, rt)
 	b.ResetTimer()
 	for _, c := range replicas {
 		go func() { stopped <- c.Run(runCtx) }()
 	}
 	cnt.wait(b, 10*time.Minute)
 	b.StopTimer()
+	usage.report(b, ctx, n)
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
 	if again := cnt.again.Load(); again > 0 {
 		b.Logf("%d objects were handled in \"done\" more than once", again)
@@ -323,12 +329,10 @@ func benchRiver(b *testing.B, setup func(ctx context.Context, pool *pgxpool.Pool
 
 	quiet := slog.New(slog.DiscardHandler)
 
+	rt := &roundTrips{}
 	pools := make([]*pgxpool.Pool, pgReplicas)
 	for i := range pools {
-		p, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
+		p := tracedPool(b, ctx, dsn, rt)
 		defer p.Close()
 		pools[i] = p
 	}
@@ -410,6 +414,7 @@ func benchRiver(b *testing.B, setup func(ctx context.Context, pool *pgxpool.Pool
 			cancel()
 		}
 	}()
+	usage := startUsage(b, ctx, dsn, rt)
 	b.ResetTimer()
 	for _, c := range clients {
 		if err := c.Start(ctx); err != nil {
@@ -425,5 +430,83 @@ func benchRiver(b *testing.B, setup func(ctx context.Context, pool *pgxpool.Pool
 		b.Fatalf("after 10m only %d of %d jobs completed", completed.Load(), n)
 	}
 	b.StopTimer()
+	usage.report(b, ctx, n)
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
+}
+
+// pgResumeObjects is how many objects BenchmarkPGControllerResume finds
+// stored.
+const pgResumeObjects = 100_000
+
+// BenchmarkPGControllerResume: a replica starting on a PostgreSQL store
+// that holds pgResumeObjects objects (stored by SQL in bulk, each with a
+// history entry, then ANALYZE), all due. One op is one start: the timed
+// span runs from Run until the handler's first call, so ns/op is the time
+// to the first handled object (also reported as ms-to-first). The replica
+// then loads its view of every object while it works; B/object is the
+// heap it grew by, per object, once the view holds them all.
+func BenchmarkPGControllerResume(b *testing.B) {
+	ctx := context.Background()
+	var first time.Duration
+	var perObject float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		dsn := pgtest.DSN(b)
+		s, err := pgstore.Open(ctx, dsn, pgstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool := s.Pool()
+		if _, err := pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at)
+	SELECT 'obj/' || lpad(i::text, 7, '0'), 1, convert_to('{"state":"new","since":"2026-11-25T00:00:00Z"}', 'UTF8'), now()
+	FROM generate_series(0, $1::int - 1) i`, pgResumeObjects); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO converge.history (key, at, from_state, to_state, reason)
+	SELECT 'obj/' || lpad(i::text, 7, '0'), now(), '', 'new', 'added' FROM generate_series(0, $1::int - 1) i`, pgResumeObjects); err != nil {
+			b.Fatal(err)
+		}
+		analyze(b, ctx, dsn)
+		handled := make(chan struct{})
+		var once sync.Once
+		c, err := controller.New(controller.Config{
+			Kind: "obj", Store: s, Owner: "replica-0", Workers: pgWorkers, Resync: time.Hour, Poll: pgPoll,
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				once.Do(func() { close(handled) })
+				return controller.NoChange().After(24 * time.Hour), nil
+			}),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		runCtx, cancel := context.WithCancel(ctx)
+		stopped := make(chan error, 1)
+		b.StartTimer()
+		start := time.Now()
+		go func() { stopped <- c.Run(runCtx) }()
+		<-handled
+		first = time.Since(start)
+		b.StopTimer()
+		deadline := time.Now().Add(5 * time.Minute)
+		for c.Len() < pgResumeObjects {
+			if time.Now().After(deadline) {
+				b.Fatalf("after 5m the replica's view holds %d of %d objects", c.Len(), pgResumeObjects)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		perObject = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / pgResumeObjects
+		cancel()
+		if err := <-stopped; err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(first.Microseconds())/1000, "ms-to-first")
+	b.ReportMetric(perObject, "B/object")
 }
