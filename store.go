@@ -265,10 +265,32 @@ type Queue interface {
 	Watch(ctx context.Context, prefix string, fn func(key string)) (stop func(), err error)
 }
 
+// ClaimHistoryEntries is the most history entries of a record that
+// Queue.ClaimDue returns with it (Claimed.History).
+const ClaimHistoryEntries = 16
+
 // Claimed is one record taken by Queue.ClaimDue, with its lease.
 type Claimed struct {
 	Record StoreRecord
 	Lease  Lease
+	// History holds the newest entries of the record's history, oldest
+	// first, at most ClaimHistoryEntries of them: the tail of what
+	// Store.History returns, read in the same atomic step as the claim,
+	// so that a controller needs no other call to show a handler the
+	// object's recent transitions. Fewer than ClaimHistoryEntries entries
+	// are the whole history. It is meaningful only when HasHistory is
+	// set.
+	History []HistoryEntry
+	// HasHistory says the Queue filled History. The Queues of this module
+	// (MemStore, pgstore, boltstore) always do; a Queue that leaves it
+	// false makes the controller read the history with Store.History.
+	HasHistory bool
+}
+
+// historyTail returns a copy of the newest ClaimHistoryEntries entries of
+// h, never nil.
+func historyTail(h []HistoryEntry) []HistoryEntry {
+	return append([]HistoryEntry{}, h[max(len(h)-ClaimHistoryEntries, 0):]...)
 }
 
 // MemStore is the in-memory Store and Queue: fast, safe for concurrent use,
@@ -788,6 +810,7 @@ func (s *MemStore) ClaimDue(ctx context.Context, prefix, owner string, ttl time.
 			return nil, err // nothing claimed yet
 		}
 		out[i].Record = StoreRecord{Key: q.key, Version: r.version, Value: v}
+		out[i].History, out[i].HasHistory = historyTail(s.history[q.key].ordered()), true
 	}
 	expires := now.Add(ttl)
 	for i, q := range picked {

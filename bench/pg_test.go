@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,7 +121,31 @@ func parallel(n int, fn func(i int) error) error {
 // transition and a Finish. The span ends when the handler has seen the
 // last object in "done"; the Finish of the last few (at most the 24 in
 // flight) is not waited for.
-func BenchmarkPGControllerReplicas(b *testing.B) {
+func BenchmarkPGControllerReplicas(b *testing.B) { benchPGController(b, pgReplicas) }
+
+// BenchmarkPGControllerScaling is BenchmarkPGControllerReplicas with 1,
+// 2, 3 and 6 replicas (8 workers each): the replica curve.
+func BenchmarkPGControllerScaling(b *testing.B) {
+	for _, n := range []int{1, 2, 3, 6} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { benchPGController(b, n) })
+	}
+}
+
+// analyze runs ANALYZE on the database of dsn, as autovacuum would after
+// a bulk load, so that the timed span does not depend on whether it has.
+func analyze(b *testing.B, ctx context.Context, dsn string) {
+	b.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchPGController(b *testing.B, pgReplicas int) {
 	dsn := pgtest.DSN(b)
 	ctx := context.Background()
 	n := b.N
@@ -137,9 +162,12 @@ func BenchmarkPGControllerReplicas(b *testing.B) {
 		return controller.NoChange().After(24 * time.Hour), nil
 	})
 
+	rt := &roundTrips{}
 	stores := make([]*pgstore.Store, pgReplicas)
 	for i := range stores {
-		s, err := pgstore.Open(ctx, dsn, pgstore.Options{})
+		pool := tracedPool(b, ctx, dsn, rt)
+		defer pool.Close()
+		s, err := pgstore.New(ctx, pool, pgstore.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -158,6 +186,8 @@ func BenchmarkPGControllerReplicas(b *testing.B) {
 	if err := parallel(n, func(i int) error { return loader.Add(ctx, pgKey(i), "new", nil) }); err != nil {
 		b.Fatal(err)
 	}
+
+	analyze(b, ctx, dsn)
 
 	replicas := make([]*controller.Controller, pgReplicas)
 	for i := range replicas {
@@ -181,12 +211,14 @@ func BenchmarkPGControllerReplicas(b *testing.B) {
 			}
 		}
 	}()
+	usage := startUsage(b, ctx, dsn, rt)
 	b.ResetTimer()
 	for _, c := range replicas {
 		go func() { stopped <- c.Run(runCtx) }()
 	}
 	cnt.wait(b, 10*time.Minute)
 	b.StopTimer()
+	usage.report(b, ctx, n)
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
 	if again := cnt.again.Load(); again > 0 {
 		b.Logf("%d objects were handled in \"done\" more than once", again)
@@ -219,20 +251,88 @@ func (riverNoopWorker) Work(context.Context, *river.Job[riverNoopArgs]) error { 
 // at 8 jobs per 100ms) and FetchPollInterval at pgPoll, like the
 // controller's Poll.
 func BenchmarkRiverNoop(b *testing.B) {
+	benchRiver(b, nil, func(*pgxpool.Pool) *river.Workers {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &riverNoopWorker{})
+		return workers
+	}, func(int) river.JobArgs { return riverNoopArgs{} })
+}
+
+// riverTransitionArgs is the job of BenchmarkRiverTransitionTx: object
+// Key moves from "new" to "done".
+type riverTransitionArgs struct {
+	Key string `json:"key"`
+}
+
+// Kind implements river.JobArgs.
+func (riverTransitionArgs) Kind() string { return "transition" }
+
+// riverTransitionWorker does a controller's work for a transition in
+// the job's completion transaction: the object's row gets a new version
+// and value, a history row is added, and the job is completed, in one
+// transaction on its client's pool.
+type riverTransitionWorker struct {
+	river.WorkerDefaults[riverTransitionArgs]
+	pool *pgxpool.Pool
+}
+
+// Work implements river.Worker.
+func (w *riverTransitionWorker) Work(ctx context.Context, job *river.Job[riverTransitionArgs]) error {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below, or nothing to keep
+	if _, err := tx.Exec(ctx, `UPDATE objects SET version = version + 1, value = $2 WHERE key = $1`, job.Args.Key, []byte(`{"state":"done"}`)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO history (key, at, from_state, to_state, reason) VALUES ($1, now(), 'new', 'done', '')`, job.Args.Key); err != nil {
+		return err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// BenchmarkRiverTransitionTx is BenchmarkRiverNoop with the work of
+// converge's transition done by the job: River doing what a controller
+// replica does per object (an object row updated and a history row
+// inserted in the job's completion transaction). b.N object rows are
+// stored before the timer, like the controller's.
+func BenchmarkRiverTransitionTx(b *testing.B) {
+	benchRiver(b, func(ctx context.Context, pool *pgxpool.Pool, n int) error {
+		_, err := pool.Exec(ctx, `CREATE TABLE objects (key text PRIMARY KEY, version bigint NOT NULL, value bytea NOT NULL);
+CREATE TABLE history (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, key text NOT NULL, at timestamptz NOT NULL,
+	from_state text NOT NULL, to_state text NOT NULL, reason text NOT NULL);
+CREATE INDEX history_key ON history (key, id)`)
+		if err != nil {
+			return err
+		}
+		_, err = pool.Exec(ctx, `INSERT INTO objects (key, version, value)
+	SELECT 'obj-' || lpad(i::text, 7, '0'), 1, '{"state":"new"}' FROM generate_series(0, $1::int - 1) i`, n)
+		return err
+	}, func(pool *pgxpool.Pool) *river.Workers {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &riverTransitionWorker{pool: pool})
+		return workers
+	}, func(i int) river.JobArgs { return riverTransitionArgs{Key: pgKey(i)} })
+}
+
+// benchRiver runs b.N River jobs, args(i) each, on pgReplicas clients,
+// each with the workers workers makes for its pool, after setup (when
+// set) made the tables the jobs need.
+func benchRiver(b *testing.B, setup func(ctx context.Context, pool *pgxpool.Pool, n int) error, workersFor func(*pgxpool.Pool) *river.Workers, args func(i int) river.JobArgs) {
 	dsn := pgtest.DSN(b)
 	ctx := context.Background()
 	n := b.N
 
-	workers := river.NewWorkers()
-	river.AddWorker(workers, &riverNoopWorker{})
 	quiet := slog.New(slog.DiscardHandler)
 
+	rt := &roundTrips{}
 	pools := make([]*pgxpool.Pool, pgReplicas)
 	for i := range pools {
-		p, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
+		p := tracedPool(b, ctx, dsn, rt)
 		defer p.Close()
 		pools[i] = p
 	}
@@ -242,6 +342,11 @@ func BenchmarkRiverNoop(b *testing.B) {
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		b.Fatal(err)
+	}
+	if setup != nil {
+		if err := setup(ctx, pools[0], n); err != nil {
+			b.Fatal(err)
+		}
 	}
 
 	clients := make([]*river.Client[pgx.Tx], pgReplicas)
@@ -253,7 +358,7 @@ func BenchmarkRiverNoop(b *testing.B) {
 			FetchCooldown:     river.FetchCooldownMin,
 			FetchPollInterval: pgPoll,
 			Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: pgWorkers}},
-			Workers:           workers,
+			Workers:           workersFor(pools[i]),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -270,12 +375,14 @@ func BenchmarkRiverNoop(b *testing.B) {
 	for i := 0; i < n; i += batch {
 		params = params[:0]
 		for range min(batch, n-i) {
-			params = append(params, river.InsertManyParams{Args: riverNoopArgs{}})
+			params = append(params, river.InsertManyParams{Args: args(i + len(params))})
 		}
 		if _, err := clients[0].InsertMany(ctx, params); err != nil {
 			b.Fatal(err)
 		}
 	}
+
+	analyze(b, ctx, dsn)
 
 	var completed atomic.Int64
 	all := make(chan struct{})
@@ -307,6 +414,7 @@ func BenchmarkRiverNoop(b *testing.B) {
 			cancel()
 		}
 	}()
+	usage := startUsage(b, ctx, dsn, rt)
 	b.ResetTimer()
 	for _, c := range clients {
 		if err := c.Start(ctx); err != nil {
@@ -322,5 +430,83 @@ func BenchmarkRiverNoop(b *testing.B) {
 		b.Fatalf("after 10m only %d of %d jobs completed", completed.Load(), n)
 	}
 	b.StopTimer()
+	usage.report(b, ctx, n)
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
+}
+
+// pgResumeObjects is how many objects BenchmarkPGControllerResume finds
+// stored.
+const pgResumeObjects = 100_000
+
+// BenchmarkPGControllerResume: a replica starting on a PostgreSQL store
+// that holds pgResumeObjects objects (stored by SQL in bulk, each with a
+// history entry, then ANALYZE), all due. One op is one start: the timed
+// span runs from Run until the handler's first call, so ns/op is the time
+// to the first handled object (also reported as ms-to-first). The replica
+// then loads its view of every object while it works; B/object is the
+// heap it grew by, per object, once the view holds them all.
+func BenchmarkPGControllerResume(b *testing.B) {
+	ctx := context.Background()
+	var first time.Duration
+	var perObject float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		dsn := pgtest.DSN(b)
+		s, err := pgstore.Open(ctx, dsn, pgstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool := s.Pool()
+		if _, err := pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at)
+	SELECT 'obj/' || lpad(i::text, 7, '0'), 1, convert_to('{"state":"new","since":"2026-11-25T00:00:00Z"}', 'UTF8'), now()
+	FROM generate_series(0, $1::int - 1) i`, pgResumeObjects); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO converge.history (key, at, from_state, to_state, reason)
+	SELECT 'obj/' || lpad(i::text, 7, '0'), now(), '', 'new', 'added' FROM generate_series(0, $1::int - 1) i`, pgResumeObjects); err != nil {
+			b.Fatal(err)
+		}
+		analyze(b, ctx, dsn)
+		handled := make(chan struct{})
+		var once sync.Once
+		c, err := controller.New(controller.Config{
+			Kind: "obj", Store: s, Owner: "replica-0", Workers: pgWorkers, Resync: time.Hour, Poll: pgPoll,
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				once.Do(func() { close(handled) })
+				return controller.NoChange().After(24 * time.Hour), nil
+			}),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		runCtx, cancel := context.WithCancel(ctx)
+		stopped := make(chan error, 1)
+		b.StartTimer()
+		start := time.Now()
+		go func() { stopped <- c.Run(runCtx) }()
+		<-handled
+		first = time.Since(start)
+		b.StopTimer()
+		deadline := time.Now().Add(5 * time.Minute)
+		for c.Len() < pgResumeObjects {
+			if time.Now().After(deadline) {
+				b.Fatalf("after 5m the replica's view holds %d of %d objects", c.Len(), pgResumeObjects)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		perObject = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / pgResumeObjects
+		cancel()
+		if err := <-stopped; err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(first.Microseconds())/1000, "ms-to-first")
+	b.ReportMetric(perObject, "B/object")
 }

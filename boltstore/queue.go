@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -247,6 +249,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 		value   []byte
 		lease   lease
 		held    bool
+		history []converge.HistoryEntry
 	}
 	var out []taken
 	var refused error
@@ -286,7 +289,11 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 				refused = err
 				return nil
 			}
-			out = append(out, taken{key: key, version: r.version, value: v, lease: cur, held: held})
+			h, err := historyTail(tx, key)
+			if err != nil {
+				return err
+			}
+			out = append(out, taken{key: key, version: r.version, value: v, lease: cur, held: held, history: h})
 		}
 		// Claim after the walk: writing to a bucket moves its cursors.
 		for i := range out {
@@ -307,9 +314,37 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 	claimed := make([]converge.Claimed, 0, len(out))
 	for _, t := range out {
 		claimed = append(claimed, converge.Claimed{
-			Record: converge.StoreRecord{Key: t.key, Version: t.version, Value: t.value},
-			Lease:  t.lease.public(t.key),
+			Record:     converge.StoreRecord{Key: t.key, Version: t.version, Value: t.value},
+			Lease:      t.lease.public(t.key),
+			History:    t.history,
+			HasHistory: true,
 		})
 	}
 	return claimed, nil
+}
+
+// historyTail returns the newest converge.ClaimHistoryEntries history
+// entries of key, oldest first, never nil: it walks the key's history
+// backwards from its end.
+func historyTail(tx *bolt.Tx, key string) ([]converge.HistoryEntry, error) {
+	p := historyPrefix(key)
+	c := tx.Bucket(bucketHistory).Cursor()
+	// The first key after the key's entries (a prefix and a sequence
+	// number of 8 bytes), or the bucket's end.
+	k, v := c.Seek(append(historyKey(p, math.MaxUint64), 0))
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	out := []converge.HistoryEntry{}
+	for ; k != nil && bytes.HasPrefix(k, p) && len(out) < converge.ClaimHistoryEntries; k, v = c.Prev() {
+		h, err := decodeHistory(key, k, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	slices.Reverse(out)
+	return out, nil
 }

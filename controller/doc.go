@@ -49,8 +49,12 @@
 // context is cancelled (one that does not is reported with
 // MetricHandlerOverruns). A replica that stops lets its running handlers finish
 // (within Config.ShutdownTimeout) and gives their leases back, so the
-// others take its objects over at once. The view that Get, Objects and AboveSLA return is then
-// refreshed from the store every Resync.
+// others take its objects over at once. A replica starts claiming at
+// once and loads the view that Get, Objects and AboveSLA return
+// meanwhile, then refreshes it from the store every Resync. A claim
+// brings the object's newest history with it (converge.Claimed.History),
+// and a worker does not wait for the Finish that hands the object back:
+// the lease stays held until it commits.
 //
 // # Seeing it work
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,9 +29,6 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
-	if c.load(ctx, nil) != nil {
-		return nil // cancelled while loading: nothing runs yet, a clean stop
-	}
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -44,6 +42,12 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	rescanned := make(chan struct{})
 	go func() {
 		defer close(rescanned)
+		// The view of every stored object is loaded while the replica
+		// works: the store's queue, not the view, says what runs, so the
+		// first object is handled without waiting for a list of them all.
+		if c.load(ctx, nil) != nil {
+			return // cancelled while loading
+		}
 		c.rescanWith(ctx, nil, func() { w.start(ctx) })
 	}()
 	defer func() { <-rescanned }()
@@ -71,6 +75,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	var runningMu sync.Mutex
 	running := map[string]bool{}
 	var wg sync.WaitGroup
+	// finishing holds the Finish calls on their way: a worker does not
+	// wait for them (see finish), Run does before it returns.
+	var finishing sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			for cl := range work {
@@ -85,15 +92,15 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 					// Handled by another worker right now: leave this claim.
 				case hctx.Err() != nil || ctx.Err() != nil:
 					// Stopping: hand the object back for another replica.
-					c.finish(sq, cl.Lease, c.now())
+					c.finish(&finishing, sq, cl.Lease, c.now())
 				case time.Since(cl.asked) >= c.cfg.RenewDeadline/2:
 					// Waited for a worker until the lease needs renewing:
 					// renew it before the handler starts, or leave it.
 					if asked, ok := c.renewWaiting(hctx, sq, cl.Lease); ok {
-						c.runClaimed(hctx, sq, cl.Claimed, asked)
+						c.runClaimed(hctx, sq, cl.Claimed, asked, &finishing)
 					}
 				default:
-					c.runClaimed(hctx, sq, cl.Claimed, cl.asked)
+					c.runClaimed(hctx, sq, cl.Claimed, cl.asked, &finishing)
 				}
 				if !busy {
 					runningMu.Lock()
@@ -151,7 +158,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	close(work)
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
-	return c.waitHandlers(finished, cancelHandlers)
+	err := c.waitHandlers(finished, cancelHandlers)
+	finishing.Wait() // every worker has returned: no Finish starts any more
+	return err
 }
 
 // claim is a claimed object waiting for a worker, with the time (on the
@@ -203,20 +212,24 @@ func sleep(ctx context.Context, d time.Duration) {
 // started at asked gave: the handler runs (again at once after each
 // transition, up to maxRounds) with the object's lease renewed while it
 // runs, every write is fenced by the lease's token, and the lease is
-// finished with the time the object is due next. A lease lost (not
+// finished with the time the object is due next, in the background on
+// finishing (see finish). A lease lost (not
 // renewed by the renew deadline, or held by another owner) cancels the
 // handler and ends the run with nothing more written.
-func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time) {
+func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time, finishing *sync.WaitGroup) {
 	lease := cl.Lease
 	obj, err := c.decode(cl.Record)
 	if err != nil {
 		// A record we cannot read is not ours to fix: count it and look
 		// again at the next periodic pass.
 		c.metrics.Add(MetricErrors, 1, c.cfg.Kind, "")
-		c.finish(sq, lease, c.now().Add(c.resync()))
+		c.finish(finishing, sq, lease, c.now().Add(c.resync()))
 		return
 	}
 	e := c.view(obj)
+	if cl.HasHistory {
+		c.histClaimed(e, cl.Record.Version, cl.History)
+	}
 	cur := e.load()
 	obj = &cur
 	hctx, stop := c.keep(ctx, sq, lease, asked, obj.State)
@@ -271,16 +284,38 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 	if errors.Is(context.Cause(hctx), converge.ErrLeaseLost) {
 		return // lost after the last write: write nothing more
 	}
-	c.finish(sq, lease, next)
+	c.finish(finishing, sq, lease, next)
 }
 
-// finish ends lease with the object due at next; a lease lost meanwhile
-// needs nothing, and any other failure leaves the lease to expire, after
-// which any replica takes the object over.
-func (c *Controller) finish(sq converge.Queue, lease converge.Lease, next time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseTTL)
-	defer cancel()
-	_ = sq.Finish(ctx, lease, next)
+// histClaimed keeps h, the newest history entries that the claim of
+// version v of e's object returned with it, as the entry's copy, so that
+// the handler's input costs no History call: when h holds the
+// HandlerHistory entries the handler sees, or the whole history (fewer
+// than converge.ClaimHistoryEntries entries).
+func (c *Controller) histClaimed(e *ctrlEntry, v uint64, h []converge.HistoryEntry) {
+	n := c.cfg.HandlerHistory
+	if n == 0 || len(h) < n && len(h) >= converge.ClaimHistoryEntries {
+		return
+	}
+	h = slices.Clone(h[max(len(h)-n, 0):])
+	e.mu.Lock()
+	e.hist, e.histAt = h, v
+	e.mu.Unlock()
+}
+
+// finish ends lease with the object due at next, in the background (on
+// finishing): the worker is free for the next object at once. The lease
+// is held until the Finish commits, so no replica (this one included)
+// claims the object before; a Finish that fails or never commits (the
+// replica dies) leaves the lease to expire, after which any replica
+// takes the object over and runs its handler again (at least once). A
+// lease lost meanwhile needs nothing.
+func (c *Controller) finish(finishing *sync.WaitGroup, sq converge.Queue, lease converge.Lease, next time.Time) {
+	finishing.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.LeaseTTL)
+		defer cancel()
+		_ = sq.Finish(ctx, lease, next)
+	})
 }
 
 // keep renews lease while the handler runs and cancels the returned

@@ -520,3 +520,175 @@ func TestReplicaWaitingClaimKeepsItsOwnNewerLease(t *testing.T) {
 		require.NoError(t, stop())
 	})
 }
+
+// TestReplicaReadsHistoryWithTheClaim checks that a replica shows its
+// handler the history that ClaimDue returned with the object, with no
+// History call, when the object was written by another controller (so
+// this one has no copy of its history); and that it reads the history
+// when the claim does not carry enough of it.
+func TestReplicaReadsHistoryWithTheClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		entries  int // transitions before the replica starts
+		handler  int // Config.HandlerHistory
+		readsOne bool
+	}{
+		{"short history", 3, 0, false},
+		{"more than the claim carries", converge.ClaimHistoryEntries + 4, 0, false},
+		{"handler wants more than the claim carries", converge.ClaimHistoryEntries + 4, converge.ClaimHistoryEntries + 2, true},
+		{"handler wants more, history is whole", 5, converge.ClaimHistoryEntries + 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				store := &convergetest.Store{}
+				for i := range tc.entries {
+					// Another controller's transitions.
+					rec := converge.StoreRecord{Key: "host/h1", Value: json.RawMessage(`{"state":"s"}`)}
+					if i > 0 {
+						cur, err := store.Get(ctx, rec.Key)
+						require.NoError(t, err)
+						rec.Version = cur.Version
+					}
+					_, err := store.Put(ctx, rec, converge.HistoryEntry{At: time.Now(), From: fmt.Sprint(i - 1), To: fmt.Sprint(i)})
+					require.NoError(t, err)
+				}
+				want, err := store.History(ctx, "host/h1")
+				require.NoError(t, err)
+				n := cmpOr(tc.handler, controller.DefaultHandlerHistory)
+				want = want[max(len(want)-n, 0):]
+				seen := make(chan []converge.HistoryEntry, 1)
+				c, err := controller.New(controller.Config{
+					Kind: "host", Store: store, Owner: "a", Poll: time.Hour, Resync: time.Hour, HandlerHistory: tc.handler,
+					Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
+						select {
+						case seen <- o.History:
+						default:
+						}
+						return controller.NoChange().After(time.Hour), nil
+					})})
+				require.NoError(t, err)
+				before := store.Calls(convergetest.OpHistory)
+				stop := startController(t, c)
+				synctest.Wait()
+				got := <-seen
+				require.NoError(t, stop())
+				assert.Len(t, got, len(want))
+				for i := range min(len(got), len(want)) {
+					assert.Equal(t, want[i].To, got[i].To, "entry %d", i)
+				}
+				calls := store.Calls(convergetest.OpHistory) - before
+				if tc.readsOne {
+					assert.Equal(t, 1, calls, "the claim carried too few entries: History read once")
+				} else {
+					assert.Zero(t, calls, "the history came with the claim")
+				}
+			})
+		})
+	}
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// slowFinish is a Queue whose Finish waits until release is closed.
+type slowFinish struct {
+	*converge.MemStore
+	release  chan struct{}
+	finishes atomic.Int32
+}
+
+func (s *slowFinish) Finish(ctx context.Context, l converge.Lease, next time.Time) error {
+	s.finishes.Add(1)
+	<-s.release
+	return s.MemStore.Finish(ctx, l, next)
+}
+
+// TestReplicaWorkerDoesNotWaitForFinish checks that a worker takes its
+// next object while the Finish of its last one is on its way, the lease
+// held until then, and that Run waits for the Finish before it returns.
+// With one worker, the second object was handled only once the first
+// Finish returned.
+func TestReplicaWorkerDoesNotWaitForFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &slowFinish{MemStore: converge.NewMemStore(), release: make(chan struct{})}
+		var handled atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "host", Store: store, Owner: "a", Workers: 1, Poll: time.Hour, Resync: time.Hour,
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				handled.Add(1)
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "h1", "ready", nil))
+		require.NoError(t, c.Add(ctx, "h2", "ready", nil))
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(2), handled.Load(), "the one worker handled both objects")
+		assert.Equal(t, int32(2), store.finishes.Load(), "both Finish calls are on their way")
+		_, err = store.Claim(ctx, "host/h1", "b", time.Minute)
+		require.ErrorIs(t, err, converge.ErrClaimHeld, "the lease is held until the Finish commits")
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- stop() }()
+		synctest.Wait()
+		select {
+		case err := <-stopped:
+			t.Fatalf("Run returned (%v) before its Finish calls did", err)
+		default:
+		}
+		close(store.release)
+		require.NoError(t, <-stopped)
+		claimed, err := store.ClaimDue(ctx, "host/", "b", time.Minute, 10)
+		require.NoError(t, err)
+		assert.Empty(t, claimed, "both finished, due in an hour")
+	})
+}
+
+// slowList is a Queue whose List waits until release is closed.
+type slowList struct {
+	*converge.MemStore
+	release chan struct{}
+}
+
+func (s *slowList) List(ctx context.Context, prefix string) ([]converge.StoreRecord, error) {
+	<-s.release
+	return s.MemStore.List(ctx, prefix)
+}
+
+// TestReplicaWorksBeforeItHasListedEveryObject checks that a replica
+// handles its first object without waiting for the list of every stored
+// object (its view is loaded meanwhile): resuming on a large store, it
+// waited for a List of all of them first.
+func TestReplicaWorksBeforeItHasListedEveryObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &slowList{MemStore: converge.NewMemStore(), release: make(chan struct{})}
+		var handled atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "host", Store: store, Owner: "a", Poll: time.Hour, Resync: time.Hour,
+			Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+				handled.Add(1)
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		loader, err := controller.New(controller.Config{Kind: "host", Store: store.MemStore, Handler: controller.HandlerFunc(
+			func(context.Context, controller.Object) (controller.Result, error) { return controller.NoChange(), nil })})
+		require.NoError(t, err)
+		for _, k := range []string{"h1", "h2"} {
+			require.NoError(t, loader.Add(ctx, k, "ready", nil))
+		}
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(2), handled.Load(), "handled while the List waits")
+		close(store.release)
+		synctest.Wait()
+		assert.Equal(t, 2, c.Len(), "the view is loaded")
+		require.NoError(t, stop())
+	})
+}

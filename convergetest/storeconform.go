@@ -130,6 +130,10 @@ const watchTimeout = 5 * time.Second
 //     returns it with its value, version and a lease to the owner; a write
 //     to an existing record does not make it due again; a deleted record
 //     is not due.
+//   - "queue: claim history": ClaimDue returns each record with
+//     HasHistory set and History equal to the newest
+//     converge.ClaimHistoryEntries entries History returns for it (none
+//     for a record without history).
 //   - "queue: claim order": ClaimDue takes at most limit records, the
 //     earliest due first, only under its prefix.
 //   - "queue: schedule": Schedule keeps the earlier of two times, a future
@@ -185,6 +189,7 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 	c.invalidInput()
 	if c.q != nil {
 		c.queueNewDue()
+		c.queueClaimHistory()
 		c.queueOrder()
 		c.queueSchedule()
 		c.queueExclusive()
@@ -1540,4 +1545,48 @@ func historyEqual(got, want []converge.HistoryEntry) bool {
 		return a.At.Equal(b.At) && a.From == b.From && a.To == b.To && a.Reason == b.Reason && a.By == b.By &&
 			(a.Subject == nil) == (b.Subject == nil) && (a.Subject == nil || *a.Subject == *b.Subject)
 	})
+}
+
+func (c *storeConformer) queueClaimHistory() {
+	const rule = "queue: claim history"
+	prefix := c.k("qhist/")
+	if _, ok := c.put(rule, c.k("qhist/none"), 0, `{}`); !ok {
+		return
+	}
+	var entries []converge.HistoryEntry
+	for i := range converge.ClaimHistoryEntries + 3 {
+		e := c.h(i, fmt.Sprintf("s%d", i))
+		e.From, e.Reason = fmt.Sprintf("s%d", i-1), "because"
+		if i%5 == 0 {
+			e.Subject = &converge.HistorySubject{Command: i, Group: "g", Host: fmt.Sprintf("h%d", i)}
+		}
+		entries = append(entries, e)
+	}
+	v, ok := c.put(rule, c.k("qhist/many"), 0, `{}`, entries[:4]...)
+	if !ok {
+		return
+	}
+	if _, ok := c.put(rule, c.k("qhist/many"), v, `{"n":2}`, entries[4:]...); !ok {
+		return
+	}
+	got, ok := c.claimDue(rule, prefix, "owner-h", 10)
+	if !ok {
+		return
+	}
+	if len(got) != 2 {
+		c.fail(rule, "want 2 records claimed, got %v", claimedKeys(got))
+	}
+	for _, x := range got {
+		all, err := c.s.History(c.ctx, x.Record.Key)
+		if err != nil {
+			c.fail(rule, "history of %q: %v", x.Record.Key, err)
+			continue
+		}
+		want := all[max(len(all)-converge.ClaimHistoryEntries, 0):]
+		if !x.HasHistory || !historyEqual(x.History, want) {
+			c.fail(rule, "%q: want the newest %d of its %d history entries with the claim, got HasHistory %v and %d entries %v",
+				x.Record.Key, len(want), len(all), x.HasHistory, len(x.History), x.History)
+		}
+	}
+	c.finishAll(rule, got)
 }

@@ -58,22 +58,37 @@
 // and with StoreRecord.Token also that the lease with that token is the
 // current, unexpired one, appends its history entries and trims the
 // key's history to Options.Retention in the same statement. Lease expiry
-// and due times are compared with the database's clock (now()), so the
-// replicas' clocks do not matter for leases. ClaimDue takes a batch of
-// due records with FOR UPDATE SKIP LOCKED: replicas claiming at once get
-// disjoint batches and never wait for each other; a record whose owner
-// died is due again once its lease ran out. Finish releases the lease and
-// sets the next due time in one statement.
+// and due times are compared with the database's clock, so the replicas'
+// clocks do not matter for leases; a fenced write compares the lease's
+// expiry with the time it runs (clock_timestamp()), not with the start of
+// its transaction. ClaimDue takes a batch of due records with FOR UPDATE
+// SKIP LOCKED: replicas claiming at once get disjoint batches and never
+// wait for each other; a record whose owner died is due again once its
+// lease ran out. It returns each record with its newest history entries
+// (converge.ClaimHistoryEntries), so a controller needs no other call to
+// show them to its handler. Finish releases the lease and sets the next
+// due time in one statement. The retention bounds are built into the SQL
+// as constants, so PostgreSQL plans the statements once, generically,
+// whatever the tables' statistics.
 //
-// Put and Finish are committed in groups: while one is on its way to the
-// database, those that the store's other callers (the workers of a
-// controller) make meanwhile wait, and are then sent together as one
-// batch, which PostgreSQL runs as one transaction: one round trip and one
-// commit for the group. Nothing waits for a timer, each statement is run
-// as if alone (its version check, fence and history unchanged), and each
-// call returns once its group has committed. When the database refuses
-// one statement of a group (and so rolls the group back), each is run
-// again alone, for its own outcome.
+// Puts are committed in groups: while one is on its way to the database,
+// those that the store's other callers (the workers of a controller)
+// make meanwhile wait, and are then sent together as one batch, which
+// PostgreSQL runs as one transaction: one round trip and one commit for
+// the group. Nothing waits for a timer, each statement is run as if alone
+// (its version check, fence and history unchanged), and each call
+// returns once its group has committed. When the database refuses one
+// statement of a group (and so rolls the group back), each is run again
+// alone, for its own outcome. Finish calls that come together are sent as
+// one statement over arrays (up to two such statements at once), which
+// commits without waiting for its WAL to be flushed
+// (synchronous_commit off, for that transaction only): a crash of the
+// server can lose such a Finish, which leaves the record claimed until
+// its lease expires, when it is due at once and claimed again with a
+// greater token (its handler runs again: at least once). Anything that
+// depends on a Finish (a claim of the released record) commits
+// synchronously and so flushes the Finish first. Claims and Puts always
+// wait for the flush.
 //
 // The writes that may make a record due (a Put that creates it, Schedule,
 // a Finish due at once) and Delete announce their key with pg_notify on

@@ -17,7 +17,7 @@ import (
 // together: while one write is on its way to the database, the writes
 // that come meanwhile wait, and are then sent as one pgx.Batch, which
 // PostgreSQL runs as one implicit transaction. A dozen controller workers
-// finishing objects at once thus cost one round trip and one commit (one
+// writing objects at once thus cost one round trip and one commit (one
 // WAL flush) instead of a dozen. No write waits for a timer: a write that
 // finds nothing in flight is sent at once, alone.
 //

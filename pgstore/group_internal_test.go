@@ -118,7 +118,7 @@ func (f *groupFixture) waitPending(t *testing.T, n int) {
 }
 
 // TestWritesThatComeTogetherAreSentAsOneBatch checks the group commit of
-// Put and Finish: the writes made while one is in flight are sent
+// Put: the writes made while one is in flight are sent
 // together, as one batch, and each still gets its own outcome: a fenced
 // write whose lease was lost fails with ErrLeaseLost, a stale one with a
 // *StoreVersionError, and the others are stored with their history.
@@ -168,26 +168,21 @@ func TestWritesThatComeTogetherAreSentAsOneBatch(t *testing.T) {
 		return err
 	})
 	f.waitPending(t, 3)
-	write("finish c", func() error { return s.Finish(ctx, leases["c"], time.Time{}) })
-	f.waitPending(t, 4)
 	release()
 	wg.Wait()
 	require.NoError(t, <-aDone)
 
-	assert.Equal(t, []int{4}, f.batches.get()[before:], "the four writes that came together are one batch")
+	assert.Equal(t, []int{3}, f.batches.get()[before:], "the three writes that came together are one batch")
 	assert.NoError(t, results["fenced b"])
 	assert.ErrorIs(t, results["lost c"], converge.ErrLeaseLost)
 	var ve *converge.StoreVersionError
 	assert.ErrorAs(t, results["stale d"], &ve)
-	assert.NoError(t, results["finish c"])
 	hist, err := s.History(ctx, "b")
 	require.NoError(t, err)
 	assert.Len(t, hist, 1, "the history entry is stored with the write")
 	rec, err := s.Get(ctx, "c")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), rec.Version, "the fenced-off write changed nothing")
-	_, err = s.Claim(ctx, "c", "other", time.Minute)
-	assert.NoError(t, err, "the finished lease is released")
 }
 
 // TestBatchRefusedByTheDatabaseRunsEachWriteAlone checks what happens

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -33,7 +34,8 @@ func (s *Store) Schedule(ctx context.Context, key string, at time.Time) error {
 // ClaimDue implements converge.Queue in one statement: it locks the
 // earliest due records under prefix with FOR UPDATE SKIP LOCKED (so
 // concurrent callers take disjoint batches, never waiting for each
-// other), takes their leases, and marks them in flight.
+// other), takes their leases, marks them in flight, and reads their
+// newest history entries.
 func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -56,11 +58,31 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 		stored     []byte
 		expires    time.Time
 		token      int64
+		history    []converge.HistoryEntry
 	}
 	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
-		err := r.Scan(&x.key, &x.version, &x.stored, &x.owner, &x.expires, &x.token)
-		return x, err
+		var ats []time.Time
+		var froms, tos, reasons, bys []string
+		var subjects []*string
+		if err := r.Scan(&x.key, &x.version, &x.stored, &x.owner, &x.expires, &x.token, &ats, &froms, &tos, &reasons, &subjects, &bys); err != nil {
+			return x, err
+		}
+		if len(froms) != len(ats) || len(tos) != len(ats) || len(reasons) != len(ats) || len(subjects) != len(ats) || len(bys) != len(ats) {
+			return x, fmt.Errorf("history of key %q: arrays of different lengths", x.key)
+		}
+		x.history = make([]converge.HistoryEntry, len(ats))
+		for i := range ats {
+			e := converge.HistoryEntry{At: ats[i], From: froms[i], To: tos[i], Reason: reasons[i], By: bys[i]}
+			if subjects[i] != nil {
+				e.Subject = new(converge.HistorySubject)
+				if err := json.Unmarshal([]byte(*subjects[i]), e.Subject); err != nil {
+					return x, fmt.Errorf("history of key %q: subject %s: %w", x.key, *subjects[i], err)
+				}
+			}
+			x.history[i] = e
+		}
+		return x, nil
 	})
 	if err != nil {
 		return nil, s.dbError("claim due", prefix, err)
@@ -76,7 +98,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 			bad = cmpOr(bad, err)
 			continue
 		}
-		out = append(out, converge.Claimed{Record: converge.StoreRecord{Key: x.key, Version: uint64(x.version), Value: val}, Lease: l})
+		out = append(out, converge.Claimed{Record: converge.StoreRecord{Key: x.key, Version: uint64(x.version), Value: val}, Lease: l, History: x.history, HasHistory: true})
 	}
 	if bad != nil {
 		// Give the good records of the batch back at once rather than
@@ -98,7 +120,12 @@ func cmpOr(a, b error) error {
 
 // Finish implements converge.Queue in one statement: it releases the
 // lease and makes the key due at next (the zero time: not due until
-// scheduled) unless a Schedule made it due earlier meanwhile.
+// scheduled) unless a Schedule made it due earlier meanwhile. The Finish
+// calls that come together are sent as one statement over arrays, up to
+// two such statements at once, committed without waiting for the WAL
+// flush, which can only lose a Finish to a crash of the server: the
+// lease then expires and the object is claimed again (at least once).
+// Claims and fenced writes always wait for the flush.
 func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -106,14 +133,12 @@ func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time
 	if !next.IsZero() {
 		at = &next
 	}
-	var ignored string
-	args := []any{lease.Key, lease.Owner, int64(lease.Token), at, s.channel, payload(lease.Key)}
-	err := s.writes.do(ctx, lease.Key, s.sql.finish, args, func(r pgx.Row) error { return r.Scan(&ignored) })
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
-	}
+	released, err := s.finishes.finish(ctx, lease.Key, lease.Owner, int64(lease.Token), at)
 	if err != nil {
 		return s.dbError("finish", lease.Key, err)
+	}
+	if !released {
+		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
 	}
 	return nil
 }

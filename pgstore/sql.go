@@ -2,7 +2,10 @@ package pgstore
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/convergekit/converge"
 )
 
 // statements are the store's SQL, with its schema's tables named.
@@ -16,6 +19,7 @@ type statements struct {
 	putTarget, target          string
 	claim, holder, release     string
 	schedule, claimDue, finish string
+	finishMany                 string
 }
 
 func putVariant(create, fenced bool) int {
@@ -34,40 +38,58 @@ func p(i int) string { return fmt.Sprintf("$%d", i) }
 
 // historyCTE is the part of a write that appends the entries given as
 // arrays in parameters b..b+4 (at, from, to, reason, subject as JSON text
-// or NULL) and b+8 (by) to the history of the key written by the CTE w, and applies
-// retention: the key's older entries are kept up to parameter b+5
-// (negative: all), the first b+6 new entries are skipped, and entries
-// older than parameter b+7 microseconds (NULL: no bound) are dropped, but
-// never the newest new entry. The CTEs see the table as it was before the
-// statement, which is why old and new entries are trimmed apart. It takes
-// histParams parameters.
-func historyCTE(hist string, b int) string {
+// or NULL) and b+5 (by) to the history of the key written by the CTE w, and applies
+// retention, whose bounds are the store's and built into the SQL as
+// constants (keep: entries kept per key, negative: all; ageUS: entries
+// older than that many microseconds are dropped, 0: no bound), so that
+// the statement's plan does not depend on its parameters: a NULL bound
+// passed as a parameter made PostgreSQL plan the statement afresh on
+// every call. When entries are added, the key's older entries are kept up
+// to keep minus the number added and the new entries beyond keep are
+// skipped (the oldest first); entries older than the age bound are
+// dropped, but never the newest new entry. The CTEs see the table as it
+// was before the statement, which is why old and new entries are trimmed
+// apart. It takes histParams parameters.
+func historyCTE(hist string, b, keep int, ageUS int64) string {
+	n := "coalesce(cardinality(" + p(b) + "::timestamptz[]), 0)"
+	var drop []string
+	skip := "0"
+	if keep >= 0 {
+		drop = append(drop, fmt.Sprintf("(%[1]s > 0 AND h.id <= (SELECT o.id FROM {h} o WHERE o.key = w.key ORDER BY o.id DESC OFFSET greatest(%[2]d - %[1]s, 0) LIMIT 1))", n, keep))
+		skip = fmt.Sprintf("greatest(%s - %d, 0)", n, keep)
+	}
+	young := "true"
+	if ageUS > 0 {
+		old := fmt.Sprintf("now() - interval '%d microseconds'", ageUS)
+		drop = append(drop, "h.at < "+old)
+		young = "(e.ord = " + n + " OR (e.at < " + old + ") IS NOT TRUE)"
+	}
+	gone := ""
+	if len(drop) > 0 {
+		gone = `
+gone AS (
+	DELETE FROM {h} h USING w
+	WHERE h.key = w.key AND (` + strings.Join(drop, "\n\t\tOR ") + `)
+),`
+	}
 	r := strings.NewReplacer(
 		"{h}", hist,
 		"{at}", p(b)+"::timestamptz[]", "{from}", p(b+1)+"::text[]", "{to}", p(b+2)+"::text[]", "{reason}", p(b+3)+"::text[]",
 		"{subject}", p(b+4)+"::text[]",
-		"{keep}", p(b+5)+"::bigint", "{skip}", p(b+6)+"::bigint", "{age}", p(b+7)+"::bigint",
-		"{by}", p(b+8)+"::text[]",
+		"{by}", p(b+5)+"::text[]",
 	)
-	return r.Replace(`
-gone AS (
-	DELETE FROM {h} h USING w
-	WHERE h.key = w.key AND (
-		({keep} >= 0 AND h.id <= (SELECT o.id FROM {h} o WHERE o.key = w.key ORDER BY o.id DESC OFFSET greatest({keep}, 0) LIMIT 1))
-		OR h.at < now() - {age} * interval '1 microsecond')
-),
+	return r.Replace(gone + `
 added AS (
 	INSERT INTO {h} (key, at, from_state, to_state, reason, subject, made_by)
 	SELECT w.key, e.at, e.f, e.t, e.r, e.s::jsonb, e.b
 	FROM w, unnest({at}, {from}, {to}, {reason}, {subject}, {by}) WITH ORDINALITY AS e(at, f, t, r, s, b, ord)
-	WHERE e.ord > {skip}
-		AND (e.ord = cardinality({at}) OR (e.at < now() - {age} * interval '1 microsecond') IS NOT TRUE)
+	WHERE e.ord > ` + skip + ` AND ` + young + `
 	ORDER BY e.ord
 )`)
 }
 
 // histParams is the number of parameters historyCTE takes (histArgs.args).
-const histParams = 9
+const histParams = 6
 
 // Lock order: a statement that locks both a record and its lease locks
 // the record first (ClaimDue finds its keys in records; Finish and fenced
@@ -75,27 +97,33 @@ const histParams = 9
 // it run first), so that they cannot deadlock.
 
 // fence is the condition that the lease with the token in parameter t is
-// the current, unexpired lease on the key in parameter 1, by the
-// database's clock. FOR SHARE holds the lease row until the write
-// commits, so that no claim can take the key in between.
-// fence is the condition of a fenced write on the lease of the key named
-// by keyExpr. On an update, keyExpr must name the locked record's column
+// the current, unexpired lease on the key named by keyExpr, by the
+// database's clock when the statement reads the lease: clock_timestamp(),
+// not now(), which is the start of the transaction, and a group of
+// writes (group) runs as one transaction, so that a write late in a
+// batch would have been checked against the time the batch started, up
+// to a batch's duration after its lease expired. FOR SHARE holds the
+// lease row until the write commits, so that no claim can take the key
+// in between. On an update, keyExpr must name the locked record's column
 // (not $1): a condition that does not depend on the record's row is run
 // once before the join (an InitPlan), which would lock the lease before
 // the record, against the order ClaimDue and Finish lock them in, and
 // deadlock with them.
 func fence(leases, keyExpr string, t int) string {
-	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = %s AND l.token = %s AND l.owner <> '' AND l.expires > now() FOR SHARE)`, leases, keyExpr, p(t))
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = %s AND l.token = %s AND l.owner <> '' AND l.expires > clock_timestamp() FOR SHARE)`, leases, keyExpr, p(t))
 }
 
-func buildStatements(schema string) statements {
+// buildStatements returns the statements of a store on the tables of
+// schema, keeping keep history entries per key (negative: all) and none
+// older than ageUS microseconds (0: no bound).
+func buildStatements(schema string, keep int, ageUS int64) statements {
 	records, hist, targets, leases := schema+".records", schema+".history", schema+".targets", schema+".leases"
 	var s statements
 	s.get = `SELECT version, value FROM ` + records + ` WHERE key = $1`
 	s.list = `SELECT key, version, value FROM ` + records + ` WHERE key >= $1 AND starts_with(key, $1) ORDER BY key`
 	s.history = `SELECT at, from_state, to_state, reason, subject::text, made_by FROM ` + hist + ` WHERE key = $1 ORDER BY id`
 	s.why = `SELECT (SELECT version FROM ` + records + ` WHERE key = $1),
-		EXISTS (SELECT 1 FROM ` + leases + ` l WHERE l.key = $1 AND l.token = $2 AND l.owner <> '' AND l.expires > now())`
+		EXISTS (SELECT 1 FROM ` + leases + ` l WHERE l.key = $1 AND l.token = $2 AND l.owner <> '' AND l.expires > clock_timestamp())`
 
 	for _, create := range []bool{false, true} {
 		for _, fenced := range []bool{false, true} {
@@ -144,13 +172,13 @@ func buildStatements(schema string) statements {
 			}
 			s.put[putVariant(create, fenced)] = `WITH ` + lock + `w AS (
 	` + w + `
-),` + historyCTE(hist, b) + `
+),` + historyCTE(hist, b, keep, ageUS) + `
 SELECT w.version, ` + notify + ` FROM w`
 		}
 	}
 	s.del = `WITH w AS (
 	DELETE FROM ` + records + ` WHERE key = $1 AND version = $2 RETURNING key, version
-),` + historyCTE(hist, 3) + `
+),` + historyCTE(hist, 3, keep, ageUS) + `
 SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `)::text FROM w`
 
 	// Every PutTarget takes the next revision of the name in one
@@ -191,6 +219,10 @@ SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `):
 )
 SELECT pg_notify($3, $4)::text FROM w`
 	//
+	// ClaimDue returns each claimed record with its newest history
+	// entries (converge.ClaimHistoryEntries), as arrays, read through the
+	// index history_key: the handler's input costs no other call.
+	//
 	// ClaimDue walks the index records_due in its order and stops at its
 	// limit. The prefix is a filter on that walk, written so that the
 	// planner can neither turn it into a range of the primary key nor
@@ -207,7 +239,7 @@ SELECT pg_notify($3, $4)::text FROM w`
 		AND coalesce(starts_with(r.key, $1), false)
 		AND NOT EXISTS (SELECT 1 FROM ` + leases + ` x WHERE x.key = r.key AND x.owner <> '' AND x.expires > now())
 	ORDER BY least(r.due_at, r.claimed_due), r.key
-	LIMIT $2
+	LIMIT (SELECT $2::bigint)
 	FOR UPDATE OF r SKIP LOCKED
 ), l AS (
 	INSERT INTO ` + leases + ` AS l (key, owner, expires, token)
@@ -219,8 +251,15 @@ SELECT pg_notify($3, $4)::text FROM w`
 	UPDATE ` + records + ` r SET claimed_due = '-infinity', due_at = NULL
 	WHERE r.key = ANY (ARRAY(SELECT l.key FROM l))
 )
-SELECT c.key, c.version, c.value, l.owner, l.expires, l.token
+SELECT c.key, c.version, c.value, l.owner, l.expires, l.token, h.at, h.f, h.t, h.r, h.s, h.b
 FROM c JOIN l ON l.key = c.key
+CROSS JOIN LATERAL (
+	SELECT array_agg(n.at ORDER BY n.id) AS at, array_agg(n.from_state ORDER BY n.id) AS f,
+		array_agg(n.to_state ORDER BY n.id) AS t, array_agg(n.reason ORDER BY n.id) AS r,
+		array_agg(n.subject::text ORDER BY n.id) AS s, array_agg(n.made_by ORDER BY n.id) AS b
+	FROM (SELECT id, at, from_state, to_state, reason, subject, made_by FROM ` + hist + `
+		WHERE key = c.key ORDER BY id DESC LIMIT ` + strconv.Itoa(converge.ClaimHistoryEntries) + `) n
+) h
 ORDER BY c.due, c.key`
 	// Finish releases the lease and sets the next due time, keeping an
 	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
@@ -238,5 +277,46 @@ ORDER BY c.due, c.key`
 	RETURNING r.due_at
 )
 SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text ELSE '' END FROM l`
+	// FinishMany is Finish for many leases at once, given as arrays (key,
+	// owner, token, next due time or NULL) of distinct keys: it returns
+	// the keys whose lease it released. It locks the records in the order
+	// of their keys, as every batch of writes does, then the leases. The
+	// arrays are read through a materialized CTE, so that the plan does
+	// not depend on their lengths and PostgreSQL plans it generically.
+	//
+	// It commits with synchronous_commit off (set_config with is_local:
+	// for this transaction only), which is harmless for a Finish: a
+	// crash of the server may lose a Finish whose commit was not flushed
+	// yet, which leaves the state as it was before the Finish, the object
+	// claimed by a lease that expires, with claimed_due making it due at
+	// once then (before the backlog). It is then claimed again, with a
+	// greater token, and its handler runs again: at least once, as after
+	// a replica's crash. Nothing durable can depend on a Finish that was
+	// lost: WAL is flushed in order, so any later synchronous commit (a
+	// claim of the released key, a fenced write) flushes the Finish's
+	// commit first. Tokens never go back, since only claims raise them
+	// and claims commit synchronously; fenced writes and claims never run
+	// in a transaction that sets it (Finish calls are batched apart from
+	// them).
+	s.finishMany = `WITH async AS (
+	SELECT set_config('synchronous_commit', 'off', true)
+), a AS MATERIALIZED (
+	SELECT $1::text[] AS keys, $2::text[] AS owners, $3::bigint[] AS tokens, $4::timestamptz[] AS nexts
+), f AS (
+	SELECT u.* FROM a, unnest(a.keys, a.owners, a.tokens, a.nexts) AS u(key, owner, token, next)
+), locked AS (
+	SELECT r.key FROM ` + records + ` r WHERE r.key IN (SELECT f.key FROM f) ORDER BY r.key FOR UPDATE
+), l AS (
+	UPDATE ` + leases + ` l SET owner = ''
+	FROM f, (SELECT count(*) FROM locked) AS record_first, (SELECT count(*) FROM async) AS commit_async
+	WHERE l.key = f.key AND l.owner = f.owner AND l.owner <> '' AND l.token = f.token
+	RETURNING l.key, f.next
+), u AS (
+	UPDATE ` + records + ` r SET due_at = least(r.due_at, l.next), claimed_due = NULL
+	FROM l WHERE r.key = l.key
+	RETURNING r.key, r.due_at
+)
+SELECT l.key, CASE WHEN u.due_at <= now() THEN pg_notify($5, CASE WHEN octet_length(l.key) <= ` + strconv.Itoa(maxPayload) + ` THEN l.key ELSE '' END)::text ELSE '' END
+FROM l LEFT JOIN u ON u.key = l.key`
 	return s
 }

@@ -121,7 +121,8 @@ type Store struct {
 	keep     int           // history entries kept per key; < 0: all
 	ageUS    int64         // history age bound in microseconds; 0: none
 	sql      statements
-	writes   group // Put and Finish, committed together when they come at once
+	writes   group    // Put, committed together when they come at once
+	finishes finisher // Finish, sent as FinishMany
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
 	closed   bool
@@ -227,7 +228,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := migrate(mctx, pool, s.schema); err != nil {
 		return nil, err
 	}
-	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize())
+	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize(), s.keep, s.ageUS)
+	s.finishes.s = s
 	return s, nil
 }
 
@@ -380,18 +382,16 @@ func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, erro
 }
 
 // histArgs is the history part of a write's arguments: the entries as
-// arrays, and how retention trims the key's history.
+// arrays (retention is built into the statements).
 type histArgs struct {
 	ats                 []time.Time
 	froms, tos, reasons []string
 	subjects            []*string // JSON; nil: the record itself
 	bys                 []string
-	keepOld, skipNew    int64
-	age                 *int64
 }
 
 func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, error) {
-	h := histArgs{keepOld: -1}
+	var h histArgs
 	n := len(entries)
 	if n == 0 {
 		return h, nil
@@ -422,18 +422,11 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 			h.subjects[i] = &js
 		}
 	}
-	if s.keep >= 0 {
-		h.keepOld = max(int64(s.keep-n), 0)
-		h.skipNew = max(int64(n-s.keep), 0)
-	}
-	if s.ageUS > 0 {
-		h.age = &s.ageUS
-	}
 	return h, nil
 }
 
 func (h histArgs) args() []any {
-	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.keepOld, h.skipNew, h.age, h.bys}
+	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.bys}
 }
 
 // Put implements converge.Store. The version check, the fence on

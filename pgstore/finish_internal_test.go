@@ -1,0 +1,177 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/pgstore/pgtest"
+)
+
+// finishSizes records how many leases each FinishMany carried.
+type finishSizes struct {
+	batchSizes
+	sql   string
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (f *finishSizes) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d.SQL == f.sql && len(d.Args) > 0 {
+		if keys, ok := d.Args[0].([]string); ok {
+			f.sizes = append(f.sizes, len(keys))
+		}
+	}
+	return ctx
+}
+
+func (f *finishSizes) get() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.sizes...)
+}
+
+// TestFinishCallsThatComeTogetherAreOneStatement holds the record of two
+// Finish calls locked, so that both FinishMany statements a store sends
+// at once wait, and checks that the Finish calls made meanwhile are sent
+// together in one statement once those return, each with its own
+// outcome: a lease that is not the current one fails with ErrLeaseLost,
+// the others are released with their due times.
+func TestFinishCallsThatComeTogetherAreOneStatement(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	tr := &finishSizes{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	s, err := New(ctx, pool, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	tr.mu.Lock()
+	tr.sql = s.sql.finishMany
+	tr.mu.Unlock()
+	keys := []string{"a", "b", "c", "d", "e"}
+	for _, k := range keys {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)})
+		require.NoError(t, err)
+	}
+	claimed, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, len(keys))
+	leases := map[string]converge.Lease{}
+	for _, c := range claimed {
+		leases[c.Record.Key] = c.Lease
+	}
+
+	// Another transaction locks a and b: their Finish calls wait.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // rolled back below, or nothing to keep
+	_, err = tx.Exec(ctx, `SELECT 1 FROM converge.records WHERE key IN ('a', 'b') FOR UPDATE`)
+	require.NoError(t, err)
+
+	results := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	finish := func(k string, l converge.Lease) {
+		wg.Go(func() {
+			err := s.Finish(ctx, l, time.Now().Add(-time.Second))
+			mu.Lock()
+			results[k] = err
+			mu.Unlock()
+		})
+	}
+	pending := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			s.finishes.mu.Lock()
+			defer s.finishes.mu.Unlock()
+			return len(s.finishes.pending) == n && s.finishes.inFlight == finishInFlight
+		}, 30*time.Second, time.Millisecond, "%d Finish calls wait", n)
+	}
+	finish("a", leases["a"])
+	require.Eventually(t, func() bool { return len(tr.get()) == 1 }, 30*time.Second, time.Millisecond)
+	finish("b", leases["b"])
+	require.Eventually(t, func() bool { return len(tr.get()) == 2 }, 30*time.Second, time.Millisecond)
+	pending(0)
+	finish("c", leases["c"])
+	pending(1)
+	lost := leases["d"]
+	lost.Token++
+	finish("d", lost)
+	pending(2)
+	finish("e", leases["e"])
+	pending(3)
+	require.NoError(t, tx.Rollback(ctx))
+	wg.Wait()
+
+	assert.Equal(t, []int{1, 1, 3}, tr.get(), "a and b alone, then c, d and e in one statement")
+	for _, k := range []string{"a", "b", "c", "e"} {
+		assert.NoError(t, results[k], k)
+	}
+	assert.ErrorIs(t, results["d"], converge.ErrLeaseLost)
+	again, err := s.ClaimDue(ctx, "", "other", time.Minute, 10)
+	require.NoError(t, err)
+	var got []string
+	for _, c := range again {
+		got = append(got, c.Record.Key)
+	}
+	assert.ElementsMatch(t, []string{"a", "b", "c", "e"}, got, "finished and due; d is still leased")
+}
+
+// TestOnlyFinishCommitsAsynchronously checks that the FinishMany
+// statement sets synchronous_commit off for its own transaction, and that
+// the fenced Put, claims and the single Finish do not: see finishMany for
+// why a lost Finish is harmless, which holds for no other write.
+func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, dsn, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`0`)})
+	require.NoError(t, err)
+	l, err := s.Claim(ctx, "k", "me", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), l.Token)
+
+	// setting runs sql with args in a transaction and returns
+	// synchronous_commit as that transaction would commit with it.
+	setting := func(sql string, args ...any) string {
+		t.Helper()
+		tx, err := s.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck // nothing to keep
+		rows, err := tx.Query(ctx, sql, args...)
+		require.NoError(t, err)
+		rows.Close()
+		require.NoError(t, rows.Err())
+		var v string
+		require.NoError(t, tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v))
+		return v
+	}
+	now := time.Now()
+	assert.Equal(t, "off", setting(s.sql.finishMany, []string{"k"}, []string{"me"}, []int64{1}, []*time.Time{&now}, s.channel), "FinishMany")
+	assert.Equal(t, "on", setting(s.sql.finish, "k", "me", int64(1), &now, s.channel, "k"), "Finish alone")
+	assert.Equal(t, "on", setting(s.sql.claim, "k", "me", int64(60e6)), "Claim")
+	assert.Equal(t, "on", setting(s.sql.claimDue, "", int64(10), "me", int64(60e6)), "ClaimDue")
+	h, err := s.history("k", nil)
+	require.NoError(t, err)
+	args := append([]any{"k", int64(1), []byte(`1`), int64(1)}, h.args()...)
+	assert.Equal(t, "on", setting(s.sql.put[putVariant(false, true)], args...), "fenced Put")
+}
