@@ -39,6 +39,11 @@ type Controller struct {
 	mono    func() time.Duration // Config.Monotonic, or derived from now
 
 	timed bool // Metrics is not MetricsNop: measure handler latency and the queue
+	// kindLabels is {Kind}; resultLabels {Kind, result} for success and
+	// error: the label values of MetricReconciles and MetricLastSuccess,
+	// built once so that reporting a run allocates nothing.
+	kindLabels   []string
+	resultLabels [2][]string
 
 	// terminal counts the objects of the view halted by a terminal error,
 	// so that Enqueue looks for one to wake only when there is one.
@@ -160,6 +165,8 @@ func New(cfg Config) (*Controller, error) {
 	}
 	_, nop := c.metrics.(converge.MetricsNop)
 	c.timed = !nop
+	c.kindLabels = []string{cfg.Kind}
+	c.resultLabels = [2][]string{{cfg.Kind, "success"}, {cfg.Kind, "error"}}
 	if c.now == nil {
 		c.now = time.Now
 	}

@@ -103,6 +103,27 @@ var (
 		Help:   "Objects halted by a terminal error or a quarantine, in each state.",
 		Labels: []string{"controller", "state", "cause"},
 	}
+	// MetricReconciles counts the handler runs by result, as
+	// controller-runtime's controller_runtime_reconcile_total does:
+	// "success" when the handler's verdict was stored, "error" when the
+	// handler failed (MetricErrors splits those by state). A run whose
+	// verdict could not be stored (a stale write, a lost lease, a
+	// stopping controller) is neither (a counter).
+	MetricReconciles = &converge.Metric{
+		Name: "converge_controller_reconciles_total", Kind: converge.MetricCounter,
+		Help:   "Handler runs, by result: success (the verdict was stored) or error.",
+		Labels: []string{"controller", "result"},
+	}
+	// MetricLastSuccess is when a handler run of the controller last
+	// succeeded (its verdict was stored), in seconds since the Unix epoch
+	// (Config.Now's clock); no series before the first success. An alert
+	// on time() minus it finds a controller that has made no progress
+	// for too long (a gauge).
+	MetricLastSuccess = &converge.Metric{
+		Name: "converge_controller_last_success_timestamp_seconds", Kind: converge.MetricGauge,
+		Help:   "When a handler run of the controller last succeeded, in seconds since the Unix epoch.",
+		Labels: []string{"controller"},
+	}
 	// MetricHandlerOverruns counts the handler runs of a replica that went
 	// on after the replica cancelled them at its renew deadline
 	// (Config.RenewDeadline) until the lease may have expired, so another
@@ -123,5 +144,6 @@ func AllMetrics() []*converge.Metric {
 		MetricStateEntered, MetricStateExited, MetricTimeInState,
 		MetricHandlerDuration, MetricQueueDepth, MetricQueueAdds,
 		MetricRetries, MetricHalted, MetricHandlerOverruns,
+		MetricReconciles, MetricLastSuccess,
 	}
 }

@@ -114,12 +114,15 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 			c.logStore(ctx, obj, err)
 			return stepStore, 0, err
 		case how == settledAgain:
+			c.reconciled(true)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil, slog.String("next", string(res.Next)))
 			return stepAgain, 0, nil
 		case how == settledGone:
+			c.reconciled(true)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil)
 			return stepGone, 0, nil
 		default:
+			c.reconciled(true)
 			c.logRun(ctx, slog.LevelDebug, obj, res.Verdict.String(), nil)
 			return stepLater, d, nil
 		}
@@ -128,6 +131,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		// Stopping, or the lease was lost: not the handler's failure.
 		return stepStore, 0, context.Cause(ctx)
 	}
+	c.reconciled(false)
 	failed, err := c.failed(ctx, e, obj, herr, token)
 	if err != nil {
 		c.logStore(ctx, obj, err)
@@ -140,6 +144,20 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	c.logRun(ctx, slog.LevelWarn, obj, "error", herr, slog.Int("retries", failed.Retries))
 	c.metrics.Add(MetricRetries, 1, c.cfg.Kind)
 	return stepFailed, c.cfg.Backoff.Delay(failed.Retries, rand.Float64()), nil
+}
+
+// reconciled counts a handler run whose verdict was stored (ok) or that
+// failed, and notes the time of a success.
+func (c *Controller) reconciled(ok bool) {
+	if !c.timed {
+		return
+	}
+	if ok {
+		c.metrics.Add(MetricReconciles, 1, c.resultLabels[0]...)
+		c.metrics.Set(MetricLastSuccess, float64(c.now().UnixNano())/1e9, c.kindLabels...)
+		return
+	}
+	c.metrics.Add(MetricReconciles, 1, c.resultLabels[1]...)
 }
 
 // logRun logs, at level, what a handler run on obj came to: its outcome,
