@@ -27,7 +27,12 @@
 // values come from small sets (a kind, a state, an outcome), never an item
 // ID or object key, so the number of series stays bounded. Metrics keeps
 // one series per distinct set of label values it is given, and never
-// forgets one.
+// forgets one. Every series names its loop with a bounded label: "target"
+// (a target reconciler's Name, on its passes and its walks) or
+// "controller" (a controller's Kind), so two loops in one program are
+// told apart; results read "success" and "error", as in
+// controller-runtime. The root README's "Alerts an operator writes" shows
+// three alert rules on these names.
 //
 // A descriptor that cannot be a Prometheus metric (ErrInvalidMetric), a
 // name declared twice with another kind, labels, help or buckets
