@@ -100,7 +100,8 @@ var (
 var (
 	// MetricWalkItems counts the items walks resolved, by kind and
 	// outcome: checked items end "unchanged", "changed", "would-change"
-	// or "failed"; "waiting" and "not-run" items did not run.
+	// or "failed"; "waiting" and "not-run" items did not run. The items
+	// of a walk are counted when it ends, in one Add per kind and outcome.
 	MetricWalkItems = &Metric{
 		Name:   "converge_walk_items_total",
 		Help:   "Items resolved by walks, by item kind and outcome.",
@@ -108,7 +109,7 @@ var (
 		Labels: []string{"target", "kind", "outcome"},
 	}
 	// MetricWalkItemFailures counts the items that failed, by kind and the
-	// phase that failed.
+	// phase that failed, when the walk ends.
 	MetricWalkItemFailures = &Metric{
 		Name:   "converge_walk_item_failures_total",
 		Help:   "Items that failed in a walk, by item kind and phase.",

@@ -164,19 +164,14 @@ func nameProblem(name string) string {
 // maxNameLen is the longest Config.Name and TargetConfig.Name.
 const maxNameLen = 63
 
-// observeItem reports the result of item k, which ran: its metrics, and a
-// log line. applied is how long its Apply took, or negative when it did
-// not apply. Workers call it without holding ws.mu.
+// observeItem reports the result of item k, which ran: how long its Apply
+// took, and a log line. applied is how long its Apply took, or negative
+// when it did not apply. Workers call it without holding ws.mu. The
+// items are counted once the walk ends (observeWalk): one call to Metrics
+// per kind and outcome instead of one per item.
 func (ws *walkState) observeItem(k int, res *ItemResult, applied time.Duration) {
-	if m := ws.cfg.Metrics; m != nil {
-		kl := &ws.kindLabels[ws.kinds.of[k]]
-		m.Add(MetricWalkItems, 1, kl.outcome[res.Outcome]...)
-		if res.Outcome == OutcomeFailed {
-			m.Add(MetricWalkItemFailures, 1, kl.phase[res.Phase]...)
-		}
-		if applied >= 0 {
-			m.Observe(MetricWalkApplyDuration, applied.Seconds(), kl.kind...)
-		}
+	if m := ws.cfg.Metrics; m != nil && applied >= 0 {
+		m.Observe(MetricWalkApplyDuration, applied.Seconds(), ws.kindLabels[ws.kinds.of[k]].kind...)
 	}
 	if ws.log == nil {
 		return
@@ -226,13 +221,7 @@ func (ws *walkState) observeWalk(rep *Report) {
 	}
 	if m := ws.cfg.Metrics; m != nil {
 		labels := &ws.labels.byMode[ws.mode][boolIndex(ws.dry)]
-		if counts[OutcomeWaiting]+counts[OutcomeNotRun] > 0 {
-			for k := range rep.Items {
-				if o := rep.Items[k].Outcome; o == OutcomeWaiting || o == OutcomeNotRun {
-					m.Add(MetricWalkItems, 1, ws.kindLabels[ws.kinds.of[k]].outcome[o]...)
-				}
-			}
-		}
+		ws.countItems(m, rep)
 		m.Add(MetricWalks, 1, labels.result[result]...)
 		m.Observe(MetricWalkDuration, rep.Duration.Seconds(), labels.mode...)
 		if rep.EventsDropped > 0 {
@@ -268,6 +257,41 @@ func (ws *walkState) observeWalk(rep *Report) {
 		attrs = append(attrs, slog.Uint64("revision", ws.rev))
 	}
 	ws.log.LogAttrs(context.WithoutCancel(ws.ctx), level, "walk finished", attrs...)
+}
+
+// countItems adds the items of rep to MetricWalkItems by kind and outcome,
+// and the failed ones to MetricWalkItemFailures by kind and phase.
+func (ws *walkState) countItems(m Metrics, rep *Report) {
+	const no, np = len(outcomeNames), len(phaseNames)
+	nk := len(ws.kinds.names)
+	var small [2 * (no + np)]int // two kinds need no allocation
+	var counts []int
+	if nk <= 2 {
+		counts = small[:nk*(no+np)]
+	} else {
+		counts = make([]int, nk*(no+np))
+	}
+	for k := range rep.Items {
+		it := &rep.Items[k]
+		row := counts[int(ws.kinds.of[k])*(no+np):]
+		row[it.Outcome]++
+		if it.Outcome == OutcomeFailed {
+			row[no+int(it.Phase)]++
+		}
+	}
+	for j := range nk {
+		row, kl := counts[j*(no+np):(j+1)*(no+np)], &ws.kindLabels[j]
+		for o, n := range row[:no] {
+			if n > 0 {
+				m.Add(MetricWalkItems, float64(n), kl.outcome[o]...)
+			}
+		}
+		for p, n := range row[no:] {
+			if n > 0 {
+				m.Add(MetricWalkItemFailures, float64(n), kl.phase[p]...)
+			}
+		}
+	}
 }
 
 func boolIndex(b bool) int {

@@ -44,6 +44,12 @@ type Controller struct {
 	// built once so that reporting a run allocates nothing.
 	kindLabels   []string
 	resultLabels [2][]string
+	// stats gathers the queue's and the handlers' counts on the hot path
+	// (see publish).
+	stats ctrlStats
+	// stateLabels caches {Kind, state} per state for MetricHandlerDuration
+	// (copied on write: read without a lock).
+	stateLabels atomic.Pointer[map[State][]string]
 
 	// terminal counts the objects of the view halted by a terminal error,
 	// so that Enqueue looks for one to wake only when there is one.
@@ -493,13 +499,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		// One label slice for every call: the queue calls the observer
 		// with its lock held, on every add and every hand-out. Without
 		// metrics there is nothing to observe.
-		labels := []string{c.cfg.Kind}
+		// It only notes the figures; the workers publish them (see
+		// publish), outside the queue's lock.
 		q.SetObserver(func(depth int, added bool) {
-			c.metrics.Set(MetricQueueDepth, float64(depth), labels...)
+			c.stats.depth.Store(int64(depth))
 			if added {
-				c.metrics.Add(MetricQueueAdds, 1, labels...)
+				c.stats.adds.Add(1)
 			}
 		})
+		c.stats.local = true
+		defer c.publish(true)
 	}
 	c.q.Store(q)
 	known := make([]string, 0, len(c.objs))
@@ -529,6 +538,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			for ok {
 				forget, next := c.process(hctx, q, it)
 				it, ok = q.FinishGet(it, forget, next)
+				if c.timed && (!ok || c.stats.depth.Load() == 0) {
+					c.publish(false)
+				}
 			}
 		})
 	}

@@ -10,6 +10,12 @@ import "github.com/convergekit/converge"
 // many objects there are. The state label is empty for an error not tied
 // to an object's state: a stored record that cannot be decoded, or a
 // replica's failed claim.
+//
+// MetricQueueDepth, MetricQueueAdds (of a controller's own queue),
+// MetricReconciles and MetricLastSuccess are counted on the hot path and
+// handed to Config.Metrics in batches: every 64 handler runs, whenever the
+// queue runs empty, and when Run returns. A scrape sees them at most 64
+// runs old, and exact whenever the controller is idle.
 var (
 	// MetricObjects is the number of objects known to the controller in
 	// each state (a gauge). A replica counts the objects of its view,

@@ -31,6 +31,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	if c.load(ctx, nil) != nil {
 		return nil // cancelled while loading: nothing runs yet, a clean stop
 	}
+	if c.timed {
+		defer c.publish(true)
+	}
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {

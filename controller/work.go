@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -98,7 +99,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	if err := c.recent(ctx, e, obj); err != nil {
 		return stepStore, 0, err
 	}
-	res, herr := c.run(ctx, obj)
+	res, end, herr := c.run(ctx, obj)
 	if token != 0 && ctx.Err() != nil {
 		// The lease was lost (or the replica is stopping) while the
 		// handler ran: what it returned is not written, since another
@@ -114,15 +115,15 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 			c.logStore(ctx, obj, err)
 			return stepStore, 0, err
 		case how == settledAgain:
-			c.reconciled(true)
+			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil, slog.String("next", string(res.Next)))
 			return stepAgain, 0, nil
 		case how == settledGone:
-			c.reconciled(true)
+			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil)
 			return stepGone, 0, nil
 		default:
-			c.reconciled(true)
+			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelDebug, obj, res.Verdict.String(), nil)
 			return stepLater, d, nil
 		}
@@ -131,7 +132,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		// Stopping, or the lease was lost: not the handler's failure.
 		return stepStore, 0, context.Cause(ctx)
 	}
-	c.reconciled(false)
+	c.reconciled(false, end)
 	failed, err := c.failed(ctx, e, obj, herr, token)
 	if err != nil {
 		c.logStore(ctx, obj, err)
@@ -146,19 +147,105 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	return stepFailed, c.cfg.Backoff.Delay(failed.Retries, rand.Float64()), nil
 }
 
+// publishEvery is how many handler runs a controller's counts may wait
+// before a worker publishes them (see publish).
+const publishEvery = 64
+
+// ctrlStats are the figures of a controller's hot path that its metrics
+// show: counted with atomics where they happen (some under the queue's
+// lock), and handed to Metrics by publish, in one call per metric for
+// many runs.
+type ctrlStats struct {
+	depth          atomic.Int64 // the queue's depth, as last observed
+	adds           atomic.Int64 // queue adds not yet published
+	success, error atomic.Int64 // handler runs not yet published, by result
+	lastSuccess    atomic.Int64 // Unix nanoseconds of the last success; 0: none yet
+	runs           atomic.Int64 // handler runs, to publish every publishEvery
+	local          bool         // Run's own queue: depth and adds are counted here (not a replica's)
+	published      sync.Mutex   // held by the publishing worker
+	lastPublished  int64        // lastSuccess as last published; under published
+}
+
 // reconciled counts a handler run whose verdict was stored (ok) or that
-// failed, and notes the time of a success.
-func (c *Controller) reconciled(ok bool) {
+// failed, ended at end (Unix nanoseconds; 0 when not timed).
+func (c *Controller) reconciled(ok bool, end int64) {
 	if !c.timed {
 		return
 	}
 	if ok {
-		c.metrics.Add(MetricReconciles, 1, c.resultLabels[0]...)
-		c.metrics.Set(MetricLastSuccess, float64(c.now().UnixNano())/1e9, c.kindLabels...)
+		c.stats.success.Add(1)
+		for {
+			last := c.stats.lastSuccess.Load()
+			if end <= last || c.stats.lastSuccess.CompareAndSwap(last, end) {
+				break
+			}
+		}
+	} else {
+		c.stats.error.Add(1)
+	}
+	if c.stats.runs.Add(1)%publishEvery == 0 {
+		c.publish(false)
+	}
+}
+
+// publish hands the counts gathered since the last call to Metrics:
+// MetricReconciles and MetricLastSuccess, and for Run's own queue
+// MetricQueueDepth and MetricQueueAdds (a replica sets those where it
+// claims). A worker calls it every publishEvery runs and when the queue
+// is empty, and Run once more when it returns (final), so a scrape sees
+// figures at most publishEvery runs old, and exact ones whenever the
+// controller is idle. Unless final, it gives way to a worker already
+// publishing.
+func (c *Controller) publish(final bool) {
+	if final {
+		c.stats.published.Lock()
+	} else if !c.stats.published.TryLock() {
 		return
 	}
-	c.metrics.Add(MetricReconciles, 1, c.resultLabels[1]...)
+	defer c.stats.published.Unlock()
+	if c.stats.local {
+		c.metrics.Set(MetricQueueDepth, float64(c.stats.depth.Load()), c.kindLabels...)
+		if n := c.stats.adds.Swap(0); n > 0 {
+			c.metrics.Add(MetricQueueAdds, float64(n), c.kindLabels...)
+		}
+	}
+	if n := c.stats.success.Swap(0); n > 0 {
+		c.metrics.Add(MetricReconciles, float64(n), c.resultLabels[0]...)
+	}
+	if n := c.stats.error.Swap(0); n > 0 {
+		c.metrics.Add(MetricReconciles, float64(n), c.resultLabels[1]...)
+	}
+	if t := c.stats.lastSuccess.Load(); t != c.stats.lastPublished {
+		c.stats.lastPublished = t
+		c.metrics.Set(MetricLastSuccess, float64(t)/1e9, c.kindLabels...)
+	}
 }
+
+// handlerLabels returns {Kind, state}, the labels of MetricHandlerDuration,
+// built once per state.
+func (c *Controller) handlerLabels(state State) []string {
+	if p := c.stateLabels.Load(); p != nil {
+		if l, ok := (*p)[state]; ok {
+			return l
+		}
+	}
+	next := map[State][]string{}
+	if p := c.stateLabels.Load(); p != nil {
+		if len(*p) >= maxCachedStates {
+			return []string{c.cfg.Kind, string(state)}
+		}
+		for k, v := range *p {
+			next[k] = v
+		}
+	}
+	l := []string{c.cfg.Kind, string(state)}
+	next[state] = l
+	c.stateLabels.Store(&next) // a racing writer may drop an entry: it is rebuilt
+	return l
+}
+
+// maxCachedStates bounds handlerLabels' cache.
+const maxCachedStates = 64
 
 // logRun logs, at level, what a handler run on obj came to: its outcome,
 // herr when it failed, and attrs.
@@ -298,15 +385,17 @@ func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.Hi
 	e.histAt = to
 }
 
-// run runs the handler on obj, measuring its latency.
-func (c *Controller) run(ctx context.Context, obj *Object) (Result, error) {
+// run runs the handler on obj, measuring its latency when the controller
+// is timed; it returns when the handler returned, in Unix nanoseconds (0
+// when not timed).
+func (c *Controller) run(ctx context.Context, obj *Object) (Result, int64, error) {
 	if running, ok := ctx.Value(handlerRunningKey{}).(*atomic.Bool); ok {
 		// A replica's handler under a lease: not started once the lease
 		// is lost, and watched for running on after that (keep).
 		running.Store(true)
 		defer running.Store(false)
 		if ctx.Err() != nil {
-			return Result{}, context.Cause(ctx)
+			return Result{}, 0, context.Cause(ctx)
 		}
 	}
 	var start time.Time
@@ -315,9 +404,11 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, error) {
 	}
 	res, err := c.handle(ctx, *obj)
 	if c.timed {
-		c.metrics.Observe(MetricHandlerDuration, c.now().Sub(start).Seconds(), c.cfg.Kind, string(obj.State))
+		end := c.now()
+		c.metrics.Observe(MetricHandlerDuration, end.Sub(start).Seconds(), c.handlerLabels(obj.State)...)
+		return res, end.UnixNano(), err
 	}
-	return res, err
+	return res, 0, err
 }
 
 // settled says what follows a handler's verdict once it is stored.
