@@ -67,6 +67,7 @@ import (
 	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
+	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/examples/internal/stores"
 )
 
@@ -111,7 +112,10 @@ func run() error {
 	state := flag.String("state", defaultState(), "file of the embedded store that keeps the target")
 	resume := flag.Bool("resume", false, "run the target kept in -state instead of loading a project")
 	logChanges := flag.Bool("log", false, "log every change made on the engine to stderr (never a secret value)")
-	flag.Parse()
+	cli.Parse("deviceagent", "[-f compose.yaml] [-demo-image] [-dry] [-once] [-down [-volumes]] [-state file] [-resume] [-log]",
+		"Keeps a Compose project converged on the local Docker engine, as an edge device agent\n"+
+			"would; it needs a running Docker engine. Without a registry, -demo-image builds a tiny\n"+
+			"image locally (the built-in project uses it by itself when its default image is absent).")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

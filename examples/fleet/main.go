@@ -50,6 +50,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/examples/internal/stores"
 	"github.com/convergekit/converge/statuspage"
 )
@@ -90,7 +91,10 @@ func main() {
 	flag.StringVar(&opts.Path, "state", "", "embedded store file when no DSN is given (default: a temporary file)")
 	addr := flag.String("http", "", "serve the status page on this address (host:port) until interrupted")
 	logHalts := flag.Bool("log", false, "log to stderr the hosts the controller gives up on")
-	flag.Parse()
+	cli.Parse("fleet", "[-state file | -pg dsn] [-http host:port] [-log]",
+		"Moves 500 simulated hosts through their lifecycle under one controller. Hosts with a\n"+
+			"failed disk stay quarantined until an operator releases them: with -http, from the status\n"+
+			"page (which also serves /metrics, /healthz and /readyz), else with -release-quarantined.")
 	var logger *slog.Logger
 	if *logHalts {
 		// Halts are logged at Error; every handler run at Debug, Info
