@@ -159,7 +159,7 @@ type ctrlStats struct {
 	depth          atomic.Int64 // the queue's depth, as last observed
 	adds           atomic.Int64 // queue adds not yet published
 	success, error atomic.Int64 // handler runs not yet published, by result
-	lastSuccess    atomic.Int64 // Unix nanoseconds of the last success; 0: none yet
+	lastSuccess    atomic.Int64 // the monotonic reading of the last success, plus one; 0: none yet
 	runs           atomic.Int64 // handler runs, to publish every publishEvery
 	local          bool         // Run's own queue: depth and adds are counted here (not a replica's)
 	published      sync.Mutex   // held by the publishing worker
@@ -167,16 +167,17 @@ type ctrlStats struct {
 }
 
 // reconciled counts a handler run whose verdict was stored (ok) or that
-// failed, ended at end (Unix nanoseconds; 0 when not timed).
-func (c *Controller) reconciled(ok bool, end int64) {
+// failed, ended at end (the monotonic clock's reading).
+func (c *Controller) reconciled(ok bool, end time.Duration) {
 	if !c.timed {
 		return
 	}
 	if ok {
 		c.stats.success.Add(1)
+		at := int64(end) + 1
 		for {
 			last := c.stats.lastSuccess.Load()
-			if end <= last || c.stats.lastSuccess.CompareAndSwap(last, end) {
+			if at <= last || c.stats.lastSuccess.CompareAndSwap(last, at) {
 				break
 			}
 		}
@@ -217,7 +218,9 @@ func (c *Controller) publish(final bool) {
 	}
 	if t := c.stats.lastSuccess.Load(); t != c.stats.lastPublished {
 		c.stats.lastPublished = t
-		c.metrics.Set(MetricLastSuccess, float64(t)/1e9, c.kindLabels...)
+		// Back to the wall clock: now, less the time since the success.
+		at := c.now().Add(-(c.mono() - time.Duration(t-1)))
+		c.metrics.Set(MetricLastSuccess, float64(at.UnixNano())/1e9, c.kindLabels...)
 	}
 }
 
@@ -386,9 +389,9 @@ func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.Hi
 }
 
 // run runs the handler on obj, measuring its latency when the controller
-// is timed; it returns when the handler returned, in Unix nanoseconds (0
-// when not timed).
-func (c *Controller) run(ctx context.Context, obj *Object) (Result, int64, error) {
+// is timed; it returns when the handler returned, on the controller's
+// monotonic clock (0 when not timed).
+func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duration, error) {
 	if running, ok := ctx.Value(handlerRunningKey{}).(*atomic.Bool); ok {
 		// A replica's handler under a lease: not started once the lease
 		// is lost, and watched for running on after that (keep).
@@ -398,15 +401,17 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, int64, error
 			return Result{}, 0, context.Cause(ctx)
 		}
 	}
-	var start time.Time
+	// The monotonic clock: with time.Now it reads one clock where
+	// time.Now reads two, and a handler run takes two readings.
+	var start time.Duration
 	if c.timed {
-		start = c.now()
+		start = c.mono()
 	}
 	res, err := c.handle(ctx, *obj)
 	if c.timed {
-		end := c.now()
-		c.metrics.Observe(MetricHandlerDuration, end.Sub(start).Seconds(), c.handlerLabels(obj.State)...)
-		return res, end.UnixNano(), err
+		end := c.mono()
+		c.metrics.Observe(MetricHandlerDuration, (end - start).Seconds(), c.handlerLabels(obj.State)...)
+		return res, end, err
 	}
 	return res, 0, err
 }
