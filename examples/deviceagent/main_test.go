@@ -188,7 +188,9 @@ func TestAgentRunsWithoutTheDefaultImage(t *testing.T) {
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err = cmd.Run()
-	t.Cleanup(func() { _ = exec.Command(bin, "-down", "-volumes", "-image", absent, "-state", filepath.Join(dir, "agent.db")).Run() })
+	t.Cleanup(func() {
+		_ = exec.Command(bin, "-down", "-volumes", "-image", absent, "-state", filepath.Join(dir, "agent.db")).Run()
+	})
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the pull fails:\n%s", buf.String())
 	assert.Contains(t, buf.String(), "deviceagent: the engine cannot pull "+absent, "the agent says what to do:\n%s", buf.String())
