@@ -13,7 +13,7 @@ import "github.com/convergekit/converge"
 //
 // MetricQueueDepth, MetricQueueAdds (of a controller's own queue),
 // MetricReconciles and MetricLastSuccess are counted on the hot path and
-// handed to Config.Metrics in batches: every 64 handler runs, whenever the
+// handed to Config.Metrics in batches: every 64 successes or failures, whenever the
 // queue runs empty, and when Run returns. A scrape sees them at most 64
 // runs old, and exact whenever the controller is idle.
 var (

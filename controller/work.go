@@ -147,8 +147,8 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	return stepFailed, c.cfg.Backoff.Delay(failed.Retries, rand.Float64()), nil
 }
 
-// publishEvery is how many handler runs a controller's counts may wait
-// before a worker publishes them (see publish).
+// publishEvery is how many handler runs of one result a controller's
+// counts may wait before a worker publishes them (see publish).
 const publishEvery = 64
 
 // ctrlStats are the figures of a controller's hot path that its metrics
@@ -156,14 +156,21 @@ const publishEvery = 64
 // lock), and handed to Metrics by publish, in one call per metric for
 // many runs.
 type ctrlStats struct {
-	depth          atomic.Int64 // the queue's depth, as last observed
-	adds           atomic.Int64 // queue adds not yet published
-	success, error atomic.Int64 // handler runs not yet published, by result
-	lastSuccess    atomic.Int64 // the monotonic reading of the last success, plus one; 0: none yet
-	runs           atomic.Int64 // handler runs, to publish every publishEvery
-	local          bool         // Run's own queue: depth and adds are counted here (not a replica's)
-	published      sync.Mutex   // held by the publishing worker
-	lastPublished  int64        // lastSuccess as last published; under published
+	// Written under the queue's lock, on every add and hand-out.
+	depth atomic.Int64 // the queue's depth, as last observed
+	adds  atomic.Int64 // queue adds not yet published
+	_     [48]byte     // the workers' figures below on a cache line of their own
+
+	// Written by the workers, once or twice per handler run.
+	success, error atomic.Int64 // handler runs, by result, since the start
+	lastSuccess    atomic.Int64 // the monotonic reading of a recent success, plus one; 0: none yet
+	_              [40]byte
+
+	local         bool       // Run's own queue: depth and adds are counted here (not a replica's)
+	published     sync.Mutex // held by the publishing worker; guards the fields below
+	lastPublished int64      // lastSuccess as last published
+	pubSuccess    int64      // success as last published
+	pubError      int64      // error as last published
 }
 
 // reconciled counts a handler run whose verdict was stored (ok) or that
@@ -172,19 +179,16 @@ func (c *Controller) reconciled(ok bool, end time.Duration) {
 	if !c.timed {
 		return
 	}
+	var n int64
 	if ok {
-		c.stats.success.Add(1)
-		at := int64(end) + 1
-		for {
-			last := c.stats.lastSuccess.Load()
-			if at <= last || c.stats.lastSuccess.CompareAndSwap(last, at) {
-				break
-			}
-		}
+		n = c.stats.success.Add(1)
+		// Workers racing here may leave a success a few microseconds
+		// older than the newest: no CAS loop on the hot path for that.
+		c.stats.lastSuccess.Store(int64(end) + 1)
 	} else {
-		c.stats.error.Add(1)
+		n = c.stats.error.Add(1)
 	}
-	if c.stats.runs.Add(1)%publishEvery == 0 {
+	if n%publishEvery == 0 {
 		c.publish(false)
 	}
 }
@@ -210,11 +214,13 @@ func (c *Controller) publish(final bool) {
 			c.metrics.Add(MetricQueueAdds, float64(n), c.kindLabels...)
 		}
 	}
-	if n := c.stats.success.Swap(0); n > 0 {
-		c.metrics.Add(MetricReconciles, float64(n), c.resultLabels[0]...)
+	if n := c.stats.success.Load(); n > c.stats.pubSuccess {
+		c.metrics.Add(MetricReconciles, float64(n-c.stats.pubSuccess), c.resultLabels[0]...)
+		c.stats.pubSuccess = n
 	}
-	if n := c.stats.error.Swap(0); n > 0 {
-		c.metrics.Add(MetricReconciles, float64(n), c.resultLabels[1]...)
+	if n := c.stats.error.Load(); n > c.stats.pubError {
+		c.metrics.Add(MetricReconciles, float64(n-c.stats.pubError), c.resultLabels[1]...)
+		c.stats.pubError = n
 	}
 	if t := c.stats.lastSuccess.Load(); t != c.stats.lastPublished {
 		c.stats.lastPublished = t
