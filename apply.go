@@ -30,6 +30,13 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // no fail-fast, no grace period, no observer, no metrics, no logs and
 // time.Now.
 type WalkerConfig struct {
+	// Name is the value of the label "target" of the walk's metric
+	// series, so that the walks of two loops in one program are told
+	// apart; a TargetReconciler sets it to its own Name. Empty (the
+	// default for a Walker of its own) gives an empty label, which
+	// Prometheus shows as no label. It is at most 63 letters, digits,
+	// '-', '_' or '.': a label value must come from a small set.
+	Name string
 	// Parallelism is the most items processed at once; 0 means
 	// DefaultParallelism. Negative values are invalid. Of the items ready
 	// to run, those heading the longest chain of items after them start
@@ -89,6 +96,9 @@ func DefaultWalkerConfig() WalkerConfig {
 
 // Validate reports the first field out of range as a *ConfigError.
 func (c WalkerConfig) Validate() error {
+	if reason := nameProblem(c.Name); reason != "" {
+		return &ConfigError{Field: "Name", Reason: reason}
+	}
 	switch {
 	case c.Parallelism < 0:
 		return &ConfigError{Field: "Parallelism", Reason: fmt.Sprintf("must not be negative, got %d", c.Parallelism)}
@@ -105,7 +115,8 @@ func (c WalkerConfig) Validate() error {
 // Walker runs walks over graphs with one Config. It is safe for concurrent
 // use: every walk has its own state.
 type Walker struct {
-	cfg WalkerConfig
+	cfg    WalkerConfig
+	labels *walkLabels // when cfg.Metrics is set
 }
 
 // NewWalker validates cfg and returns a Walker that uses it.
@@ -128,7 +139,11 @@ func NewWalker(cfg WalkerConfig) (*Walker, error) {
 	if _, nop := cfg.Metrics.(MetricsNop); nop {
 		cfg.Metrics = nil
 	}
-	return &Walker{cfg: cfg}, nil
+	w := &Walker{cfg: cfg}
+	if cfg.Metrics != nil {
+		w.labels = newWalkLabels(cfg.Name)
+	}
+	return w, nil
 }
 
 // WalkID identifies one walk: it is in the walk's Report, in each of its
@@ -273,7 +288,11 @@ type walkState struct {
 	rev     uint64       // walkOpts.rev
 	log     *slog.Logger // cfg.Logger
 	kinds   *itemKinds   // when cfg.Metrics is set
-	results []ItemResult
+	// kindLabels and labels are the label values of the walk's metrics
+	// (kindLabels by index in kinds.names), when cfg.Metrics is set.
+	kindLabels []kindLabels
+	labels     *walkLabels
+	results    []ItemResult
 	// published[k] is set once results[k].After is final: a DepStates reads
 	// After only then. (A flag, not a pointer, keeps the GC off it.)
 	published []atomic.Bool
@@ -348,10 +367,12 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	ws.cond.L = &ws.mu
 	if w.cfg.Metrics != nil {
 		ws.kinds = c.kinds()
+		ws.kindLabels = ws.kinds.labelsFor(w.cfg.Name)
+		ws.labels = w.labels
 	}
 	if ws.log != nil && ws.log.Enabled(ctx, slog.LevelDebug) {
 		ws.log.LogAttrs(ctx, slog.LevelDebug, "walk started", slog.String("walk", string(ws.id)),
-			slog.String("mode", walkLabels[mode][boolIndex(dry)].mode[0]), slog.Int("items", n))
+			slog.String("mode", walkModeNames[mode][boolIndex(dry)]), slog.Int("items", n))
 	}
 	if w.cfg.Observer != nil {
 		ws.em = newEmitter(w.cfg.Observer, &w.cfg, ws.clock.Now, ws.id, opts.rev)

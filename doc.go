@@ -85,10 +85,16 @@
 // from small sets only: an item's kind (ID.Kind, "file" for
 // "file:/etc/hostname"), an outcome, a phase, a mode, a reconciler's name,
 // a command kind, a state; never an item ID, an object key or a plan ID.
+// Every walk and pass series carries the label "target", the walker's
+// Config.Name (a TargetReconciler's Name), so two loops in one program are
+// told apart; results read "success" and "error" as in controller-runtime,
+// and MetricTargetLastSuccess says when a reconciler last converged. A walk
+// counts its items once it ends.
 // Log lines carry those as attributes ("walk", "item", "phase", "outcome",
 // "target", "revision", "plan", "command", "kind"), and never states,
 // targets or command specs, which may hold secrets. A walk reports an item
-// without allocating, and costs nothing more when neither is set.
+// without allocating or calling Metrics (only an item that applied is
+// observed at once), and costs nothing more when neither is set.
 // convergetest.Metrics records the measurements for tests.
 //
 // # Stores

@@ -141,7 +141,8 @@ func ExampleResultStates() {
 
 // ExampleConfig_metrics records what a walk reports with convergetest's
 // recorder (a program passes the prometheus module's adapter instead) and
-// logs its failures; the log never holds the items' states.
+// logs its failures; the log never holds the items' states. The walker's
+// Name is the "target" label of every series.
 func ExampleConfig_metrics() {
 	m := &convergetest.Metrics{}
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
@@ -153,7 +154,7 @@ func ExampleConfig_metrics() {
 			return a
 		},
 	}))
-	w, err := converge.NewWalker(converge.WalkerConfig{Metrics: m, Logger: logger})
+	w, err := converge.NewWalker(converge.WalkerConfig{Name: "edge", Metrics: m, Logger: logger})
 	if err != nil {
 		panic(err)
 	}
@@ -171,9 +172,9 @@ func ExampleConfig_metrics() {
 	}
 	// Output:
 	// level=WARN msg="item failed" item=secret:api-token outcome=failed phase=apply error="convergetest: injected failure"
-	// converge_walk_item_failures_total{kind="secret",phase="apply"} 1
-	// converge_walk_items_total{kind="file",outcome="changed"} 1
-	// converge_walk_items_total{kind="file",outcome="unchanged"} 1
-	// converge_walk_items_total{kind="secret",outcome="failed"} 1
-	// converge_walks_total{mode="apply",result="failed"} 1
+	// converge_walk_item_failures_total{target="edge",kind="secret",phase="apply"} 1
+	// converge_walk_items_total{target="edge",kind="file",outcome="changed"} 1
+	// converge_walk_items_total{target="edge",kind="file",outcome="unchanged"} 1
+	// converge_walk_items_total{target="edge",kind="secret",outcome="failed"} 1
+	// converge_walks_total{target="edge",mode="apply",result="error"} 1
 }

@@ -90,7 +90,9 @@ var (
 	metricWalkBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600}
 )
 
-// The metrics of walks (WalkerConfig.Metrics). The label "kind" is an item's kind
+// The metrics of walks (WalkerConfig.Metrics). The label "target" is the
+// walker's WalkerConfig.Name: a TargetReconciler's Name for its walks, empty for
+// a Walker of its own. The label "kind" is an item's kind
 // (ID.Kind: "file", "container", or "item" when its ID has no kind prefix),
 // "outcome" an Outcome's name, "phase" a Phase's name, and "mode" the walk's
 // mode, with "-dry" for a dry run: "apply", "apply-dry", "clean",
@@ -98,20 +100,21 @@ var (
 var (
 	// MetricWalkItems counts the items walks resolved, by kind and
 	// outcome: checked items end "unchanged", "changed", "would-change"
-	// or "failed"; "waiting" and "not-run" items did not run.
+	// or "failed"; "waiting" and "not-run" items did not run. The items
+	// of a walk are counted when it ends, in one Add per kind and outcome.
 	MetricWalkItems = &Metric{
 		Name:   "converge_walk_items_total",
 		Help:   "Items resolved by walks, by item kind and outcome.",
 		Kind:   MetricCounter,
-		Labels: []string{"kind", "outcome"},
+		Labels: []string{"target", "kind", "outcome"},
 	}
 	// MetricWalkItemFailures counts the items that failed, by kind and the
-	// phase that failed.
+	// phase that failed, when the walk ends.
 	MetricWalkItemFailures = &Metric{
 		Name:   "converge_walk_item_failures_total",
 		Help:   "Items that failed in a walk, by item kind and phase.",
 		Kind:   MetricCounter,
-		Labels: []string{"kind", "phase"},
+		Labels: []string{"target", "kind", "phase"},
 	}
 	// MetricWalkApplyDuration observes how long an item's Apply (ApplyDry
 	// in a dry run) took, by kind, for the items that needed work,
@@ -120,48 +123,63 @@ var (
 		Name:    "converge_walk_apply_duration_seconds",
 		Help:    "Duration of an item's Apply, by item kind.",
 		Kind:    MetricHistogram,
-		Labels:  []string{"kind"},
+		Labels:  []string{"target", "kind"},
 		Buckets: metricItemBuckets,
 	}
-	// MetricWalks counts finished walks by mode and result: "ok" (every
-	// item converged), "failed" (an item failed) or "interrupted" (items
-	// were not run: the walk was cancelled or preempted).
+	// MetricWalks counts finished walks by mode and result: "success"
+	// (every item converged), "error" (an item failed) or "interrupted"
+	// (items were not run: the walk was cancelled or preempted). success
+	// and error are controller-runtime's names for a reconcile's result.
 	MetricWalks = &Metric{
 		Name:   "converge_walks_total",
 		Help:   "Finished walks, by mode and result.",
 		Kind:   MetricCounter,
-		Labels: []string{"mode", "result"},
+		Labels: []string{"target", "mode", "result"},
 	}
 	// MetricWalkDuration observes how long walks took, by mode.
 	MetricWalkDuration = &Metric{
 		Name:    "converge_walk_duration_seconds",
 		Help:    "Duration of a walk, by mode.",
 		Kind:    MetricHistogram,
-		Labels:  []string{"mode"},
+		Labels:  []string{"target", "mode"},
 		Buckets: metricWalkBuckets,
 	}
 	// MetricWalkEventsDropped counts the progress events an Observer lost
 	// because it was too slow (Report.EventsDropped).
 	MetricWalkEventsDropped = &Metric{
-		Name: "converge_walk_events_dropped_total",
-		Help: "Progress events dropped because the walk's Observer was too slow.",
-		Kind: MetricCounter,
+		Name:   "converge_walk_events_dropped_total",
+		Help:   "Progress events dropped because the walk's Observer was too slow.",
+		Kind:   MetricCounter,
+		Labels: []string{"target"},
 	}
 )
 
 // The metrics of target reconcilers (TargetReconcilerConfig.Walk.Metrics). The label
 // "target" is the reconciler's name (TargetReconcilerConfig.Name, TargetDefaultName
-// when empty): one series per reconciler in the program.
+// when empty), which its walks' series carry too: one series per
+// reconciler in the program, however many targets it is given.
 var (
-	// MetricTargetPasses counts finished passes by result: "ok" (every
-	// stage converged), "failed" or "preempted" (a new or an intermediate
-	// target ended it). Passes of intermediate targets count too; a pass
+	// MetricTargetPasses counts finished passes by result: "success"
+	// (every stage converged), "error" or "preempted" (a new or an
+	// intermediate target ended it); success and error are
+	// controller-runtime's names. Passes of intermediate targets count too; a pass
 	// cut short because Run stopped does not.
 	MetricTargetPasses = &Metric{
 		Name:   "converge_target_passes_total",
 		Help:   "Finished passes of a target reconciler, by result.",
 		Kind:   MetricCounter,
 		Labels: []string{"target", "result"},
+	}
+	// MetricTargetLastSuccess is when the last pass of the reconciler's
+	// own (not intermediate) target succeeded, in seconds since the Unix
+	// epoch (Walk.Now's clock); no series before the first success. An
+	// alert on time() minus it finds a reconciler that has not converged
+	// for too long, whatever the reason.
+	MetricTargetLastSuccess = &Metric{
+		Name:   "converge_target_last_success_timestamp_seconds",
+		Help:   "When a target reconciler's last pass succeeded, in seconds since the Unix epoch.",
+		Kind:   MetricGauge,
+		Labels: []string{"target"},
 	}
 	// MetricTargetPassDuration observes how long passes took, whatever
 	// their result.
@@ -262,7 +280,7 @@ func AllMetrics() []*Metric {
 	return []*Metric{
 		MetricWalkItems, MetricWalkItemFailures, MetricWalkApplyDuration, MetricWalks, MetricWalkDuration,
 		MetricWalkEventsDropped,
-		MetricTargetPasses, MetricTargetPassDuration, MetricTargetFailures, MetricTargetBackoff,
+		MetricTargetPasses, MetricTargetLastSuccess, MetricTargetPassDuration, MetricTargetFailures, MetricTargetBackoff,
 		MetricTargetRevision, MetricTargetLocked,
 		MetricPlanSteps, MetricPlanStepDuration, MetricPlanTransitions, MetricPlanCommandTransitions,
 		MetricPlanTargetTransitions,

@@ -2,7 +2,9 @@ package converge
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,17 +33,26 @@ func (id ID) Kind() string {
 	return "item"
 }
 
-// kindLabels are the label values of one item kind, built once per graph
-// so that reporting an item allocates nothing.
+// kindLabels are the label values of one item kind under one walker
+// name, built once so that reporting an item allocates nothing.
 type kindLabels struct {
-	kind    []string                    // {kind}
-	outcome [len(outcomeNames)][]string // {kind, outcome}
-	phase   [len(phaseNames)][]string   // {kind, phase}
+	kind    []string                    // {name, kind}
+	outcome [len(outcomeNames)][]string // {name, kind, outcome}
+	phase   [len(phaseNames)][]string   // {name, kind, phase}
 }
 
-// itemKinds maps the items of a compiled graph to their kind's labels.
+// itemKinds maps the items of a compiled graph to their kind.
 type itemKinds struct {
-	of     []int32
+	of    []int32  // item -> index in names
+	names []string // distinct kinds
+	// last holds the labels built for the last walker name asked for: a
+	// graph is nearly always walked under one name.
+	last atomic.Pointer[namedKindLabels]
+}
+
+// namedKindLabels are the labels of every kind of a graph under one name.
+type namedKindLabels struct {
+	name   string
 	labels []kindLabels
 }
 
@@ -54,16 +65,9 @@ func (c *compiled) kinds() *itemKinds {
 			kind := c.items[k].id.Kind()
 			j, ok := index[kind]
 			if !ok {
-				j = int32(len(ks.labels))
+				j = int32(len(ks.names))
 				index[kind] = j
-				kl := kindLabels{kind: []string{kind}}
-				for o, name := range outcomeNames {
-					kl.outcome[o] = []string{kind, name}
-				}
-				for p, name := range phaseNames {
-					kl.phase[p] = []string{kind, name}
-				}
-				ks.labels = append(ks.labels, kl)
+				ks.names = append(ks.names, kind)
 			}
 			ks.of[k] = j
 		}
@@ -72,49 +76,102 @@ func (c *compiled) kinds() *itemKinds {
 	return c.itemKinds
 }
 
-// Walk results, the "result" label of MetricWalks.
+// labelsFor returns the label values of every kind of the graph for a
+// walker named name, by kind index.
+func (ks *itemKinds) labelsFor(name string) []kindLabels {
+	if l := ks.last.Load(); l != nil && l.name == name {
+		return l.labels
+	}
+	l := &namedKindLabels{name: name, labels: make([]kindLabels, len(ks.names))}
+	for j, kind := range ks.names {
+		kl := &l.labels[j]
+		kl.kind = []string{name, kind}
+		for o, out := range outcomeNames {
+			kl.outcome[o] = []string{name, kind, out}
+		}
+		for p, phase := range phaseNames {
+			kl.phase[p] = []string{name, kind, phase}
+		}
+	}
+	ks.last.Store(l)
+	return l.labels
+}
+
+// Walk results, the "result" label of MetricWalks: success and error are
+// controller-runtime's names; interrupted has no counterpart there.
 const (
 	walkOK = iota
 	walkFailed
 	walkInterrupted
 )
 
-var walkResultNames = [...]string{"ok", "failed", "interrupted"}
+var walkResultNames = [...]string{"success", "error", "interrupted"}
 
-// walkLabels holds the label values of MetricWalks and MetricWalkDuration
-// by mode and dryness.
-var walkLabels = func() (l [2][2]struct {
-	mode   []string
-	result [len(walkResultNames)][]string
-}) {
+// walkLogResults are the values of the "result" attribute of a walk's
+// log line, as they were before the metric took controller-runtime's
+// names.
+var walkLogResults = [...]string{"ok", "failed", "interrupted"}
+
+// walkModeNames are the values of the "mode" label by mode and dryness.
+var walkModeNames = func() (l [2][2]string) {
 	for m, name := range modeNames {
-		for dry := range 2 {
-			mode := name
-			if dry == 1 {
-				mode += "-dry"
-			}
-			l[m][dry].mode = []string{mode}
-			for r, res := range walkResultNames {
-				l[m][dry].result[r] = []string{mode, res}
-			}
-		}
+		l[m][0], l[m][1] = name, name+"-dry"
 	}
 	return l
 }()
 
-// observeItem reports the result of item k, which ran: its metrics, and a
-// log line. applied is how long its Apply took, or negative when it did
-// not apply. Workers call it without holding ws.mu.
+// walkLabels holds a walker's label values of MetricWalks,
+// MetricWalkDuration and MetricWalkEventsDropped by mode and dryness.
+type walkLabels struct {
+	name   []string // {name}
+	byMode [2][2]struct {
+		mode   []string                       // {name, mode}
+		result [len(walkResultNames)][]string // {name, mode, result}
+	}
+}
+
+func newWalkLabels(name string) *walkLabels {
+	l := &walkLabels{name: []string{name}}
+	for m := range modeNames {
+		for dry := range 2 {
+			mode := walkModeNames[m][dry]
+			l.byMode[m][dry].mode = []string{name, mode}
+			for r, res := range walkResultNames {
+				l.byMode[m][dry].result[r] = []string{name, mode, res}
+			}
+		}
+	}
+	return l
+}
+
+// nameProblem says why name cannot be the value of a "target" label, or
+// "" when it can: a label value must come from a small set, so it is a
+// short name, not free text.
+func nameProblem(name string) string {
+	if len(name) > maxNameLen {
+		return fmt.Sprintf("must be at most %d bytes, got %d", maxNameLen, len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return fmt.Sprintf("must hold only letters, digits, '-', '_' and '.', got %q", name)
+		}
+	}
+	return ""
+}
+
+// maxNameLen is the longest Config.Name and TargetReconcilerConfig.Name.
+const maxNameLen = 63
+
+// observeItem reports the result of item k, which ran: how long its Apply
+// took, and a log line. applied is how long its Apply took, or negative
+// when it did not apply. Workers call it without holding ws.mu. The
+// items are counted once the walk ends (observeWalk): one call to Metrics
+// per kind and outcome instead of one per item.
 func (ws *walkState) observeItem(k int, res *ItemResult, applied time.Duration) {
-	if m := ws.cfg.Metrics; m != nil {
-		kl := &ws.kinds.labels[ws.kinds.of[k]]
-		m.Add(MetricWalkItems, 1, kl.outcome[res.Outcome]...)
-		if res.Outcome == OutcomeFailed {
-			m.Add(MetricWalkItemFailures, 1, kl.phase[res.Phase]...)
-		}
-		if applied >= 0 {
-			m.Observe(MetricWalkApplyDuration, applied.Seconds(), kl.kind...)
-		}
+	if m := ws.cfg.Metrics; m != nil && applied >= 0 {
+		m.Observe(MetricWalkApplyDuration, applied.Seconds(), ws.kindLabels[ws.kinds.of[k]].kind...)
 	}
 	if ws.log == nil {
 		return
@@ -162,19 +219,13 @@ func (ws *walkState) observeWalk(rep *Report) {
 	case rep.notRun > 0:
 		result = walkInterrupted
 	}
-	labels := &walkLabels[ws.mode][boolIndex(ws.dry)]
 	if m := ws.cfg.Metrics; m != nil {
-		if counts[OutcomeWaiting]+counts[OutcomeNotRun] > 0 {
-			for k := range rep.Items {
-				if o := rep.Items[k].Outcome; o == OutcomeWaiting || o == OutcomeNotRun {
-					m.Add(MetricWalkItems, 1, ws.kinds.labels[ws.kinds.of[k]].outcome[o]...)
-				}
-			}
-		}
+		labels := &ws.labels.byMode[ws.mode][boolIndex(ws.dry)]
+		ws.countItems(m, rep)
 		m.Add(MetricWalks, 1, labels.result[result]...)
 		m.Observe(MetricWalkDuration, rep.Duration.Seconds(), labels.mode...)
 		if rep.EventsDropped > 0 {
-			m.Add(MetricWalkEventsDropped, float64(rep.EventsDropped))
+			m.Add(MetricWalkEventsDropped, float64(rep.EventsDropped), ws.labels.name...)
 		}
 	}
 	if ws.log == nil {
@@ -189,8 +240,8 @@ func (ws *walkState) observeWalk(rep *Report) {
 	}
 	attrs := []slog.Attr{
 		slog.String("walk", string(ws.id)),
-		slog.String("mode", labels.mode[0]),
-		slog.String("result", walkResultNames[result]),
+		slog.String("mode", walkModeNames[ws.mode][boolIndex(ws.dry)]),
+		slog.String("result", walkLogResults[result]),
 		slog.Int("items", len(rep.Items)),
 		slog.Int("changed", counts[OutcomeChanged]+counts[OutcomeWouldChange]),
 		slog.Int("unchanged", counts[OutcomeUnchanged]),
@@ -206,6 +257,41 @@ func (ws *walkState) observeWalk(rep *Report) {
 		attrs = append(attrs, slog.Uint64("revision", ws.rev))
 	}
 	ws.log.LogAttrs(context.WithoutCancel(ws.ctx), level, "walk finished", attrs...)
+}
+
+// countItems adds the items of rep to MetricWalkItems by kind and outcome,
+// and the failed ones to MetricWalkItemFailures by kind and phase.
+func (ws *walkState) countItems(m Metrics, rep *Report) {
+	const no, np = len(outcomeNames), len(phaseNames)
+	nk := len(ws.kinds.names)
+	var small [2 * (no + np)]int // two kinds need no allocation
+	var counts []int
+	if nk <= 2 {
+		counts = small[:nk*(no+np)]
+	} else {
+		counts = make([]int, nk*(no+np))
+	}
+	for k := range rep.Items {
+		it := &rep.Items[k]
+		row := counts[int(ws.kinds.of[k])*(no+np):]
+		row[it.Outcome]++
+		if it.Outcome == OutcomeFailed {
+			row[no+int(it.Phase)]++
+		}
+	}
+	for j := range nk {
+		row, kl := counts[j*(no+np):(j+1)*(no+np)], &ws.kindLabels[j]
+		for o, n := range row[:no] {
+			if n > 0 {
+				m.Add(MetricWalkItems, float64(n), kl.outcome[o]...)
+			}
+		}
+		for p, n := range row[no:] {
+			if n > 0 {
+				m.Add(MetricWalkItemFailures, float64(n), kl.phase[p]...)
+			}
+		}
+	}
 }
 
 func boolIndex(b bool) int {

@@ -107,15 +107,15 @@ func TestWalkReportsItemsByKindAndOutcome(t *testing.T) {
 		require.Error(t, err)
 
 		items := converge.MetricWalkItems.Name
-		assert.Equal(t, 1.0, m.Value(items, "file", "changed"))
-		assert.Equal(t, 1.0, m.Value(items, "file", "unchanged"))
-		assert.Equal(t, 1.0, m.Value(items, "container", "failed"))
-		assert.Equal(t, 1.0, m.Value(items, "item", "waiting"))
-		assert.Equal(t, 1.0, m.Value(converge.MetricWalkItemFailures.Name, "container", "apply"))
-		assert.Equal(t, []float64{2}, m.Observations(converge.MetricWalkApplyDuration.Name, "file"))
-		assert.Equal(t, []float64{0}, m.Observations(converge.MetricWalkApplyDuration.Name, "container"), "a failed Apply is observed too")
-		assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "apply", "failed"))
-		assert.Equal(t, []float64{2}, m.Observations(converge.MetricWalkDuration.Name, "apply"))
+		assert.Equal(t, 1.0, m.Value(items, "", "file", "changed"))
+		assert.Equal(t, 1.0, m.Value(items, "", "file", "unchanged"))
+		assert.Equal(t, 1.0, m.Value(items, "", "container", "failed"))
+		assert.Equal(t, 1.0, m.Value(items, "", "item", "waiting"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricWalkItemFailures.Name, "", "container", "apply"))
+		assert.Equal(t, []float64{2}, m.Observations(converge.MetricWalkApplyDuration.Name, "", "file"))
+		assert.Equal(t, []float64{0}, m.Observations(converge.MetricWalkApplyDuration.Name, "", "container"), "a failed Apply is observed too")
+		assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "", "apply", "error"))
+		assert.Equal(t, []float64{2}, m.Observations(converge.MetricWalkDuration.Name, "", "apply"))
 		for _, s := range m.Series() {
 			for _, v := range s.Labels {
 				assert.NotContains(t, v, "/", "%s: no item ID in a label", s)
@@ -125,8 +125,8 @@ func TestWalkReportsItemsByKindAndOutcome(t *testing.T) {
 		m.Reset()
 		_, err = w.ApplyDry(context.Background(), metricsGraph())
 		require.Error(t, err)
-		assert.Equal(t, 1.0, m.Value(items, "file", "would-change"))
-		assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "apply-dry", "failed"))
+		assert.Equal(t, 1.0, m.Value(items, "", "file", "would-change"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "", "apply-dry", "error"))
 	})
 }
 
@@ -140,8 +140,8 @@ func TestWalkReportsAnInterruptedWalk(t *testing.T) {
 	g.Add((&convergetest.Item{Key: "file:/a", Goal: "x"}).Node(), converge.Present)
 	_, err = w.Apply(ctx, g)
 	require.ErrorIs(t, err, converge.ErrNotRun)
-	assert.Equal(t, 1.0, m.Value(converge.MetricWalkItems.Name, "file", "not-run"))
-	assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "apply", "interrupted"))
+	assert.Equal(t, 1.0, m.Value(converge.MetricWalkItems.Name, "", "file", "not-run"))
+	assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "", "apply", "interrupted"))
 }
 
 func TestAllMetricsFollowPrometheusNaming(t *testing.T) {
@@ -229,21 +229,23 @@ func TestReconcilerReportsAFailedThenASucceededPass(t *testing.T) {
 
 		synctest.Wait()
 		require.Len(t, ev.of(converge.TargetPassFailed), 1)
-		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "device", "failed"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "device", "error"))
 		assert.Equal(t, 1.0, m.Value(converge.MetricTargetFailures.Name, "device"))
 		assert.Equal(t, 10.0, m.Value(converge.MetricTargetBackoff.Name, "device"))
 		assert.Equal(t, 1.0, m.Value(converge.MetricTargetRevision.Name, "device"))
 		assert.Equal(t, 0.0, m.Value(converge.MetricTargetLocked.Name, "device"))
 		assert.True(t, m.Has(converge.MetricTargetLocked.Name, "device"))
+		assert.False(t, m.Has(converge.MetricTargetLastSuccess.Name, "device"), "no success yet")
 
 		time.Sleep(10 * time.Second) // the backoff, in the bubble's clock
 		synctest.Wait()
 		require.Len(t, ev.of(converge.TargetPassFinished), 1)
-		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "device", "ok"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "device", "success"))
+		assert.Equal(t, float64(time.Now().UnixNano())/1e9, m.Value(converge.MetricTargetLastSuccess.Name, "device"))
 		assert.Equal(t, 0.0, m.Value(converge.MetricTargetFailures.Name, "device"))
 		assert.Equal(t, 0.0, m.Value(converge.MetricTargetBackoff.Name, "device"))
 		assert.Len(t, m.Observations(converge.MetricTargetPassDuration.Name, "device"), 2)
-		assert.Equal(t, 2.0, m.Value(converge.MetricWalks.Name, "apply", "ok"), "the walks (apply, then check) report through the same Metrics")
+		assert.Equal(t, 2.0, m.Value(converge.MetricWalks.Name, "device", "apply", "success"), "the walks (apply, then check) report through the same Metrics")
 
 		cancel()
 		require.NoError(t, <-done)
@@ -262,6 +264,78 @@ func TestReconcilerReportsAFailedThenASucceededPass(t *testing.T) {
 		assert.EqualValues(t, 1, itemFailed[0]["revision"])
 		require.Len(t, withMsg(lines, "pass finished"), 1)
 	})
+}
+
+func TestTwoReconcilersAreToldApartByTheirName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &convergetest.Metrics{}
+		ctx, cancel := context.WithCancel(context.Background())
+		var done []chan error
+		for _, name := range []string{"edge", "core"} {
+			item := &convergetest.Item{Key: converge.ID("file:/" + name)}
+			if name == "core" {
+				item.FailAt(converge.PhaseApply, -1, nil)
+			}
+			r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
+				Name: name,
+				Build: func(_ context.Context, target string) ([]converge.TargetStage, error) {
+					item.Goal = target
+					g := converge.NewGraph()
+					g.Add(item.Node(), converge.Present)
+					return []converge.TargetStage{{Name: "app", Graph: g}}, nil
+				},
+				Walk:    converge.WalkerConfig{Metrics: m},
+				Backoff: converge.Backoff{Base: time.Hour},
+			})
+			require.NoError(t, err)
+			d := make(chan error)
+			go func() { d <- r.Run(ctx) }()
+			done = append(done, d)
+			require.NoError(t, r.SetTarget(ctx, "v1"))
+		}
+		synctest.Wait()
+
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "edge", "success"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "core", "error"))
+		assert.True(t, m.Has(converge.MetricTargetLastSuccess.Name, "edge"))
+		assert.False(t, m.Has(converge.MetricTargetLastSuccess.Name, "core"), "a reconciler that never succeeded has no last success")
+		assert.Equal(t, 1.0, m.Value(converge.MetricWalks.Name, "core", "apply", "error"))
+		assert.Equal(t, 0.0, m.Value(converge.MetricWalks.Name, "edge", "apply", "error"), "the walks of one reconciler are not counted under the other")
+		assert.Equal(t, 1.0, m.Value(converge.MetricWalkItems.Name, "core", "file", "failed"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricWalkItems.Name, "edge", "file", "changed"))
+		for _, s := range m.Series() {
+			if s.Metric.Labels[0] == "target" {
+				assert.Contains(t, []string{"edge", "core"}, s.Labels[0], "%s carries the reconciler's name", s)
+			}
+		}
+		cancel()
+		for _, d := range done {
+			require.NoError(t, <-d)
+		}
+	})
+}
+
+func TestNameMustBeAShortLabelValue(t *testing.T) {
+	build := func(context.Context, string) ([]converge.TargetStage, error) { return nil, nil }
+	for _, name := range []string{"a/b", "has space", "ünicode", strings.Repeat("x", 64)} {
+		_, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Name: name, Build: build})
+		var ce *converge.ConfigError
+		require.ErrorAs(t, err, &ce, "TargetReconcilerConfig.Name %q", name)
+		assert.Equal(t, "Name", ce.Field)
+		assert.ErrorIs(t, err, converge.ErrInvalidConfig)
+
+		_, err = converge.NewWalker(converge.WalkerConfig{Name: name})
+		require.ErrorAs(t, err, &ce, "Config.Name %q", name)
+		assert.Equal(t, "Name", ce.Field)
+	}
+	for _, name := range []string{"", "edge-1", "site_a.rack.2", strings.Repeat("x", 63)} {
+		_, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Name: name, Build: build})
+		assert.NoError(t, err, "TargetReconcilerConfig.Name %q", name)
+		_, err = converge.NewWalker(converge.WalkerConfig{Name: name})
+		assert.NoError(t, err, "Config.Name %q", name)
+	}
+	_, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Name: "edge", Build: build, Walk: converge.WalkerConfig{Name: "a/b"}})
+	assert.NoError(t, err, "Walk.Name is replaced by Name, so it is not checked")
 }
 
 func TestReconcilerReportsALockedPass(t *testing.T) {
@@ -311,7 +385,8 @@ func TestWalkMetricsAllocateNothingPerItem(t *testing.T) {
 	}
 	var c countMetrics
 	without, with := allocs(converge.WalkerConfig{}), allocs(converge.WalkerConfig{Metrics: &c})
-	assert.Greater(t, c.n.Load(), int64(n), "the metrics were called")
+	assert.Positive(t, c.n.Load(), "the metrics were called")
+	assert.Less(t, c.n.Load(), int64(7*10), "7 walks of %d converged items call Metrics a few times each, not once per item", n)
 	assert.Less(t, with-without, float64(n)/20, "allocations per walk: %v without metrics, %v with", without, with)
 }
 
@@ -334,8 +409,8 @@ func TestReconcilerCountsAPreemptedPass(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "preempted"))
-		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "ok"))
-		assert.Equal(t, 0.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "failed"), "a preempted pass is no failure")
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "success"))
+		assert.Equal(t, 0.0, m.Value(converge.MetricTargetPasses.Name, converge.TargetDefaultName, "error"), "a preempted pass is no failure")
 		assert.Equal(t, 2.0, m.Value(converge.MetricTargetRevision.Name, converge.TargetDefaultName))
 		cancel()
 		require.NoError(t, <-done)
@@ -485,7 +560,7 @@ func TestTargetSetIsReportedBeforeItsPass(t *testing.T) {
 		go func() { done <- r.Run(ctx) }()
 		require.NoError(t, r.SetTarget(ctx, "v1"))
 		synctest.Wait()
-		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "device", "failed"))
+		assert.Equal(t, 1.0, m.Value(converge.MetricTargetPasses.Name, "device", "error"))
 		assert.Equal(t, 1.0, m.Value(converge.MetricTargetFailures.Name, "device"))
 		assert.Equal(t, 10.0, m.Value(converge.MetricTargetBackoff.Name, "device"))
 		cancel()

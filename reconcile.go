@@ -66,8 +66,11 @@ func (e *TargetStageError) Unwrap() error { return e.Err }
 // TargetReconcilerConfig configures a TargetReconciler. Build is required; every
 // other zero field takes its default.
 type TargetReconcilerConfig[T any] struct {
-	// Name is the key of the last target in the Store; empty means
-	// TargetDefaultName.
+	// Name is the key of the last target in the Store and the value of
+	// the label "target" of the reconciler's metric series and its walks'
+	// (so two reconcilers in one program are told apart); empty means
+	// TargetDefaultName. It is at most 63 letters, digits, '-', '_' or
+	// '.': a label value must come from a small set.
 	Name string
 	// Build turns the target into stages at the start of each pass.
 	Build TargetBuildFunc[T]
@@ -87,7 +90,8 @@ type TargetReconcilerConfig[T any] struct {
 	// Name) besides the walks'; its Logger gets a line per target set
 	// (Info), per pass that ended (Info; Warn when it failed) and the
 	// walks' lines, every one with the attribute "target" (the Name) and
-	// the target's "revision". Targets never reach the log.
+	// the target's "revision". Targets never reach the log. Its Name is
+	// replaced by the reconciler's Name.
 	Walk WalkerConfig
 	// MaxRounds bounds the walks of one stage in one pass (apply, re-read,
 	// apply again until nothing changes); 0 means TargetDefaultMaxRounds.
@@ -102,6 +106,9 @@ type TargetReconcilerConfig[T any] struct {
 
 // Validate reports the first field out of range as a *ConfigError.
 func (c TargetReconcilerConfig[T]) Validate() error {
+	if reason := nameProblem(c.Name); reason != "" {
+		return &ConfigError{Field: "Name", Reason: reason}
+	}
 	switch {
 	case c.Build == nil:
 		return &ConfigError{Field: "Build", Reason: "must not be nil"}
@@ -110,7 +117,9 @@ func (c TargetReconcilerConfig[T]) Validate() error {
 	case c.Interval < 0:
 		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must not be negative, got %s", c.Interval)}
 	}
-	if err := c.Walk.Validate(); err != nil {
+	walk := c.Walk
+	walk.Name = "" // replaced by Name
+	if err := walk.Validate(); err != nil {
 		return err
 	}
 	return c.Backoff.Validate()
@@ -256,6 +265,7 @@ func NewTargetReconciler[T any](cfg TargetReconcilerConfig[T]) (*TargetReconcile
 		name = TargetDefaultName
 	}
 	wcfg := cfg.Walk
+	wcfg.Name = name
 	if wcfg.Logger != nil {
 		wcfg.Logger = wcfg.Logger.With(slog.String("target", name))
 	}
@@ -270,7 +280,7 @@ func NewTargetReconciler[T any](cfg TargetReconcilerConfig[T]) (*TargetReconcile
 		cfg.MaxRounds = TargetDefaultMaxRounds
 	}
 	return &TargetReconciler[T]{
-		cfg: cfg, walker: w, name: name, obs: newTargetObs(name, w.cfg.Metrics, w.cfg.Logger),
+		cfg: cfg, walker: w, name: name, obs: newTargetObs(name, w.cfg.Metrics, w.cfg.Logger, w.cfg.Now),
 		subs: map[int]*mailbox[TargetEvent]{},
 		wake: make(chan struct{}, 1),
 	}, nil

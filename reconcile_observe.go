@@ -3,27 +3,31 @@ package converge
 import (
 	"context"
 	"log/slog"
+	"time"
 )
 
-// Pass results, the "result" label of MetricTargetPasses.
+// Pass results, the "result" label of MetricTargetPasses: success and
+// error are controller-runtime's names; preempted has no counterpart
+// there.
 const (
 	passOK = iota
 	passFailed
 	passPreempted
 )
 
-var passResultNames = [...]string{"ok", "failed", "preempted"}
+var passResultNames = [...]string{"success", "error", "preempted"}
 
 // targetObs reports a TargetReconciler's metrics and log lines.
 type targetObs struct {
-	m      Metrics      // nil: none
+	m      Metrics // nil: none
+	now    func() time.Time
 	log    *slog.Logger // nil: none; carries the "target" attribute
 	labels []string     // {name}
 	result [len(passResultNames)][]string
 }
 
-func newTargetObs(name string, m Metrics, log *slog.Logger) targetObs {
-	o := targetObs{m: m, log: log, labels: []string{name}}
+func newTargetObs(name string, m Metrics, log *slog.Logger, now func() time.Time) targetObs {
+	o := targetObs{m: m, now: now, log: log, labels: []string{name}}
 	for i, res := range passResultNames {
 		o.result[i] = []string{name, res}
 	}
@@ -79,6 +83,9 @@ func (o *targetObs) passEnded(ctx context.Context, ev TargetEvent, failures int)
 		if !ev.Intermediate && result != passPreempted {
 			m.Set(MetricTargetFailures, float64(failures), o.labels...)
 			m.Set(MetricTargetBackoff, ev.Retry.Seconds(), o.labels...)
+			if result == passOK {
+				m.Set(MetricTargetLastSuccess, unixSeconds(o.now()), o.labels...)
+			}
 		}
 	}
 	if o.log == nil {
@@ -104,3 +111,7 @@ func (o *targetObs) passEnded(ctx context.Context, ev TargetEvent, failures int)
 		o.logAttrs(ctx, slog.LevelWarn, "pass failed", attrs...)
 	}
 }
+
+// unixSeconds is t as the seconds since the Unix epoch, with a fraction:
+// the value of a "_timestamp_seconds" gauge.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

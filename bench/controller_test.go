@@ -13,7 +13,6 @@ import (
 
 	k8sworkqueue "k8s.io/client-go/util/workqueue"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/controller"
 )
@@ -74,14 +73,18 @@ func (c *batchCounter) reconcile() {
 // returns NoChange, 8 workers; each op enqueues every object once and waits
 // until all are handled. See measureBatches for what a run measures; it is
 // compared with BenchmarkWorkqueueBaseline, which runs the same harness.
-func BenchmarkControllerThroughput(b *testing.B) { benchControllerThroughput(b, nil, false) }
+func BenchmarkControllerThroughput(b *testing.B) {
+	benchControllerThroughput(b, controller.Config{}, false)
+}
 
 // BenchmarkControllerThroughputRacing is BenchmarkControllerThroughput with
 // the workers handling keys while the batch is still being enqueued: the
 // producer and the 8 workers contend for the queue, as when a watch feeds
 // a busy controller. Compare with BenchmarkWorkqueueBaselineRacing; the
 // figures vary more from run to run (see measureBatches).
-func BenchmarkControllerThroughputRacing(b *testing.B) { benchControllerThroughput(b, nil, true) }
+func BenchmarkControllerThroughputRacing(b *testing.B) {
+	benchControllerThroughput(b, controller.Config{}, true)
+}
 
 // BenchmarkControllerThroughputDurable is BenchmarkControllerThroughput with
 // the objects kept in a boltstore file; compare with the in-memory figure.
@@ -91,26 +94,27 @@ func BenchmarkControllerThroughputDurable(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	benchControllerThroughput(b, st, false)
+	benchControllerThroughput(b, controller.Config{Store: st}, false)
 }
 
-// benchControllerThroughput runs the throughput load on a controller over
-// st (nil: its in-memory store), its workers racing the enqueue when
-// racing. The objects are added by 64 goroutines, so that a durable store's
-// writes share commits.
-func benchControllerThroughput(b *testing.B, st converge.Store, racing bool) {
+// benchControllerThroughput runs the throughput load on a controller
+// configured by base (its Store, Metrics and Logger; nil Store: its
+// in-memory store), its workers racing the enqueue when racing. The
+// objects are added by 64 goroutines, so that a durable store's writes
+// share commits.
+func benchControllerThroughput(b *testing.B, base controller.Config, racing bool) {
 	ctx := context.Background()
 	keys := fleetKeys()
 	cnt := newBatchCounter()
 	cnt.racing = racing
 	cnt.expect(fleetSize) // the first pass of Run
-	c, err := controller.New(controller.Config{
-		Kind: "obj", Workers: 8, Resync: time.Hour, Store: st,
-		Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
-			cnt.reconcile()
-			return controller.NoChange(), nil
-		}),
+	cfg := base
+	cfg.Kind, cfg.Workers, cfg.Resync = "obj", 8, time.Hour
+	cfg.Handler = controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+		cnt.reconcile()
+		return controller.NoChange(), nil
 	})
+	c, err := controller.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

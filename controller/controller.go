@@ -39,6 +39,17 @@ type Controller struct {
 	mono    func() time.Duration // Config.Monotonic, or derived from now
 
 	timed bool // Metrics is not MetricsNop: measure handler latency and the queue
+	// kindLabels is {Kind}; resultLabels {Kind, result} for success and
+	// error: the label values of MetricReconciles and MetricLastSuccess,
+	// built once so that reporting a run allocates nothing.
+	kindLabels   []string
+	resultLabels [2][]string
+	// stats gathers the queue's and the handlers' counts on the hot path
+	// (see publish).
+	stats ctrlStats
+	// stateLabels caches {Kind, state} per state for MetricHandlerDuration
+	// (copied on write: read without a lock).
+	stateLabels atomic.Pointer[map[State][]string]
 
 	// terminal counts the objects of the view halted by a terminal error,
 	// so that Enqueue looks for one to wake only when there is one.
@@ -160,6 +171,8 @@ func New(cfg Config) (*Controller, error) {
 	}
 	_, nop := c.metrics.(converge.MetricsNop)
 	c.timed = !nop
+	c.kindLabels = []string{cfg.Kind}
+	c.resultLabels = [2][]string{{cfg.Kind, "success"}, {cfg.Kind, "error"}}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -492,13 +505,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		// One label slice for every call: the queue calls the observer
 		// with its lock held, on every add and every hand-out. Without
 		// metrics there is nothing to observe.
-		labels := []string{c.cfg.Kind}
+		// It only notes the figures; the workers publish them (see
+		// publish), outside the queue's lock.
 		q.SetObserver(func(depth int, added bool) {
-			c.metrics.Set(MetricQueueDepth, float64(depth), labels...)
+			c.stats.depth.Store(int64(depth))
 			if added {
-				c.metrics.Add(MetricQueueAdds, 1, labels...)
+				c.stats.adds.Add(1)
 			}
 		})
+		c.stats.local = true
+		defer c.publish(true)
 	}
 	c.q.Store(q)
 	known := make([]string, 0, len(c.objs))
@@ -528,6 +544,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			for ok {
 				forget, next := c.process(hctx, q, it)
 				it, ok = q.FinishGet(it, forget, next)
+				if c.timed && (!ok || c.stats.depth.Load() == 0) {
+					c.publish(false)
+				}
 			}
 		})
 	}

@@ -76,8 +76,14 @@
 //	converge_controller_queue_depth{controller}                      gauge
 //	converge_controller_queue_adds_total{controller}                 counter
 //	converge_controller_retries_total{controller}                    counter
+//	converge_controller_reconciles_total{controller,result}          counter
+//	converge_controller_last_success_timestamp_seconds{controller}   gauge
 //
-// AllMetrics lists them for an adapter to register. Config.Logger (a
+// result is "success" or "error", as controller-runtime's
+// controller_runtime_reconcile_total has it. The queue figures, the
+// reconcile counts and the last success are gathered on the hot path and
+// handed to Metrics in batches (every 64 successes or failures, and whenever the queue runs
+// empty). AllMetrics lists them for an adapter to register. Config.Logger (a
 // *slog.Logger) receives a record of every handler run with the
 // attributes controller, key, state, outcome and error.
 //

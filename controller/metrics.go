@@ -10,6 +10,12 @@ import "github.com/convergekit/converge"
 // many objects there are. The state label is empty for an error not tied
 // to an object's state: a stored record that cannot be decoded, or a
 // replica's failed claim.
+//
+// MetricQueueDepth, MetricQueueAdds (of a controller's own queue),
+// MetricReconciles and MetricLastSuccess are counted on the hot path and
+// handed to Config.Metrics in batches: every 64 successes or failures, whenever the
+// queue runs empty, and when Run returns. A scrape sees them at most 64
+// runs old, and exact whenever the controller is idle.
 var (
 	// MetricObjects is the number of objects known to the controller in
 	// each state (a gauge). A replica counts the objects of its view,
@@ -103,6 +109,27 @@ var (
 		Help:   "Objects halted by a terminal error or a quarantine, in each state.",
 		Labels: []string{"controller", "state", "cause"},
 	}
+	// MetricReconciles counts the handler runs by result, as
+	// controller-runtime's controller_runtime_reconcile_total does:
+	// "success" when the handler's verdict was stored, "error" when the
+	// handler failed (MetricErrors splits those by state). A run whose
+	// verdict could not be stored (a stale write, a lost lease, a
+	// stopping controller) is neither (a counter).
+	MetricReconciles = &converge.Metric{
+		Name: "converge_controller_reconciles_total", Kind: converge.MetricCounter,
+		Help:   "Handler runs, by result: success (the verdict was stored) or error.",
+		Labels: []string{"controller", "result"},
+	}
+	// MetricLastSuccess is when a handler run of the controller last
+	// succeeded (its verdict was stored), in seconds since the Unix epoch
+	// (Config.Now's clock); no series before the first success. An alert
+	// on time() minus it finds a controller that has made no progress
+	// for too long (a gauge).
+	MetricLastSuccess = &converge.Metric{
+		Name: "converge_controller_last_success_timestamp_seconds", Kind: converge.MetricGauge,
+		Help:   "When a handler run of the controller last succeeded, in seconds since the Unix epoch.",
+		Labels: []string{"controller"},
+	}
 	// MetricHandlerOverruns counts the handler runs of a replica that went
 	// on after the replica cancelled them at its renew deadline
 	// (Config.RenewDeadline) until the lease may have expired, so another
@@ -123,5 +150,6 @@ func AllMetrics() []*converge.Metric {
 		MetricStateEntered, MetricStateExited, MetricTimeInState,
 		MetricHandlerDuration, MetricQueueDepth, MetricQueueAdds,
 		MetricRetries, MetricHalted, MetricHandlerOverruns,
+		MetricReconciles, MetricLastSuccess,
 	}
 }

@@ -22,7 +22,7 @@ import (
 
 func TestMetricsAreNamedLikeControllerRuntime(t *testing.T) {
 	all := controller.AllMetrics()
-	require.Len(t, all, 13)
+	require.Len(t, all, 15)
 	names := map[string]bool{}
 	for _, m := range all {
 		t.Run(m.Name, func(t *testing.T) {
@@ -87,8 +87,14 @@ func TestMetricsFollowTheLifecycleInEachMode(t *testing.T) {
 		stop := startController(t, c)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
+		lastOK := time.Now()
 		require.NoError(t, stop())
 
+		assert.Equal(t, 5, m.value(controller.MetricReconciles, "vm", "error"), "four failures and a terminal error")
+		assert.GreaterOrEqual(t, m.value(controller.MetricReconciles, "vm", "success"), 4, "two transitions per object")
+		last := m.Value(controller.MetricLastSuccess.Name, "vm")
+		assert.Positive(t, last)
+		assert.LessOrEqual(t, last, float64(lastOK.UnixNano())/1e9)
 		assert.Equal(t, 0, m.in("new"))
 		assert.Equal(t, 0, m.in("provisioning"))
 		assert.Equal(t, 2, m.in("ready"))

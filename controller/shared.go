@@ -29,6 +29,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
+	if c.timed {
+		defer c.publish(true)
+	}
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {

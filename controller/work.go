@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -98,7 +99,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	if err := c.recent(ctx, e, obj); err != nil {
 		return stepStore, 0, err
 	}
-	res, herr := c.run(ctx, obj)
+	res, end, herr := c.run(ctx, obj)
 	if token != 0 && ctx.Err() != nil {
 		// The lease was lost (or the replica is stopping) while the
 		// handler ran: what it returned is not written, since another
@@ -114,12 +115,15 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 			c.logStore(ctx, obj, err)
 			return stepStore, 0, err
 		case how == settledAgain:
+			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil, slog.String("next", string(res.Next)))
 			return stepAgain, 0, nil
 		case how == settledGone:
+			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil)
 			return stepGone, 0, nil
 		default:
+			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelDebug, obj, res.Verdict.String(), nil)
 			return stepLater, d, nil
 		}
@@ -128,6 +132,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		// Stopping, or the lease was lost: not the handler's failure.
 		return stepStore, 0, context.Cause(ctx)
 	}
+	c.reconciled(false, end)
 	failed, err := c.failed(ctx, e, obj, herr, token)
 	if err != nil {
 		c.logStore(ctx, obj, err)
@@ -141,6 +146,115 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	c.metrics.Add(MetricRetries, 1, c.cfg.Kind)
 	return stepFailed, c.cfg.Backoff.Delay(failed.Retries, rand.Float64()), nil
 }
+
+// publishEvery is how many handler runs of one result a controller's
+// counts may wait before a worker publishes them (see publish).
+const publishEvery = 64
+
+// ctrlStats are the figures of a controller's hot path that its metrics
+// show: counted with atomics where they happen (some under the queue's
+// lock), and handed to Metrics by publish, in one call per metric for
+// many runs.
+type ctrlStats struct {
+	// Written under the queue's lock, on every add and hand-out.
+	depth atomic.Int64 // the queue's depth, as last observed
+	adds  atomic.Int64 // queue adds not yet published
+	_     [48]byte     // the workers' figures below on a cache line of their own
+
+	// Written by the workers, once or twice per handler run.
+	success, error atomic.Int64 // handler runs, by result, since the start
+	lastSuccess    atomic.Int64 // the monotonic reading of a recent success, plus one; 0: none yet
+	_              [40]byte
+
+	local         bool       // Run's own queue: depth and adds are counted here (not a replica's)
+	published     sync.Mutex // held by the publishing worker; guards the fields below
+	lastPublished int64      // lastSuccess as last published
+	pubSuccess    int64      // success as last published
+	pubError      int64      // error as last published
+}
+
+// reconciled counts a handler run whose verdict was stored (ok) or that
+// failed, ended at end (the monotonic clock's reading).
+func (c *Controller) reconciled(ok bool, end time.Duration) {
+	if !c.timed {
+		return
+	}
+	var n int64
+	if ok {
+		n = c.stats.success.Add(1)
+		// Workers racing here may leave a success a few microseconds
+		// older than the newest: no CAS loop on the hot path for that.
+		c.stats.lastSuccess.Store(int64(end) + 1)
+	} else {
+		n = c.stats.error.Add(1)
+	}
+	if n%publishEvery == 0 {
+		c.publish(false)
+	}
+}
+
+// publish hands the counts gathered since the last call to Metrics:
+// MetricReconciles and MetricLastSuccess, and for Run's own queue
+// MetricQueueDepth and MetricQueueAdds (a replica sets those where it
+// claims). A worker calls it every publishEvery runs and when the queue
+// is empty, and Run once more when it returns (final), so a scrape sees
+// figures at most publishEvery runs old, and exact ones whenever the
+// controller is idle. Unless final, it gives way to a worker already
+// publishing.
+func (c *Controller) publish(final bool) {
+	if final {
+		c.stats.published.Lock()
+	} else if !c.stats.published.TryLock() {
+		return
+	}
+	defer c.stats.published.Unlock()
+	if c.stats.local {
+		c.metrics.Set(MetricQueueDepth, float64(c.stats.depth.Load()), c.kindLabels...)
+		if n := c.stats.adds.Swap(0); n > 0 {
+			c.metrics.Add(MetricQueueAdds, float64(n), c.kindLabels...)
+		}
+	}
+	if n := c.stats.success.Load(); n > c.stats.pubSuccess {
+		c.metrics.Add(MetricReconciles, float64(n-c.stats.pubSuccess), c.resultLabels[0]...)
+		c.stats.pubSuccess = n
+	}
+	if n := c.stats.error.Load(); n > c.stats.pubError {
+		c.metrics.Add(MetricReconciles, float64(n-c.stats.pubError), c.resultLabels[1]...)
+		c.stats.pubError = n
+	}
+	if t := c.stats.lastSuccess.Load(); t != c.stats.lastPublished {
+		c.stats.lastPublished = t
+		// Back to the wall clock: now, less the time since the success.
+		at := c.now().Add(-(c.mono() - time.Duration(t-1)))
+		c.metrics.Set(MetricLastSuccess, float64(at.UnixNano())/1e9, c.kindLabels...)
+	}
+}
+
+// handlerLabels returns {Kind, state}, the labels of MetricHandlerDuration,
+// built once per state.
+func (c *Controller) handlerLabels(state State) []string {
+	if p := c.stateLabels.Load(); p != nil {
+		if l, ok := (*p)[state]; ok {
+			return l
+		}
+	}
+	next := map[State][]string{}
+	if p := c.stateLabels.Load(); p != nil {
+		if len(*p) >= maxCachedStates {
+			return []string{c.cfg.Kind, string(state)}
+		}
+		for k, v := range *p {
+			next[k] = v
+		}
+	}
+	l := []string{c.cfg.Kind, string(state)}
+	next[state] = l
+	c.stateLabels.Store(&next) // a racing writer may drop an entry: it is rebuilt
+	return l
+}
+
+// maxCachedStates bounds handlerLabels' cache.
+const maxCachedStates = 64
 
 // logRun logs, at level, what a handler run on obj came to: its outcome,
 // herr when it failed, and attrs.
@@ -290,26 +404,32 @@ func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.Hi
 	e.histAt = to
 }
 
-// run runs the handler on obj, measuring its latency.
-func (c *Controller) run(ctx context.Context, obj *Object) (Result, error) {
+// run runs the handler on obj, measuring its latency when the controller
+// is timed; it returns when the handler returned, on the controller's
+// monotonic clock (0 when not timed).
+func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duration, error) {
 	if running, ok := ctx.Value(handlerRunningKey{}).(*atomic.Bool); ok {
 		// A replica's handler under a lease: not started once the lease
 		// is lost, and watched for running on after that (keep).
 		running.Store(true)
 		defer running.Store(false)
 		if ctx.Err() != nil {
-			return Result{}, context.Cause(ctx)
+			return Result{}, 0, context.Cause(ctx)
 		}
 	}
-	var start time.Time
+	// The monotonic clock: with time.Now it reads one clock where
+	// time.Now reads two, and a handler run takes two readings.
+	var start time.Duration
 	if c.timed {
-		start = c.now()
+		start = c.mono()
 	}
 	res, err := c.handle(ctx, *obj)
 	if c.timed {
-		c.metrics.Observe(MetricHandlerDuration, c.now().Sub(start).Seconds(), c.cfg.Kind, string(obj.State))
+		end := c.mono()
+		c.metrics.Observe(MetricHandlerDuration, (end - start).Seconds(), c.handlerLabels(obj.State)...)
+		return res, end, err
 	}
-	return res, err
+	return res, 0, err
 }
 
 // settled says what follows a handler's verdict once it is stored.

@@ -27,7 +27,12 @@
 // values come from small sets (a kind, a state, an outcome), never an item
 // ID or object key, so the number of series stays bounded. Metrics keeps
 // one series per distinct set of label values it is given, and never
-// forgets one.
+// forgets one. Every series names its loop with a bounded label: "target"
+// (a target reconciler's Name, on its passes and its walks) or
+// "controller" (a controller's Kind), so two loops in one program are
+// told apart; results read "success" and "error", as in
+// controller-runtime. The root README's "Alerts an operator writes" shows
+// three alert rules on these names.
 //
 // A descriptor that cannot be a Prometheus metric (ErrInvalidMetric), a
 // name declared twice with another kind, labels, help or buckets
@@ -43,12 +48,13 @@
 // Gather rather than by its Register.
 //
 // Add, Set and Observe on a series that exists take a lock-free lookup of
-// the descriptor and client_golang's lookup of the label values, and
-// allocate nothing: they cost a little more than client_golang's own
-// WithLabelValues(...).Add (compare BenchmarkAdd with
-// BenchmarkClientGolangAdd). Called through the
-// converge.Metrics interface with label values written out, the caller
-// allocates their slice (one allocation, 16 bytes per label), since the
-// compiler cannot see that it does not escape; passing a slice the caller
-// keeps avoids that.
+// the descriptor and, when the label values are those of the series the
+// metric used last, no lookup of the series either (a loop reports the
+// same few series over and over); otherwise client_golang's lookup of
+// the label values. They allocate nothing when the series is the last
+// one: compare BenchmarkAdd with BenchmarkClientGolangAdd. Called through
+// the converge.Metrics interface with label values written out, the
+// caller allocates their slice (one allocation, 16 bytes per label), since
+// the compiler cannot see that it does not escape; passing a slice the
+// caller keeps avoids that.
 package prometheus

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -35,7 +36,7 @@ func TestWalkIsScrapedWithItsItemsAndResult(t *testing.T) {
 	g.Add(a.Node(), converge.Present)
 	g.Add(b.Node(), converge.Present, "file:/a")
 	g.Add(bad.Node(), converge.Present)
-	w, err := converge.NewWalker(converge.WalkerConfig{Metrics: m})
+	w, err := converge.NewWalker(converge.WalkerConfig{Name: "edge", Metrics: m})
 	require.NoError(t, err)
 	rep, err := w.Apply(t.Context(), g)
 	require.Error(t, err)
@@ -44,14 +45,14 @@ func TestWalkIsScrapedWithItsItemsAndResult(t *testing.T) {
 	want := fmt.Sprintf(`
 # HELP converge_walk_items_total %s
 # TYPE converge_walk_items_total counter
-converge_walk_items_total{kind="file",outcome="changed"} 2
-converge_walk_items_total{kind="svc",outcome="failed"} 1
+converge_walk_items_total{kind="file",outcome="changed",target="edge"} 2
+converge_walk_items_total{kind="svc",outcome="failed",target="edge"} 1
 # HELP converge_walk_item_failures_total %s
 # TYPE converge_walk_item_failures_total counter
-converge_walk_item_failures_total{kind="svc",phase="apply"} 1
+converge_walk_item_failures_total{kind="svc",phase="apply",target="edge"} 1
 # HELP converge_walks_total %s
 # TYPE converge_walks_total counter
-converge_walks_total{mode="apply",result="failed"} 1
+converge_walks_total{mode="apply",result="error",target="edge"} 1
 `, converge.MetricWalkItems.Help, converge.MetricWalkItemFailures.Help, converge.MetricWalks.Help)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"converge_walk_items_total", "converge_walk_item_failures_total", "converge_walks_total"))
@@ -120,4 +121,22 @@ converge_controller_state_exited_total{controller="host",state="new"} 3
 	n, err := testutil.GatherAndCount(reg, "converge_controller_handler_duration_seconds")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n, "handler durations per state: new and ready")
+
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, s := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range s.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = s.GetCounter().GetValue() + s.GetGauge().GetValue()
+		}
+	}
+	assert.GreaterOrEqual(t, got["converge_controller_reconciles_total,controller=host,result=success"], 3.0,
+		"the three transitions at least (the last runs may end with the controller)")
+	assert.NotContains(t, got, "converge_controller_reconciles_total,controller=host,result=error")
+	assert.InDelta(t, float64(time.Now().Unix()), got["converge_controller_last_success_timestamp_seconds,controller=host"], 60,
+		"the last success is a Unix time in seconds")
 }

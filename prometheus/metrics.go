@@ -136,6 +136,57 @@ type family struct {
 	gauge     *prom.GaugeVec
 	histogram *prom.HistogramVec
 	collector prom.Collector
+
+	// last is the series last used, found again without hashing its
+	// label values when the next call has the same ones: a loop reports
+	// the same few series over and over.
+	last atomic.Pointer[series]
+}
+
+// series is one series of a family and a copy of its label values.
+type series struct {
+	labels    []string
+	counter   prom.Counter
+	gauge     prom.Gauge
+	histogram prom.Observer
+}
+
+// lookup returns the series of f with label values labels, from f.last
+// when they are the same, else from client_golang (and remembers it). It
+// returns an error from client_golang, such as for values that are not
+// valid UTF-8.
+func (f *family) lookup(labels []string) (*series, error) {
+	if s := f.last.Load(); s != nil && sameLabels(s.labels, labels) {
+		return s, nil
+	}
+	s := &series{labels: append([]string(nil), labels...)}
+	var err error
+	switch f.kind {
+	case converge.MetricCounter:
+		s.counter, err = f.counter.GetMetricWithLabelValues(labels...)
+	case converge.MetricGauge:
+		s.gauge, err = f.gauge.GetMetricWithLabelValues(labels...)
+	default:
+		s.histogram, err = f.histogram.GetMetricWithLabelValues(labels...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.last.Store(s)
+	return s, nil
+}
+
+// sameLabels reports whether a and b hold the same label values.
+func sameLabels(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Register declares metrics up front, so that a scrape shows them before
@@ -171,17 +222,17 @@ func (m *Metrics) Add(d *converge.Metric, delta float64, labels ...string) {
 		if !(delta >= 0) {
 			panic(f.misuse(fmt.Sprintf("Add(%v) to a counter; a counter only grows", delta)))
 		}
-		c, err := f.counter.GetMetricWithLabelValues(f.checkLabels(labels)...)
+		s, err := f.lookup(f.checkLabels(labels))
 		if err != nil {
 			panic(f.misuse(err.Error()))
 		}
-		c.Add(delta)
+		s.counter.Add(delta)
 	case converge.MetricGauge:
-		g, err := f.gauge.GetMetricWithLabelValues(f.checkLabels(labels)...)
+		s, err := f.lookup(f.checkLabels(labels))
 		if err != nil {
 			panic(f.misuse(err.Error()))
 		}
-		g.Add(delta)
+		s.gauge.Add(delta)
 	default:
 		panic(f.misuse("Add on a histogram; use Observe"))
 	}
@@ -195,11 +246,11 @@ func (m *Metrics) Set(d *converge.Metric, value float64, labels ...string) {
 	if f.kind != converge.MetricGauge {
 		panic(f.misuse(fmt.Sprintf("Set on a %s; only a gauge is set", f.kind)))
 	}
-	g, err := f.gauge.GetMetricWithLabelValues(f.checkLabels(labels)...)
+	s, err := f.lookup(f.checkLabels(labels))
 	if err != nil {
 		panic(f.misuse(err.Error()))
 	}
-	g.Set(value)
+	s.gauge.Set(value)
 }
 
 // Observe records one value of a histogram. It panics with a *MetricError
@@ -210,11 +261,11 @@ func (m *Metrics) Observe(d *converge.Metric, value float64, labels ...string) {
 	if f.kind != converge.MetricHistogram {
 		panic(f.misuse(fmt.Sprintf("Observe on a %s; only a histogram observes", f.kind)))
 	}
-	h, err := f.histogram.GetMetricWithLabelValues(f.checkLabels(labels)...)
+	s, err := f.lookup(f.checkLabels(labels))
 	if err != nil {
 		panic(f.misuse(err.Error()))
 	}
-	h.Observe(value)
+	s.histogram.Observe(value)
 }
 
 // Describe implements prometheus.Collector. It sends nothing, which makes

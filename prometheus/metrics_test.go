@@ -102,6 +102,37 @@ converge_test_order_total{kind="changed",outcome="file"} 5
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
 }
 
+// TestTheLastSeriesIsFoundAgainOnlyForTheSameLabelValues checks the cache
+// of the series a metric used last: a caller that reuses its slice with
+// other values, alternating series, and a gauge and a histogram sharing
+// nothing with the counter all land on their own series.
+func TestTheLastSeriesIsFoundAgainOnlyForTheSameLabelValues(t *testing.T) {
+	c := &converge.Metric{Name: "converge_test_cache_total", Help: "Cache.", Kind: converge.MetricCounter, Labels: []string{"kind"}}
+	g := &converge.Metric{Name: "converge_test_cache_gauge", Help: "Cache.", Kind: converge.MetricGauge, Labels: []string{"kind"}}
+	m, reg := newRegistry(t, prometheus.Options{})
+	labels := []string{"file"}
+	m.Add(c, 1, labels...)
+	labels[0] = "container" // the caller's slice, reused
+	m.Add(c, 2, labels...)
+	m.Add(c, 4, "file")
+	m.Add(c, 8, "file")
+	m.Set(g, 3, "file")
+	m.Set(g, 5, labels...)
+	m.Add(g, 1, "file")
+
+	want := `
+# HELP converge_test_cache_total Cache.
+# TYPE converge_test_cache_total counter
+converge_test_cache_total{kind="container"} 2
+converge_test_cache_total{kind="file"} 13
+# HELP converge_test_cache_gauge Cache.
+# TYPE converge_test_cache_gauge gauge
+converge_test_cache_gauge{kind="container"} 5
+converge_test_cache_gauge{kind="file"} 4
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
+}
+
 func TestRegisterShowsUnlabelledMetricsAtZeroAndLabelledOnesOnFirstUse(t *testing.T) {
 	count := &converge.Metric{Name: "converge_test_a_total", Help: "A.", Kind: converge.MetricCounter}
 	gauge := &converge.Metric{Name: "converge_test_b", Help: "B.", Kind: converge.MetricGauge}

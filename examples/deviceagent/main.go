@@ -5,9 +5,13 @@
 //
 // It REQUIRES a running Docker engine (DOCKER_HOST or the default socket)
 // and exits with status 1 when there is none. The images of the project
-// must be present locally or pullable; with -demo-image the agent builds a
-// tiny FROM scratch test image itself (needs the Go toolchain), so it runs
-// without any registry.
+// must be present locally or pullable. It runs without any registry: with
+// -demo-image the agent builds a tiny FROM scratch test image itself
+// (needs the Go toolchain), and the built-in project does so by itself
+// when its default image (alpine:3.20) is not on the engine and -image is
+// not given. An image that cannot be pulled stops the pass with the
+// engine's error and a line saying what to do (load the image, point
+// -image at one the engine has, or use -demo-image).
 //
 // Usage:
 //
@@ -63,10 +67,14 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
+
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
+	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/examples/internal/stores"
 )
 
@@ -96,13 +104,52 @@ volumes:
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "deviceagent:", err)
+		if hint := pullHint(err); hint != "" {
+			fmt.Fprintln(os.Stderr, "deviceagent:", hint)
+		}
 		os.Exit(1)
 	}
 }
 
+// defaultImage is the image of the built-in project unless -image says
+// otherwise.
+const defaultImage = "alpine:3.20"
+
+// pullHint says what to do about err when an image could not be pulled,
+// or "" when err is not about a pull.
+func pullHint(err error) string {
+	var pe *docker.PullError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	return fmt.Sprintf("the engine cannot pull %s (no registry access?): load it on this machine "+
+		"(docker load -i image.tar, or docker pull where a registry is reachable), point -image at an image the "+
+		"engine has, or run with -demo-image to build a tiny test image locally", pe.Ref)
+}
+
+// builtinImage returns the image the built-in project runs: img, unless
+// it is the default one (explicit is false) and the engine does not have
+// it, in which case it builds the demo image and says so on out, so that
+// a machine without registry access runs the project as it is.
+func builtinImage(ctx context.Context, eng *client.Client, img string, explicit bool, out io.Writer) (string, error) {
+	if explicit {
+		return img, nil
+	}
+	if _, err := eng.ImageInspect(ctx, img); err == nil || !errdefs.IsNotFound(err) {
+		return img, nil // present, or the engine says something else: the walk reports it
+	}
+	demo, built, err := dockertest.BuildAppImage(ctx, eng)
+	if err != nil {
+		return "", fmt.Errorf("%s is not on this engine and the demo image could not be built: %w", img, err)
+	}
+	fmt.Fprintf(out, "%s is not on this engine: using the demo image %s built locally (new: %v); pass -image %s to pull it instead\n",
+		img, demo, built, img)
+	return demo, nil
+}
+
 func run() error {
 	file := flag.String("f", "", "Compose file (default: a built-in two-service project)")
-	image := flag.String("image", "alpine:3.20", "image of the built-in project")
+	image := flag.String("image", defaultImage, "image of the built-in project (when the default is not on the engine, the demo image is used instead)")
 	demo := flag.Bool("demo-image", false, "build a tiny FROM scratch test image and use it for the built-in project")
 	dry := flag.Bool("dry", false, "print the planned action per container and write nothing")
 	once := flag.Bool("once", false, "apply once and exit")
@@ -111,7 +158,10 @@ func run() error {
 	state := flag.String("state", defaultState(), "file of the embedded store that keeps the target")
 	resume := flag.Bool("resume", false, "run the target kept in -state instead of loading a project")
 	logChanges := flag.Bool("log", false, "log every change made on the engine to stderr (never a secret value)")
-	flag.Parse()
+	cli.Parse("deviceagent", "[-f compose.yaml] [-demo-image] [-dry] [-once] [-down [-volumes]] [-state file] [-resume] [-log]",
+		"Keeps a Compose project converged on the local Docker engine, as an edge device agent\n"+
+			"would; it needs a running Docker engine. Without a registry, -demo-image builds a tiny\n"+
+			"image locally (the built-in project uses it by itself when its default image is absent).")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -164,6 +214,12 @@ func run() error {
 				return err
 			}
 			fmt.Printf("built demo image %s (new: %v)\n", img, built)
+		} else {
+			explicit := false
+			flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "image" })
+			if img, err = builtinImage(ctx, cli, img, explicit, os.Stdout); err != nil {
+				return err
+			}
 		}
 		p, err = docker.LoadCompose(ctx, []byte(strings.ReplaceAll(builtin, "IMAGE", img)), docker.LoadOptions{HashKey: key})
 	}
@@ -228,6 +284,9 @@ func run() error {
 				return
 			}
 			fmt.Printf("pass %d failed (retry in %s): %v\n", e.Pass, e.Retry.Round(1e6), e.Err)
+			if hint := pullHint(e.Err); hint != "" {
+				fmt.Println(hint)
+			}
 		}
 	})
 	// SIGUSR1 forces a pass past the containers' update locks, as a

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
 )
 
@@ -137,4 +140,59 @@ func TestDamagedStateStartsOver(t *testing.T) {
 	kept, err := os.ReadFile(moved[0])
 	require.NoError(t, err)
 	assert.Equal(t, b[:len(b)/2], kept, "the damaged file is kept as it was")
+}
+
+// TestPullHintSaysWhatToDo: an error that wraps a *docker.PullError (as
+// a walk's does, through the item and the image) gets a line naming the
+// image and the ways out; any other error gets none.
+func TestPullHintSaysWhatToDo(t *testing.T) {
+	pull := &docker.ImageError{Ref: "alpine:3.20", Services: []string{"web"}, Err: &docker.PullError{Ref: "alpine:3.20", Err: errors.New("dial tcp: lookup registry-1.docker.io: no such host")}}
+	hint := pullHint(fmt.Errorf("converge: walk: %w", pull))
+	assert.Contains(t, hint, "cannot pull alpine:3.20")
+	assert.Contains(t, hint, "docker load")
+	assert.Contains(t, hint, "-image")
+	assert.Contains(t, hint, "-demo-image")
+	assert.Empty(t, pullHint(errors.New("disk full")))
+}
+
+// TestAgentRunsWithoutTheDefaultImage: on an engine without the built-in
+// project's default image, the agent builds the demo image and uses it;
+// an image given with -image is used as it is, and when it cannot be
+// pulled the agent says what to do.
+func TestAgentRunsWithoutTheDefaultImage(t *testing.T) {
+	ctx := context.Background()
+	eng, err := dockertest.Connect(ctx)
+	if err != nil {
+		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
+		}
+		t.Skipf("no Docker engine, skipping: %v", err)
+	}
+	defer eng.Close()
+	// A reference no engine has: the registry at 127.0.0.1:1 refuses at once.
+	const absent = "127.0.0.1:1/converge/absent:0"
+	var out bytes.Buffer
+	img, err := builtinImage(ctx, eng, absent, false, &out)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(img, "converge-test/app:"), "the demo image, got %q", img)
+	assert.Contains(t, out.String(), absent+" is not on this engine: using the demo image")
+	img, err = builtinImage(ctx, eng, absent, true, &out)
+	require.NoError(t, err)
+	assert.Equal(t, absent, img, "an image the user chose is kept")
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "deviceagent")
+	build, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", build)
+	cmd := exec.Command(bin, "-once", "-image", absent, "-state", filepath.Join(dir, "agent.db"))
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err = cmd.Run()
+	t.Cleanup(func() {
+		_ = exec.Command(bin, "-down", "-volumes", "-image", absent, "-state", filepath.Join(dir, "agent.db")).Run()
+	})
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the pull fails:\n%s", buf.String())
+	assert.Contains(t, buf.String(), "deviceagent: the engine cannot pull "+absent, "the agent says what to do:\n%s", buf.String())
+	assert.Contains(t, buf.String(), "-demo-image")
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/convergekit/converge/examples/internal/stores"
 	"github.com/convergekit/converge/statuspage"
 	"github.com/convergekit/converge/statuspage/statuspagetest"
 )
@@ -25,12 +24,12 @@ import (
 // parses.
 func TestFleetStatusPageInABrowser(t *testing.T) {
 	var checked bool
-	require.NoError(t, run(t.Context(), &discard{}, stores.Options{}, pageHooks{
+	require.NoError(t, run(t.Context(), &discard{}, fleetOptions{autoRelease: true, hooks: pageHooks{
 		converged: func(page http.Handler) {
 			checked = true
 			browseFleetPage(t, page)
 		},
-	}, nil))
+	}}))
 	assert.True(t, checked, "the page was opened once the fleet converged")
 }
 

@@ -7,11 +7,15 @@
 //
 // Some hosts do not go smoothly. Two have a failed disk: their provisioning
 // fails every time, and after 10 failures in a row the controller
-// quarantines them (it stops retrying) until the operator, having
-// replaced the disks, releases them. One host's install agent is slow: it
-// stays installing longer than the state's SLA, and the controller reports
-// it once when the SLA runs out and once more when the host leaves the
-// state.
+// quarantines them (it stops retrying). They stay quarantined until an
+// operator, having replaced the disks, releases them: with -http, from the
+// status page (the release button on each quarantined host's page; the
+// simulation replaces a host's disk when it is released); else the
+// program ends with them quarantined and says how to release them, unless
+// -release-quarantined makes it play the operator itself. One host's
+// install agent is slow: it stays installing longer than the state's SLA,
+// and the controller reports it once when the SLA runs out and once more
+// when the host leaves the state.
 //
 // The hosts' states and histories are kept in a durable store: PostgreSQL
 // when a DSN is given (-pg, or CONVERGE_PG_DSN), where several copies of
@@ -19,14 +23,21 @@
 // embedded boltstore file named by -state (a temporary one by default). A
 // second run on the same store resumes where the first one stopped.
 //
-// With -http, the program serves the status page (package statuspage)
-// while the fleet converges, and afterwards until it is interrupted: the
-// hosts per state with the SLA breaches, the quarantined hosts, and each
-// host's history, as HTML or, with "Accept: application/json", as JSON.
+// With -http, the program serves on one listener, while the fleet
+// converges and afterwards until it is interrupted: the status page
+// (package statuspage) at /, with the hosts per state, the SLA breaches,
+// the quarantined hosts and each host's history, as HTML or, with
+// "Accept: application/json", as JSON; the controller's metrics for
+// Prometheus at /metrics (package prometheus); and /healthz and /readyz
+// (the controller runs and the store answers) as controller-runtime's
+// manager serves them. The page has no authentication of its own: it lets
+// anyone who reaches it read, and offers the release action only to
+// requests from the machine itself (a loopback address), the operator
+// being whoever sits there.
 //
-//	go run ./examples/fleet
+//	go run ./examples/fleet -release-quarantined
 //	go run ./examples/fleet -state /tmp/fleet.db
-//	go run ./examples/fleet -http localhost:8080
+//	go run ./examples/fleet -state /tmp/fleet.db -http localhost:8080
 //	go run ./examples/fleet -log    # and log the quarantines to stderr
 //	CONVERGE_PG_DSN=postgres://... go run ./examples/fleet
 package main
@@ -48,9 +59,14 @@ import (
 	"sync"
 	"time"
 
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/examples/internal/stores"
+	"github.com/convergekit/converge/prometheus"
 	"github.com/convergekit/converge/statuspage"
 )
 
@@ -90,30 +106,49 @@ func main() {
 	flag.StringVar(&opts.Path, "state", "", "embedded store file when no DSN is given (default: a temporary file)")
 	addr := flag.String("http", "", "serve the status page on this address (host:port) until interrupted")
 	logHalts := flag.Bool("log", false, "log to stderr the hosts the controller gives up on")
-	flag.Parse()
+	autoRelease := flag.Bool("release-quarantined", false, "play the operator: replace the failed disks and release the quarantined hosts once every other host is ready")
+	cli.Parse("fleet", "[-state file | -pg dsn] [-http host:port] [-log]",
+		"Moves 500 simulated hosts through their lifecycle under one controller. Hosts with a\n"+
+			"failed disk stay quarantined until an operator releases them: with -http, from the status\n"+
+			"page (which also serves /metrics, /healthz and /readyz), else with -release-quarantined.")
 	var logger *slog.Logger
 	if *logHalts {
 		// Halts are logged at Error; every handler run at Debug, Info
 		// or Warn.
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	if err := serve(os.Stdout, opts, *addr, logger); err != nil {
+	if err := serve(os.Stdout, fleetOptions{store: opts, logger: logger, autoRelease: *autoRelease}, *addr); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-// serve runs the fleet and, when addr is not empty, serves its status page
-// on addr while it converges and afterwards, until an interrupt; logger,
-// when not nil, receives the controller's log.
-func serve(out io.Writer, opts stores.Options, addr string, logger *slog.Logger) error {
+// fleetOptions are what the command line chooses.
+type fleetOptions struct {
+	store stores.Options
+	hooks pageHooks
+	// logger, when not nil, receives the controller's log.
+	logger *slog.Logger
+	// autoRelease makes the program play the operator: once every other
+	// host is ready, it replaces the failed disks and releases the
+	// quarantined hosts. Otherwise they wait for an operator (from the
+	// page, when one is served).
+	autoRelease bool
+}
+
+// serve runs the fleet and, when addr is not empty, serves its status page,
+// metrics and health on addr while it converges and afterwards, until an
+// interrupt.
+func serve(out io.Writer, opts fleetOptions, addr string) error {
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stopSignals()
-	ctx, cancel := context.WithTimeout(sigCtx, time.Minute)
-	defer cancel()
 	if addr == "" {
-		return run(ctx, out, opts, pageHooks{}, logger)
+		ctx, cancel := context.WithTimeout(sigCtx, time.Minute)
+		defer cancel()
+		return run(ctx, out, opts)
 	}
+	// Served, the fleet waits for its operator as long as it takes.
+	ctx := sigCtx
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -122,18 +157,19 @@ func serve(out io.Writer, opts stores.Options, addr string, logger *slog.Logger)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	served <- http.ErrServerClosed // until the page is served
-	err = run(ctx, out, opts, pageHooks{
+	opts.hooks = pageHooks{
 		start: func(h http.Handler) {
 			<-served
 			srv.Handler = h
 			go func() { served <- srv.Serve(ln) }()
-			fmt.Fprintf(out, "status page on http://%s/\n", ln.Addr())
+			fmt.Fprintf(out, "status page on http://%s/ (metrics at /metrics, health at /healthz and /readyz)\n", ln.Addr())
 		},
 		converged: func(http.Handler) {
 			fmt.Fprintln(out, "the status page stays up until interrupted (Ctrl-C)")
 			<-sigCtx.Done()
 		},
-	}, logger)
+	}
+	err = run(ctx, out, opts)
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
@@ -145,32 +181,71 @@ func serve(out io.Writer, opts stores.Options, addr string, logger *slog.Logger)
 	return err
 }
 
-// pageHooks hand the fleet's status page out of run. The zero value makes
-// no page.
+// pageHooks hand the fleet's HTTP handler (see newMux) out of run. The
+// zero value makes none.
 type pageHooks struct {
-	// start, when set, gets the page as soon as the controller exists.
+	// start, when set, gets the handler as soon as the controller exists.
 	start func(http.Handler)
-	// converged, when set, gets the page once every host is ready, while
-	// the store is still open; run returns when it does.
+	// converged, when set, gets the handler once every host is ready,
+	// while the controller still runs and the store is open; run returns
+	// when it does.
 	converged func(http.Handler)
 }
 
-// newPage returns the status page of the fleet's controller.
-func newPage(ctrl *controller.Controller) (*statuspage.Handler, error) {
-	return statuspage.New(statuspage.Options{
+// newMux returns the fleet's HTTP handler: the status page of its
+// controller at /, the metrics of reg at /metrics, and health's /healthz
+// and /readyz.
+func newMux(ctrl *controller.Controller, reg *prom.Registry, health *statuspage.Health) (http.Handler, error) {
+	page, err := statuspage.New(statuspage.Options{
 		Title: "fleet",
 		Controllers: []statuspage.Controller{{
 			Controller: ctrl,
 			States:     []controller.State{stateNew, stateProvisioning, stateInstalling, stateReady},
 		}},
+		Authorizer: localOperator,
+		Actions:    true,
 	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", page)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	for _, p := range []string{"/healthz", "/healthz/", "/readyz", "/readyz/"} {
+		mux.Handle(p, health)
+	}
+	return mux, nil
 }
 
-// run converges the simulated fleet, kept in the store opts names, and
-// writes its progress to out. It hands the fleet's status page to the
-// hooks, if any, and the controller's log to logger, when not nil.
-func run(ctx context.Context, out io.Writer, opts stores.Options, hooks pageHooks, logger *slog.Logger) error {
-	st, closeStore, err := stores.Open(ctx, opts)
+// errNotLocal refuses an action to a request from another machine.
+var errNotLocal = errors.New("fleet: actions are for the machine's own operator")
+
+// localOperator is the page's Authorizer: anyone who reaches the page
+// reads it; actions are allowed to requests from a loopback address only,
+// whose sender is the operator of this machine. A real program asks its
+// own authentication instead.
+func localOperator(r *http.Request, a statuspage.Action) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return "operator@" + host, nil
+	}
+	if a == statuspage.ActionRead {
+		return "viewer@" + host, nil
+	}
+	return "", errNotLocal
+}
+
+// run converges the simulated fleet, kept in the store opts.store names,
+// and writes its progress to out. It hands the fleet's HTTP handler to
+// opts.hooks, if any, and the controller's log to opts.logger, when not
+// nil. Quarantined hosts wait for an operator (from the page) unless
+// opts.autoRelease; without a page, run then ends with them quarantined.
+func run(ctx context.Context, out io.Writer, opts fleetOptions) error {
+	hooks, logger := opts.hooks, opts.logger
+	st, closeStore, err := stores.Open(ctx, opts.store)
 	if err != nil {
 		return err
 	}
@@ -186,6 +261,11 @@ func run(ctx context.Context, out io.Writer, opts stores.Options, hooks pageHook
 		case stateNew:
 			return controller.Transition(stateProvisioning).Because("accepted into the fleet"), nil
 		case stateProvisioning:
+			if h.Retries == 0 && h.Failures >= quarantineAfter {
+				// Released from its quarantine: the operator replaced
+				// the disk before releasing the host.
+				prov.replaceDisk(h.Key)
+			}
 			if err := prov.provision(h.Key); err != nil {
 				return controller.Result{}, err // retried with backoff
 			}
@@ -228,13 +308,34 @@ func run(ctx context.Context, out io.Writer, opts stores.Options, hooks pageHook
 		cfg.Owner = fmt.Sprintf("%s-%d", name, os.Getpid())
 		cfg.Poll = 50 * time.Millisecond
 	}
+	served := hooks.start != nil || hooks.converged != nil
+	var reg *prom.Registry
+	if served {
+		m, err := prometheus.New(prometheus.Options{})
+		if err != nil {
+			return err
+		}
+		if err := m.Register(controller.AllMetrics()...); err != nil {
+			return err
+		}
+		reg = prom.NewRegistry()
+		reg.MustRegister(m)
+		cfg.Metrics = m
+	}
 	ctrl, err = controller.New(cfg)
 	if err != nil {
 		return err
 	}
-	var page *statuspage.Handler
-	if hooks.start != nil || hooks.converged != nil {
-		if page, err = newPage(ctrl); err != nil {
+	var loop statuspage.Loop // ready while the controller runs
+	var page http.Handler
+	if served {
+		health, err := statuspage.NewHealth(statuspage.HealthOptions{Ready: map[string]statuspage.Checker{
+			"controller": loop.Check, "store": statuspage.StoreCheck(st.Store),
+		}})
+		if err != nil {
+			return err
+		}
+		if page, err = newMux(ctrl, reg, health); err != nil {
 			return err
 		}
 	}
@@ -255,32 +356,56 @@ func run(ctx context.Context, out io.Writer, opts stores.Options, hooks pageHook
 		fmt.Fprintln(out, last)
 	}
 	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	stopped := make(chan error, 1)
-	go func() { stopped <- ctrl.Run(runCtx) }()
+	go func() { stopped <- loop.Run(runCtx, ctrl.Run) }()
 
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	released := 0
+	wasQuarantined := map[string]bool{}
+	var stranded []controller.Object // quarantined, and no operator to release them
+	told := false
 	for {
 		counts, quarantined := countStates(ctrl)
 		if line := render(counts, len(quarantined)); line != last {
 			fmt.Fprintln(out, line)
 			last = line
 		}
+		for _, h := range quarantined {
+			wasQuarantined[h] = true
+		}
 		if counts[stateReady] == hosts {
 			break
 		}
 		if len(quarantined) > 0 && counts[stateReady]+len(quarantined) == hosts {
-			// Every other host is ready: the operator looks at the
-			// quarantined ones, replaces their disks and releases them.
-			n, err := releaseQuarantined(ctx, out, ctrl, prov)
-			if err != nil {
-				stop()
-				<-stopped
-				prov.wait()
-				return err
+			// Every other host is ready: the quarantined ones need the
+			// operator.
+			switch {
+			case opts.autoRelease:
+				// The program plays the operator: it looks at them,
+				// replaces their disks and releases them.
+				if _, err := releaseQuarantined(ctx, out, ctrl, prov); err != nil {
+					stop()
+					<-stopped
+					prov.wait()
+					return err
+				}
+			case hooks.start == nil:
+				stranded, err = ctrl.Quarantined(ctx)
+				if err != nil {
+					stop()
+					<-stopped
+					prov.wait()
+					return err
+				}
+			case !told:
+				told = true
+				fmt.Fprintf(out, "%d hosts are quarantined and wait for the operator: open each on the status page "+
+					"(Needs attention, or the host's page) and press release once its disk is replaced\n", len(quarantined))
 			}
-			released += n
+		}
+		if stranded != nil {
+			break
 		}
 		select {
 		case ev := <-slaEvents:
@@ -293,13 +418,30 @@ func run(ctx context.Context, out io.Writer, opts stores.Options, hooks pageHook
 			return ctx.Err()
 		}
 	}
-	stop()
-	if err := <-stopped; err != nil {
-		return err
+	if hooks.converged == nil || stranded != nil {
+		stop()
+		if err := <-stopped; err != nil {
+			return err
+		}
+		prov.wait()
 	}
-	prov.wait()
 	for len(slaEvents) > 0 {
 		printSLA(out, <-slaEvents)
+	}
+	if stranded != nil {
+		fmt.Fprintf(out, "%d of %d hosts ready; %d hosts stay quarantined until an operator releases them:\n", hosts-len(stranded), hosts, len(stranded))
+		for _, h := range stranded {
+			fmt.Fprintf(out, "  %s in %s after %d failures in a row: %s\n", h.Key, h.State, h.Retries, h.LastError.Error)
+		}
+		fmt.Fprintln(out, "to release them, keep the state (-state FILE) and serve the status page (-http localhost:8080),\n"+
+			"then press release on each host's page; or run with -release-quarantined to have the program do it")
+		return nil
+	}
+	released := 0
+	for h := range wasQuarantined {
+		if o, ok := ctrl.Get(h); ok && o.State == stateReady {
+			released++
+		}
 	}
 	fmt.Fprintf(out, "all %d hosts ready; provider refused %d requests, each retried; %d hosts released from quarantine\n", hosts, prov.refusals(), released)
 
@@ -312,7 +454,17 @@ func run(ctx context.Context, out io.Writer, opts stores.Options, hooks pageHook
 		fmt.Fprintf(out, "  %-14q -> %-14q %s\n", h.From, h.To, h.Reason)
 	}
 	if hooks.converged != nil {
+		// The controller still runs, so the page's release and /readyz
+		// keep working while it is served.
 		hooks.converged(page)
+		stop()
+		if err := <-stopped; err != nil {
+			return err
+		}
+		prov.wait()
+		for len(slaEvents) > 0 {
+			printSLA(out, <-slaEvents)
+		}
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/hostcfg"
 )
 
@@ -37,6 +38,9 @@ type NetSpec struct {
 }
 
 func main() {
+	cli.Parse("netconfig", "", "Keeps the network configuration of a pretend device (a temporary directory) at a\n"+
+		"target with a converge.TargetReconciler: sets a target, repairs a hand edit, then raises\n"+
+		"the bridge MTU and shows the VLANs follow. It needs no services.")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Stdout); err != nil {

@@ -20,10 +20,14 @@ import (
 	"strings"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/hostcfg"
 )
 
 func main() {
+	cli.Parse("quickstart", "", "Builds a graph of host configuration items in a temporary directory standing for a\n"+
+		"device's root file system, and prints a dry run with diffs, an apply with progress, the\n"+
+		"graph as Mermaid, a second apply that changes nothing, and a clean. It needs no services.")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Stdout); err != nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/examples/internal/stores"
 )
 
@@ -59,7 +60,8 @@ func main() {
 	var opts stores.Options
 	flag.StringVar(&opts.DSN, "pg", os.Getenv(stores.DSNEnv), "PostgreSQL DSN of the store (default $"+stores.DSNEnv+")")
 	flag.StringVar(&opts.Path, "state", "", "embedded store file when no DSN is given (default: a temporary file)")
-	flag.Parse()
+	cli.Parse("rollout", "[-state file | -pg dsn]", "Rolls a plan of commands out over simulated hosts, controllers before workers, kept in\n"+
+		"a durable store (PostgreSQL with -pg, else an embedded file), and prints its progress.")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := run(ctx, os.Stdout, opts); err != nil {
