@@ -86,7 +86,7 @@
 // "file:/etc/hostname"), an outcome, a phase, a mode, a reconciler's name,
 // a command kind, a state; never an item ID, an object key or a plan ID.
 // Every walk and pass series carries the label "target", the walker's
-// Config.Name (a TargetReconciler's Name), so two loops in one program are
+// WalkerConfig.Name (a TargetReconciler's Name), so two loops in one program are
 // told apart; results read "success" and "error" as in controller-runtime,
 // and MetricTargetLastSuccess says when a reconciler last converged. A walk
 // counts its items once it ends.

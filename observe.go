@@ -161,7 +161,7 @@ func nameProblem(name string) string {
 	return ""
 }
 
-// maxNameLen is the longest Config.Name and TargetReconcilerConfig.Name.
+// maxNameLen is the longest WalkerConfig.Name and TargetReconcilerConfig.Name.
 const maxNameLen = 63
 
 // observeItem reports the result of item k, which ran: how long its Apply

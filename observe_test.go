@@ -325,14 +325,14 @@ func TestNameMustBeAShortLabelValue(t *testing.T) {
 		assert.ErrorIs(t, err, converge.ErrInvalidConfig)
 
 		_, err = converge.NewWalker(converge.WalkerConfig{Name: name})
-		require.ErrorAs(t, err, &ce, "Config.Name %q", name)
+		require.ErrorAs(t, err, &ce, "WalkerConfig.Name %q", name)
 		assert.Equal(t, "Name", ce.Field)
 	}
 	for _, name := range []string{"", "edge-1", "site_a.rack.2", strings.Repeat("x", 63)} {
 		_, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Name: name, Build: build})
 		assert.NoError(t, err, "TargetReconcilerConfig.Name %q", name)
 		_, err = converge.NewWalker(converge.WalkerConfig{Name: name})
-		assert.NoError(t, err, "Config.Name %q", name)
+		assert.NoError(t, err, "WalkerConfig.Name %q", name)
 	}
 	_, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Name: "edge", Build: build, Walk: converge.WalkerConfig{Name: "a/b"}})
 	assert.NoError(t, err, "Walk.Name is replaced by Name, so it is not checked")

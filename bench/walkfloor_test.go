@@ -25,7 +25,9 @@ func noopGraph(deps [][]int) *converge.Graph {
 
 // benchNoopWalk walks the no-op graph at the given parallelism and reports
 // ns/item and allocs/item.
-func benchNoopWalk(b *testing.B, par int) { benchNoopWalkWith(b, converge.WalkerConfig{Parallelism: par}) }
+func benchNoopWalk(b *testing.B, par int) {
+	benchNoopWalkWith(b, converge.WalkerConfig{Parallelism: par})
+}
 
 // benchNoopWalkWith is benchNoopWalk with the walker's whole Config.
 func benchNoopWalkWith(b *testing.B, cfg converge.WalkerConfig) {
