@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -77,6 +78,28 @@ var rows = []row{
 	{"DockerUp20", "floor/compose", "", "", true, 0},
 	{"DockerNoop20", "engine-calls/op", "", "", true, 2},
 	{"DockerNoop20Process", "ours/compose", "", "", true, 1.0},
+	// What seeing it costs: metrics through the prometheus module and a
+	// slog logger at Info, against the plain twin.
+	{"WalkNoop10kObserved", "ns/item", "WalkNoop10k", "ns/item", true, 1.1},
+	{"ControllerThroughputObserved", "reconciles/s", "ControllerThroughput", "reconciles/s", false, 0.9},
+	// Three controller replicas on one PostgreSQL against River on the
+	// same server: its no-op job, and a job doing converge's work (an
+	// object row and a history row in its completion transaction).
+	{"PGControllerReplicas", "objects/s", "RiverNoop", "objects/s", false, 1.0},
+	{"PGControllerReplicas", "objects/s", "RiverTransitionTx", "objects/s", false, 3.0},
+	// Per object, counted the same way for both.
+	{"PGControllerReplicas", "roundtrips/object", "RiverNoop", "roundtrips/object", true, 0},
+	{"PGControllerReplicas", "roundtrips/object", "", "", true, 0.4},
+	{"PGControllerReplicas", "writetx/object", "RiverNoop", "writetx/object", true, 0},
+	{"PGControllerReplicas", "cpu-µs/object", "RiverNoop", "cpu-µs/object", true, 0},
+	// The replica curve, against one replica.
+	{"PGControllerScaling/replicas=2", "objects/s", "PGControllerScaling/replicas=1", "objects/s", false, 0},
+	{"PGControllerScaling/replicas=3", "objects/s", "PGControllerScaling/replicas=1", "objects/s", false, 0},
+	{"PGControllerScaling/replicas=6", "objects/s", "PGControllerScaling/replicas=1", "objects/s", false, 0},
+	// A replica starting on 100,000 stored objects: time to its first
+	// handled object, and the heap its view of them takes.
+	{"PGControllerResume", "ms-to-first", "", "", true, 0},
+	{"PGControllerResume", "B/object", "", "", true, 0},
 }
 
 func main() {
@@ -91,6 +114,9 @@ func main() {
 	}
 	printTable(os.Stdout, med)
 }
+
+// procs matches the GOMAXPROCS suffix of a benchmark's name ("-2").
+var procs = regexp.MustCompile(`-[0-9]+$`)
 
 // key names one measurement: a benchmark's base name (without the
 // GOMAXPROCS suffix) and a unit.
@@ -112,7 +138,9 @@ func medians(files []string) (map[key]float64, error) {
 			if !ok {
 				continue // a syntax error or a unit line: not a measurement
 			}
-			base := strings.TrimPrefix(string(res.Name.Base()), "Benchmark")
+			// The full name without the GOMAXPROCS suffix, so that
+			// sub-benchmarks (PGControllerScaling/replicas=2) stay apart.
+			base := strings.TrimPrefix(procs.ReplaceAllString(string(res.Name.Full()), ""), "Benchmark")
 			for _, v := range res.Values {
 				unit, val := v.Unit, v.Value
 				if v.OrigUnit != "" && v.OrigUnit != "ns/op" && v.OrigUnit != "MB/s" {
