@@ -250,14 +250,15 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 			}
 		}
 	}
-	// Import every module that has a package at its root (the libraries);
+	// Import every module that has a package at its root (the libraries,
+	// not a root of tests only, as examples' is);
 	// the examples module is built below by the path of a command in it.
 	var imports strings.Builder
 	for _, m := range mods {
 		if !m.Published {
 			continue
 		}
-		if roots, _ := filepath.Glob(filepath.Join(repoRoot, m.Dir, "*.go")); len(roots) == 0 || m.Command {
+		if !hasPackage(filepath.Join(repoRoot, m.Dir)) || m.Command {
 			continue
 		}
 		imports.WriteString("\t_ \"" + m.Path + "\"\n")
@@ -277,13 +278,22 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 		require.NoError(t, err)
 		upstream = strings.TrimSpace(string(out))
 	}
+	// The consumer gets a module cache of its own: the machine's may hold
+	// an older build of the same version (a module cache never changes
+	// what it holds), and the consumer needs the modules as this tree has
+	// them. The machine's cache still serves the third-party modules, as
+	// a proxy.
+	out, err := exec.Command(goBin, "env", "GOMODCACHE").Output()
+	require.NoError(t, err)
+	shared := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
 	env := append(os.Environ(),
 		"GOWORK=off",
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+","+upstream,
+		"GOMODCACHE="+filepath.Join(t.TempDir(), "modcache"),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstream,
 		"GONOSUMDB=github.com/convergekit/converge",
 		"GONOSUMCHECK=",
 		"GOPRIVATE=",
-		"GOFLAGS=-mod=mod",
+		"GOFLAGS=-mod=mod -modcacherw",
 	)
 	goCmd := func(args ...string) {
 		t.Helper()
@@ -302,20 +312,8 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 	goCmd("build", "-o", filepath.Join(consumer, "quickstart"), "github.com/convergekit/converge/examples/quickstart")
 
 	// A command installs as README says, with go install at the version:
-	// go install refuses a module whose go.mod has replace lines. It gets
-	// a module cache of its own: the machine's may hold an older build of
-	// the same version (a module cache never changes what it holds), and
-	// the command needs the core as this tree has it. The machine's cache
-	// still serves the third-party modules, as a proxy.
-	out, err := exec.Command(goBin, "env", "GOMODCACHE").Output()
-	require.NoError(t, err)
-	shared := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
-	env = append(env,
-		"GOBIN="+filepath.Join(consumer, "bin"),
-		"GOMODCACHE="+filepath.Join(t.TempDir(), "modcache"),
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstream,
-		"GOFLAGS=-mod=mod -modcacherw",
-	)
+	// go install refuses a module whose go.mod has replace lines.
+	env = append(env, "GOBIN="+filepath.Join(consumer, "bin"))
 	for _, m := range mods {
 		if m.Command {
 			goCmd("install", m.Path+"@"+v)
@@ -334,4 +332,15 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 	out, err = exec.Command(filepath.Join(consumer, "consumer")).Output()
 	require.NoError(t, err)
 	assert.Equal(t, "true\n", string(out))
+}
+
+// hasPackage reports whether dir holds a Go file other than a test.
+func hasPackage(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			return true
+		}
+	}
+	return false
 }
