@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -120,24 +121,53 @@ func composeFile20(project, img string, n int) string {
 }
 
 // removeAll removes every container of a project, ours (by our label) or
-// compose's (by its label), and their networks.
-func removeAll(cli *client.Client, project string) {
+// compose's (by its label), and their networks. A container that cannot
+// be removed fails b; a network can still count an endpoint of a container
+// just removed, so its removal is tried again for a while, and a network
+// that stays is logged.
+func removeAll(b testing.TB, cli *client.Client, project string) {
+	b.Helper()
 	ctx := context.Background()
 	for _, label := range []string{docker.LabelProject + "=" + project, "com.docker.compose.project=" + project} {
 		f := filters.NewArgs(filters.Arg("label", label))
-		cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		if err != nil {
+			b.Errorf("list the containers of %s: %v", project, err)
+		}
 		var wg sync.WaitGroup
+		errs := make(chan error, len(cs))
 		for _, c := range cs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-			}()
+			wg.Go(func() {
+				if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+					errs <- err
+				}
+			})
 		}
 		wg.Wait()
-		ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		close(errs)
+		for err := range errs {
+			b.Errorf("remove a container of %s: %v", project, err)
+		}
+		ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		if err != nil {
+			b.Errorf("list the networks of %s: %v", project, err)
+		}
 		for _, n := range ns {
-			_ = cli.NetworkRemove(ctx, n.ID)
+			for try := 1; ; try++ {
+				err := cli.NetworkRemove(ctx, n.ID)
+				if err == nil || cerrdefs.IsNotFound(err) {
+					break
+				}
+				if try == 50 {
+					// Docker 20.10 can keep a stale endpoint of a container
+					// removed at the same time as others: the network
+					// stays until the engine restarts. Say so, but do not
+					// fail a suite on the engine's bug.
+					b.Logf("network %s is left on the engine (remove it after restarting dockerd): %v", n.Name, err)
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
 	}
 }
@@ -242,12 +272,12 @@ func BenchmarkDockerUp20(b *testing.B) {
 		}
 		ours += time.Since(start)
 		b.StopTimer()
-		removeAll(cli, project)
+		removeAll(b, cli, project)
 		fp := randomName("flr")
 		start = time.Now()
 		err = floorUp(ctx, cli, fp, img, 20)
 		floor += time.Since(start)
-		removeAll(cli, fp)
+		removeAll(b, cli, fp)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -257,7 +287,7 @@ func BenchmarkDockerUp20(b *testing.B) {
 			start := time.Now()
 			err := composeUp(bin, dir, cp)
 			theirs += time.Since(start)
-			removeAll(cli, cp)
+			removeAll(b, cli, cp)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -291,7 +321,7 @@ func BenchmarkDockerNoop20(b *testing.B) {
 	cli, img := benchEngine(b)
 	ctx := context.Background()
 	project := randomName("cvn")
-	b.Cleanup(func() { removeAll(cli, project) })
+	b.Cleanup(func() { removeAll(b, cli, project) })
 	p, err := docker.LoadCompose(ctx, []byte(composeFile20(project, img, 20)), docker.LoadOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -311,7 +341,7 @@ func BenchmarkDockerNoop20(b *testing.B) {
 		b.Logf("compose unavailable, reporting converge alone: %v", cerr)
 	} else {
 		cp := randomName("cmn")
-		b.Cleanup(func() { removeAll(cli, cp) })
+		b.Cleanup(func() { removeAll(b, cli, cp) })
 		dir := writeCompose(b, cp, img)
 		if err := composeUp(bin, dir, cp); err != nil {
 			b.Fatal(err)
@@ -391,7 +421,7 @@ func BenchmarkDockerNoop20Process(b *testing.B) {
 	state := filepath.Join(tmp, "agent.db")
 
 	project := randomName("cvq")
-	b.Cleanup(func() { removeAll(cli, project) })
+	b.Cleanup(func() { removeAll(b, cli, project) })
 	dir := writeCompose(b, project, img)
 	if _, err := agentOnce(agent, dir, state); err != nil {
 		b.Fatal(err)
@@ -402,7 +432,7 @@ func BenchmarkDockerNoop20Process(b *testing.B) {
 		b.Logf("compose unavailable, reporting converge alone: %v", cerr)
 	} else {
 		cp = randomName("cmq")
-		b.Cleanup(func() { removeAll(cli, cp) })
+		b.Cleanup(func() { removeAll(b, cli, cp) })
 		cdir = writeCompose(b, cp, img)
 		if err := composeUp(bin, cdir, cp); err != nil {
 			b.Fatal(err)

@@ -46,7 +46,7 @@ require (
 	github.com/aymanbagabas/go-udiff v0.4.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/compose-spec/compose-go/v2 v2.16.2 // indirect
-	github.com/containerd/errdefs v1.0.0 // indirect
+	github.com/containerd/errdefs v1.0.0
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/convergekit/converge/prometheus v0.1.0
 	github.com/distribution/reference v0.6.0 // indirect
