@@ -1,4 +1,4 @@
-package converge_test
+package plan_test
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 )
 
 // examplePlan returns a plan updating the workers one at a time.
-func examplePlan(id string, workers ...string) *converge.PlanDocument {
-	return &converge.PlanDocument{Spec: converge.Plan{ID: id, Commands: []converge.Command{{
+func examplePlan(id string, workers ...string) *plan.Document {
+	return &plan.Document{Spec: plan.Plan{ID: id, Commands: []plan.Command{{
 		Kind:    "update",
-		Targets: []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: workers}}},
+		Targets: []plan.CommandTargets{{Group: "workers", Discovery: plan.CommandDiscovery{Static: workers}}},
 	}}}}
 }
 
@@ -27,9 +27,9 @@ func ExamplePlanRunner_Abort() {
 		autopilot.Host{Name: "w1", Kind: "worker"},
 		autopilot.Host{Name: "w2", Kind: "worker"},
 	)
-	var runner *converge.PlanRunner
+	var runner *plan.Runner
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		_ = bus.Respond(node, converge.PlanTargetCompleted, "")
+		_ = bus.Respond(node, plan.TargetCompleted, "")
 		if node == "canary" {
 			// An operator stops the rollout while the canary works.
 			if err := runner.Abort(ctx, s.PlanID, "canary metrics look wrong"); err != nil {
@@ -38,8 +38,8 @@ func ExamplePlanRunner_Abort() {
 		}
 	}
 	handler := &autopilot.CommandHandler{Sender: bus}
-	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"update": handler},
+	runner, err := plan.NewRunner(converge.NewMemStore(), plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"update": handler},
 		PollInterval: time.Millisecond,
 	})
 	if err != nil {
@@ -88,9 +88,9 @@ func ExamplePlanRunner_Get() {
 		workers[i] = fmt.Sprintf("w%04d", i)
 		bus.AddNode(autopilot.Host{Name: workers[i], Kind: "worker"})
 	}
-	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
-	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
+	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, plan.TargetCompleted, "") }
+	runner, err := plan.NewRunner(converge.NewMemStore(), plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
 		PollInterval: time.Millisecond,
 	})
 	if err != nil {
@@ -110,7 +110,7 @@ func ExamplePlanRunner_Get() {
 	}
 	completed := 0
 	for _, t := range stored.Status.Commands[0].Targets["workers"] {
-		if t.State == converge.PlanTargetCompleted {
+		if t.State == plan.TargetCompleted {
 			completed++
 		}
 	}
