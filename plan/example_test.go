@@ -7,6 +7,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // examplePlan returns a plan updating the workers one at a time.
@@ -17,10 +18,10 @@ func examplePlan(id string, workers ...string) *plan.Document {
 	}}}}
 }
 
-// ExamplePlanRunner_Abort aborts a rollout once its canary is done: the
+// ExampleRunner_Abort aborts a rollout once its canary is done: the
 // canary finishes, the other workers are not signalled and keep the
 // reason; a retry later runs what was left.
-func ExamplePlanRunner_Abort() {
+func ExampleRunner_Abort() {
 	ctx := context.Background()
 	bus := autopilot.NewBus(
 		autopilot.Host{Name: "canary", Kind: "worker"},
@@ -67,7 +68,7 @@ func ExamplePlanRunner_Abort() {
 		fmt.Println("signalled", d.Node, d.Signal.ID)
 	}
 	// Output:
-	// converge: plan "rollout": command 0 (update): Aborted: canary metrics look wrong
+	// plan: "rollout": command 0 (update): Aborted: canary metrics look wrong
 	// canary SignalCompleted ()
 	// w1 SignalAborted (canary metrics look wrong)
 	// w2 SignalAborted (canary metrics look wrong)
@@ -77,10 +78,10 @@ func ExamplePlanRunner_Abort() {
 	// signalled w2 rollout/0/1
 }
 
-// ExamplePlanRunner_Get runs a rollout over 1,000 workers, 100 at a time.
+// ExampleRunner_Get runs a rollout over 1,000 workers, 100 at a time.
 // Each stored step writes what it changed (a few hundred bytes per
 // target), not the whole plan; Get reads the whole document back.
-func ExamplePlanRunner_Get() {
+func ExampleRunner_Get() {
 	ctx := context.Background()
 	bus := autopilot.NewBus()
 	workers := make([]string, 1000)
