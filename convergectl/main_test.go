@@ -179,19 +179,19 @@ func fill(t *testing.T, st converge.Store) {
 		PollInterval: time.Millisecond,
 	})
 	require.NoError(t, err)
-	plan := func(id string, workers ...string) *plan.Document {
+	newPlan := func(id string, workers ...string) *plan.Document {
 		return &plan.Document{Spec: plan.Plan{ID: id, Commands: []plan.Command{{
 			Kind:    "update",
 			Targets: []plan.CommandTargets{{Group: "workers", Discovery: plan.CommandDiscovery{Static: workers}}},
 		}}}}
 	}
-	require.NoError(t, runner.Create(ctx, plan("rollout", "w1", "w2", "w3")))
+	require.NoError(t, runner.Create(ctx, newPlan("rollout", "w1", "w2", "w3")))
 	_, err = runner.Run(ctx, "rollout")
 	require.ErrorIs(t, err, plan.ErrFailed)
-	require.NoError(t, runner.Create(ctx, plan("done", "w1")))
+	require.NoError(t, runner.Create(ctx, newPlan("done", "w1")))
 	_, err = runner.Run(ctx, "done")
 	require.NoError(t, err)
-	require.NoError(t, runner.Create(ctx, plan("next", "w3")))
+	require.NoError(t, runner.Create(ctx, newPlan("next", "w3")))
 
 	for _, target := range []string{`{"image":"app:1"}`, `{"image":"app:2"}`} {
 		_, err := st.PutTarget(ctx, "agent", json.RawMessage(target))

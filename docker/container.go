@@ -21,7 +21,6 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/convergekit/converge"
-	"github.com/convergekit/converge/plan"
 )
 
 // Container is the item of one container of a project (see Project.Graph).
