@@ -345,7 +345,7 @@ func TestDecodeRejectsDuplicateKeys(t *testing.T) {
 		{"command body", `{"spec":{"id":"p1","commands":[{"k0supdate":{"version":"v1","version":"v2"}}]}}`, "spec.commands[0].k0supdate.version", 0},
 		{"status command", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","state":"Completed"}]}}`, "status.commands[0].state", 0},
 		{"target status", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","k0supdate":{"workers":[{"name":"w0","name":"w1"}]}}]}}`, "status.commands[0].k0supdate.workers[0].name", 0},
-		// A repeated key in YAML is the same *PlanDecodeError as in JSON:
+		// A repeated key in YAML is the same *plan.DecodeError as in JSON:
 		// the key's path and its command.
 		{"yaml top", "spec: {id: p1, commands: [" + cmd + "]}\nspec: {}\n", "spec", -1},
 		{"yaml spec", "spec:\n  id: p1\n  id: p2\n  commands: [" + cmd + "]\n", "spec.id", -1},

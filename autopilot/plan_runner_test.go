@@ -74,7 +74,7 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 		require.NoError(t, err)
 		stored, err := store.History(context.Background(), plan.KeyPrefix+"id123")
 		require.NoError(t, err)
-		assert.Equal(t, stored, hist, "a plan is stored under PlanKeyPrefix and its ID")
+		assert.Equal(t, stored, hist, "a plan is stored under plan.KeyPrefix and its ID")
 		require.NoError(t, err)
 		var plan []string
 		for _, h := range hist {
@@ -448,7 +448,7 @@ func TestPlanRunnerStaleWrite(t *testing.T) {
 }
 
 // TestPlanRunnerFatalErrors checks the errors that end a run at once, and
-// the checks of Create and NewPlanRunner.
+// the checks of Create and plan.NewRunner.
 func TestPlanRunnerFatalErrors(t *testing.T) {
 	ctx := context.Background()
 	bus := autopilot.NewBus(planNodes()...)

@@ -99,7 +99,7 @@ func TestPlanStatusSymmetry(t *testing.T) {
 	}
 }
 
-// TestPlanStatusRetry checks PlanStatus.Retry on its own.
+// TestPlanStatusRetry checks plan.Status.Retry on its own.
 func TestPlanStatusRetry(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := &plan.Status{State: plan.StateTimedOut, Reason: "r", Commands: []plan.CommandStatus{

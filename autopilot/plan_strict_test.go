@@ -15,7 +15,7 @@ import (
 )
 
 // planFieldErr checks that err is a *plan.FieldError matching
-// ErrPlanInvalid about field.
+// plan.ErrInvalid about field.
 func planFieldErr(t *testing.T, err error, field string) {
 	t.Helper()
 	require.ErrorIs(t, err, plan.ErrInvalid)

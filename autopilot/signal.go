@@ -257,9 +257,9 @@ func (b *Bus) Sent() []Delivery {
 // (a target ran past the target timeout) when waiting.
 //
 // A target is signalled in two steps, so that a signal is never acted on
-// twice: Schedulable records the intent (the target becomes PlanTargetSent, which
+// twice: Schedulable records the intent (the target becomes plan.TargetSent, which
 // the runner stores), and SchedulableWait then sends the signal to every
-// PlanTargetSent target whose report does not show it yet. A runner that dies
+// plan.TargetSent target whose report does not show it yet. A runner that dies
 // after sending and before storing anything leaves the intent stored: the
 // runner that resumes waits for the node's report, sending the signal again
 // (same ID, which the node ignores if it got it) only when the report does
@@ -487,7 +487,7 @@ func planActiveGroup(c *plan.CommandContext) int {
 }
 
 // SchedulableWait implements CommandHandler: it sends the signal of every
-// PlanTargetSent target whose report does not show it yet (see CommandHandler),
+// plan.TargetSent target whose report does not show it yet (see CommandHandler),
 // reads back the signalled targets, applies the target timeout, and says
 // whether there is more to signal now.
 func (h *CommandHandler) SchedulableWait(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
@@ -550,7 +550,7 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *plan.CommandCon
 	return plan.StateSchedulableWait, nil
 }
 
-// deliver reads the report of t, signalled (PlanTargetSent), and sends t its
+// deliver reads the report of t, signalled (plan.TargetSent), and sends t its
 // signal first when the report does not show it and this handler has not
 // sent it: the intent was stored by a step of this runner or of one that
 // died, maybe before it could send.
@@ -572,7 +572,7 @@ func (h *CommandHandler) deliver(ctx context.Context, c *plan.CommandContext, gr
 // Schedulable implements CommandHandler: it picks the next pending targets
 // of the active group, up to its concurrency limit, checks that they still
 // exist and fit their group, and records that they are to be signalled
-// (PlanTargetSent); SchedulableWait sends the signals once that is stored.
+// (plan.TargetSent); SchedulableWait sends the signals once that is stored.
 func (h *CommandHandler) Schedulable(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 	gi := planActiveGroup(c)
 	if gi < 0 {

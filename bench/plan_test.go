@@ -39,7 +39,7 @@ func planDoc(id string, hosts []autopilot.Host, limit int) *plan.Document {
 }
 
 // benchPlanStep runs, per op, a whole rollout over n hosts (one at a time,
-// each answering at once) through PlanRunner.Run on a MemStore, and
+// each answering at once) through plan.Runner.Run on a MemStore, and
 // reports the cost of one stored step: the machine's transition plus
 // persisting it. A step of a 1,000-host plan should cost about what a step
 // of a 1-host plan costs: the size of the plan must not set it.

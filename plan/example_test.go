@@ -18,6 +18,71 @@ func examplePlan(id string, workers ...string) *plan.Document {
 	}}}}
 }
 
+// Example rolls a restart over two workers, one at a time, with a handler
+// made of functions. Schedulable records the intent (the next worker is
+// sent the command); SchedulableWait, once that is stored, does the work
+// and says what comes next, so a runner that dies in between restarts no
+// worker twice.
+func Example() {
+	ctx := context.Background()
+	restart := plan.CommandHandlerFuncs{
+		// NewPlan finds the command's targets: every worker, pending.
+		NewPlanFunc: func(_ context.Context, c *plan.CommandContext) (plan.State, error) {
+			for _, w := range c.Command.Targets[0].Discovery.Static {
+				c.SetTarget("workers", w, plan.TargetPending, "")
+			}
+			return plan.StateSchedulableWait, nil
+		},
+		SchedulableWaitFunc: func(_ context.Context, c *plan.CommandContext) (plan.State, error) {
+			pending := false
+			for _, t := range c.Status.Targets["workers"] {
+				switch t.State {
+				case plan.TargetSent:
+					fmt.Println("restart", t.Name)
+					c.SetTarget("workers", t.Name, plan.TargetCompleted, "")
+				case plan.TargetPending:
+					pending = true
+				}
+			}
+			if pending {
+				return plan.StateSchedulable, nil
+			}
+			return plan.StateCompleted, nil
+		},
+		SchedulableFunc: func(_ context.Context, c *plan.CommandContext) (plan.State, error) {
+			for _, t := range c.Status.Targets["workers"] {
+				if t.State == plan.TargetPending {
+					c.SetTarget("workers", t.Name, plan.TargetSent, "")
+					break
+				}
+			}
+			return plan.StateSchedulableWait, nil
+		},
+	}
+	runner, err := plan.NewRunner(converge.NewMemStore(), plan.RunnerConfig{
+		Handlers: map[string]plan.CommandHandler{"restart": restart},
+	})
+	if err != nil {
+		panic(err)
+	}
+	doc := &plan.Document{Spec: plan.Plan{ID: "nightly", Commands: []plan.Command{{
+		Kind:    "restart",
+		Targets: []plan.CommandTargets{{Group: "workers", Discovery: plan.CommandDiscovery{Static: []string{"w1", "w2"}}}},
+	}}}}
+	if err := runner.Create(ctx, doc); err != nil {
+		panic(err)
+	}
+	status, err := runner.Run(ctx, "nightly")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(status.State, status.Commands[0].State)
+	// Output:
+	// restart w1
+	// restart w2
+	// Completed Completed
+}
+
 // ExampleRunner_Abort aborts a rollout once its canary is done: the
 // canary finishes, the other workers are not signalled and keep the
 // reason; a retry later runs what was left.

@@ -13,7 +13,7 @@ import (
 	"github.com/convergekit/converge"
 )
 
-// KeyPrefix prefixes the Store key of every plan: "plan/<id>".
+// KeyPrefix prefixes the [converge.Store] key of every plan: "plan/<id>".
 const KeyPrefix = "plan/"
 
 // Defaults of the zero fields of RunnerConfig.
@@ -61,10 +61,10 @@ type RunnerConfig struct {
 	// OnError, when set, is called by Run with every error it retries (a
 	// handler or store error) before it waits PollInterval.
 	OnError func(id string, err error)
-	// Metrics receives the runner's measurements (MetricPlanSteps and its
+	// Metrics receives the runner's measurements ([converge.MetricPlanSteps] and its
 	// siblings): steps of Step and Run, and the transitions of plans,
 	// commands and targets that Run stored or Step returned. nil means
-	// none (MetricsNop).
+	// none ([converge.MetricsNop]).
 	Metrics converge.Metrics
 	// Logger receives a line per transition of a plan or a command (Info),
 	// of a target (Debug; Warn when it failed), per created plan (Info)
@@ -87,7 +87,7 @@ type RunnerConfig struct {
 	Monotonic func() time.Duration
 }
 
-// Validate reports the first field out of range as a *ConfigError.
+// Validate reports the first field out of range as a *[converge.ConfigError].
 func (c RunnerConfig) Validate() error {
 	for _, f := range []struct {
 		name string
@@ -105,7 +105,7 @@ func (c RunnerConfig) Validate() error {
 	return nil
 }
 
-// Runner runs plans kept in a Store: it steps the plan machine, stores
+// Runner runs plans kept in a [converge.Store]: it steps the plan machine, stores
 // the status after every transition (with the version it read, so a stale
 // write is detected and the step redone on the fresh status), and claims the
 // plan so that one runner at a time works on it. A runner that dies mid-plan
@@ -125,7 +125,7 @@ func (c RunnerConfig) Validate() error {
 // runners share them; each runner then needs its own RunnerConfig.Owner.
 // The default owner (DefaultOwner) is stable across restarts, so a
 // runner that crashed resumes its plans at once when its program restarts.
-// MemStore keeps plans for the life of the process.
+// [converge.MemStore] keeps plans for the life of the process.
 type Runner struct {
 	cfg   RunnerConfig
 	store converge.Store
@@ -239,7 +239,7 @@ func (r *Runner) Validate(doc *Document) error {
 }
 
 // Create validates doc (see Validate) and stores it as a new plan (with its
-// status, if any). It fails with a *StoreVersionError (ErrStoreStale) when
+// status, if any). It fails with a *[converge.StoreVersionError] ([converge.ErrStoreStale]) when
 // a plan with that ID exists.
 func (r *Runner) Create(ctx context.Context, doc *Document) error {
 	if err := r.Validate(doc); err != nil {

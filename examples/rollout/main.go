@@ -4,9 +4,9 @@
 // controllers one at a time and on the workers two at a time), printing each
 // transition as it is stored. The nodes live in this process and answer
 // after a short delay. Once the controllers are updated, an operator aborts
-// the plan (PlanRunner.Abort) to look at them first: no worker is signalled,
+// the plan (plan.Runner.Abort) to look at them first: no worker is signalled,
 // and the plan ends in Aborted with the operator's reason on every worker.
-// The program then retries it (PlanRunner.Retry); one worker fails its first
+// The program then retries it (plan.Runner.Retry); one worker fails its first
 // attempt, and the program retries the failed plan, which signals only that
 // worker again.
 //
