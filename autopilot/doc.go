@@ -8,7 +8,7 @@
 // node list, a k0s command (k0supdate, airgapupdate) whose version is not
 // a k0s version of Kubernetes ("v1.30.4+k0s.0"). CommandHandler checks the
 // same when plan.Runner.Create stores a plan built in Go. The
-// root package's plan.Runner then runs the plan; CommandHandler is
+// plan package's Runner then runs the plan; CommandHandler is
 // the plan.CommandHandler that runs a command by signalling hosts
 // through a Sender: it discovers and checks the hosts of each group,
 // signals them group by group within the group's concurrency limit, and
