@@ -51,6 +51,28 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 				_, _, err = r.Get(context.Background(), "nope")
 				return err
 			}},
+		{name: "stored plan that does not decode", is: plan.ErrDecode, culprits: []string{`"p1"`, "spec.commands"},
+			err: func(t *testing.T) error {
+				st := converge.NewMemStore()
+				_, err := st.Put(context.Background(), converge.StoreRecord{Key: plan.KeyPrefix + "p1", Value: []byte(`{"spec":{"id":"p1","commands":{}}}`)})
+				require.NoError(t, err)
+				r, err := plan.NewRunner(st, plan.RunnerConfig{})
+				require.NoError(t, err)
+				_, _, err = r.Get(context.Background(), "p1")
+				return err
+			}},
+		{name: "abort of a finished plan", is: plan.ErrFinished, culprits: []string{`"p1"`},
+			err: func(t *testing.T) error {
+				r, err := plan.NewRunner(converge.NewMemStore(), plan.RunnerConfig{
+					Handlers: map[string]plan.CommandHandler{"update": plan.CommandHandlerFuncs{}},
+				})
+				require.NoError(t, err)
+				ctx := context.Background()
+				require.NoError(t, r.Create(ctx, examplePlan("p1", "w0")))
+				_, err = r.Run(ctx, "p1")
+				require.NoError(t, err)
+				return r.Abort(ctx, "p1", "too late")
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 
@@ -17,10 +18,12 @@ import (
 )
 
 // logRecorder is a slog.Handler (at every level) that keeps each record
-// as a map of its message ("msg"), level ("level") and attributes.
+// as a map of its message ("msg"), level ("level") and attributes, in
+// order and by message.
 type logRecorder struct {
-	mu   sync.Mutex
-	recs []map[string]any
+	mu    sync.Mutex
+	recs  []map[string]any
+	byMsg map[string][]map[string]any
 }
 
 func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
@@ -36,25 +39,25 @@ func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.recs = append(h.recs, m)
+	if h.byMsg == nil {
+		h.byMsg = map[string][]map[string]any{}
+	}
+	h.byMsg[r.Message] = append(h.byMsg[r.Message], m)
 	return nil
 }
 
-// lines returns the records kept so far.
-func (h *logRecorder) lines() []map[string]any {
+// all returns the records kept so far.
+func (h *logRecorder) all() []map[string]any {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]map[string]any(nil), h.recs...)
+	return slices.Clone(h.recs)
 }
 
-// withMsg returns the records whose message is msg.
-func withMsg(recs []map[string]any, msg string) []map[string]any {
-	var out []map[string]any
-	for _, r := range recs {
-		if r["msg"] == msg {
-			out = append(out, r)
-		}
-	}
-	return out
+// withMsg returns the records kept so far whose message is msg.
+func (h *logRecorder) withMsg(msg string) []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.byMsg[msg])
 }
 
 // failingSecondHost is a handler that completes the first target of its
@@ -112,9 +115,8 @@ func TestRunnerReportsStepsAndTransitions(t *testing.T) {
 	assert.Equal(t, 3.0, m.Value(converge.MetricPlanSteps.Name, "changed"))
 	assert.Len(t, m.Observations(converge.MetricPlanStepDuration.Name), 3)
 
-	lines := logs.lines()
-	assert.NotContains(t, fmt.Sprint(lines), "s3cret", "command specs never reach the log")
-	cmdLines := withMsg(lines, "command state changed")
+	assert.NotContains(t, fmt.Sprint(logs.all()), "s3cret", "command specs never reach the log")
+	cmdLines := logs.withMsg("command state changed")
 	require.Len(t, cmdLines, 3)
 	last := cmdLines[2]
 	assert.Equal(t, "p1", last["plan"])
@@ -124,7 +126,7 @@ func TestRunnerReportsStepsAndTransitions(t *testing.T) {
 	assert.Equal(t, "Failed", last["to"])
 	assert.Equal(t, "h2 failed", last["reason"])
 	var failedHosts []map[string]any
-	for _, l := range withMsg(lines, "target state changed") {
+	for _, l := range logs.withMsg("target state changed") {
 		if l["level"] == "WARN" {
 			failedHosts = append(failedHosts, l)
 		}
@@ -132,8 +134,8 @@ func TestRunnerReportsStepsAndTransitions(t *testing.T) {
 	require.Len(t, failedHosts, 1)
 	assert.Equal(t, "h2", failedHosts[0]["host"])
 	assert.Equal(t, "disk full", failedHosts[0]["reason"])
-	assert.Len(t, withMsg(lines, "plan state changed"), 3)
-	assert.Len(t, withMsg(lines, "plan stopped"), 0, "a failed plan is a result, not a runner error")
+	assert.Len(t, logs.withMsg("plan state changed"), 3)
+	assert.Len(t, logs.withMsg("plan stopped"), 0, "a failed plan is a result, not a runner error")
 
 	require.NoError(t, r.Retry(ctx, "p1"))
 	assert.Equal(t, 2.0, m.Value(plans, "SchedulableWait"), "a retry is a transition too")
