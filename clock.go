@@ -1,8 +1,9 @@
 package converge
 
 import (
-	"reflect"
 	"time"
+
+	"github.com/convergekit/converge/internal/sysclock"
 )
 
 // walkClock reads the time for one walk. With the system clock it reads
@@ -17,15 +18,10 @@ type walkClock struct {
 	now  func() time.Time // nil: the system clock, read as above
 }
 
-// isSystemClock reports whether now is time.Now itself.
-func isSystemClock(now func() time.Time) bool {
-	return now == nil || reflect.ValueOf(now).Pointer() == reflect.ValueOf(time.Now).Pointer()
-}
-
 // newWalkClock returns a clock reading from now (nil or time.Now: the
 // system clock) and its first reading.
 func newWalkClock(now func() time.Time) (walkClock, time.Time) {
-	if isSystemClock(now) {
+	if sysclock.Is(now) {
 		t := time.Now()
 		return walkClock{base: t}, t
 	}

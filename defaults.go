@@ -2,7 +2,7 @@ package converge
 
 import "time"
 
-// Defaults of the zero fields of WalkerConfig, TargetReconcilerConfig, PlanRunnerConfig and
+// Defaults of the zero fields of WalkerConfig, TargetReconcilerConfig and
 // Retention.
 const (
 	// DefaultParallelism is the number of items a walk runs at once when
@@ -24,15 +24,8 @@ const (
 	// TargetReconcilerConfig.Name is empty.
 	TargetDefaultName = "target"
 
-	// PlanDefaultPollInterval is how long a runner waits before looking at a
-	// plan again when a step changed nothing (targets are still working).
-	PlanDefaultPollInterval = time.Second
 	// DefaultHistoryEntries is how many history entries a Store keeps per
 	// key when Retention.Entries is zero: the newest 250, as many as a
 	// fleet controller's operators look back on.
 	DefaultHistoryEntries = 250
-
-	// PlanDefaultLeaseTTL is how long a runner's claim on a plan lasts
-	// without renewal; a crashed runner's plan is taken over after it.
-	PlanDefaultLeaseTTL = 30 * time.Second
 )

@@ -79,8 +79,8 @@
 // interface, Metrics (nil means MetricsNop; the prometheus module adapts it
 // to client_golang), and log through an optional *slog.Logger (nil means no
 // logging): WalkerConfig.Metrics and WalkerConfig.Logger for walks (a TargetReconciler
-// uses those of TargetReconcilerConfig.Walk), PlanRunnerConfig.Metrics and
-// PlanRunnerConfig.Logger for plans. AllMetrics lists the metrics: counters end
+// uses those of TargetReconcilerConfig.Walk), plan.RunnerConfig.Metrics and
+// plan.RunnerConfig.Logger for plans. AllMetrics lists the metrics: counters end
 // in "_total", durations are "_seconds" histograms, and labels take values
 // from small sets only: an item's kind (ID.Kind, "file" for
 // "file:/etc/hostname"), an outcome, a phase, a mode, a reconciler's name,
@@ -113,37 +113,22 @@
 //
 // # Rollouts
 //
-// A Plan is an ordered list of Commands applied to target hosts, found by
-// discovery; PlanRunner (or a controller.Controller with controller.Plans)
-// moves it through NewPlan, SchedulableWait, Schedulable and Completed,
-// stores the status after every transition and resumes after a crash
-// without signalling a completed host twice (at once when the same program
-// restarts on the host: see PlanDefaultOwner). Create refuses, with a
-// *PlanFieldError naming the document path, a plan that would do nothing
-// (a command without targets, an empty static node list) and whatever a
-// handler's CommandValidator rejects (autopilot: an unknown k0s version).
-// A stored step costs what it changed, not the plan's size: the runner
-// keeps the plan in memory while it holds the claim and stores each
-// transition as a small delta on a base document, compacted now and then
-// (PlanRunner.Get reads the whole document back). PlanRunner.Abort stops a
-// running plan (signalled hosts finish, nothing new starts, the plan ends
-// in PlanAborted with the reason on every host that did not run), and
-// PlanRunner.Retry resumes a failed or aborted plan from the command that
-// stopped, keeping the failure reasons in the history. PlanDocument encodes
-// to and decodes from JSON in the shape of k0s autopilot plans; the
-// autopilot package adds YAML and the host-side signalling.
+// The plan package runs ordered, multi-command rollouts over hosts
+// (plan.Plan, plan.Runner), on the same Store contract; the autopilot
+// package reads k0s autopilot plans and signals the hosts.
 //
 // # Dependencies
 //
 // Besides the standard library, this package imports golang.org/x/sync,
 // github.com/hashicorp/go-multierror and github.com/go-json-experiment/json
 // (the reference implementation of encoding/json/v2), which reads every
-// JSON document of this package (plans, desired configurations, edge and
-// status reports) strictly: unknown fields, repeated keys and data after
+// JSON document of this package and of the plan package (plans, desired
+// configurations, edge and status reports) strictly: unknown fields, repeated keys and data after
 // the document are refused, and the error names the culprit's path.
 //
-// Other packages: controller (the fleet object controller), autopilot
-// (k0s autopilot plan documents and signalling), hostcfg (host
+// Other packages: controller (the fleet object controller), plan
+// (rollouts: plans, their state machine and runner), autopilot (k0s
+// autopilot plan documents and signalling), hostcfg (host
 // configuration), convergetest (fakes and a conformance check for users'
 // own items), and docker, a module of its own (containers and Compose
 // projects).

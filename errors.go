@@ -27,7 +27,7 @@ func bare(err error) error { return errtext.Bare(err, errPrefix) }
 
 // The sentinel errors of the package. Branch on them with errors.Is; the
 // typed errors (*ItemError, *GraphError, *ConfigError, *StoreVersionError,
-// *StatusFieldError, *PlanFieldError, ...) carry the details and match
+// *StatusFieldError, ...) carry the details and match
 // their sentinel.
 var (
 	// Items and walks.
@@ -83,34 +83,6 @@ var (
 	// ErrTargetStopped means the reconciler stopped before it could run an
 	// intermediate target.
 	ErrTargetStopped = errors.New("converge: target reconciler stopped")
-
-	// Plans.
-	// ErrPlanDecode is matched by every *PlanDecodeError.
-	ErrPlanDecode = errors.New("converge: invalid plan document")
-	// ErrPlanInvalid is matched by every *PlanFieldError: the plan itself is
-	// not runnable (no ID, no commands, bad targets).
-	ErrPlanInvalid = errors.New("converge: invalid plan")
-	// ErrPlanStatusMismatch is matched by a *PlanFieldError: the status
-	// does not answer the plan's commands and cannot be repaired.
-	ErrPlanStatusMismatch = errors.New("converge: plan status does not match its commands")
-	// ErrPlanUnknownCommand means no handler is registered for a command's
-	// kind.
-	ErrPlanUnknownCommand = errors.New("converge: no handler for command kind")
-	// ErrPlanTransition means a handler returned a state that cannot follow
-	// the one it was called in (for example NewPlan from Schedulable).
-	ErrPlanTransition = errors.New("converge: invalid plan state transition")
-	// ErrPlanFailed is matched by a *PlanError: the plan stopped in an error
-	// state.
-	ErrPlanFailed = errors.New("converge: plan failed")
-	// ErrPlanNotFailed means Retry was asked of a plan that is not in an
-	// error state.
-	ErrPlanNotFailed = errors.New("converge: plan is not in an error state")
-	// ErrPlanFinished means Abort was asked of a plan that is Completed or
-	// already stopped in an error state.
-	ErrPlanFinished = errors.New("converge: plan is finished")
-	// ErrPlanAborted means Abort was asked of a plan that is already being
-	// aborted or ended in PlanAborted; the first reason is kept.
-	ErrPlanAborted = errors.New("converge: plan is already aborted")
 
 	// Status documents and edge reports. Every *StatusFieldError matches
 	// ErrStatusInvalid and one of the more specific sentinels; every

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,8 +35,8 @@ func walkErr(t *testing.T, add func(g *converge.Graph)) error {
 }
 
 // TestErrorMessagesNameTheCulpritOnce checks the messages of nested
-// failures: every layer (item, walk, reconciler pass, plan, store) adds
-// what it knows, the item or plan is named once, and the message has one
+// failures: every layer (item, walk, reconciler pass, store) adds
+// what it knows, the item is named once, and the message has one
 // "converge: " prefix.
 func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 	stuck := func(g *converge.Graph) {
@@ -122,30 +120,6 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 				assert.NotContains(t, err.Error(), "walk 0")
 				return err
 			}},
-		{name: "plan that failed", is: converge.ErrPlanFailed, culprits: []string{`"p1"`, "command 0", "disk full"},
-			err: func(t *testing.T) error {
-				return runPlan(t, converge.CommandHandlerFuncs{SchedulableWaitFunc: func(_ context.Context, c *converge.CommandContext) (converge.PlanState, error) {
-					c.Status.Reason = `node "w0" failed: disk full`
-					return converge.PlanFailed, nil
-				}})
-			}},
-		{name: "plan that timed out", is: converge.ErrPlanFailed, culprits: []string{`"p1"`, "command 0", "1.5s"},
-			err: func(t *testing.T) error {
-				var err error
-				synctest.Test(t, func(t *testing.T) {
-					err = runPlanTimeout(t, 1500*time.Millisecond)
-				})
-				return err
-			}},
-		{name: "plan with an unknown command", is: converge.ErrPlanUnknownCommand, culprits: []string{"command 0", "(update)"},
-			err: func(t *testing.T) error { return runPlan(t, nil) }},
-		{name: "plan not stored", is: converge.ErrStoreNotFound, culprits: []string{`"plan/nope"`},
-			err: func(t *testing.T) error {
-				r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{})
-				require.NoError(t, err)
-				_, _, err = r.Get(context.Background(), "nope")
-				return err
-			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,37 +128,6 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 			assertReadsOnce(t, err.Error(), tc.culprits...)
 		})
 	}
-}
-
-// runPlan runs plan "p1" with one command of kind update on handler h (no
-// handler when nil) and returns Run's error.
-func runPlan(t *testing.T, h converge.CommandHandler) error {
-	t.Helper()
-	cfg := converge.PlanRunnerConfig{}
-	if h != nil {
-		cfg.Handlers = map[string]converge.CommandHandler{"update": h}
-	}
-	return runPlanWith(t, cfg, converge.Command{})
-}
-
-func runPlanTimeout(t *testing.T, d time.Duration) error {
-	return runPlanWith(t, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{
-		"update": converge.CommandHandlerFuncs{SchedulableWaitFunc: func(context.Context, *converge.CommandContext) (converge.PlanState, error) {
-			return converge.PlanSchedulableWait, nil
-		}},
-	}}, converge.Command{Timeout: d})
-}
-
-func runPlanWith(t *testing.T, cfg converge.PlanRunnerConfig, cmd converge.Command) error {
-	t.Helper()
-	r, err := converge.NewPlanRunner(converge.NewMemStore(), cfg)
-	require.NoError(t, err)
-	cmd.Kind = "update"
-	cmd.Targets = []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: []string{"w0"}}}}
-	require.NoError(t, r.Create(context.Background(), &converge.PlanDocument{Spec: converge.Plan{ID: "p1", Commands: []converge.Command{cmd}}}))
-	_, err = r.Run(context.Background(), "p1")
-	require.Error(t, err)
-	return err
 }
 
 // wrongState is a Node whose current state is not the type its Check

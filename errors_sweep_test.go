@@ -12,6 +12,7 @@ import (
 	"github.com/convergekit/converge/convergetest"
 	"github.com/convergekit/converge/hostcfg"
 	"github.com/convergekit/converge/internal/errtext"
+	"github.com/convergekit/converge/plan"
 )
 
 // TestErrorMessagesOfEveryPackageReadOnce sweeps the sentinels and typed
@@ -28,19 +29,24 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 			converge.ErrEmptyID, converge.ErrDuplicateID, converge.ErrUnknownDependency, converge.ErrCycle,
 			converge.ErrPresentDependsOnAbsent, converge.ErrNoClean, converge.ErrInvalidConfig,
 			converge.ErrTargetNotSettled, converge.ErrTargetNone, converge.ErrTargetRunning,
-			converge.ErrTargetStopped, converge.ErrPlanDecode, converge.ErrPlanInvalid,
-			converge.ErrPlanStatusMismatch, converge.ErrPlanUnknownCommand, converge.ErrPlanTransition,
-			converge.ErrPlanFailed, converge.ErrPlanNotFailed, converge.ErrPlanFinished,
-			converge.ErrStatusInvalid, converge.ErrEdgeDryRun, converge.ErrEdgeNoReport,
+			converge.ErrTargetStopped, converge.ErrStatusInvalid, converge.ErrEdgeDryRun, converge.ErrEdgeNoReport,
 			converge.ErrEdgeBadOutcome, converge.ErrStoreNotFound, converge.ErrStoreStale,
 			converge.ErrClaimHeld, converge.ErrLeaseLost, converge.ErrStoreInvalid, converge.ErrSealed,
-			converge.ErrNotSealed, converge.ErrPlanAborted, converge.ErrUnknownName,
+			converge.ErrNotSealed, converge.ErrUnknownName,
 			&converge.StatusFieldError{Doc: "edge report", Field: "items[0].edge", Value: "x", Err: converge.ErrStatusUnknownValue},
 		},
 		"controller": {
 			controller.ErrRunning, controller.ErrShutdownTimeout, controller.ErrObjectExists,
 			controller.ErrObjectNotFound, controller.ErrTerminal, controller.ErrObjectInvalid,
 			&controller.ObjectError{Kind: "host", Key: "h1", Err: controller.ErrObjectNotFound},
+		},
+		"plan": {
+			plan.ErrDecode, plan.ErrInvalid, plan.ErrStatusMismatch, plan.ErrUnknownCommand,
+			plan.ErrTransition, plan.ErrFailed, plan.ErrNotFailed, plan.ErrFinished, plan.ErrAborted,
+			&plan.FieldError{Field: "spec.id", Reason: "must not be empty", Err: plan.ErrInvalid},
+			&plan.Error{PlanID: "p1", Command: 0, Kind: "update", State: plan.StateFailed, Reason: "disk full"},
+			&plan.CommandError{Command: 0, Kind: "update", State: plan.StateSchedulable, Err: plan.ErrTransition},
+			&plan.DecodeError{Command: 0, Field: "spec.commands[0].update", Err: plan.ErrDecode},
 		},
 		"autopilot":    {autopilot.ErrHostNotFound, autopilot.ErrNoSelector, autopilot.ErrNoDiscover, autopilot.ErrNoSignal},
 		"convergetest": {convergetest.ErrInjected, convergetest.ErrNonConformant, convergetest.ErrStoreNonConformant, convergetest.ErrPartitioned, convergetest.ErrOverlap},
@@ -66,7 +72,7 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 		converge.ErrStatusDuplicateID, converge.ErrStatusNoRevision, converge.ErrStatusInconsistent,
 		boltstore.ErrNotStore, boltstore.ErrFileLocked, boltstore.ErrNewerFormat,
 	}
-	prefixes := []string{"converge: ", "controller: ", "autopilot: ", "boltstore: ", "hostcfg: ", "convergetest: "}
+	prefixes := []string{"converge: ", "plan: ", "controller: ", "autopilot: ", "boltstore: ", "hostcfg: ", "convergetest: "}
 	for pkg, errs := range prefixed {
 		for _, err := range errs {
 			msg := err.Error()

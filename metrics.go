@@ -224,10 +224,10 @@ var (
 	}
 )
 
-// The metrics of plan runners (PlanRunnerConfig.Metrics). The label "kind" is a
-// command's kind and "state" a PlanState or PlanTargetState as stored
+// The metrics of plan runners (plan.RunnerConfig.Metrics). The label "kind" is a
+// command's kind and "state" a plan.State or plan.TargetState as stored
 // ("Completed", "SignalSent"): both come from the handlers' fixed sets.
-// Transitions count what the runner stored (PlanRunner.Run), or what Step
+// Transitions count what the runner stored (plan.Runner.Run), or what Step
 // returned for its caller to store.
 var (
 	// MetricPlanSteps counts steps of the plan machine by result:

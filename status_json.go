@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/convergekit/converge/internal/wire"
 )
 
 // The JSON wire format of the three status documents is described on the
@@ -48,13 +50,13 @@ func (c Desired) MarshalJSON() ([]byte, error) {
 }
 
 type desiredIn struct {
-	Revision wireField[uint64]       `json:"revision"`
-	Items    wireList[desiredItemIn] `json:"items"`
+	Revision wire.Field[uint64]       `json:"revision"`
+	Items    wire.List[desiredItemIn] `json:"items"`
 }
 
 type desiredItemIn struct {
-	ID       wireField[ID]       `json:"id"`
-	Presence wireField[Presence] `json:"presence"`
+	ID       wire.Field[ID]       `json:"id"`
+	Presence wire.Field[Presence] `json:"presence"`
 }
 
 // UnmarshalJSON decodes a desired configuration strictly and validates it;
@@ -112,17 +114,17 @@ func (r EdgeReport) MarshalJSON() ([]byte, error) {
 }
 
 type edgeIn struct {
-	Revision wireField[uint64]    `json:"revision"`
-	Time     wireField[time.Time] `json:"time"`
-	Items    wireList[edgeItemIn] `json:"items"`
+	Revision wire.Field[uint64]    `json:"revision"`
+	Time     wire.Field[time.Time] `json:"time"`
+	Items    wire.List[edgeItemIn] `json:"items"`
 }
 
 type edgeItemIn struct {
-	ID         wireField[ID]        `json:"id"`
-	State      wireField[EdgeState] `json:"state"`
-	WaitingFor wireField[[]ID]      `json:"waitingFor"`
-	Message    wireField[string]    `json:"message"`
-	Time       wireField[time.Time] `json:"time"`
+	ID         wire.Field[ID]        `json:"id"`
+	State      wire.Field[EdgeState] `json:"state"`
+	WaitingFor wire.Field[[]ID]      `json:"waitingFor"`
+	Message    wire.Field[string]    `json:"message"`
+	Time       wire.Field[time.Time] `json:"time"`
 }
 
 // UnmarshalJSON decodes an edge report strictly and validates it; on error e
@@ -265,32 +267,32 @@ func (s StatusReport) MarshalJSON() ([]byte, error) {
 }
 
 type statusIn struct {
-	Revision     wireField[uint64]      `json:"revision"`
-	EdgeRevision wireField[uint64]      `json:"edgeRevision"`
-	Reported     wireField[bool]        `json:"reported"`
-	EdgeTime     wireField[time.Time]   `json:"edgeTime"`
-	Ready        wireField[bool]        `json:"ready"`
-	Items        wireList[statusItemIn] `json:"items"`
-	Dropped      wireList[statusDropIn] `json:"dropped"`
+	Revision     wire.Field[uint64]      `json:"revision"`
+	EdgeRevision wire.Field[uint64]      `json:"edgeRevision"`
+	Reported     wire.Field[bool]        `json:"reported"`
+	EdgeTime     wire.Field[time.Time]   `json:"edgeTime"`
+	Ready        wire.Field[bool]        `json:"ready"`
+	Items        wire.List[statusItemIn] `json:"items"`
+	Dropped      wire.List[statusDropIn] `json:"dropped"`
 }
 
 type statusItemIn struct {
-	ID         wireField[ID]        `json:"id"`
-	Desired    wireField[Presence]  `json:"desired"`
-	Edge       wireField[EdgeState] `json:"edge"`
-	Status     wireField[Status]    `json:"status"`
-	Attention  wireField[Attention] `json:"review"`
-	WaitingFor wireField[[]ID]      `json:"waitingFor"`
-	Message    wireField[string]    `json:"message"`
-	Time       wireField[time.Time] `json:"time"`
+	ID         wire.Field[ID]        `json:"id"`
+	Desired    wire.Field[Presence]  `json:"desired"`
+	Edge       wire.Field[EdgeState] `json:"edge"`
+	Status     wire.Field[Status]    `json:"status"`
+	Attention  wire.Field[Attention] `json:"review"`
+	WaitingFor wire.Field[[]ID]      `json:"waitingFor"`
+	Message    wire.Field[string]    `json:"message"`
+	Time       wire.Field[time.Time] `json:"time"`
 }
 
 type statusDropIn struct {
-	ID        wireField[ID]        `json:"id"`
-	Edge      wireField[EdgeState] `json:"edge"`
-	Attention wireField[Attention] `json:"review"`
-	Message   wireField[string]    `json:"message"`
-	Time      wireField[time.Time] `json:"time"`
+	ID        wire.Field[ID]        `json:"id"`
+	Edge      wire.Field[EdgeState] `json:"edge"`
+	Attention wire.Field[Attention] `json:"review"`
+	Message   wire.Field[string]    `json:"message"`
+	Time      wire.Field[time.Time] `json:"time"`
 }
 
 // UnmarshalJSON decodes a status report strictly, validates it, and checks
@@ -344,28 +346,28 @@ func statusDecode(doc string, b []byte, in any) error {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return &StatusFieldError{Doc: doc, Value: "<nil>", Err: fmt.Errorf("%w: want an object", ErrStatusMalformed)}
 	}
-	we := wireDecode(b, in)
+	we := wire.Decode(b, in)
 	if we == nil {
 		return nil
 	}
 	fail := func(value string, err error) error {
-		return &StatusFieldError{Doc: doc, Field: we.path, Value: value, Err: err}
+		return &StatusFieldError{Doc: doc, Field: we.Path, Value: value, Err: err}
 	}
 	var fe *StatusFieldError
 	var ne *NameError
 	switch {
-	case we.dup:
+	case we.Dup:
 		return fail("", ErrStatusDuplicateField)
-	case we.unknown:
+	case we.Unknown:
 		return fail("", ErrStatusUnknownField)
-	case errors.As(we.err, &fe):
+	case errors.As(we.Err, &fe):
 		return fail(fe.Value, fe.Err)
-	case errors.As(we.err, &ne):
+	case errors.As(we.Err, &ne):
 		return fail(ne.Name, ErrStatusUnknownValue)
-	case errors.Is(we.err, errWireNull):
+	case errors.Is(we.Err, wire.ErrNull):
 		return fail("null", ErrStatusMalformed)
 	}
-	return fail(we.token, fmt.Errorf("%w: %w", ErrStatusMalformed, we.err))
+	return fail(we.Token, fmt.Errorf("%w: %w", ErrStatusMalformed, we.Err))
 }
 
 // req is a required field of a document and whether it was there.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -117,24 +116,9 @@ func TestFirstRepeatedID(t *testing.T) {
 	}
 }
 
-// TestWirePath: a JSON pointer becomes the field path errors name; a
-// token of digits is an index, except a member name at the end.
-func TestWirePath(t *testing.T) {
-	tests := []struct {
-		ptr  jsontext.Pointer
-		name bool
-		want string
-	}{
-		{"", false, ""},
-		{"/revision", false, "revision"},
-		{"/items/3/state", false, "items[3].state"},
-		{"/items/3", false, "items[3]"},
-		{"/items/0/7", true, "items[0].7"},
-		{"/a~1b/0", false, "a/b[0]"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, wirePath(tt.ptr, tt.name), "%s", tt.ptr)
-	}
+// TestStatusUnknownMemberNamedByDigits: an unknown member whose name is
+// all digits is named as a member, not as an index (see wire.Path).
+func TestStatusUnknownMemberNamedByDigits(t *testing.T) {
 	var d Desired
 	err := d.UnmarshalJSON([]byte(`{"revision":1,"items":[],"12":1}`))
 	var fe *StatusFieldError

@@ -12,19 +12,20 @@ import (
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 )
 
 // planCtl runs a Controller of plans on store until stop is called.
 type planCtlRun struct {
 	ctrl  *controller.Controller
-	steps chan converge.PlanStep
+	steps chan plan.Step
 	stop  func()
 }
 
 func planController(t *testing.T, store converge.Store, bus *autopilot.Bus) *planCtlRun {
 	t.Helper()
-	steps := make(chan converge.PlanStep, 100)
-	r := planRunner(t, store, bus, converge.PlanRunnerConfig{OnStep: func(_ string, s converge.PlanStep, _ *converge.PlanStatus) { steps <- s }})
+	steps := make(chan plan.Step, 100)
+	r := planRunner(t, store, bus, plan.RunnerConfig{OnStep: func(_ string, s plan.Step, _ *plan.Status) { steps <- s }})
 	ctrl, err := controller.New(controller.Config{Kind: "plan", Handler: controller.Plans(r), Store: store})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -40,7 +41,7 @@ func planController(t *testing.T, store converge.Store, bus *autopilot.Bus) *pla
 
 // waitDone reads steps until one finishes the plan, then lets the controller
 // store it.
-func (p *planCtlRun) waitDone(t *testing.T) converge.PlanStep {
+func (p *planCtlRun) waitDone(t *testing.T) plan.Step {
 	t.Helper()
 	for s := range p.steps {
 		if s.Done {
@@ -49,10 +50,10 @@ func (p *planCtlRun) waitDone(t *testing.T) converge.PlanStep {
 		}
 	}
 	t.Fatal("steps closed")
-	return converge.PlanStep{}
+	return plan.Step{}
 }
 
-func planAdd(t *testing.T, ctrl *controller.Controller, doc *converge.PlanDocument) {
+func planAdd(t *testing.T, ctrl *controller.Controller, doc *plan.Document) {
 	t.Helper()
 	state, data, err := controller.PlanObject(doc)
 	require.NoError(t, err)
@@ -70,15 +71,15 @@ func TestPlanControllerAutopilot(t *testing.T) {
 		defer p.stop()
 		planAdd(t, p.ctrl, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
 		last := p.waitDone(t)
-		assert.Equal(t, converge.PlanCompleted, last.To)
+		assert.Equal(t, plan.StateCompleted, last.To)
 
 		obj, ok := p.ctrl.Get("id123")
 		require.True(t, ok)
 		assert.Equal(t, controller.State("Completed"), obj.State)
 		doc, err := autopilot.Decode(obj.Data)
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, doc.Status.State)
-		assert.Equal(t, []converge.PlanState{converge.PlanCompleted, converge.PlanCompleted}, planCmdStates(doc.Status))
+		assert.Equal(t, plan.StateCompleted, doc.Status.State)
+		assert.Equal(t, []plan.State{plan.StateCompleted, plan.StateCompleted}, planCmdStates(doc.Status))
 		assert.Equal(t, map[string]int{"worker0 id123/0/0": 1, "controller0 id123/1/0": 1, "worker0 id123/1/0": 1}, planDeliveries(bus))
 
 		hist, err := p.ctrl.History(context.Background(), "id123")
@@ -97,24 +98,24 @@ func TestPlanControllerAutopilot(t *testing.T) {
 func TestPlanControllerRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := converge.NewMemStore()
-		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.PlanTargetFailed, "checksum mismatch"
+				return plan.TargetFailed, "checksum mismatch"
 			}
-			return converge.PlanTargetCompleted, ""
+			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
 		p := planController(t, store, bus)
 		defer p.stop()
 		planAdd(t, p.ctrl, planOf(planCmd("update", planGroup("workers", 2, "w0", "w1"))))
 		last := p.waitDone(t)
-		assert.Equal(t, converge.PlanFailed, last.To)
+		assert.Equal(t, plan.StateFailed, last.To)
 		obj, _ := p.ctrl.Get("p1")
 		assert.Equal(t, controller.State("Failed"), obj.State)
 		assert.Equal(t, `command 0 (update): node "w1" failed: checksum mismatch`, obj.Reason)
 
 		require.NoError(t, p.ctrl.Request(context.Background(), "p1", controller.IntentRetry))
 		last = p.waitDone(t)
-		assert.Equal(t, converge.PlanCompleted, last.To)
+		assert.Equal(t, plan.StateCompleted, last.To)
 		assert.Equal(t, map[string]int{"w0 p1/0/0": 1, "w1 p1/0/0": 1, "w1 p1/0/1": 1}, planDeliveries(bus))
 		hist, err := p.ctrl.History(context.Background(), "p1")
 		require.NoError(t, err)
@@ -167,9 +168,9 @@ func TestPlanObjectData(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, doc, back)
 
-	_, _, err = controller.PlanObject(&converge.PlanDocument{})
-	require.ErrorIs(t, err, converge.ErrPlanInvalid)
-	doc.Status.Commands = append(doc.Status.Commands, converge.CommandStatus{ID: 2, Kind: "extra"})
+	_, _, err = controller.PlanObject(&plan.Document{})
+	require.ErrorIs(t, err, plan.ErrInvalid)
+	doc.Status.Commands = append(doc.Status.Commands, plan.CommandStatus{ID: 2, Kind: "extra"})
 	_, _, err = controller.PlanObject(doc)
-	require.ErrorIs(t, err, converge.ErrPlanStatusMismatch)
+	require.ErrorIs(t, err, plan.ErrStatusMismatch)
 }

@@ -10,24 +10,24 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/plan"
 )
 
 // Decode decodes a plan document from YAML or JSON and validates its spec.
 // Timestamps are read in UTC. Decoding is strict: unknown fields (outside
 // metadata), repeated keys, values of the wrong type and data after the
-// document are errors. Errors are a *converge.PlanDecodeError naming the
-// command index and the field (it matches converge.ErrPlanDecode; a
+// document are errors. Errors are a *plan.DecodeError naming the
+// command index and the field (it matches plan.ErrDecode; a
 // repeated key is named by its path in YAML as in JSON), or a
-// *converge.PlanFieldError for a plan that decodes but cannot run: one
-// that converge.Plan.Validate rejects (a command without targets, an empty
+// *plan.FieldError for a plan that decodes but cannot run: one
+// that plan.Plan.Validate rejects (a command without targets, an empty
 // static node list, ...), or a k0s command with a version or platforms
 // CommandHandler.ValidateCommand rejects.
 //
 // A JSON object is read as it is; anything else is YAML, which
 // sigs.k8s.io/yaml converts to JSON (refusing repeated keys); the JSON is
-// then read by the strict decoder of converge.PlanDocument.
-func Decode(data []byte) (*converge.PlanDocument, error) {
+// then read by the strict decoder of plan.Document.
+func Decode(data []byte) (*plan.Document, error) {
 	j := data
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 		var err error
@@ -35,7 +35,7 @@ func Decode(data []byte) (*converge.PlanDocument, error) {
 			return nil, yamlError(data, err)
 		}
 	}
-	var doc converge.PlanDocument
+	var doc plan.Document
 	if err := doc.UnmarshalJSON(j); err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func Decode(data []byte) (*converge.PlanDocument, error) {
 	return &doc, nil
 }
 
-// yamlError is the *converge.PlanDecodeError for a YAML document the
+// yamlError is the *plan.DecodeError for a YAML document the
 // strict YAML reader refused with err: a repeated key named by its path,
 // or err itself.
 func yamlError(data []byte, err error) error {
@@ -56,10 +56,10 @@ func yamlError(data []byte, err error) error {
 			if m := commandIndex.FindStringSubmatch(path); m != nil {
 				cmd, _ = strconv.Atoi(m[1])
 			}
-			return &converge.PlanDecodeError{Command: cmd, Field: path, Err: fmt.Errorf("duplicate key %q", key)}
+			return &plan.DecodeError{Command: cmd, Field: path, Err: fmt.Errorf("duplicate key %q", key)}
 		}
 	}
-	return &converge.PlanDecodeError{Command: -1, Err: err}
+	return &plan.DecodeError{Command: -1, Err: err}
 }
 
 // commandIndex matches the command index at the start of a path.
@@ -98,7 +98,7 @@ func yamlRepeat(v any, path string) (string, string, bool) {
 
 // validateDocument makes the checks of Decode on a decoded document: the
 // spec's, then the k0s commands'.
-func validateDocument(doc *converge.PlanDocument) error {
+func validateDocument(doc *plan.Document) error {
 	if err := doc.Spec.Validate(); err != nil {
 		return err
 	}
@@ -111,6 +111,6 @@ func validateDocument(doc *converge.PlanDocument) error {
 }
 
 // Encode writes doc as a YAML document in the shape Decode reads.
-func Encode(doc *converge.PlanDocument) ([]byte, error) {
+func Encode(doc *plan.Document) ([]byte, error) {
 	return yaml.Marshal(doc)
 }

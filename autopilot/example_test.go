@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // Decode refuses a plan that could not do anything useful, naming the
@@ -21,14 +21,14 @@ spec:
       targets:
         workers: {discovery: {static: {nodes: [worker0]}}}
 `))
-	var fe *converge.PlanFieldError
+	var fe *plan.FieldError
 	if errors.As(err, &fe) {
 		fmt.Println(fe.Field)
 	}
 	fmt.Println(err)
 	// Output:
 	// spec.commands[0].k0supdate.version
-	// converge: plan spec.commands[0].k0supdate.version: "latest" is not a k0s version of Kubernetes (as v1.30.4+k0s.0)
+	// plan: spec.commands[0].k0supdate.version: "latest" is not a k0s version of Kubernetes (as v1.30.4+k0s.0)
 }
 
 // ExampleBus_Send shows a node that acts once on a signal sent twice, as a

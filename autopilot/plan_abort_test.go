@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planHistoryHas reports whether hist has an entry from>to whose reason
@@ -38,12 +39,12 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 			hosts = append(hosts, planWrk(w))
 		}
 		bus := planAutoBus(time.Minute, nil, hosts...)
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 2, ws...)), planCmd("update", planGroup("workers", 1, "w0"))))
 		ctx := context.Background()
 
 		start := time.Now()
-		var st *converge.PlanStatus
+		var st *plan.Status
 		var err error
 		done := make(chan struct{})
 		go func() {
@@ -55,25 +56,25 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 		require.NoError(t, r.Abort(ctx, "p1", reason))
 		<-done
 
-		var pe *converge.PlanError
+		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		require.ErrorIs(t, err, converge.ErrPlanFailed)
-		assert.Equal(t, converge.PlanAborted, pe.State)
+		require.ErrorIs(t, err, plan.ErrFailed)
+		assert.Equal(t, plan.StateAborted, pe.State)
 		assert.Equal(t, 0, pe.Command)
 		assert.Equal(t, reason, pe.Reason)
 		assert.GreaterOrEqual(t, time.Since(start), time.Minute, "the signalled workers finished first")
-		assert.Equal(t, converge.PlanAborted, st.State)
+		assert.Equal(t, plan.StateAborted, st.State)
 		assert.Equal(t, reason, st.Abort)
-		assert.Equal(t, converge.PlanAborted, st.Commands[0].State)
+		assert.Equal(t, plan.StateAborted, st.Commands[0].State)
 		assert.Equal(t, reason, st.Commands[0].Reason)
-		assert.Equal(t, converge.PlanSchedulableWait, st.Commands[1].State, "the next command never started")
+		assert.Equal(t, plan.StateSchedulableWait, st.Commands[1].State, "the next command never started")
 		for _, w := range ws {
 			tg := st.Commands[0].Target("workers", w)
 			if w == "w0" || w == "w1" {
-				assert.Equal(t, converge.PlanTargetCompleted, tg.State, w)
+				assert.Equal(t, plan.TargetCompleted, tg.State, w)
 				continue
 			}
-			assert.Equal(t, converge.PlanTargetAborted, tg.State, w)
+			assert.Equal(t, plan.TargetAborted, tg.State, w)
 			assert.Equal(t, reason, tg.Reason, w)
 		}
 		assert.Len(t, bus.Sent(), 2, "nothing was signalled after the abort")
@@ -81,7 +82,7 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, planHistoryHas(hist, "SchedulableWait", "SchedulableWait", "abort requested: "+reason), "%+v", hist)
 		assert.True(t, planHistoryHas(hist, "SchedulableWait", "Aborted", "plan"), "%+v", hist)
-		require.ErrorIs(t, r.Abort(ctx, "p1", "again"), converge.ErrPlanFinished)
+		require.ErrorIs(t, r.Abort(ctx, "p1", "again"), plan.ErrFinished)
 
 		require.NoError(t, r.Retry(ctx, "p1"))
 		hist, err = r.History(ctx, "p1")
@@ -91,11 +92,11 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 		}
 		st, err = r.Run(ctx, "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Empty(t, st.Abort)
 		assert.Equal(t, map[string]int{"w0 p1/0/0": 1, "w1 p1/0/0": 1, "w2 p1/0/1": 1, "w3 p1/0/1": 1, "w4 p1/0/1": 1, "w0 p1/1/0": 1},
 			planDeliveries(bus), "the retry signals only the aborted workers, then the next command")
-		require.ErrorIs(t, r.Abort(ctx, "p1", "late"), converge.ErrPlanFinished)
+		require.ErrorIs(t, r.Abort(ctx, "p1", "late"), plan.ErrFinished)
 	})
 }
 
@@ -104,32 +105,32 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 func TestPlanRunnerAbortBeforeStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
 		ctx := context.Background()
 		require.NoError(t, r.Abort(ctx, "p1", ""))
 		err := r.Abort(ctx, "p1", "second")
-		require.ErrorIs(t, err, converge.ErrPlanAborted, "an abort under way keeps its reason")
-		assert.NotErrorIs(t, err, converge.ErrPlanFinished, "the plan has not ended yet")
+		require.ErrorIs(t, err, plan.ErrAborted, "an abort under way keeps its reason")
+		assert.NotErrorIs(t, err, plan.ErrFinished, "the plan has not ended yet")
 		assert.Contains(t, err.Error(), `"aborted"`, "the first reason")
 		st, err := r.Run(ctx, "p1")
-		var pe *converge.PlanError
+		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, converge.PlanAborted, pe.State)
+		assert.Equal(t, plan.StateAborted, pe.State)
 		assert.Equal(t, "aborted", pe.Reason)
 		err = r.Abort(ctx, "p1", "third")
-		require.ErrorIs(t, err, converge.ErrPlanAborted, "an aborted plan")
-		require.ErrorIs(t, err, converge.ErrPlanFinished)
-		assert.Equal(t, converge.PlanAborted, st.Commands[0].State)
+		require.ErrorIs(t, err, plan.ErrAborted, "an aborted plan")
+		require.ErrorIs(t, err, plan.ErrFinished)
+		assert.Equal(t, plan.StateAborted, st.Commands[0].State)
 		assert.Empty(t, bus.Sent())
 
 		require.NoError(t, r.Retry(ctx, "p1"))
 		doc, _, err := r.Get(ctx, "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanNewPlan, doc.Status.State, "the command never started: discovery runs again")
+		assert.Equal(t, plan.StateNewPlan, doc.Status.State, "the command never started: discovery runs again")
 		st, err = r.Run(ctx, "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Len(t, bus.Sent(), 1)
 	})
 }
@@ -139,16 +140,16 @@ func TestPlanRunnerAbortBeforeStart(t *testing.T) {
 // the abort and finishes the plan.
 func TestPlanRunnerAbortFailureWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := planAutoBus(time.Minute, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+		bus := planAutoBus(time.Minute, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w0" && s.Attempt == 0 {
-				return converge.PlanTargetFailed, "disk full"
+				return plan.TargetFailed, "disk full"
 			}
-			return converge.PlanTargetCompleted, ""
+			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "w0", "w1"))))
 		ctx := context.Background()
-		var st *converge.PlanStatus
+		var st *plan.Status
 		var err error
 		done := make(chan struct{})
 		go func() {
@@ -158,17 +159,17 @@ func TestPlanRunnerAbortFailureWins(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, r.Abort(ctx, "p1", "stop"))
 		<-done
-		var pe *converge.PlanError
+		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, converge.PlanFailed, pe.State)
+		assert.Equal(t, plan.StateFailed, pe.State)
 		assert.Equal(t, "stop", st.Abort, "the abort is still asked")
-		assert.Equal(t, converge.PlanTargetFailed, st.Commands[0].Target("workers", "w0").State)
-		assert.Equal(t, converge.PlanTargetPending, st.Commands[0].Target("workers", "w1").State, "w1 was never signalled")
+		assert.Equal(t, plan.TargetFailed, st.Commands[0].Target("workers", "w0").State)
+		assert.Equal(t, plan.TargetPending, st.Commands[0].Target("workers", "w1").State, "w1 was never signalled")
 
 		require.NoError(t, r.Retry(ctx, "p1"))
 		st, err = r.Run(ctx, "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Equal(t, map[string]int{"w0 p1/0/0": 1, "w0 p1/0/1": 1, "w1 p1/0/0": 1}, planDeliveries(bus))
 	})
 }

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planBig returns a plan of one command over 3 controllers (one at a time)
 // and n workers (limit at a time).
-func planBig(n, limit int) *converge.PlanDocument {
+func planBig(n, limit int) *plan.Document {
 	workers := make([]string, n)
 	for i := range workers {
 		workers[i] = fmt.Sprintf("w%04d", i)
@@ -29,8 +29,8 @@ func BenchmarkPlanRollout(b *testing.B) {
 	}
 	for b.Loop() {
 		bus := autopilot.NewBus(nodes...)
-		bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
-		r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}}})
+		bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, plan.TargetCompleted, "") }
+		r, err := plan.NewRunner(nil, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func BenchmarkPlanRollout(b *testing.B) {
 				break
 			}
 		}
-		if doc.Status.State != converge.PlanCompleted {
+		if doc.Status.State != plan.StateCompleted {
 			b.Fatal(doc.Status.State)
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // monoClock is a manual monotonic clock.
@@ -30,26 +30,26 @@ func (c *planClock) Step(d time.Duration) { c.t = c.t.Add(d) }
 func TestPlanTimeoutsIgnoreWallClockSteps(t *testing.T) {
 	tests := []struct {
 		name    string
-		cmd     func(*converge.Command)
+		cmd     func(*plan.Command)
 		timeout time.Duration
 		reason  string
 	}{
-		{name: "target", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute }, timeout: 5 * time.Minute,
+		{name: "target", cmd: func(c *plan.Command) { c.TargetTimeout = 5 * time.Minute }, timeout: 5 * time.Minute,
 			reason: `node "worker0" did not complete within 5m0s`},
-		{name: "command", cmd: func(c *converge.Command) { c.Timeout = 10 * time.Minute }, timeout: 10 * time.Minute,
+		{name: "command", cmd: func(c *plan.Command) { c.Timeout = 10 * time.Minute }, timeout: 10 * time.Minute,
 			reason: "command did not complete within 10m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			wall, mono := newPlanClock(), newMonoClock()
 			bus := autopilot.NewBus(planNodes()...)
-			r := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: wall.Now, Monotonic: mono.Elapsed})
+			r := planRunner(t, nil, bus, plan.RunnerConfig{Now: wall.Now, Monotonic: mono.Elapsed})
 			cmd := planCmd("update", planGroup("workers", 1, "worker0"))
 			tc.cmd(&cmd)
 			doc := planOf(cmd)
 			planSettle(t, r, doc)
 			tg := planTarget(t, doc, 0, "workers", "worker0")
-			require.Equal(t, converge.PlanTargetSent, tg.State)
+			require.Equal(t, plan.TargetSent, tg.State)
 			assert.Equal(t, wall.Now(), tg.LastUpdatedTimestamp, "stamped with the wall clock")
 			assert.Equal(t, wall.Now(), doc.Status.Commands[0].Started)
 
@@ -62,15 +62,15 @@ func TestPlanTimeoutsIgnoreWallClockSteps(t *testing.T) {
 				wall.Step(s.wall)
 				mono.Advance(s.mono)
 				planSettle(t, r, doc)
-				require.Equal(t, converge.PlanSchedulableWait, doc.Status.State, "fired early after a wall step of %s", s.wall)
-				require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
+				require.Equal(t, plan.StateSchedulableWait, doc.Status.State, "fired early after a wall step of %s", s.wall)
+				require.Equal(t, plan.TargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 			}
 			mono.Advance(time.Nanosecond)
 			planSettle(t, r, doc)
-			assert.Equal(t, converge.PlanTimedOut, doc.Status.State)
+			assert.Equal(t, plan.StateTimedOut, doc.Status.State)
 			assert.Equal(t, tc.reason, doc.Status.Commands[0].Reason)
 			tg = planTarget(t, doc, 0, "workers", "worker0")
-			assert.Equal(t, converge.PlanTargetTimedOut, tg.State)
+			assert.Equal(t, plan.TargetTimedOut, tg.State)
 			assert.Equal(t, wall.Now(), tg.LastUpdatedTimestamp)
 		})
 	}
@@ -83,22 +83,22 @@ func TestPlanTimeoutsIgnoreWallClockSteps(t *testing.T) {
 func TestPlanTimeoutsIgnoreReplicaSkew(t *testing.T) {
 	wallA, monoA := newPlanClock(), newMonoClock()
 	bus := autopilot.NewBus(planNodes()...)
-	a := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: wallA.Now, Monotonic: monoA.Elapsed})
+	a := planRunner(t, nil, bus, plan.RunnerConfig{Now: wallA.Now, Monotonic: monoA.Elapsed})
 	cmd := planCmd("update", planGroup("workers", 1, "worker0"))
 	cmd.TargetTimeout = 5 * time.Minute
 	doc := planOf(cmd)
 	planSettle(t, a, doc)
-	require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
+	require.Equal(t, plan.TargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 
 	wallB, monoB := newPlanClock(), &monoClock{}
 	wallB.Step(24 * time.Hour)
-	b := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: wallB.Now, Monotonic: monoB.Elapsed})
+	b := planRunner(t, nil, bus, plan.RunnerConfig{Now: wallB.Now, Monotonic: monoB.Elapsed})
 	planSettle(t, b, doc)
-	require.Equal(t, converge.PlanSchedulableWait, doc.Status.State, "fired on the replica's skew")
+	require.Equal(t, plan.StateSchedulableWait, doc.Status.State, "fired on the replica's skew")
 	monoB.Advance(5*time.Minute - time.Nanosecond)
 	planSettle(t, b, doc)
-	require.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
+	require.Equal(t, plan.StateSchedulableWait, doc.Status.State)
 	monoB.Advance(time.Nanosecond)
 	planSettle(t, b, doc)
-	assert.Equal(t, converge.PlanTimedOut, doc.Status.State)
+	assert.Equal(t, plan.StateTimedOut, doc.Status.State)
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planStripComments drops the comment lines of a YAML file.
@@ -66,7 +66,7 @@ func TestPlanCodecK0sShape(t *testing.T) {
 	doc := planDoc(t, "testdata/plan/k0s-shape.yaml")
 	assert.Equal(t, "autopilot.k0sproject.io/v1beta2", doc.APIVersion)
 	assert.Equal(t, "Plan", doc.Kind)
-	assert.Equal(t, &converge.PlanMetadata{Name: "autopilot", Annotations: map[string]string{"note": "example"}}, doc.Metadata)
+	assert.Equal(t, &plan.Metadata{Name: "autopilot", Annotations: map[string]string{"note": "example"}}, doc.Metadata)
 	assert.Equal(t, "id123", doc.Spec.ID)
 	assert.Equal(t, "now", doc.Spec.Timestamp)
 	require.Len(t, doc.Spec.Commands, 2)
@@ -74,26 +74,26 @@ func TestPlanCodecK0sShape(t *testing.T) {
 	air := doc.Spec.Commands[0]
 	assert.Equal(t, "airgapupdate", air.Kind)
 	assert.True(t, air.InlineTargets)
-	assert.Equal(t, []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: []string{"worker0"}}}}, air.Targets)
+	assert.Equal(t, []plan.CommandTargets{{Group: "workers", Discovery: plan.CommandDiscovery{Static: []string{"worker0"}}}}, air.Targets)
 	assert.JSONEq(t, `"v1.30.4+k0s.0"`, string(air.Spec["version"]))
 	assert.JSONEq(t, `{"linux-amd64":{"url":"https://example.invalid/bundle-amd64"}}`, string(air.Spec["platforms"]))
 
 	k0s := doc.Spec.Commands[1]
 	assert.Equal(t, "k0supdate", k0s.Kind)
 	assert.False(t, k0s.InlineTargets)
-	assert.Equal(t, []converge.CommandTargets{
-		{Group: "controllers", Discovery: converge.CommandDiscovery{Static: []string{"controller0"}}},
-		{Group: "workers", Concurrent: 2, Discovery: converge.CommandDiscovery{Static: []string{"worker0"}}},
+	assert.Equal(t, []plan.CommandTargets{
+		{Group: "controllers", Discovery: plan.CommandDiscovery{Static: []string{"controller0"}}},
+		{Group: "workers", Concurrent: 2, Discovery: plan.CommandDiscovery{Static: []string{"worker0"}}},
 	}, k0s.Targets)
 
 	st := doc.Status
 	require.NotNil(t, st)
-	assert.Equal(t, converge.PlanSchedulableWait, st.State)
+	assert.Equal(t, plan.StateSchedulableWait, st.State)
 	require.Len(t, st.Commands, 2)
 	at := time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC)
-	assert.Equal(t, converge.CommandStatus{ID: 0, Kind: "airgapupdate", State: converge.PlanSchedulableWait,
-		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.PlanTargetSent, LastUpdatedTimestamp: at}}}}, st.Commands[0])
-	assert.Equal(t, converge.PlanTargetPending, st.Commands[1].Target("controllers", "controller0").State)
+	assert.Equal(t, plan.CommandStatus{ID: 0, Kind: "airgapupdate", State: plan.StateSchedulableWait,
+		Targets: map[string][]plan.TargetStatus{"workers": {{Name: "worker0", State: plan.TargetSent, LastUpdatedTimestamp: at}}}}, st.Commands[0])
+	assert.Equal(t, plan.TargetPending, st.Commands[1].Target("controllers", "controller0").State)
 	assert.Nil(t, st.Commands[1].Target("controllers", "worker0"))
 }
 
@@ -133,14 +133,14 @@ status:
 	assert.Equal(t, 90*time.Second, cmd.TargetTimeout)
 	require.Len(t, cmd.Targets, 2)
 	assert.Equal(t, "workers", cmd.Targets[0].Group, "order -1 runs first")
-	assert.Equal(t, &converge.CommandSelector{Labels: "role=edge", Fields: "spec.unschedulable=false"}, cmd.Targets[0].Discovery.Selector)
+	assert.Equal(t, &plan.CommandSelector{Labels: "role=edge", Fields: "spec.unschedulable=false"}, cmd.Targets[0].Discovery.Selector)
 	assert.Equal(t, "controllers", cmd.Targets[1].Group)
 	cs := doc.Status.Commands[0]
 	assert.Equal(t, "boom", doc.Status.Reason)
 	assert.Equal(t, "boom", cs.Reason)
 	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), cs.Started)
 	tg := cs.Target("controllers", "c0")
-	assert.Equal(t, converge.PlanTargetStatus{Name: "c0", State: converge.PlanTargetFailed, Reason: "disk full", Attempt: 2,
+	assert.Equal(t, plan.TargetStatus{Name: "c0", State: plan.TargetFailed, Reason: "disk full", Attempt: 2,
 		LastUpdatedTimestamp: time.Date(2026, 1, 2, 1, 4, 6, 0, time.UTC)}, *tg, "read in UTC")
 	assert.True(t, tg.LastUpdatedTimestamp.Equal(time.Date(2026, 1, 2, 1, 4, 6, 0, time.UTC)))
 
@@ -162,45 +162,45 @@ func TestPlanDecodeErrors(t *testing.T) {
 		command int
 		field   string
 	}{
-		{name: "not YAML", in: "spec: [", is: converge.ErrPlanDecode, command: -1},
-		{name: "not an object", in: "42", is: converge.ErrPlanDecode, command: -1},
-		{name: "unknown top-level field", in: "spek: {}", is: converge.ErrPlanDecode, command: -1, field: "spek"},
-		{name: "id of the wrong type", in: "spec: {id: [1]}", is: converge.ErrPlanDecode, command: -1, field: "spec.id"},
-		{name: "no id", in: "spec: {commands: [{update: {}}]}", is: converge.ErrPlanInvalid, command: -1, field: "spec.id"},
-		{name: "no commands", in: "spec: {id: p}", is: converge.ErrPlanInvalid, command: -1, field: "spec.commands"},
-		{name: "two kinds in one command", in: head + "  - {a: {}, b: {}}\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1]"},
-		{name: "command body not an object", in: head + "  - update: 3\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].update"},
+		{name: "not YAML", in: "spec: [", is: plan.ErrDecode, command: -1},
+		{name: "not an object", in: "42", is: plan.ErrDecode, command: -1},
+		{name: "unknown top-level field", in: "spek: {}", is: plan.ErrDecode, command: -1, field: "spek"},
+		{name: "id of the wrong type", in: "spec: {id: [1]}", is: plan.ErrDecode, command: -1, field: "spec.id"},
+		{name: "no id", in: "spec: {commands: [{update: {}}]}", is: plan.ErrInvalid, command: -1, field: "spec.id"},
+		{name: "no commands", in: "spec: {id: p}", is: plan.ErrInvalid, command: -1, field: "spec.commands"},
+		{name: "two kinds in one command", in: head + "  - {a: {}, b: {}}\n", is: plan.ErrDecode, command: 1, field: "spec.commands[1]"},
+		{name: "command body not an object", in: head + "  - update: 3\n", is: plan.ErrDecode, command: 1, field: "spec.commands[1].update"},
 		{name: "concurrency of the wrong type", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [w0]}}, limits: {concurrent: two}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.concurrent"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.concurrent"},
 		{name: "negative concurrency", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [w0]}}, limits: {concurrent: -1}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.concurrent"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.concurrent"},
 		{name: "unknown limit", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [w0]}}, limits: {parallel: 2}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.parallel"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.limits.parallel"},
 		{name: "no discovery", in: head + "  - k0supdate: {targets: {workers: {limits: {concurrent: 2}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
 		{name: "static and selector", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [a]}, selector: {labels: x}}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
 		{name: "empty discovery function", in: head + "  - k0supdate: {targets: {workers: {discovery: {function: ''}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery.function"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery.function"},
 		{name: "function and static", in: head + "  - k0supdate: {targets: {workers: {discovery: {function: f, static: {nodes: [a]}}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery"},
 		{name: "empty node name", in: head + "  - k0supdate: {targets: {workers: {discovery: {static: {nodes: [a, '']}}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery.static.nodes[1]"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].k0supdate.targets.workers.discovery.static.nodes[1]"},
 		{name: "inline group of the wrong type", in: head + "  - airgapupdate: {workers: [w0]}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].airgapupdate.workers"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].airgapupdate.workers"},
 		{name: "inline and nested groups", in: head + "  - airgapupdate: {workers: {discovery: {static: {nodes: [a]}}}, targets: {controllers: {discovery: {static: {nodes: [b]}}}}}\n",
-			is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].airgapupdate.workers"},
-		{name: "bad timeout", in: head + "  - update: {timeout: soon}\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].update.timeout"},
-		{name: "negative target timeout", in: head + "  - update: {targetTimeout: -1s}\n", is: converge.ErrPlanDecode, command: 1, field: "spec.commands[1].update.targetTimeout"},
-		{name: "status command of the wrong type", in: head + "status: {commands: [3]}\n", is: converge.ErrPlanDecode, command: 0, field: "status.commands[0]"},
-		{name: "status with two kinds", in: head + "status: {commands: [{id: 0, a: {}, b: {}}]}\n", is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].b"},
+			is: plan.ErrDecode, command: 1, field: "spec.commands[1].airgapupdate.workers"},
+		{name: "bad timeout", in: head + "  - update: {timeout: soon}\n", is: plan.ErrDecode, command: 1, field: "spec.commands[1].update.timeout"},
+		{name: "negative target timeout", in: head + "  - update: {targetTimeout: -1s}\n", is: plan.ErrDecode, command: 1, field: "spec.commands[1].update.targetTimeout"},
+		{name: "status command of the wrong type", in: head + "status: {commands: [3]}\n", is: plan.ErrDecode, command: 0, field: "status.commands[0]"},
+		{name: "status with two kinds", in: head + "status: {commands: [{id: 0, a: {}, b: {}}]}\n", is: plan.ErrDecode, command: 0, field: "status.commands[0].b"},
 		{name: "status target without name", in: head + "status: {commands: [{id: 0, update: {workers: [{state: SignalSent}]}}]}\n",
-			is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].update.workers[0].name"},
+			is: plan.ErrDecode, command: 0, field: "status.commands[0].update.workers[0].name"},
 		{name: "status bad timestamp", in: head + "status: {commands: [{id: 0, update: {workers: [{name: w0, lastUpdatedTimestamp: yesterday}]}}]}\n",
-			is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].update.workers[0].lastUpdatedTimestamp"},
+			is: plan.ErrDecode, command: 0, field: "status.commands[0].update.workers[0].lastUpdatedTimestamp"},
 		{name: "status unknown target field", in: head + "status: {commands: [{id: 0, update: {workers: [{name: w0, colour: red}]}}]}\n",
-			is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].update.workers[0].colour"},
-		{name: "status id of the wrong type", in: head + "status: {commands: [{id: zero}]}\n", is: converge.ErrPlanDecode, command: 0, field: "status.commands[0].id"},
+			is: plan.ErrDecode, command: 0, field: "status.commands[0].update.workers[0].colour"},
+		{name: "status id of the wrong type", in: head + "status: {commands: [{id: zero}]}\n", is: plan.ErrDecode, command: 0, field: "status.commands[0].id"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,8 +208,8 @@ func TestPlanDecodeErrors(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, doc)
 			require.ErrorIs(t, err, tc.is)
-			var de *converge.PlanDecodeError
-			var se *converge.PlanFieldError
+			var de *plan.DecodeError
+			var se *plan.FieldError
 			switch {
 			case errors.As(err, &de):
 				assert.Equal(t, tc.command, de.Command, "command of %v", err)
@@ -232,31 +232,31 @@ func TestPlanValidate(t *testing.T) {
 	fn := func(context.Context) ([]string, error) { return nil, nil }
 	tests := []struct {
 		name  string
-		cmd   converge.Command
+		cmd   plan.Command
 		field string
 	}{
-		{name: "empty kind", cmd: converge.Command{}, field: "spec.commands[1]"},
-		{name: "negative timeout", cmd: converge.Command{Kind: "u", Timeout: -1}, field: "spec.commands[1].u.timeout"},
-		{name: "negative target timeout", cmd: converge.Command{Kind: "u", TargetTimeout: -1}, field: "spec.commands[1].u.targetTimeout"},
-		{name: "reserved spec key", cmd: converge.Command{Kind: "u", Spec: map[string]json.RawMessage{"targets": []byte("{}")}}, field: "spec.commands[1].u.targets"},
-		{name: "group without name", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "spec.commands[1].u.targets"},
-		{name: "group twice", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "a"), planGroup("w", 1, "b")}}, field: "spec.commands[1].u.targets.w"},
-		{name: "two discoveries", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Discovery: converge.CommandDiscovery{Static: []string{"a"}, Func: fn}}}}, field: "spec.commands[1].u.targets.w.discovery"},
-		{name: "negative concurrency", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Concurrent: -2, Discovery: converge.CommandDiscovery{Func: fn}}}}, field: "spec.commands[1].u.targets.w.limits.concurrent"},
-		{name: "inline group of another name", cmd: converge.Command{Kind: "u", InlineTargets: true, Targets: []converge.CommandTargets{planGroup("edge", 1, "a")}}, field: "spec.commands[1].u.edge"},
-		{name: "empty node", cmd: converge.Command{Kind: "u", Targets: []converge.CommandTargets{planGroup("w", 1, "")}}, field: "spec.commands[1].u.targets.w.discovery.static.nodes"},
+		{name: "empty kind", cmd: plan.Command{}, field: "spec.commands[1]"},
+		{name: "negative timeout", cmd: plan.Command{Kind: "u", Timeout: -1}, field: "spec.commands[1].u.timeout"},
+		{name: "negative target timeout", cmd: plan.Command{Kind: "u", TargetTimeout: -1}, field: "spec.commands[1].u.targetTimeout"},
+		{name: "reserved spec key", cmd: plan.Command{Kind: "u", Spec: map[string]json.RawMessage{"targets": []byte("{}")}}, field: "spec.commands[1].u.targets"},
+		{name: "group without name", cmd: plan.Command{Kind: "u", Targets: []plan.CommandTargets{{Discovery: plan.CommandDiscovery{Func: fn}}}}, field: "spec.commands[1].u.targets"},
+		{name: "group twice", cmd: plan.Command{Kind: "u", Targets: []plan.CommandTargets{planGroup("w", 1, "a"), planGroup("w", 1, "b")}}, field: "spec.commands[1].u.targets.w"},
+		{name: "two discoveries", cmd: plan.Command{Kind: "u", Targets: []plan.CommandTargets{{Group: "w", Discovery: plan.CommandDiscovery{Static: []string{"a"}, Func: fn}}}}, field: "spec.commands[1].u.targets.w.discovery"},
+		{name: "negative concurrency", cmd: plan.Command{Kind: "u", Targets: []plan.CommandTargets{{Group: "w", Concurrent: -2, Discovery: plan.CommandDiscovery{Func: fn}}}}, field: "spec.commands[1].u.targets.w.limits.concurrent"},
+		{name: "inline group of another name", cmd: plan.Command{Kind: "u", InlineTargets: true, Targets: []plan.CommandTargets{planGroup("edge", 1, "a")}}, field: "spec.commands[1].u.edge"},
+		{name: "empty node", cmd: plan.Command{Kind: "u", Targets: []plan.CommandTargets{planGroup("w", 1, "")}}, field: "spec.commands[1].u.targets.w.discovery.static.nodes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := converge.Plan{ID: "p", Commands: []converge.Command{planCmd("ok", planGroup("w", 1, "a")), tc.cmd}}.Validate()
-			var se *converge.PlanFieldError
+			err := plan.Plan{ID: "p", Commands: []plan.Command{planCmd("ok", planGroup("w", 1, "a")), tc.cmd}}.Validate()
+			var se *plan.FieldError
 			require.ErrorAs(t, err, &se)
-			require.ErrorIs(t, err, converge.ErrPlanInvalid)
+			require.ErrorIs(t, err, plan.ErrInvalid)
 			assert.Equal(t, 1, se.Command)
 			assert.Equal(t, tc.field, se.Field)
 		})
 	}
-	ok := converge.Plan{ID: "p", Commands: []converge.Command{{Kind: "u", Targets: []converge.CommandTargets{{Group: "w", Discovery: converge.CommandDiscovery{Func: fn}}}}}}
+	ok := plan.Plan{ID: "p", Commands: []plan.Command{{Kind: "u", Targets: []plan.CommandTargets{{Group: "w", Discovery: plan.CommandDiscovery{Func: fn}}}}}}
 	require.NoError(t, ok.Validate())
 }
 
@@ -276,8 +276,8 @@ func FuzzPlanDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		doc, err := autopilot.Decode(in)
 		if err != nil {
-			var de *converge.PlanDecodeError
-			var se *converge.PlanFieldError
+			var de *plan.DecodeError
+			var se *plan.FieldError
 			if !errors.As(err, &de) && !errors.As(err, &se) {
 				t.Fatalf("untyped error %T: %v", err, err)
 			}
@@ -345,7 +345,7 @@ func TestDecodeRejectsDuplicateKeys(t *testing.T) {
 		{"command body", `{"spec":{"id":"p1","commands":[{"k0supdate":{"version":"v1","version":"v2"}}]}}`, "spec.commands[0].k0supdate.version", 0},
 		{"status command", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","state":"Completed"}]}}`, "status.commands[0].state", 0},
 		{"target status", `{"spec":{"id":"p1","commands":[` + cmd + `]},"status":{"state":"NewPlan","commands":[{"id":0,"state":"NewPlan","k0supdate":{"workers":[{"name":"w0","name":"w1"}]}}]}}`, "status.commands[0].k0supdate.workers[0].name", 0},
-		// A repeated key in YAML is the same *PlanDecodeError as in JSON:
+		// A repeated key in YAML is the same *plan.DecodeError as in JSON:
 		// the key's path and its command.
 		{"yaml top", "spec: {id: p1, commands: [" + cmd + "]}\nspec: {}\n", "spec", -1},
 		{"yaml spec", "spec:\n  id: p1\n  id: p2\n  commands: [" + cmd + "]\n", "spec.id", -1},
@@ -355,8 +355,8 @@ func TestDecodeRejectsDuplicateKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := autopilot.Decode([]byte(tt.in))
-			require.ErrorIs(t, err, converge.ErrPlanDecode)
-			var de *converge.PlanDecodeError
+			require.ErrorIs(t, err, plan.ErrDecode)
+			var de *plan.DecodeError
 			require.ErrorAs(t, err, &de)
 			assert.Equal(t, tt.field, de.Field)
 			assert.Equal(t, tt.command, de.Command)
@@ -367,7 +367,7 @@ func TestDecodeRejectsDuplicateKeys(t *testing.T) {
 	t.Run("yaml", func(t *testing.T) {
 		// The strict YAML reader refuses a repeated mapping key itself, naming it.
 		_, err := autopilot.Decode([]byte("spec:\n  id: p1\n  id: p2\n  commands: [{update: {version: v1}}]\n"))
-		require.ErrorIs(t, err, converge.ErrPlanDecode)
+		require.ErrorIs(t, err, plan.ErrDecode)
 		assert.Contains(t, err.Error(), `"id"`)
 	})
 }

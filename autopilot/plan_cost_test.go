@@ -13,6 +13,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planCountStore counts the bytes of the values read and written.
@@ -46,12 +47,12 @@ func TestPlanRunnerStepCostsWhatChanged(t *testing.T) {
 			hosts = append(hosts, planWrk(names[i]))
 		}
 		bus := autopilot.NewBus(hosts...)
-		bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
+		bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, plan.TargetCompleted, "") }
 		store := &planCountStore{Store: converge.NewMemStore()}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		steps := 0
-		r := planRunner(t, store, bus, converge.PlanRunnerConfig{OnStep: func(string, converge.PlanStep, *converge.PlanStatus) {
+		r := planRunner(t, store, bus, plan.RunnerConfig{OnStep: func(string, plan.Step, *plan.Status) {
 			steps++
 			switch steps {
 			case 1: // NewPlan writes everything: count from here

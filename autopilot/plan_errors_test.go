@@ -10,27 +10,27 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
-func planGroup(name string, concurrent int, nodes ...string) converge.CommandTargets {
-	return converge.CommandTargets{Group: name, Concurrent: concurrent, Discovery: converge.CommandDiscovery{Static: nodes}}
+func planGroup(name string, concurrent int, nodes ...string) plan.CommandTargets {
+	return plan.CommandTargets{Group: name, Concurrent: concurrent, Discovery: plan.CommandDiscovery{Static: nodes}}
 }
 
-func planCmd(kind string, groups ...converge.CommandTargets) converge.Command {
-	return converge.Command{Kind: kind, Spec: map[string]json.RawMessage{
+func planCmd(kind string, groups ...plan.CommandTargets) plan.Command {
+	return plan.Command{Kind: kind, Spec: map[string]json.RawMessage{
 		"version":   json.RawMessage(`"v2"`),
 		"platforms": json.RawMessage(`{"linux-amd64":{"url":"https://example.invalid/v2"}}`),
 	}, Targets: groups}
 }
 
-func planOf(cmds ...converge.Command) *converge.PlanDocument {
-	return &converge.PlanDocument{Spec: converge.Plan{ID: "p1", Commands: cmds}}
+func planOf(cmds ...plan.Command) *plan.Document {
+	return &plan.Document{Spec: plan.Plan{ID: "p1", Commands: cmds}}
 }
 
 // planTarget returns the status of a target of command i.
-func planTarget(t *testing.T, doc *converge.PlanDocument, i int, group, name string) converge.PlanTargetStatus {
+func planTarget(t *testing.T, doc *plan.Document, i int, group, name string) plan.TargetStatus {
 	t.Helper()
 	tg := doc.Status.Commands[i].Target(group, name)
 	require.NotNil(t, tg, "target %s/%s of command %d", group, name, i)
@@ -43,71 +43,71 @@ func planTarget(t *testing.T, doc *converge.PlanDocument, i int, group, name str
 func TestPlanErrorStates(t *testing.T) {
 	tests := []struct {
 		name     string
-		doc      *converge.PlanDocument
+		doc      *plan.Document
 		restrict []string
 		nodes    []autopilot.Host
 		// act runs after the plan settled once, before it settles again.
 		act         func(bus *autopilot.Bus)
-		state       converge.PlanState
+		state       plan.State
 		command     int
 		group, node string
-		target      converge.PlanTargetState
+		target      plan.TargetState
 		reason      string
 	}{
 		{name: "IncompleteTargets: a discovered node does not exist",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "ghost"))),
-			state: converge.PlanIncompleteTargets, group: "workers", node: "ghost", target: converge.PlanTargetMissing,
+			state: plan.StateIncompleteTargets, group: "workers", node: "ghost", target: plan.TargetMissing,
 			reason: `node "ghost" does not exist`},
 		{name: "Restricted: controllers excluded from plans",
 			doc:      planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("update", planGroup("controllers", 1, "controller0"))),
 			restrict: []string{"controller"}, command: 1,
-			state: converge.PlanRestricted, group: "controllers", node: "controller0", target: converge.PlanTargetRestricted,
+			state: plan.StateRestricted, group: "controllers", node: "controller0", target: plan.TargetRestricted,
 			reason: `node "controller0" is a controller, and controller nodes are excluded from plans`},
 		{name: "InconsistentTargets: a worker in the controllers group",
 			doc:   planOf(planCmd("update", planGroup("controllers", 1, "worker0"))),
-			state: converge.PlanInconsistentTargets, group: "controllers", node: "worker0", target: converge.PlanTargetInconsistent,
+			state: plan.StateInconsistentTargets, group: "controllers", node: "worker0", target: plan.TargetInconsistent,
 			reason: `node "worker0" is a "worker", group "controllers" takes "controller" nodes`},
 		{name: "InconsistentTargets: a node listed in two groups",
-			doc:   planOf(planCmd("update", planGroup("controllers", 1, "controller0"), converge.CommandTargets{Group: "extra", Discovery: converge.CommandDiscovery{Static: []string{"controller0"}}})),
-			state: converge.PlanInconsistentTargets, group: "extra", node: "controller0", target: converge.PlanTargetInconsistent,
+			doc:   planOf(planCmd("update", planGroup("controllers", 1, "controller0"), plan.CommandTargets{Group: "extra", Discovery: plan.CommandDiscovery{Static: []string{"controller0"}}})),
+			state: plan.StateInconsistentTargets, group: "extra", node: "controller0", target: plan.TargetInconsistent,
 			reason: `node "controller0" is listed in groups "controllers" and "extra"`},
 		{name: "InconsistentTargets: a node changed kind before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.AddNode(autopilot.Host{Name: "worker1", Kind: "controller", Platform: "linux-amd64"})
-				_ = bus.Respond("worker0", converge.PlanTargetCompleted, "")
+				_ = bus.Respond("worker0", plan.TargetCompleted, "")
 			},
-			state: converge.PlanInconsistentTargets, group: "workers", node: "worker1", target: converge.PlanTargetInconsistent,
+			state: plan.StateInconsistentTargets, group: "workers", node: "worker1", target: plan.TargetInconsistent,
 			reason: `node "worker1" is now a "controller", group "workers" takes "worker" nodes`},
 		{name: "MissingPlatform: no payload for arm64",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "arm0"))),
 			nodes: []autopilot.Host{{Name: "arm0", Kind: "worker", Platform: "linux-arm64"}},
-			state: converge.PlanMissingPlatform, group: "workers", node: "arm0", target: converge.PlanTargetMissingPlatform,
+			state: plan.StateMissingPlatform, group: "workers", node: "arm0", target: plan.TargetMissingPlatform,
 			reason: `no payload for platform "linux-arm64" of node "arm0"`},
 		{name: "MissingSignalNode: a node vanished before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.RemoveNode("worker1")
-				_ = bus.Respond("worker0", converge.PlanTargetCompleted, "")
+				_ = bus.Respond("worker0", plan.TargetCompleted, "")
 			},
-			state: converge.PlanMissingSignalNode, group: "workers", node: "worker1", target: converge.PlanTargetMissing,
+			state: plan.StateMissingSignalNode, group: "workers", node: "worker1", target: plan.TargetMissing,
 			reason: `node "worker1" no longer exists`},
 		{name: "MissingSignalNode: a node vanished while working",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
 			act:   func(bus *autopilot.Bus) { bus.RemoveNode("worker0") },
-			state: converge.PlanMissingSignalNode, group: "workers", node: "worker0", target: converge.PlanTargetMissing,
+			state: plan.StateMissingSignalNode, group: "workers", node: "worker0", target: plan.TargetMissing,
 			reason: `node "worker0" disappeared while working on the command`},
 		{name: "Failed: a node reports failure",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
-			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", converge.PlanTargetFailed, "disk full") },
-			state: converge.PlanFailed, group: "workers", node: "worker0", target: converge.PlanTargetFailed,
+			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", plan.TargetFailed, "disk full") },
+			state: plan.StateFailed, group: "workers", node: "worker0", target: plan.TargetFailed,
 			reason: `node "worker0" failed: disk full`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bus := autopilot.NewBus(append(planNodes(), append(tc.nodes, planWrk("worker1"))...)...)
 			h := &autopilot.CommandHandler{Sender: bus, Restrict: tc.restrict}
-			r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}, Now: newPlanClock().Now})
+			r, err := plan.NewRunner(nil, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"update": h}, Now: newPlanClock().Now})
 			require.NoError(t, err)
 			step := planSettle(t, r, tc.doc)
 			if tc.act != nil {
@@ -127,7 +127,7 @@ func TestPlanErrorStates(t *testing.T) {
 			assert.True(t, tg.State.IsFailure())
 			assert.NotEmpty(t, tg.Reason)
 			for i := tc.command + 1; i < len(st.Commands); i++ {
-				assert.NotEqual(t, converge.PlanCompleted, st.Commands[i].State, "later commands must not run")
+				assert.NotEqual(t, plan.StateCompleted, st.Commands[i].State, "later commands must not run")
 			}
 
 			// An error state is final: stepping again changes nothing.
@@ -147,48 +147,48 @@ func TestPlanHandlerErrors(t *testing.T) {
 	errBoom := errors.New("boom")
 	tests := []struct {
 		name    string
-		h       converge.CommandHandler
+		h       plan.CommandHandler
 		kind    string
 		wantErr error
-		state   converge.PlanState
+		state   plan.State
 	}{
 		{name: "a handler-defined error state stops the plan", kind: "custom",
-			h: converge.CommandHandlerFuncs{SchedulableWaitFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+			h: plan.CommandHandlerFuncs{SchedulableWaitFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 				c.Status.Reason = "version v2 is older than the running v3"
 				return "DowngradeRefused", nil
 			}}, state: "DowngradeRefused"},
 		{name: "a transient error leaves the status unchanged", kind: "custom", wantErr: errBoom,
-			h: converge.CommandHandlerFuncs{NewPlanFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+			h: plan.CommandHandlerFuncs{NewPlanFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 				c.Status.Reason = "half-done"
-				return converge.PlanSchedulableWait, errBoom
-			}}, state: converge.PlanNewPlan},
-		{name: "NewPlan from SchedulableWait is an invalid transition", kind: "custom", wantErr: converge.ErrPlanTransition,
-			h: converge.CommandHandlerFuncs{SchedulableWaitFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
-				return converge.PlanNewPlan, nil
-			}}, state: converge.PlanSchedulableWait},
-		{name: "Completed from Schedulable is an invalid transition", kind: "custom", wantErr: converge.ErrPlanTransition,
-			h: converge.CommandHandlerFuncs{
-				SchedulableWaitFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
-					return converge.PlanSchedulable, nil
+				return plan.StateSchedulableWait, errBoom
+			}}, state: plan.StateNewPlan},
+		{name: "NewPlan from SchedulableWait is an invalid transition", kind: "custom", wantErr: plan.ErrTransition,
+			h: plan.CommandHandlerFuncs{SchedulableWaitFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
+				return plan.StateNewPlan, nil
+			}}, state: plan.StateSchedulableWait},
+		{name: "Completed from Schedulable is an invalid transition", kind: "custom", wantErr: plan.ErrTransition,
+			h: plan.CommandHandlerFuncs{
+				SchedulableWaitFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
+					return plan.StateSchedulable, nil
 				},
-				SchedulableFunc: func(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
-					return converge.PlanCompleted, nil
+				SchedulableFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
+					return plan.StateCompleted, nil
 				},
-			}, state: converge.PlanSchedulable},
-		{name: "a kind without handler", kind: "unknown", wantErr: converge.ErrPlanUnknownCommand, state: converge.PlanNewPlan},
+			}, state: plan.StateSchedulable},
+		{name: "a kind without handler", kind: "unknown", wantErr: plan.ErrUnknownCommand, state: plan.StateNewPlan},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			handlers := map[string]converge.CommandHandler{}
+			handlers := map[string]plan.CommandHandler{}
 			if tc.h != nil {
 				handlers["custom"] = tc.h
 			}
-			r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: handlers})
+			r, err := plan.NewRunner(nil, plan.RunnerConfig{Handlers: handlers})
 			require.NoError(t, err)
-			doc := planOf(converge.Command{Kind: tc.kind, Targets: []converge.CommandTargets{planGroup("workers", 1, "w0")}})
+			doc := planOf(plan.Command{Kind: tc.kind, Targets: []plan.CommandTargets{planGroup("workers", 1, "w0")}})
 			var stepErr error
 			for i := 0; i < 10 && stepErr == nil; i++ {
-				var step converge.PlanStep
+				var step plan.Step
 				step, stepErr = r.Step(context.Background(), doc)
 				if step.Done {
 					break
@@ -196,14 +196,14 @@ func TestPlanHandlerErrors(t *testing.T) {
 			}
 			if tc.wantErr != nil {
 				require.ErrorIs(t, stepErr, tc.wantErr)
-				var ce *converge.PlanCommandError
+				var ce *plan.CommandError
 				require.ErrorAs(t, stepErr, &ce)
 				assert.Equal(t, 0, ce.Command)
 				assert.Equal(t, tc.kind, ce.Kind)
 			} else {
 				require.NoError(t, stepErr)
 			}
-			state := converge.PlanNewPlan
+			state := plan.StateNewPlan
 			if doc.Status != nil {
 				state = doc.Status.State
 				assert.NotEqual(t, "half-done", doc.Status.Commands[0].Reason)
@@ -220,22 +220,22 @@ func TestPlanHandlerErrors(t *testing.T) {
 func TestPlanTimeouts(t *testing.T) {
 	tests := []struct {
 		name    string
-		cmd     func(c *converge.Command)
-		cfg     converge.PlanRunnerConfig
+		cmd     func(c *plan.Command)
+		cfg     plan.RunnerConfig
 		elapsed time.Duration
-		state   converge.PlanState
+		state   plan.State
 		reason  string
 	}{
-		{name: "target timeout from the command", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute },
-			elapsed: 5 * time.Minute, state: converge.PlanTimedOut, reason: `node "worker0" did not complete within 5m0s`},
-		{name: "target timeout from the runner default", cfg: converge.PlanRunnerConfig{TargetTimeout: time.Minute},
-			elapsed: time.Minute, state: converge.PlanTimedOut, reason: `node "worker0" did not complete within 1m0s`},
-		{name: "under the target timeout", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute },
-			elapsed: 4*time.Minute + 59*time.Second, state: converge.PlanSchedulableWait},
-		{name: "command timeout", cmd: func(c *converge.Command) { c.Timeout = 10 * time.Minute },
-			elapsed: 10 * time.Minute, state: converge.PlanTimedOut, reason: "command did not complete within 10m0s"},
-		{name: "command timeout from the runner default", cfg: converge.PlanRunnerConfig{CommandTimeout: time.Hour},
-			elapsed: time.Hour, state: converge.PlanTimedOut, reason: "command did not complete within 1h0m0s"},
+		{name: "target timeout from the command", cmd: func(c *plan.Command) { c.TargetTimeout = 5 * time.Minute },
+			elapsed: 5 * time.Minute, state: plan.StateTimedOut, reason: `node "worker0" did not complete within 5m0s`},
+		{name: "target timeout from the runner default", cfg: plan.RunnerConfig{TargetTimeout: time.Minute},
+			elapsed: time.Minute, state: plan.StateTimedOut, reason: `node "worker0" did not complete within 1m0s`},
+		{name: "under the target timeout", cmd: func(c *plan.Command) { c.TargetTimeout = 5 * time.Minute },
+			elapsed: 4*time.Minute + 59*time.Second, state: plan.StateSchedulableWait},
+		{name: "command timeout", cmd: func(c *plan.Command) { c.Timeout = 10 * time.Minute },
+			elapsed: 10 * time.Minute, state: plan.StateTimedOut, reason: "command did not complete within 10m0s"},
+		{name: "command timeout from the runner default", cfg: plan.RunnerConfig{CommandTimeout: time.Hour},
+			elapsed: time.Hour, state: plan.StateTimedOut, reason: "command did not complete within 1h0m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,14 +249,14 @@ func TestPlanTimeouts(t *testing.T) {
 			}
 			doc := planOf(cmd)
 			planSettle(t, r, doc)
-			require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
+			require.Equal(t, plan.TargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 			clock.Advance(tc.elapsed)
 			planSettle(t, r, doc)
 			assert.Equal(t, tc.state, doc.Status.State)
 			if tc.reason != "" {
 				assert.Equal(t, tc.reason, doc.Status.Commands[0].Reason)
 				tg := planTarget(t, doc, 0, "workers", "worker0")
-				assert.Equal(t, converge.PlanTargetTimedOut, tg.State)
+				assert.Equal(t, plan.TargetTimedOut, tg.State)
 				assert.Equal(t, tc.reason, tg.Reason)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/convergetest"
+	"github.com/convergekit/converge/plan"
 )
 
 // planHistory runs the autopilot example plan on store and returns its
@@ -20,14 +21,14 @@ import (
 func planHistory(t *testing.T, store converge.Store, mem *converge.MemStore) []string {
 	t.Helper()
 	bus := planAutoBus(time.Second, nil, planNodes()...)
-	r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
-	setup := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
+	r := planRunner(t, store, bus, plan.RunnerConfig{})
+	setup := planRunner(t, mem, bus, plan.RunnerConfig{})
 	planCreate(t, setup, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
 	st, err := r.Run(context.Background(), "id123")
 	require.NoError(t, err)
-	require.Equal(t, converge.PlanCompleted, st.State)
+	require.Equal(t, plan.StateCompleted, st.State)
 	assert.Len(t, bus.Sent(), 3, "no target signalled twice")
-	hist, err := mem.History(context.Background(), converge.PlanKeyPrefix+"id123")
+	hist, err := mem.History(context.Background(), plan.KeyPrefix+"id123")
 	require.NoError(t, err)
 	out := make([]string, len(hist))
 	for i, h := range hist {
@@ -84,22 +85,22 @@ func TestPlanHistorySubjects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		mem := converge.NewMemStore()
-		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.PlanTargetFailed, "disk full"
+				return plan.TargetFailed, "disk full"
 			}
-			return converge.PlanTargetCompleted, ""
+			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"), planCtl("controller0"))
-		r := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, mem, bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(
 			planCmd("update", planGroup("controllers", 1, "controller0")),
 			planCmd("update", planGroup("workers", 2, "w0", "w1"))))
 		_, err := r.Run(ctx, "p1")
-		require.ErrorIs(t, err, converge.ErrPlanFailed)
+		require.ErrorIs(t, err, plan.ErrFailed)
 		require.NoError(t, r.Retry(ctx, "p1"))
 		st, err := r.Run(ctx, "p1")
 		require.NoError(t, err)
-		require.Equal(t, converge.PlanCompleted, st.State)
+		require.Equal(t, plan.StateCompleted, st.State)
 
 		hist, err := r.History(ctx, "p1")
 		require.NoError(t, err)
@@ -125,13 +126,13 @@ func TestPlanHistorySubjects(t *testing.T) {
 			}
 			last[subject] = h.To
 		}
-		assert.Equal(t, string(converge.PlanCompleted), last["plan"])
+		assert.Equal(t, string(plan.StateCompleted), last["plan"])
 		assert.Len(t, commands, len(st.Commands), "every command's transitions are in the history, under its own subject")
 		for i := range st.Commands {
-			assert.Equal(t, string(converge.PlanCompleted), last[fmt.Sprintf("command %d", i)])
+			assert.Equal(t, string(plan.StateCompleted), last[fmt.Sprintf("command %d", i)])
 		}
 		assert.Equal(t, 1, hosts, "the retried host")
-		assert.Equal(t, string(converge.PlanTargetPending), last["command 1 host workers/w1"])
+		assert.Equal(t, string(plan.TargetPending), last["command 1 host workers/w1"])
 	})
 }
 
@@ -141,16 +142,16 @@ func TestPlanActionsRecordWho(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		mem := converge.NewMemStore()
-		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.PlanTargetFailed, "disk full"
+				return plan.TargetFailed, "disk full"
 			}
-			return converge.PlanTargetCompleted, ""
+			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
-		r := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, mem, bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "w0", "w1"))))
 		_, err := r.Run(ctx, "p1")
-		require.ErrorIs(t, err, converge.ErrPlanFailed)
+		require.ErrorIs(t, err, plan.ErrFailed)
 		ran, err := r.History(ctx, "p1")
 		require.NoError(t, err)
 		require.NoError(t, r.RetryBy(ctx, "p1", "alice"))
@@ -160,8 +161,8 @@ func TestPlanActionsRecordWho(t *testing.T) {
 		asked, err := r.History(ctx, "p1")
 		require.NoError(t, err)
 		st, err := r.Run(ctx, "p1")
-		require.ErrorIs(t, err, converge.ErrPlanFailed)
-		require.Equal(t, converge.PlanAborted, st.State)
+		require.ErrorIs(t, err, plan.ErrFailed)
+		require.Equal(t, plan.StateAborted, st.State)
 		ended, err := r.History(ctx, "p1")
 		require.NoError(t, err)
 

@@ -15,14 +15,15 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planAutoBus returns a bus whose nodes answer every signal after delay (in
 // the bubble's fake time), with the state answer returns for it.
-func planAutoBus(delay time.Duration, answer func(node string, s autopilot.Signal) (converge.PlanTargetState, string), nodes ...autopilot.Host) *autopilot.Bus {
+func planAutoBus(delay time.Duration, answer func(node string, s autopilot.Signal) (plan.TargetState, string), nodes ...autopilot.Host) *autopilot.Bus {
 	bus := autopilot.NewBus(nodes...)
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		state, reason := converge.PlanTargetCompleted, ""
+		state, reason := plan.TargetCompleted, ""
 		if answer != nil {
 			state, reason = answer(node, s)
 		}
@@ -40,7 +41,7 @@ func planDeliveries(bus *autopilot.Bus) map[string]int {
 	return out
 }
 
-func planCreate(t *testing.T, r *converge.PlanRunner, doc *converge.PlanDocument) {
+func planCreate(t *testing.T, r *plan.Runner, doc *plan.Document) {
 	t.Helper()
 	require.NoError(t, r.Create(context.Background(), doc))
 }
@@ -51,8 +52,8 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := converge.NewMemStore()
 		bus := planAutoBus(30*time.Second, nil, planNodes()...)
-		var steps []converge.PlanStep
-		r := planRunner(t, store, bus, converge.PlanRunnerConfig{OnStep: func(id string, s converge.PlanStep, _ *converge.PlanStatus) {
+		var steps []plan.Step
+		r := planRunner(t, store, bus, plan.RunnerConfig{OnStep: func(id string, s plan.Step, _ *plan.Status) {
 			assert.Equal(t, "id123", id)
 			steps = append(steps, s)
 		}})
@@ -60,7 +61,7 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 		start := time.Now()
 		st, err := r.Run(context.Background(), "id123")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		// Three targets, one after the other, 30 s each, polled every second.
 		assert.GreaterOrEqual(t, time.Since(start), 90*time.Second)
 		assert.Less(t, time.Since(start), 95*time.Second)
@@ -71,9 +72,9 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 		assert.Equal(t, st, doc.Status)
 		hist, err := r.History(context.Background(), "id123")
 		require.NoError(t, err)
-		stored, err := store.History(context.Background(), converge.PlanKeyPrefix+"id123")
+		stored, err := store.History(context.Background(), plan.KeyPrefix+"id123")
 		require.NoError(t, err)
-		assert.Equal(t, stored, hist, "a plan is stored under PlanKeyPrefix and its ID")
+		assert.Equal(t, stored, hist, "a plan is stored under plan.KeyPrefix and its ID")
 		require.NoError(t, err)
 		var plan []string
 		for _, h := range hist {
@@ -102,14 +103,14 @@ func TestPlanRunnerAutopilot(t *testing.T) {
 func TestPlanRunnerTimeouts(t *testing.T) {
 	tests := []struct {
 		name    string
-		cmd     func(*converge.Command)
+		cmd     func(*plan.Command)
 		want    time.Duration
 		reason  string
 		partial bool
 	}{
-		{name: "target", cmd: func(c *converge.Command) { c.TargetTimeout = 5 * time.Minute }, want: 5 * time.Minute,
+		{name: "target", cmd: func(c *plan.Command) { c.TargetTimeout = 5 * time.Minute }, want: 5 * time.Minute,
 			reason: `node "worker1" did not complete within 5m0s`, partial: true},
-		{name: "command", cmd: func(c *converge.Command) { c.Timeout = 7 * time.Minute }, want: 7 * time.Minute,
+		{name: "command", cmd: func(c *plan.Command) { c.Timeout = 7 * time.Minute }, want: 7 * time.Minute,
 			reason: "command did not complete within 7m0s", partial: true},
 	}
 	for _, tc := range tests {
@@ -119,27 +120,27 @@ func TestPlanRunnerTimeouts(t *testing.T) {
 				bus := autopilot.NewBus(planWrk("worker0"), planWrk("worker1"))
 				bus.OnSignal = func(node string, s autopilot.Signal) {
 					if node == "worker0" {
-						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, converge.PlanTargetCompleted, "") })
+						time.AfterFunc(time.Minute, func() { _ = bus.Respond(node, plan.TargetCompleted, "") })
 					}
 				}
-				r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{PollInterval: 10 * time.Second})
+				r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{PollInterval: 10 * time.Second})
 				cmd := planCmd("update", planGroup("workers", 2, "worker0", "worker1"))
 				tc.cmd(&cmd)
 				planCreate(t, r, planOf(cmd))
 				start := time.Now()
 				st, err := r.Run(context.Background(), "p1")
-				var pe *converge.PlanError
+				var pe *plan.Error
 				require.ErrorAs(t, err, &pe)
-				require.ErrorIs(t, err, converge.ErrPlanFailed)
-				assert.Equal(t, converge.PlanTimedOut, pe.State)
+				require.ErrorIs(t, err, plan.ErrFailed)
+				assert.Equal(t, plan.StateTimedOut, pe.State)
 				assert.Equal(t, 0, pe.Command)
 				elapsed := time.Since(start)
 				assert.GreaterOrEqual(t, elapsed, tc.want)
 				assert.Less(t, elapsed, tc.want+11*time.Second, "noticed within a poll interval")
 				assert.Equal(t, tc.reason, st.Commands[0].Reason)
-				assert.Equal(t, converge.PlanTargetCompleted, st.Commands[0].Target("workers", "worker0").State)
+				assert.Equal(t, plan.TargetCompleted, st.Commands[0].Target("workers", "worker0").State)
 				tg := st.Commands[0].Target("workers", "worker1")
-				assert.Equal(t, converge.PlanTargetTimedOut, tg.State)
+				assert.Equal(t, plan.TargetTimedOut, tg.State)
 				assert.Equal(t, tc.reason, tg.Reason)
 			})
 		})
@@ -178,16 +179,16 @@ func TestPlanRunnerConcurrencyLimits(t *testing.T) {
 					ctlDone++
 				}
 				mu.Unlock()
-				_ = bus.Respond(node, converge.PlanTargetCompleted, "")
+				_ = bus.Respond(node, plan.TargetCompleted, "")
 			})
 		}
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update",
 			planGroup("workers", 2, "w0", "w1", "w2", "w3", "w4"),
 			planGroup("controllers", 0, "c0", "c1", "c2"))))
 		st, err := r.Run(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Equal(t, map[string]int{"controllers": 1, "workers": 2}, maxIn)
 		assert.Equal(t, []string{"c0", "c1", "c2"}, order[:3])
 		assert.ElementsMatch(t, []string{"w0", "w1", "w2", "w3", "w4"}, order[3:])
@@ -199,51 +200,51 @@ func TestPlanRunnerConcurrencyLimits(t *testing.T) {
 // that only that worker is signalled again.
 func TestPlanRunnerRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (converge.PlanTargetState, string) {
+		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return converge.PlanTargetFailed, "disk full"
+				return plan.TargetFailed, "disk full"
 			}
-			return converge.PlanTargetCompleted, ""
+			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"), planWrk("w2"), planCtl("controller0"))
 		store := converge.NewMemStore()
-		r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, store, bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(
 			planCmd("update", planGroup("controllers", 1, "controller0")),
 			planCmd("update", planGroup("workers", 3, "w0", "w1", "w2"))))
 		ctx := context.Background()
 
-		require.ErrorIs(t, r.Retry(ctx, "p1"), converge.ErrPlanNotFailed, "not started")
+		require.ErrorIs(t, r.Retry(ctx, "p1"), plan.ErrNotFailed, "not started")
 		st, err := r.Run(ctx, "p1")
-		var pe *converge.PlanError
+		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, converge.PlanFailed, pe.State)
+		assert.Equal(t, plan.StateFailed, pe.State)
 		assert.Equal(t, 1, pe.Command)
-		assert.Equal(t, converge.PlanTargetFailed, st.Commands[1].Target("workers", "w1").State)
+		assert.Equal(t, plan.TargetFailed, st.Commands[1].Target("workers", "w1").State)
 		assert.Equal(t, "disk full", st.Commands[1].Target("workers", "w1").Reason)
 
 		// Running a failed plan again does nothing.
 		_, err = r.Run(ctx, "p1")
-		require.ErrorIs(t, err, converge.ErrPlanFailed)
+		require.ErrorIs(t, err, plan.ErrFailed)
 		sentBefore := len(bus.Sent())
 
 		require.NoError(t, r.Retry(ctx, "p1"))
 		doc, _, err := r.Get(ctx, "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
+		assert.Equal(t, plan.StateSchedulableWait, doc.Status.State)
 		w1 := doc.Status.Commands[1].Target("workers", "w1")
-		assert.Equal(t, converge.PlanTargetPending, w1.State)
+		assert.Equal(t, plan.TargetPending, w1.State)
 		assert.Equal(t, 1, w1.Attempt)
 		assert.Empty(t, w1.Reason)
 
 		st, err = r.Run(ctx, "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		again := bus.Sent()[sentBefore:]
 		require.Len(t, again, 1, "only the failed worker is signalled again")
 		assert.Equal(t, "w1", again[0].Node)
 		assert.Equal(t, "p1/1/1", again[0].Signal.ID)
 		assert.Equal(t, map[string]int{"controller0 p1/0/0": 1, "w0 p1/1/0": 1, "w1 p1/1/0": 1, "w1 p1/1/1": 1, "w2 p1/1/0": 1}, planDeliveries(bus))
-		require.ErrorIs(t, r.Retry(ctx, "p1"), converge.ErrPlanNotFailed, "completed")
+		require.ErrorIs(t, r.Retry(ctx, "p1"), plan.ErrNotFailed, "completed")
 
 		hist, err := r.History(ctx, "p1")
 		require.NoError(t, err)
@@ -264,26 +265,26 @@ func TestPlanRunnerRetryAfterNewPlan(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
 		store := converge.NewMemStore()
 		restricted := &autopilot.CommandHandler{Sender: bus, Restrict: []string{"controller"}}
-		r1 := planRunner(t, store, bus, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": restricted}})
+		r1 := planRunner(t, store, bus, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"update": restricted}})
 		planCreate(t, r1, planOf(
 			planCmd("update", planGroup("workers", 1, "worker0")),
 			planCmd("update", planGroup("controllers", 1, "controller0"))))
 		_, err := r1.Run(context.Background(), "p1")
-		var pe *converge.PlanError
+		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, converge.PlanRestricted, pe.State)
+		assert.Equal(t, plan.StateRestricted, pe.State)
 		assert.Empty(t, bus.Sent(), "nothing is signalled when NewPlan fails")
 
 		require.NoError(t, r1.Retry(context.Background(), "p1"))
 		doc, _, err := r1.Get(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanNewPlan, doc.Status.State)
-		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.Commands[0].State, "the good command keeps its status")
+		assert.Equal(t, plan.StateNewPlan, doc.Status.State)
+		assert.Equal(t, plan.StateSchedulableWait, doc.Status.Commands[0].State, "the good command keeps its status")
 
-		r2 := planRunner(t, store, bus, converge.PlanRunnerConfig{})
+		r2 := planRunner(t, store, bus, plan.RunnerConfig{})
 		st, err := r2.Run(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Len(t, bus.Sent(), 2)
 	})
 }
@@ -368,27 +369,27 @@ func TestPlanRunnerCrashResume(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := converge.NewMemStore()
 				bus := planAutoBus(500*time.Millisecond, nil, planNodes()...)
-				setup := planRunner(t, mem, bus, converge.PlanRunnerConfig{})
+				setup := planRunner(t, mem, bus, plan.RunnerConfig{})
 				planCreate(t, setup, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
 
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				dying := &planKillStore{Store: mem, left: kill, cancel: cancel}
-				r1 := planRunner(t, dying, bus, converge.PlanRunnerConfig{Owner: "runner-1", LeaseTTL: time.Minute})
+				r1 := planRunner(t, dying, bus, plan.RunnerConfig{Owner: "runner-1", LeaseTTL: time.Minute})
 				st, err := r1.Run(ctx, "id123")
 				if err == nil {
 					// The plan needs fewer writes than kill: every point was covered.
-					assert.Equal(t, converge.PlanCompleted, st.State)
+					assert.Equal(t, plan.StateCompleted, st.State)
 					return
 				}
 				killed = true
 				require.ErrorIs(t, err, context.Canceled)
 				killedAt := time.Now()
 
-				r2 := planRunner(t, mem, bus, converge.PlanRunnerConfig{Owner: "runner-2", LeaseTTL: time.Minute})
+				r2 := planRunner(t, mem, bus, plan.RunnerConfig{Owner: "runner-2", LeaseTTL: time.Minute})
 				st, err = r2.Run(context.Background(), "id123")
 				require.NoError(t, err)
-				assert.Equal(t, converge.PlanCompleted, st.State)
+				assert.Equal(t, plan.StateCompleted, st.State)
 				assert.GreaterOrEqual(t, time.Since(killedAt), time.Minute, "the new runner waits for the dead one's claim to expire")
 				for k, n := range planDeliveries(bus) {
 					assert.Equal(t, 1, n, "signal %s delivered %d times", k, n)
@@ -436,45 +437,45 @@ func TestPlanRunnerStaleWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planNodes()...)
 		store := &planStaleStore{Store: converge.NewMemStore()}
-		r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, store, bus, plan.RunnerConfig{})
 		planCreate(t, r, planDoc(t, "testdata/plan/autopilot-plan.yaml"))
 		st, err := r.Run(context.Background(), "id123")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Equal(t, int32(1), store.stale.Load())
 		assert.Len(t, bus.Sent(), 3)
 	})
 }
 
 // TestPlanRunnerFatalErrors checks the errors that end a run at once, and
-// the checks of Create and NewPlanRunner.
+// the checks of Create and plan.NewRunner.
 func TestPlanRunnerFatalErrors(t *testing.T) {
 	ctx := context.Background()
 	bus := autopilot.NewBus(planNodes()...)
 	store := converge.NewMemStore()
-	r := planRunner(t, store, bus, converge.PlanRunnerConfig{})
+	r := planRunner(t, store, bus, plan.RunnerConfig{})
 
 	_, err := r.Run(ctx, "missing")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound)
 
-	planCreate(t, r, planOf(converge.Command{Kind: "nobody", Targets: []converge.CommandTargets{planGroup("workers", 1, "worker0")}}))
+	planCreate(t, r, planOf(plan.Command{Kind: "nobody", Targets: []plan.CommandTargets{planGroup("workers", 1, "worker0")}}))
 	_, err = r.Run(ctx, "p1")
-	require.ErrorIs(t, err, converge.ErrPlanUnknownCommand)
+	require.ErrorIs(t, err, plan.ErrUnknownCommand)
 
 	require.ErrorIs(t, r.Create(ctx, planOf(planCmd("update", planGroup("workers", 1, "worker0")))), converge.ErrStoreStale, "same ID twice")
-	require.ErrorIs(t, r.Create(ctx, &converge.PlanDocument{Spec: converge.Plan{ID: "x"}}), converge.ErrPlanInvalid)
+	require.ErrorIs(t, r.Create(ctx, &plan.Document{Spec: plan.Plan{ID: "x"}}), plan.ErrInvalid)
 	bad := planOf(planCmd("update", planGroup("workers", 1, "worker0")))
 	bad.Spec.ID = "p2"
-	bad.Status = &converge.PlanStatus{Commands: []converge.CommandStatus{{Kind: "other"}}}
-	require.ErrorIs(t, r.Create(ctx, bad), converge.ErrPlanStatusMismatch)
+	bad.Status = &plan.Status{Commands: []plan.CommandStatus{{Kind: "other"}}}
+	require.ErrorIs(t, r.Create(ctx, bad), plan.ErrStatusMismatch)
 	_, _, err = r.Get(ctx, "p2")
 	require.ErrorIs(t, err, converge.ErrStoreNotFound, "nothing written")
 
-	for _, cfg := range []converge.PlanRunnerConfig{
+	for _, cfg := range []plan.RunnerConfig{
 		{PollInterval: -1}, {LeaseTTL: -time.Second}, {CommandTimeout: -1}, {TargetTimeout: -1},
-		{Handlers: map[string]converge.CommandHandler{"x": nil}},
+		{Handlers: map[string]plan.CommandHandler{"x": nil}},
 	} {
-		_, err := converge.NewPlanRunner(store, cfg)
+		_, err := plan.NewRunner(store, cfg)
 		require.ErrorIs(t, err, converge.ErrInvalidConfig, "%+v", cfg)
 	}
 }
@@ -484,7 +485,7 @@ func TestPlanRunnerFatalErrors(t *testing.T) {
 func TestPlanRunnerCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := autopilot.NewBus(planNodes()...) // nodes never answer
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{})
+		r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{})
 		planCreate(t, r, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -492,7 +493,7 @@ func TestPlanRunnerCancel(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		doc, _, err := r.Get(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanTargetSent, doc.Status.Commands[0].Target("workers", "worker0").State)
+		assert.Equal(t, plan.TargetSent, doc.Status.Commands[0].Target("workers", "worker0").State)
 	})
 }
 
@@ -520,7 +521,7 @@ func TestPlanRunnerTransientErrors(t *testing.T) {
 		flaky.fails.Store(2)
 		var errs []error
 		store := converge.NewMemStore()
-		r := planRunner(t, store, flaky, converge.PlanRunnerConfig{PollInterval: 5 * time.Second, OnError: func(id string, err error) {
+		r := planRunner(t, store, flaky, plan.RunnerConfig{PollInterval: 5 * time.Second, OnError: func(id string, err error) {
 			assert.Equal(t, "p1", id)
 			errs = append(errs, err)
 		}})
@@ -528,14 +529,14 @@ func TestPlanRunnerTransientErrors(t *testing.T) {
 		start := time.Now()
 		st, err := r.Run(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.GreaterOrEqual(t, time.Since(start), 10*time.Second)
 		require.Len(t, errs, 2)
 		for _, e := range errs {
 			require.ErrorIs(t, e, errPlanFlaky)
-			var ce *converge.PlanCommandError
+			var ce *plan.CommandError
 			require.ErrorAs(t, e, &ce)
-			assert.Equal(t, converge.PlanNewPlan, ce.State)
+			assert.Equal(t, plan.StateNewPlan, ce.State)
 		}
 		hist, err := r.History(context.Background(), "p1")
 		require.NoError(t, err)

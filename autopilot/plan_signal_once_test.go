@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planLagSender reaches the nodes of a Bus over something slower: a
@@ -62,19 +63,19 @@ func TestPlanRunnerSignalsOnceAcrossCrash(t *testing.T) {
 		bus.OnSignal = func(node string, s autopilot.Signal) {
 			acted[node+" "+s.ID]++
 			time.AfterFunc(time.Minute, func() {
-				_ = bus.Respond(node, converge.PlanTargetCompleted, "")
+				_ = bus.Respond(node, plan.TargetCompleted, "")
 				sender.ack(node)
 			})
 		}
 		mem := converge.NewMemStore()
-		setup := planRunner(t, mem, sender, converge.PlanRunnerConfig{})
+		setup := planRunner(t, mem, sender, plan.RunnerConfig{})
 		planCreate(t, setup, planOf(planCmd("update", planGroup("workers", 1, "worker0"))))
 
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		dying := &planKillStore{Store: mem, left: -1, cancel: cancel}
 		sender.afterSend = dying.kill
-		r1 := planRunner(t, dying, sender, converge.PlanRunnerConfig{Owner: "runner-1", LeaseTTL: time.Minute})
+		r1 := planRunner(t, dying, sender, plan.RunnerConfig{Owner: "runner-1", LeaseTTL: time.Minute})
 		_, err := r1.Run(ctx, "p1")
 		require.ErrorIs(t, err, context.Canceled)
 		sender.afterSend = nil
@@ -82,13 +83,13 @@ func TestPlanRunnerSignalsOnceAcrossCrash(t *testing.T) {
 
 		doc, _, err := setup.Get(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanTargetSent, doc.Status.Commands[0].Target("workers", "worker0").State,
+		assert.Equal(t, plan.TargetSent, doc.Status.Commands[0].Target("workers", "worker0").State,
 			"the intent to signal was stored before the signal was sent")
 
-		r2 := planRunner(t, mem, sender, converge.PlanRunnerConfig{Owner: "runner-2", LeaseTTL: time.Minute})
+		r2 := planRunner(t, mem, sender, plan.RunnerConfig{Owner: "runner-2", LeaseTTL: time.Minute})
 		st, err := r2.Run(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Equal(t, map[string]int{"worker0 p1/0/0": 1}, acted, "the node acted on the signal once")
 		for _, d := range bus.Sent()[1:] {
 			assert.True(t, d.Repeat, "a signal sent again is a repeat: %+v", d)
@@ -106,18 +107,18 @@ func TestBusIgnoresRepeatedSignal(t *testing.T) {
 	bus.OnSignal = func(string, autopilot.Signal) { calls++ }
 	s0 := autopilot.Signal{ID: autopilot.SignalID("p", 0, 0), PlanID: "p"}
 	require.NoError(t, bus.Send(ctx, "w0", s0))
-	require.NoError(t, bus.Respond("w0", converge.PlanTargetCompleted, ""))
+	require.NoError(t, bus.Respond("w0", plan.TargetCompleted, ""))
 	require.NoError(t, bus.Send(ctx, "w0", s0))
 	rep, err := bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: s0.ID, State: converge.PlanTargetCompleted}, rep, "the repeat changed nothing")
+	assert.Equal(t, autopilot.Report{SignalID: s0.ID, State: plan.TargetCompleted}, rep, "the repeat changed nothing")
 	assert.Equal(t, 1, calls)
 
 	s1 := autopilot.Signal{ID: autopilot.SignalID("p", 0, 1), PlanID: "p", Attempt: 1}
 	require.NoError(t, bus.Send(ctx, "w0", s1))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: s1.ID, State: converge.PlanTargetSent}, rep)
+	assert.Equal(t, autopilot.Report{SignalID: s1.ID, State: plan.TargetSent}, rep)
 	assert.Equal(t, 2, calls)
 	assert.Equal(t, []autopilot.Delivery{{Node: "w0", Signal: s0}, {Node: "w0", Signal: s0, Repeat: true}, {Node: "w0", Signal: s1}}, bus.Sent())
 }

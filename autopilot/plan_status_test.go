@@ -13,6 +13,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // TestPlanStatusSymmetry checks that NewPlan fills a status entry per
@@ -20,9 +21,9 @@ import (
 // status that answers other commands is rejected without being touched.
 func TestPlanStatusSymmetry(t *testing.T) {
 	bus := autopilot.NewBus(planNodes()...)
-	r := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: newPlanClock().Now})
+	r := planRunner(t, nil, bus, plan.RunnerConfig{Now: newPlanClock().Now})
 	ctx := context.Background()
-	two := func() *converge.PlanDocument {
+	two := func() *plan.Document {
 		return planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("k0supdate", planGroup("controllers", 1, "controller0")))
 	}
 
@@ -34,14 +35,14 @@ func TestPlanStatusSymmetry(t *testing.T) {
 		for i, cs := range doc.Status.Commands {
 			assert.Equal(t, i, cs.ID)
 			assert.Equal(t, doc.Spec.Commands[i].Kind, cs.Kind)
-			assert.Equal(t, converge.PlanSchedulableWait, cs.State)
+			assert.Equal(t, plan.StateSchedulableWait, cs.State)
 		}
 	})
 
 	t.Run("missing trailing entries are filled, progress kept", func(t *testing.T) {
 		doc := two()
 		planSettle(t, r, doc)
-		require.Equal(t, converge.PlanTargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
+		require.Equal(t, plan.TargetSent, planTarget(t, doc, 0, "workers", "worker0").State)
 		progress := doc.Status.Commands[0]
 		doc.Status.Commands = doc.Status.Commands[:1]
 		step, err := r.Step(ctx, doc)
@@ -49,9 +50,9 @@ func TestPlanStatusSymmetry(t *testing.T) {
 		assert.True(t, step.Changed)
 		require.Len(t, doc.Status.Commands, 2)
 		assert.Equal(t, progress, doc.Status.Commands[0], "the first command keeps its progress")
-		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.Commands[1].State)
-		assert.Equal(t, converge.PlanTargetPending, planTarget(t, doc, 1, "controllers", "controller0").State)
-		assert.Equal(t, converge.PlanSchedulableWait, doc.Status.State)
+		assert.Equal(t, plan.StateSchedulableWait, doc.Status.Commands[1].State)
+		assert.Equal(t, plan.TargetPending, planTarget(t, doc, 1, "controllers", "controller0").State)
+		assert.Equal(t, plan.StateSchedulableWait, doc.Status.State)
 		assert.Len(t, bus.Sent(), 1, "worker0 is not signalled again")
 	})
 
@@ -69,13 +70,13 @@ func TestPlanStatusSymmetry(t *testing.T) {
 
 	reject := []struct {
 		name    string
-		mangle  func(st *converge.PlanStatus)
+		mangle  func(st *plan.Status)
 		command int
 	}{
-		{name: "more entries than commands", command: 2, mangle: func(st *converge.PlanStatus) {
-			st.Commands = append(st.Commands, converge.CommandStatus{ID: 2, Kind: "update"})
+		{name: "more entries than commands", command: 2, mangle: func(st *plan.Status) {
+			st.Commands = append(st.Commands, plan.CommandStatus{ID: 2, Kind: "update"})
 		}},
-		{name: "an entry answers another kind", command: 1, mangle: func(st *converge.PlanStatus) {
+		{name: "an entry answers another kind", command: 1, mangle: func(st *plan.Status) {
 			st.Commands[1].Kind = "airgapupdate"
 		}},
 	}
@@ -87,10 +88,10 @@ func TestPlanStatusSymmetry(t *testing.T) {
 			tc.mangle(doc.Status)
 			before := doc.Status.Clone()
 			_, err = r.Step(ctx, doc)
-			var se *converge.PlanFieldError
+			var se *plan.FieldError
 			require.ErrorAs(t, err, &se)
-			require.ErrorIs(t, err, converge.ErrPlanStatusMismatch)
-			assert.NotErrorIs(t, err, converge.ErrPlanInvalid, "a status mismatch is not an invalid spec")
+			require.ErrorIs(t, err, plan.ErrStatusMismatch)
+			assert.NotErrorIs(t, err, plan.ErrInvalid, "a status mismatch is not an invalid spec")
 			assert.Equal(t, tc.command, se.Command)
 			assert.Equal(t, fmt.Sprintf("status.commands[%d]", tc.command), se.Field)
 			assert.Equal(t, before, doc.Status, "nothing written")
@@ -98,57 +99,57 @@ func TestPlanStatusSymmetry(t *testing.T) {
 	}
 }
 
-// TestPlanStatusRetry checks PlanStatus.Retry on its own.
+// TestPlanStatusRetry checks plan.Status.Retry on its own.
 func TestPlanStatusRetry(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st := &converge.PlanStatus{State: converge.PlanTimedOut, Reason: "r", Commands: []converge.CommandStatus{
-		{ID: 0, Kind: "a", State: converge.PlanCompleted, Started: at, Targets: map[string][]converge.PlanTargetStatus{
-			"workers": {{Name: "w0", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at}}}},
-		{ID: 1, Kind: "b", State: converge.PlanTimedOut, Reason: "r", Started: at, Targets: map[string][]converge.PlanTargetStatus{
+	st := &plan.Status{State: plan.StateTimedOut, Reason: "r", Commands: []plan.CommandStatus{
+		{ID: 0, Kind: "a", State: plan.StateCompleted, Started: at, Targets: map[string][]plan.TargetStatus{
+			"workers": {{Name: "w0", State: plan.TargetCompleted, LastUpdatedTimestamp: at}}}},
+		{ID: 1, Kind: "b", State: plan.StateTimedOut, Reason: "r", Started: at, Targets: map[string][]plan.TargetStatus{
 			"workers": {
-				{Name: "w0", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at},
-				{Name: "w1", State: converge.PlanTargetTimedOut, Reason: "slow", Attempt: 1, LastUpdatedTimestamp: at},
-				{Name: "w2", State: converge.PlanTargetSent, LastUpdatedTimestamp: at},
-				{Name: "w3", State: converge.PlanTargetPending, LastUpdatedTimestamp: at},
+				{Name: "w0", State: plan.TargetCompleted, LastUpdatedTimestamp: at},
+				{Name: "w1", State: plan.TargetTimedOut, Reason: "slow", Attempt: 1, LastUpdatedTimestamp: at},
+				{Name: "w2", State: plan.TargetSent, LastUpdatedTimestamp: at},
+				{Name: "w3", State: plan.TargetPending, LastUpdatedTimestamp: at},
 			}}},
 	}}
 	later := at.Add(time.Hour + 300*time.Millisecond)
 	require.NoError(t, st.Retry(later))
 	now := later // to the nanosecond: a target timeout counts from it
-	assert.Equal(t, converge.PlanSchedulableWait, st.State)
+	assert.Equal(t, plan.StateSchedulableWait, st.State)
 	assert.Empty(t, st.Reason)
-	assert.Equal(t, converge.PlanCompleted, st.Commands[0].State)
+	assert.Equal(t, plan.StateCompleted, st.Commands[0].State)
 	assert.Equal(t, at, st.Commands[0].Started)
 	cs := st.Commands[1]
-	assert.Equal(t, converge.PlanSchedulableWait, cs.State)
+	assert.Equal(t, plan.StateSchedulableWait, cs.State)
 	assert.Empty(t, cs.Reason)
 	assert.True(t, cs.Started.IsZero(), "the command timeout counts again")
-	assert.Equal(t, []converge.PlanTargetStatus{
-		{Name: "w0", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at},
-		{Name: "w1", State: converge.PlanTargetPending, Attempt: 2, LastUpdatedTimestamp: now},
-		{Name: "w2", State: converge.PlanTargetSent, LastUpdatedTimestamp: now},
-		{Name: "w3", State: converge.PlanTargetPending, LastUpdatedTimestamp: at},
+	assert.Equal(t, []plan.TargetStatus{
+		{Name: "w0", State: plan.TargetCompleted, LastUpdatedTimestamp: at},
+		{Name: "w1", State: plan.TargetPending, Attempt: 2, LastUpdatedTimestamp: now},
+		{Name: "w2", State: plan.TargetSent, LastUpdatedTimestamp: now},
+		{Name: "w3", State: plan.TargetPending, LastUpdatedTimestamp: at},
 	}, cs.Targets["workers"])
-	require.ErrorIs(t, st.Retry(later), converge.ErrPlanNotFailed)
+	require.ErrorIs(t, st.Retry(later), plan.ErrNotFailed)
 }
 
 // TestPlanStates checks the classification of states.
 func TestPlanStates(t *testing.T) {
-	for _, s := range []converge.PlanState{"", converge.PlanNewPlan, converge.PlanSchedulableWait, converge.PlanSchedulable, converge.PlanCompleted} {
+	for _, s := range []plan.State{"", plan.StateNewPlan, plan.StateSchedulableWait, plan.StateSchedulable, plan.StateCompleted} {
 		assert.False(t, s.IsError(), s)
 	}
-	for _, s := range []converge.PlanState{converge.PlanInconsistentTargets, converge.PlanIncompleteTargets, converge.PlanRestricted,
-		converge.PlanMissingPlatform, converge.PlanMissingSignalNode, converge.PlanTimedOut, converge.PlanFailed, "Custom"} {
+	for _, s := range []plan.State{plan.StateInconsistentTargets, plan.StateIncompleteTargets, plan.StateRestricted,
+		plan.StateMissingPlatform, plan.StateMissingSignalNode, plan.StateTimedOut, plan.StateFailed, "Custom"} {
 		assert.True(t, s.IsError(), s)
 		assert.True(t, s.IsFinal(), s)
 	}
-	assert.True(t, converge.PlanCompleted.IsFinal())
-	assert.False(t, converge.PlanSchedulable.IsFinal())
-	for _, s := range []converge.PlanTargetState{"", converge.PlanTargetPending, converge.PlanTargetSent, converge.PlanTargetCompleted} {
+	assert.True(t, plan.StateCompleted.IsFinal())
+	assert.False(t, plan.StateSchedulable.IsFinal())
+	for _, s := range []plan.TargetState{"", plan.TargetPending, plan.TargetSent, plan.TargetCompleted} {
 		assert.False(t, s.IsFailure(), s)
 	}
-	for _, s := range []converge.PlanTargetState{converge.PlanTargetFailed, converge.PlanTargetTimedOut, converge.PlanTargetMissing,
-		converge.PlanTargetRestricted, converge.PlanTargetMissingPlatform, converge.PlanTargetInconsistent} {
+	for _, s := range []plan.TargetState{plan.TargetFailed, plan.TargetTimedOut, plan.TargetMissing,
+		plan.TargetRestricted, plan.TargetMissingPlatform, plan.TargetInconsistent} {
 		assert.True(t, s.IsFailure(), s)
 	}
 }
@@ -156,44 +157,44 @@ func TestPlanStates(t *testing.T) {
 // TestPlanDiscovery checks discovery by function and by selector.
 func TestPlanDiscovery(t *testing.T) {
 	bus := autopilot.NewBus(planWrk("w0"), planWrk("w1"), planWrk("w2"))
-	h := &autopilot.CommandHandler{Sender: bus, Select: func(ctx context.Context, sel converge.CommandSelector) ([]string, error) {
+	h := &autopilot.CommandHandler{Sender: bus, Select: func(ctx context.Context, sel plan.CommandSelector) ([]string, error) {
 		if sel.Labels == "zone=b" {
 			return []string{"w2"}, nil
 		}
 		return nil, fmt.Errorf("unknown selector %q", sel.Labels)
 	}}
-	r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
+	r, err := plan.NewRunner(nil, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"update": h}})
 	require.NoError(t, err)
-	doc := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
-		{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return []string{"w0", "w1"}, nil }}},
-		{Group: "zoneb", Order: 1, Discovery: converge.CommandDiscovery{Selector: &converge.CommandSelector{Labels: "zone=b"}}},
+	doc := planOf(plan.Command{Kind: "update", Targets: []plan.CommandTargets{
+		{Group: "workers", Discovery: plan.CommandDiscovery{Func: func(context.Context) ([]string, error) { return []string{"w0", "w1"}, nil }}},
+		{Group: "zoneb", Order: 1, Discovery: plan.CommandDiscovery{Selector: &plan.CommandSelector{Labels: "zone=b"}}},
 	}})
 	_, err = r.Step(context.Background(), doc)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]converge.PlanTargetState{"update/workers/w0": converge.PlanTargetPending, "update/workers/w1": converge.PlanTargetPending,
-		"update/zoneb/w2": converge.PlanTargetPending}, planTargets(doc.Status))
+	assert.Equal(t, map[string]plan.TargetState{"update/workers/w0": plan.TargetPending, "update/workers/w1": plan.TargetPending,
+		"update/zoneb/w2": plan.TargetPending}, planTargets(doc.Status))
 
-	bad := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
-		{Group: "workers", Discovery: converge.CommandDiscovery{Selector: &converge.CommandSelector{Labels: "zone=z"}}}}})
+	bad := planOf(plan.Command{Kind: "update", Targets: []plan.CommandTargets{
+		{Group: "workers", Discovery: plan.CommandDiscovery{Selector: &plan.CommandSelector{Labels: "zone=z"}}}}})
 	_, err = r.Step(context.Background(), bad)
-	var ce *converge.PlanCommandError
+	var ce *plan.CommandError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, converge.PlanNewPlan, ce.State)
+	assert.Equal(t, plan.StateNewPlan, ce.State)
 	assert.Nil(t, bad.Status, "a discovery error writes nothing")
 
-	empty := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
-		{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return []string{"w0", ""}, nil }}}}})
+	empty := planOf(plan.Command{Kind: "update", Targets: []plan.CommandTargets{
+		{Group: "workers", Discovery: plan.CommandDiscovery{Func: func(context.Context) ([]string, error) { return []string{"w0", ""}, nil }}}}})
 	planSettle(t, r, empty)
-	assert.Equal(t, converge.PlanIncompleteTargets, empty.Status.State)
+	assert.Equal(t, plan.StateIncompleteTargets, empty.Status.State)
 	assert.Equal(t, `discovery of group "workers" returned an empty node name`, empty.Status.Commands[0].Reason)
 
 	noSel := &autopilot.CommandHandler{Sender: bus}
-	r2, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": noSel}})
+	r2, err := plan.NewRunner(nil, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"update": noSel}})
 	require.NoError(t, err)
 	_, err = r2.Step(context.Background(), bad)
 	require.ErrorIs(t, err, autopilot.ErrNoSelector)
-	named := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
-		{Group: "workers", Discovery: converge.CommandDiscovery{Function: "edge"}}}})
+	named := planOf(plan.Command{Kind: "update", Targets: []plan.CommandTargets{
+		{Group: "workers", Discovery: plan.CommandDiscovery{Function: "edge"}}}})
 	_, err = r2.Step(context.Background(), named)
 	require.ErrorIs(t, err, autopilot.ErrNoDiscover)
 }
@@ -205,11 +206,11 @@ func TestPlanNamedDiscovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, nil, planWrk("w0"), planWrk("w1"))
 		calls := 0
-		h := &autopilot.CommandHandler{Sender: bus, Discover: map[string]converge.CommandDiscoverFunc{
+		h := &autopilot.CommandHandler{Sender: bus, Discover: map[string]plan.CommandDiscoverFunc{
 			"edge": func(context.Context) ([]string, error) { calls++; return []string{"w1", "w0"}, nil },
 		}}
 		store := converge.NewMemStore()
-		r, err := converge.NewPlanRunner(store, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
+		r, err := plan.NewRunner(store, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"update": h}})
 		require.NoError(t, err)
 		doc, err := autopilot.Decode([]byte("spec: {id: p1, commands: [{update: {targets: {workers: {discovery: {function: edge}}}}}]}"))
 		require.NoError(t, err)
@@ -217,7 +218,7 @@ func TestPlanNamedDiscovery(t *testing.T) {
 		require.NoError(t, r.Create(context.Background(), doc))
 		st, err := r.Run(context.Background(), "p1")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanCompleted, st.State)
+		assert.Equal(t, plan.StateCompleted, st.State)
 		assert.Equal(t, 1, calls, "discovered once, in NewPlan")
 		var order []string
 		for _, d := range bus.Sent() {
@@ -225,12 +226,12 @@ func TestPlanNamedDiscovery(t *testing.T) {
 		}
 		assert.Equal(t, []string{"w1", "w0"}, order, "targets run in the order discovered")
 
-		withFunc := planOf(converge.Command{Kind: "update", Targets: []converge.CommandTargets{
-			{Group: "workers", Discovery: converge.CommandDiscovery{Func: func(context.Context) ([]string, error) { return nil, nil }}}}})
+		withFunc := planOf(plan.Command{Kind: "update", Targets: []plan.CommandTargets{
+			{Group: "workers", Discovery: plan.CommandDiscovery{Func: func(context.Context) ([]string, error) { return nil, nil }}}}})
 		withFunc.Spec.ID = "p2"
-		require.ErrorIs(t, r.Create(context.Background(), withFunc), converge.ErrPlanInvalid)
+		require.ErrorIs(t, r.Create(context.Background(), withFunc), plan.ErrInvalid)
 		err = withFunc.Validate()
-		require.ErrorIs(t, err, converge.ErrPlanInvalid)
+		require.ErrorIs(t, err, plan.ErrInvalid)
 	})
 }
 
@@ -245,10 +246,10 @@ func TestPlanClone(t *testing.T) {
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Spec, doc.Spec)
 
 	st := doc.Status.Clone()
-	st.Commands[0].Targets["workers"][0].State = converge.PlanTargetFailed
-	st.Commands[1].State = converge.PlanFailed
+	st.Commands[0].Targets["workers"][0].State = plan.TargetFailed
+	st.Commands[1].State = plan.StateFailed
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Status, doc.Status)
-	assert.Nil(t, (*converge.PlanStatus)(nil).Clone())
+	assert.Nil(t, (*plan.Status)(nil).Clone())
 }
 
 // TestPlanSignalBus covers the node side of the in-process bus.
@@ -258,7 +259,7 @@ func TestPlanSignalBus(t *testing.T) {
 	_, err := bus.Probe(ctx, "nope")
 	require.ErrorIs(t, err, autopilot.ErrHostNotFound)
 	require.ErrorIs(t, bus.Send(ctx, "nope", autopilot.Signal{}), autopilot.ErrHostNotFound)
-	require.ErrorIs(t, bus.Respond("w0", converge.PlanTargetCompleted, ""), autopilot.ErrNoSignal)
+	require.ErrorIs(t, bus.Respond("w0", plan.TargetCompleted, ""), autopilot.ErrNoSignal)
 	rep, err := bus.Read(ctx, "w0")
 	require.NoError(t, err)
 	assert.Equal(t, autopilot.Report{}, rep)
@@ -266,11 +267,11 @@ func TestPlanSignalBus(t *testing.T) {
 	require.NoError(t, bus.Send(ctx, "w0", autopilot.Signal{ID: autopilot.SignalID("p", 1, 2)}))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.PlanTargetSent}, rep)
-	require.NoError(t, bus.Respond("w0", converge.PlanTargetFailed, "no space"))
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: plan.TargetSent}, rep)
+	require.NoError(t, bus.Respond("w0", plan.TargetFailed, "no space"))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: converge.PlanTargetFailed, Reason: "no space"}, rep)
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: plan.TargetFailed, Reason: "no space"}, rep)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -289,11 +290,11 @@ func Example() {
 		autopilot.Host{Name: "worker0", Kind: "worker", Platform: "linux-amd64"},
 	)
 	bus.OnSignal = func(node string, s autopilot.Signal) {
-		_ = bus.Respond(node, converge.PlanTargetCompleted, "")
+		_ = bus.Respond(node, plan.TargetCompleted, "")
 	}
 	handler := &autopilot.CommandHandler{Sender: bus}
-	runner, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
+	runner, err := plan.NewRunner(converge.NewMemStore(), plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
 		PollInterval: time.Millisecond,
 		Now:          func() time.Time { return time.Date(2026, 5, 11, 19, 13, 2, 0, time.UTC) },
 	})

@@ -11,14 +11,15 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
-// planFieldErr checks that err is a *converge.PlanFieldError matching
-// ErrPlanInvalid about field.
+// planFieldErr checks that err is a *plan.FieldError matching
+// plan.ErrInvalid about field.
 func planFieldErr(t *testing.T, err error, field string) {
 	t.Helper()
-	require.ErrorIs(t, err, converge.ErrPlanInvalid)
-	var fe *converge.PlanFieldError
+	require.ErrorIs(t, err, plan.ErrInvalid)
+	var fe *plan.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, field, fe.Field)
 	assert.Contains(t, err.Error(), field)
@@ -28,15 +29,15 @@ func planFieldErr(t *testing.T, err error, field string) {
 // or a group with an empty static node list, is a validation error naming
 // the field, in Go and in documents, and that such a plan is not stored.
 func TestPlanRejectsEmptyTargets(t *testing.T) {
-	empty := converge.CommandTargets{Group: "workers", Discovery: converge.CommandDiscovery{Static: []string{}}}
+	empty := plan.CommandTargets{Group: "workers", Discovery: plan.CommandDiscovery{Static: []string{}}}
 	tests := []struct {
 		name  string
-		cmd   converge.Command
+		cmd   plan.Command
 		field string
 	}{
 		{name: "no groups", cmd: planCmd("update"), field: "spec.commands[0].update.targets"},
 		{name: "empty static list", cmd: planCmd("update", empty), field: "spec.commands[0].update.targets.workers.discovery.static.nodes"},
-		{name: "empty inline static list", cmd: func() converge.Command {
+		{name: "empty inline static list", cmd: func() plan.Command {
 			c := planCmd("airgapupdate", empty)
 			c.Spec["version"] = json.RawMessage(`"v1.30.4+k0s.0"`)
 			c.InlineTargets = true
@@ -48,7 +49,7 @@ func TestPlanRejectsEmptyTargets(t *testing.T) {
 			doc := planOf(tc.cmd)
 			planFieldErr(t, doc.Spec.Validate(), tc.field)
 			store := converge.NewMemStore()
-			r := planRunner(t, store, autopilot.NewBus(), converge.PlanRunnerConfig{})
+			r := planRunner(t, store, autopilot.NewBus(), plan.RunnerConfig{})
 			planFieldErr(t, r.Create(context.Background(), doc), tc.field)
 			_, _, err := r.Get(context.Background(), "p1")
 			require.ErrorIs(t, err, converge.ErrStoreNotFound, "nothing stored")
@@ -112,7 +113,7 @@ func TestPlanRejectsUnknownK0sVersion(t *testing.T) {
 				if tc.version == "" {
 					delete(cmd.Spec, "version")
 				}
-				r := planRunner(t, converge.NewMemStore(), autopilot.NewBus(), converge.PlanRunnerConfig{})
+				r := planRunner(t, converge.NewMemStore(), autopilot.NewBus(), plan.RunnerConfig{})
 				cerr := r.Create(context.Background(), planOf(cmd))
 				if tc.ok {
 					require.NoError(t, err)
@@ -120,7 +121,7 @@ func TestPlanRejectsUnknownK0sVersion(t *testing.T) {
 					return
 				}
 				if tc.version == "42" {
-					require.ErrorIs(t, err, converge.ErrPlanInvalid)
+					require.ErrorIs(t, err, plan.ErrInvalid)
 				} else {
 					planFieldErr(t, err, field)
 				}
@@ -139,16 +140,16 @@ func TestPlanRejectsUnknownK0sVersion(t *testing.T) {
 func TestPlanWithNoDiscoveredTargetsFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := autopilot.NewBus(planWrk("w0"))
-		h := &autopilot.CommandHandler{Sender: bus, Discover: map[string]converge.CommandDiscoverFunc{
+		h := &autopilot.CommandHandler{Sender: bus, Discover: map[string]plan.CommandDiscoverFunc{
 			"none": func(context.Context) ([]string, error) { return nil, nil },
 		}}
-		r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"update": h}})
-		planCreate(t, r, planOf(planCmd("update", converge.CommandTargets{Group: "workers", Discovery: converge.CommandDiscovery{Function: "none"}})))
+		r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"update": h}})
+		planCreate(t, r, planOf(planCmd("update", plan.CommandTargets{Group: "workers", Discovery: plan.CommandDiscovery{Function: "none"}})))
 		st, err := r.Run(context.Background(), "p1")
-		var pe *converge.PlanError
+		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, converge.PlanIncompleteTargets, pe.State)
-		assert.Equal(t, converge.PlanIncompleteTargets, st.Commands[0].State)
+		assert.Equal(t, plan.StateIncompleteTargets, pe.State)
+		assert.Equal(t, plan.StateIncompleteTargets, st.Commands[0].State)
 		assert.Contains(t, st.Commands[0].Reason, "no target")
 		assert.Empty(t, bus.Sent())
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planClock is a manual clock for step-by-step tests.
@@ -35,7 +36,7 @@ func planLoad(t *testing.T, path string) []byte {
 	require.NoError(t, err)
 	return b
 }
-func planDoc(t *testing.T, path string) *converge.PlanDocument {
+func planDoc(t *testing.T, path string) *plan.Document {
 	t.Helper()
 	doc, err := autopilot.Decode(planLoad(t, path))
 	require.NoError(t, err)
@@ -44,20 +45,20 @@ func planDoc(t *testing.T, path string) *converge.PlanDocument {
 
 // planRunner returns a runner whose handlers signal through bus for the two
 // k0s kinds.
-func planRunner(t *testing.T, store converge.Store, bus autopilot.Sender, cfg converge.PlanRunnerConfig) *converge.PlanRunner {
+func planRunner(t *testing.T, store converge.Store, bus autopilot.Sender, cfg plan.RunnerConfig) *plan.Runner {
 	t.Helper()
 	h := &autopilot.CommandHandler{Sender: bus}
 	if cfg.Handlers == nil {
-		cfg.Handlers = map[string]converge.CommandHandler{"airgapupdate": h, "k0supdate": h, "update": h}
+		cfg.Handlers = map[string]plan.CommandHandler{"airgapupdate": h, "k0supdate": h, "update": h}
 	}
-	r, err := converge.NewPlanRunner(store, cfg)
+	r, err := plan.NewRunner(store, cfg)
 	require.NoError(t, err)
 	return r
 }
 
 // planTargets flattens a status to "cmd/group/name" -> state.
-func planTargets(st *converge.PlanStatus) map[string]converge.PlanTargetState {
-	out := map[string]converge.PlanTargetState{}
+func planTargets(st *plan.Status) map[string]plan.TargetState {
+	out := map[string]plan.TargetState{}
 	for _, cs := range st.Commands {
 		for g, ts := range cs.Targets {
 			for _, tg := range ts {
@@ -68,8 +69,8 @@ func planTargets(st *converge.PlanStatus) map[string]converge.PlanTargetState {
 	return out
 }
 
-func planCmdStates(st *converge.PlanStatus) []converge.PlanState {
-	var out []converge.PlanState
+func planCmdStates(st *plan.Status) []plan.State {
+	var out []plan.State
 	for _, cs := range st.Commands {
 		out = append(out, cs.State)
 	}
@@ -77,7 +78,7 @@ func planCmdStates(st *converge.PlanStatus) []converge.PlanState {
 }
 
 // planSettle steps until a step changes nothing, returning the last step.
-func planSettle(t *testing.T, r *converge.PlanRunner, doc *converge.PlanDocument) converge.PlanStep {
+func planSettle(t *testing.T, r *plan.Runner, doc *plan.Document) plan.Step {
 	t.Helper()
 	for i := 0; i < 1000; i++ {
 		step, err := r.Step(context.Background(), doc)
@@ -87,7 +88,7 @@ func planSettle(t *testing.T, r *converge.PlanRunner, doc *converge.PlanDocument
 		}
 	}
 	t.Fatal("plan did not settle")
-	return converge.PlanStep{}
+	return plan.Step{}
 }
 
 // TestPlanAutopilotSequence replays the k0s autopilot multi-command example:
@@ -95,70 +96,70 @@ func planSettle(t *testing.T, r *converge.PlanRunner, doc *converge.PlanDocument
 // worker0, checking the status after every transition.
 func TestPlanAutopilotSequence(t *testing.T) {
 	const (
-		sw    = converge.PlanSchedulableWait
-		sched = converge.PlanSchedulable
-		done  = converge.PlanCompleted
-		pend  = converge.PlanTargetPending
-		sent  = converge.PlanTargetSent
-		compl = converge.PlanTargetCompleted
+		sw    = plan.StateSchedulableWait
+		sched = plan.StateSchedulable
+		done  = plan.StateCompleted
+		pend  = plan.TargetPending
+		sent  = plan.TargetSent
+		compl = plan.TargetCompleted
 	)
 	clock := newPlanClock()
 	bus := autopilot.NewBus(planNodes()...)
-	r := planRunner(t, nil, bus, converge.PlanRunnerConfig{Now: clock.Now})
+	r := planRunner(t, nil, bus, plan.RunnerConfig{Now: clock.Now})
 	doc := planDoc(t, "testdata/plan/autopilot-plan.yaml")
 
-	type target = map[string]converge.PlanTargetState
+	type target = map[string]plan.TargetState
 	steps := []struct {
 		name      string
 		respond   string // node that completes its signal before the step
 		changed   bool
-		plan      converge.PlanState
-		commands  []converge.PlanState
+		plan      plan.State
+		commands  []plan.State
 		targets   target
 		golden    string
 		signalled []string
 	}{
-		{name: "NewPlan fills every command", changed: true, plan: sw, commands: []converge.PlanState{sw, sw},
+		{name: "NewPlan fills every command", changed: true, plan: sw, commands: []plan.State{sw, sw},
 			targets: target{"airgapupdate/workers/worker0": pend, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
-		{name: "airgapupdate can proceed", changed: true, plan: sched, commands: []converge.PlanState{sched, sw},
+		{name: "airgapupdate can proceed", changed: true, plan: sched, commands: []plan.State{sched, sw},
 			targets: target{"airgapupdate/workers/worker0": pend, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
-		{name: "airgapupdate records that worker0 is signalled", changed: true, plan: sw, commands: []converge.PlanState{sw, sw},
+		{name: "airgapupdate records that worker0 is signalled", changed: true, plan: sw, commands: []plan.State{sw, sw},
 			targets:   target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend},
 			golden:    "testdata/plan/autopilot-status.yaml",
 			signalled: []string{}},
-		{name: "airgapupdate signals worker0", changed: false, plan: sw, commands: []converge.PlanState{sw, sw},
+		{name: "airgapupdate signals worker0", changed: false, plan: sw, commands: []plan.State{sw, sw},
 			targets:   target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend},
 			signalled: []string{"worker0 id123/0/0"}},
-		{name: "worker0 still working", changed: false, plan: sw, commands: []converge.PlanState{sw, sw},
+		{name: "worker0 still working", changed: false, plan: sw, commands: []plan.State{sw, sw},
 			targets:   target{"airgapupdate/workers/worker0": sent, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend},
 			signalled: []string{"worker0 id123/0/0"}},
-		{name: "worker0 done: airgapupdate completed", respond: "worker0", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+		{name: "worker0 done: airgapupdate completed", respond: "worker0", changed: true, plan: sw, commands: []plan.State{done, sw},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
-		{name: "k0supdate can proceed", changed: true, plan: sched, commands: []converge.PlanState{done, sched},
+		{name: "k0supdate can proceed", changed: true, plan: sched, commands: []plan.State{done, sched},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": pend, "k0supdate/workers/worker0": pend}},
-		{name: "k0supdate picks controller0 first", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+		{name: "k0supdate picks controller0 first", changed: true, plan: sw, commands: []plan.State{done, sw},
 			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": sent, "k0supdate/workers/worker0": pend},
 			signalled: []string{"worker0 id123/0/0"}},
-		{name: "k0supdate signals controller0; workers wait for the controllers", changed: false, plan: sw, commands: []converge.PlanState{done, sw},
+		{name: "k0supdate signals controller0; workers wait for the controllers", changed: false, plan: sw, commands: []plan.State{done, sw},
 			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": sent, "k0supdate/workers/worker0": pend},
 			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0"}},
-		{name: "controller0 done: workers can proceed", respond: "controller0", changed: true, plan: sched, commands: []converge.PlanState{done, sched},
+		{name: "controller0 done: workers can proceed", respond: "controller0", changed: true, plan: sched, commands: []plan.State{done, sched},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": pend}},
-		{name: "k0supdate records that worker0 is signalled", changed: true, plan: sw, commands: []converge.PlanState{done, sw},
+		{name: "k0supdate records that worker0 is signalled", changed: true, plan: sw, commands: []plan.State{done, sw},
 			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": sent},
 			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0"}},
-		{name: "k0supdate signals worker0", changed: false, plan: sw, commands: []converge.PlanState{done, sw},
+		{name: "k0supdate signals worker0", changed: false, plan: sw, commands: []plan.State{done, sw},
 			targets:   target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": sent},
 			signalled: []string{"worker0 id123/0/0", "controller0 id123/1/0", "worker0 id123/1/0"}},
-		{name: "worker0 done: plan completed", respond: "worker0", changed: true, plan: done, commands: []converge.PlanState{done, done},
+		{name: "worker0 done: plan completed", respond: "worker0", changed: true, plan: done, commands: []plan.State{done, done},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": compl},
 			golden:  "testdata/plan/autopilot-completed.yaml"},
-		{name: "completed plan stays completed", changed: false, plan: done, commands: []converge.PlanState{done, done},
+		{name: "completed plan stays completed", changed: false, plan: done, commands: []plan.State{done, done},
 			targets: target{"airgapupdate/workers/worker0": compl, "k0supdate/controllers/controller0": compl, "k0supdate/workers/worker0": compl}},
 	}
 	for i, s := range steps {
 		if s.respond != "" {
-			require.NoError(t, bus.Respond(s.respond, converge.PlanTargetCompleted, ""), s.name)
+			require.NoError(t, bus.Respond(s.respond, plan.TargetCompleted, ""), s.name)
 		}
 		step, err := r.Step(context.Background(), doc)
 		require.NoError(t, err, s.name)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // TestPlanTimeoutsFireOnTime checks that a command or target timeout that
@@ -23,10 +24,10 @@ func TestPlanTimeoutsFireOnTime(t *testing.T) {
 	const poll = 100 * time.Millisecond
 	tests := []struct {
 		name string
-		set  func(*converge.Command)
+		set  func(*plan.Command)
 	}{
-		{name: "target", set: func(c *converge.Command) { c.TargetTimeout = timeout }},
-		{name: "command", set: func(c *converge.Command) { c.Timeout = timeout }},
+		{name: "target", set: func(c *plan.Command) { c.TargetTimeout = timeout }},
+		{name: "command", set: func(c *plan.Command) { c.Timeout = timeout }},
 	}
 	for _, tc := range tests {
 		for _, offset := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 900 * time.Millisecond} {
@@ -36,15 +37,15 @@ func TestPlanTimeoutsFireOnTime(t *testing.T) {
 					bus := autopilot.NewBus(planWrk("worker0"))
 					var signalled time.Time
 					bus.OnSignal = func(string, autopilot.Signal) { signalled = time.Now() }
-					r := planRunner(t, converge.NewMemStore(), bus, converge.PlanRunnerConfig{PollInterval: poll})
+					r := planRunner(t, converge.NewMemStore(), bus, plan.RunnerConfig{PollInterval: poll})
 					cmd := planCmd("update", planGroup("workers", 1, "worker0"))
 					tc.set(&cmd)
 					planCreate(t, r, planOf(cmd))
 					start := time.Now()
 					_, err := r.Run(context.Background(), "p1")
-					var pe *converge.PlanError
+					var pe *plan.Error
 					require.ErrorAs(t, err, &pe)
-					assert.Equal(t, converge.PlanTimedOut, pe.State)
+					assert.Equal(t, plan.StateTimedOut, pe.State)
 					require.False(t, signalled.IsZero())
 					from := start // the command is active from the first step
 					if tc.name == "target" {
@@ -65,9 +66,9 @@ func TestPlanTimeoutsFireOnTime(t *testing.T) {
 func TestPlanTimestampsStayRFC3339(t *testing.T) {
 	at := time.Date(2026, 5, 11, 19, 13, 2, 500_000_000, time.UTC)
 	doc := planOf(planCmd("update", planGroup("workers", 1, "worker0")))
-	doc.Status = &converge.PlanStatus{State: converge.PlanSchedulableWait, Commands: []converge.CommandStatus{{
-		Kind: "update", State: converge.PlanSchedulableWait, Started: at,
-		Targets: map[string][]converge.PlanTargetStatus{"workers": {{Name: "worker0", State: converge.PlanTargetSent, LastUpdatedTimestamp: at}}},
+	doc.Status = &plan.Status{State: plan.StateSchedulableWait, Commands: []plan.CommandStatus{{
+		Kind: "update", State: plan.StateSchedulableWait, Started: at,
+		Targets: map[string][]plan.TargetStatus{"workers": {{Name: "worker0", State: plan.TargetSent, LastUpdatedTimestamp: at}}},
 	}}}
 	b, err := json.Marshal(doc)
 	require.NoError(t, err)

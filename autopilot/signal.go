@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/plan"
 )
 
 // Signal is what a target node receives for one command of a plan. The
@@ -51,10 +51,10 @@ type Report struct {
 	// SignalID is the signal the report answers ("" when the node never got
 	// one).
 	SignalID string `json:"signalID,omitempty"`
-	// State is converge.PlanTargetSent while the node works on the signal, then
-	// converge.PlanTargetCompleted or converge.PlanTargetFailed.
-	State  converge.PlanTargetState `json:"state,omitempty"`
-	Reason string                   `json:"reason,omitempty"`
+	// State is plan.TargetSent while the node works on the signal, then
+	// plan.TargetCompleted or plan.TargetFailed.
+	State  plan.TargetState `json:"state,omitempty"`
+	Reason string           `json:"reason,omitempty"`
 }
 
 // Sender reaches target nodes: it probes them, delivers signals and
@@ -161,7 +161,7 @@ func (b *Bus) Probe(ctx context.Context, name string) (Host, error) {
 }
 
 // Send implements Sender: the node's last signal becomes s and its
-// report becomes "working on s" (converge.PlanTargetSent). A repeated signal, with
+// report becomes "working on s" (plan.TargetSent). A repeated signal, with
 // the ID of the node's last one, is recorded (Delivery.Repeat) and changes
 // nothing else: the report stays, and OnSignal is not called.
 func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
@@ -181,7 +181,7 @@ func (b *Bus) Send(ctx context.Context, name string, s Signal) error {
 	}
 	sig := s
 	n.last = &sig
-	n.report = Report{SignalID: s.ID, State: converge.PlanTargetSent}
+	n.report = Report{SignalID: s.ID, State: plan.TargetSent}
 	b.sent = append(b.sent, Delivery{Node: name, Signal: s})
 	on := b.OnSignal
 	b.mu.Unlock()
@@ -208,9 +208,9 @@ func (b *Bus) Read(ctx context.Context, name string) (Report, error) {
 // ErrNoSignal means a node was asked to answer a signal it never got.
 var ErrNoSignal = errors.New("autopilot: node has no signal to answer")
 
-// Respond makes the node report state (converge.PlanTargetCompleted, converge.PlanTargetFailed, or
-// converge.PlanTargetSent for "still working") with reason about its last signal.
-func (b *Bus) Respond(name string, state converge.PlanTargetState, reason string) error {
+// Respond makes the node report state (plan.TargetCompleted, plan.TargetFailed, or
+// plan.TargetSent for "still working") with reason about its last signal.
+func (b *Bus) Respond(name string, state plan.TargetState, reason string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, err := b.node(name)
@@ -242,7 +242,7 @@ func (b *Bus) Sent() []Delivery {
 	return slices.Clone(b.sent)
 }
 
-// CommandHandler is a converge.CommandHandler that runs a command by signalling
+// CommandHandler is a plan.CommandHandler that runs a command by signalling
 // its targets through a Sender, for any kind (k0s airgapupdate and
 // k0supdate are two of them). Groups run in order; in a group, at most the
 // group's concurrency limit of targets are signalled and unfinished at once.
@@ -257,9 +257,9 @@ func (b *Bus) Sent() []Delivery {
 // (a target ran past the target timeout) when waiting.
 //
 // A target is signalled in two steps, so that a signal is never acted on
-// twice: Schedulable records the intent (the target becomes PlanTargetSent, which
+// twice: Schedulable records the intent (the target becomes plan.TargetSent, which
 // the runner stores), and SchedulableWait then sends the signal to every
-// PlanTargetSent target whose report does not show it yet. A runner that dies
+// plan.TargetSent target whose report does not show it yet. A runner that dies
 // after sending and before storing anything leaves the intent stored: the
 // runner that resumes waits for the node's report, sending the signal again
 // (same ID, which the node ignores if it got it) only when the report does
@@ -278,18 +278,18 @@ type CommandHandler struct {
 	GroupKinds map[string]string
 	// Select resolves selector discovery; nil makes a command with a
 	// selector fail to start (a handler error).
-	Select func(ctx context.Context, sel converge.CommandSelector) ([]string, error)
+	Select func(ctx context.Context, sel plan.CommandSelector) ([]string, error)
 	// Discover maps a name to the discovery function that
-	// converge.CommandDiscovery.Function names; a name not in it makes the command
+	// plan.CommandDiscovery.Function names; a name not in it makes the command
 	// fail to start (a handler error).
-	Discover map[string]converge.CommandDiscoverFunc
+	Discover map[string]plan.CommandDiscoverFunc
 
 	mu sync.Mutex
 	// sent maps a node to the ID of the last signal this handler sent it.
 	sent map[string]string
 }
 
-var _ converge.CommandHandler = (*CommandHandler)(nil)
+var _ plan.CommandHandler = (*CommandHandler)(nil)
 
 // sentBefore reports whether this handler already sent signal id to node.
 func (h *CommandHandler) sentBefore(node, id string) bool {
@@ -333,7 +333,7 @@ func (h *CommandHandler) groupKind(group string) string {
 	return h.GroupKinds[group]
 }
 
-func (h *CommandHandler) discover(ctx context.Context, t converge.CommandTargets) ([]string, error) {
+func (h *CommandHandler) discover(ctx context.Context, t plan.CommandTargets) ([]string, error) {
 	switch {
 	case t.Discovery.Func != nil:
 		return t.Discovery.Func(ctx)
@@ -354,17 +354,17 @@ func (h *CommandHandler) discover(ctx context.Context, t converge.CommandTargets
 
 // planFail keeps the first error state a command meets, with its reason.
 type planFail struct {
-	state  converge.PlanState
+	state  plan.State
 	reason string
 }
 
-func (f *planFail) set(state converge.PlanState, reason string) {
+func (f *planFail) set(state plan.State, reason string) {
 	if f.state == "" {
 		f.state, f.reason = state, reason
 	}
 }
 
-func (f *planFail) result(c *converge.CommandContext, ok converge.PlanState) (converge.PlanState, error) {
+func (f *planFail) result(c *plan.CommandContext, ok plan.State) (plan.State, error) {
 	if f.state != "" {
 		c.Status.Reason = f.reason
 		return f.state, nil
@@ -374,16 +374,16 @@ func (f *planFail) result(c *converge.CommandContext, ok converge.PlanState) (co
 
 // NewPlan implements CommandHandler: it discovers and checks every target.
 // Targets already completed (a retried plan) stay completed.
-func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+func (h *CommandHandler) NewPlan(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 	var platforms map[string]json.RawMessage
 	var fail planFail
 	if raw, ok := c.Command.Spec["platforms"]; ok {
 		if err := json.Unmarshal(raw, &platforms); err != nil {
-			fail.set(converge.PlanMissingPlatform, fmt.Sprintf("platforms is not an object: %v", err))
+			fail.set(plan.StateMissingPlatform, fmt.Sprintf("platforms is not an object: %v", err))
 		}
 	}
 	old := c.Status.Targets
-	c.Status.Targets = map[string][]converge.PlanTargetStatus{}
+	c.Status.Targets = map[string][]plan.TargetStatus{}
 	seen := map[string]string{}
 	found := 0
 	for _, grp := range c.Command.Targets {
@@ -392,10 +392,10 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 			return "", err
 		}
 		found += len(nodes)
-		c.Status.Targets[grp.Group] = []converge.PlanTargetStatus{}
+		c.Status.Targets[grp.Group] = []plan.TargetStatus{}
 		for _, name := range nodes {
 			if name == "" {
-				fail.set(converge.PlanIncompleteTargets, fmt.Sprintf("discovery of group %q returned an empty node name", grp.Group))
+				fail.set(plan.StateIncompleteTargets, fmt.Sprintf("discovery of group %q returned an empty node name", grp.Group))
 				continue
 			}
 			prev := planFindTarget(old[grp.Group], name)
@@ -404,16 +404,16 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 				if g == grp.Group {
 					reason = fmt.Sprintf("node %q is listed twice in group %q", name, g)
 				}
-				c.SetTarget(grp.Group, name, converge.PlanTargetInconsistent, reason)
-				fail.set(converge.PlanInconsistentTargets, reason)
+				c.SetTarget(grp.Group, name, plan.TargetInconsistent, reason)
+				fail.set(plan.StateInconsistentTargets, reason)
 				continue
 			}
 			seen[name] = grp.Group
-			if prev != nil && prev.State == converge.PlanTargetCompleted {
+			if prev != nil && prev.State == plan.TargetCompleted {
 				c.Status.Targets[grp.Group] = append(c.Status.Targets[grp.Group], *prev)
 				continue
 			}
-			t := c.SetTarget(grp.Group, name, converge.PlanTargetPending, "")
+			t := c.SetTarget(grp.Group, name, plan.TargetPending, "")
 			if prev != nil {
 				t.Attempt = prev.Attempt
 			}
@@ -428,20 +428,20 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *converge.CommandContext
 		}
 	}
 	if found == 0 {
-		fail.set(converge.PlanIncompleteTargets, "discovery found no target in any group")
+		fail.set(plan.StateIncompleteTargets, "discovery found no target in any group")
 	}
-	return fail.result(c, converge.PlanSchedulableWait)
+	return fail.result(c, plan.StateSchedulableWait)
 }
 
-var planTargetFailure = map[converge.PlanState]converge.PlanTargetState{
-	converge.PlanIncompleteTargets:   converge.PlanTargetMissing,
-	converge.PlanMissingSignalNode:   converge.PlanTargetMissing,
-	converge.PlanRestricted:          converge.PlanTargetRestricted,
-	converge.PlanInconsistentTargets: converge.PlanTargetInconsistent,
-	converge.PlanMissingPlatform:     converge.PlanTargetMissingPlatform,
+var planTargetFailure = map[plan.State]plan.TargetState{
+	plan.StateIncompleteTargets:   plan.TargetMissing,
+	plan.StateMissingSignalNode:   plan.TargetMissing,
+	plan.StateRestricted:          plan.TargetRestricted,
+	plan.StateInconsistentTargets: plan.TargetInconsistent,
+	plan.StateMissingPlatform:     plan.TargetMissingPlatform,
 }
 
-func planFindTarget(ts []converge.PlanTargetStatus, name string) *converge.PlanTargetStatus {
+func planFindTarget(ts []plan.TargetStatus, name string) *plan.TargetStatus {
 	for i := range ts {
 		if ts[i].Name == name {
 			return &ts[i]
@@ -452,33 +452,33 @@ func planFindTarget(ts []converge.PlanTargetStatus, name string) *converge.PlanT
 
 // check probes a target at NewPlan; it returns the error state it causes
 // (or "") with a reason, or an error to try again.
-func (h *CommandHandler) check(ctx context.Context, group, name string, platforms map[string]json.RawMessage) (converge.PlanState, string, error) {
+func (h *CommandHandler) check(ctx context.Context, group, name string, platforms map[string]json.RawMessage) (plan.State, string, error) {
 	node, err := h.Sender.Probe(ctx, name)
 	if errors.Is(err, ErrHostNotFound) {
-		return converge.PlanIncompleteTargets, fmt.Sprintf("node %q does not exist", name), nil
+		return plan.StateIncompleteTargets, fmt.Sprintf("node %q does not exist", name), nil
 	}
 	if err != nil {
 		return "", "", err
 	}
 	if slices.Contains(h.Restrict, node.Kind) {
-		return converge.PlanRestricted, fmt.Sprintf("node %q is a %s, and %s nodes are excluded from plans", name, node.Kind, node.Kind), nil
+		return plan.StateRestricted, fmt.Sprintf("node %q is a %s, and %s nodes are excluded from plans", name, node.Kind, node.Kind), nil
 	}
 	if want := h.groupKind(group); want != "" && node.Kind != want {
-		return converge.PlanInconsistentTargets, fmt.Sprintf("node %q is a %q, group %q takes %q nodes", name, node.Kind, group, want), nil
+		return plan.StateInconsistentTargets, fmt.Sprintf("node %q is a %q, group %q takes %q nodes", name, node.Kind, group, want), nil
 	}
 	if platforms != nil && node.Platform != "" {
 		if _, ok := platforms[node.Platform]; !ok {
-			return converge.PlanMissingPlatform, fmt.Sprintf("no payload for platform %q of node %q", node.Platform, name), nil
+			return plan.StateMissingPlatform, fmt.Sprintf("no payload for platform %q of node %q", node.Platform, name), nil
 		}
 	}
 	return "", "", nil
 }
 
 // activeGroup returns the first group with a target not completed, or -1.
-func planActiveGroup(c *converge.CommandContext) int {
+func planActiveGroup(c *plan.CommandContext) int {
 	for i, g := range c.Command.Targets {
 		for _, t := range c.Status.Targets[g.Group] {
-			if t.State != converge.PlanTargetCompleted {
+			if t.State != plan.TargetCompleted {
 				return i
 			}
 		}
@@ -487,22 +487,22 @@ func planActiveGroup(c *converge.CommandContext) int {
 }
 
 // SchedulableWait implements CommandHandler: it sends the signal of every
-// PlanTargetSent target whose report does not show it yet (see CommandHandler),
+// plan.TargetSent target whose report does not show it yet (see CommandHandler),
 // reads back the signalled targets, applies the target timeout, and says
 // whether there is more to signal now.
-func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+func (h *CommandHandler) SchedulableWait(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 	var fail planFail
 	for _, grp := range c.Command.Targets {
 		for i := range c.Status.Targets[grp.Group] {
 			t := &c.Status.Targets[grp.Group][i]
-			if t.State != converge.PlanTargetSent {
+			if t.State != plan.TargetSent {
 				continue
 			}
 			rep, err := h.deliver(ctx, c, grp.Group, t)
 			if errors.Is(err, ErrHostNotFound) {
 				reason := fmt.Sprintf("node %q disappeared while working on the command", t.Name)
-				c.SetTarget(grp.Group, t.Name, converge.PlanTargetMissing, reason)
-				fail.set(converge.PlanMissingSignalNode, reason)
+				c.SetTarget(grp.Group, t.Name, plan.TargetMissing, reason)
+				fail.set(plan.StateMissingSignalNode, reason)
 				continue
 			}
 			if err != nil {
@@ -510,20 +510,20 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 			}
 			if rep.SignalID == SignalID(c.PlanID, c.Index, t.Attempt) {
 				switch rep.State {
-				case converge.PlanTargetCompleted:
-					c.SetTarget(grp.Group, t.Name, converge.PlanTargetCompleted, "")
+				case plan.TargetCompleted:
+					c.SetTarget(grp.Group, t.Name, plan.TargetCompleted, "")
 					continue
-				case converge.PlanTargetFailed:
+				case plan.TargetFailed:
 					reason := fmt.Sprintf("node %q failed: %s", t.Name, rep.Reason)
-					c.SetTarget(grp.Group, t.Name, converge.PlanTargetFailed, rep.Reason)
-					fail.set(converge.PlanFailed, reason)
+					c.SetTarget(grp.Group, t.Name, plan.TargetFailed, rep.Reason)
+					fail.set(plan.StateFailed, reason)
 					continue
 				}
 			}
 			if c.TargetTimeout > 0 && c.Since(t.LastUpdatedTimestamp) >= c.TargetTimeout {
 				reason := fmt.Sprintf("node %q did not complete within %s", t.Name, c.TargetTimeout)
-				c.SetTarget(grp.Group, t.Name, converge.PlanTargetTimedOut, reason)
-				fail.set(converge.PlanTimedOut, reason)
+				c.SetTarget(grp.Group, t.Name, plan.TargetTimedOut, reason)
+				fail.set(plan.StateTimedOut, reason)
 			}
 		}
 	}
@@ -532,29 +532,29 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *converge.Comman
 	}
 	gi := planActiveGroup(c)
 	if gi < 0 {
-		return converge.PlanCompleted, nil
+		return plan.StateCompleted, nil
 	}
 	grp := c.Command.Targets[gi]
 	pending, inflight := 0, 0
 	for _, t := range c.Status.Targets[grp.Group] {
 		switch t.State {
-		case "", converge.PlanTargetPending:
+		case "", plan.TargetPending:
 			pending++
-		case converge.PlanTargetSent:
+		case plan.TargetSent:
 			inflight++
 		}
 	}
 	if pending > 0 && inflight < grp.Limit() {
-		return converge.PlanSchedulable, nil
+		return plan.StateSchedulable, nil
 	}
-	return converge.PlanSchedulableWait, nil
+	return plan.StateSchedulableWait, nil
 }
 
-// deliver reads the report of t, signalled (PlanTargetSent), and sends t its
+// deliver reads the report of t, signalled (plan.TargetSent), and sends t its
 // signal first when the report does not show it and this handler has not
 // sent it: the intent was stored by a step of this runner or of one that
 // died, maybe before it could send.
-func (h *CommandHandler) deliver(ctx context.Context, c *converge.CommandContext, group string, t *converge.PlanTargetStatus) (Report, error) {
+func (h *CommandHandler) deliver(ctx context.Context, c *plan.CommandContext, group string, t *plan.TargetStatus) (Report, error) {
 	rep, err := h.Sender.Read(ctx, t.Name)
 	id := SignalID(c.PlanID, c.Index, t.Attempt)
 	if err != nil || rep.SignalID == id || h.sentBefore(t.Name, id) {
@@ -572,17 +572,17 @@ func (h *CommandHandler) deliver(ctx context.Context, c *converge.CommandContext
 // Schedulable implements CommandHandler: it picks the next pending targets
 // of the active group, up to its concurrency limit, checks that they still
 // exist and fit their group, and records that they are to be signalled
-// (PlanTargetSent); SchedulableWait sends the signals once that is stored.
-func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandContext) (converge.PlanState, error) {
+// (plan.TargetSent); SchedulableWait sends the signals once that is stored.
+func (h *CommandHandler) Schedulable(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 	gi := planActiveGroup(c)
 	if gi < 0 {
-		return converge.PlanSchedulableWait, nil
+		return plan.StateSchedulableWait, nil
 	}
 	grp := c.Command.Targets[gi]
 	var fail planFail
 	inflight := 0
 	for _, t := range c.Status.Targets[grp.Group] {
-		if t.State == converge.PlanTargetSent {
+		if t.State == plan.TargetSent {
 			inflight++
 		}
 	}
@@ -591,14 +591,14 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 			break
 		}
 		t := &c.Status.Targets[grp.Group][i]
-		if t.State != "" && t.State != converge.PlanTargetPending {
+		if t.State != "" && t.State != plan.TargetPending {
 			continue
 		}
 		node, err := h.Sender.Probe(ctx, t.Name)
 		if errors.Is(err, ErrHostNotFound) {
 			reason := fmt.Sprintf("node %q no longer exists", t.Name)
-			c.SetTarget(grp.Group, t.Name, converge.PlanTargetMissing, reason)
-			fail.set(converge.PlanMissingSignalNode, reason)
+			c.SetTarget(grp.Group, t.Name, plan.TargetMissing, reason)
+			fail.set(plan.StateMissingSignalNode, reason)
 			break
 		}
 		if err != nil {
@@ -606,12 +606,12 @@ func (h *CommandHandler) Schedulable(ctx context.Context, c *converge.CommandCon
 		}
 		if want := h.groupKind(grp.Group); want != "" && node.Kind != want {
 			reason := fmt.Sprintf("node %q is now a %q, group %q takes %q nodes", t.Name, node.Kind, grp.Group, want)
-			c.SetTarget(grp.Group, t.Name, converge.PlanTargetInconsistent, reason)
-			fail.set(converge.PlanInconsistentTargets, reason)
+			c.SetTarget(grp.Group, t.Name, plan.TargetInconsistent, reason)
+			fail.set(plan.StateInconsistentTargets, reason)
 			break
 		}
-		c.SetTarget(grp.Group, t.Name, converge.PlanTargetSent, "")
+		c.SetTarget(grp.Group, t.Name, plan.TargetSent, "")
 		inflight++
 	}
-	return fail.result(c, converge.PlanSchedulableWait)
+	return fail.result(c, plan.StateSchedulableWait)
 }

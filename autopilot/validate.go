@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/plan"
 )
 
 // k0sKinds are the command kinds of k0s autopilot that install a k0s
@@ -21,24 +21,24 @@ var k0sVersion = regexp.MustCompile(`^v1\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9
 // k0sPlatform matches a platform name: "<os>-<arch>", as "linux-amd64".
 var k0sPlatform = regexp.MustCompile(`^[a-z0-9]+-[a-z0-9]+$`)
 
-// ValidateCommand implements converge.CommandValidator, so that
-// converge.PlanRunner.Create rejects a k0s command that cannot do anything
+// ValidateCommand implements plan.CommandValidator, so that
+// plan.Runner.Create rejects a k0s command that cannot do anything
 // useful; Decode makes the same checks. A k0s command (k0supdate,
 // airgapupdate) needs a version that is a k0s version of Kubernetes 1
 // ("v1.30.4+k0s.0", "v1.31.1-rc.0+k0s.0"), and its platforms, when given,
 // must map "<os>-<arch>" names to an object with a url. Commands of other
-// kinds are not checked here. Errors are a *converge.PlanFieldError naming
+// kinds are not checked here. Errors are a *plan.FieldError naming
 // the field, for example "spec.commands[0].k0supdate.version".
-func (h *CommandHandler) ValidateCommand(index int, cmd converge.Command) error {
+func (h *CommandHandler) ValidateCommand(index int, cmd plan.Command) error {
 	return validateCommand(index, cmd)
 }
 
-func validateCommand(i int, c converge.Command) error {
+func validateCommand(i int, c plan.Command) error {
 	if !k0sKinds[c.Kind] {
 		return nil
 	}
 	fail := func(field, reason string) error {
-		return &converge.PlanFieldError{Command: i, Field: c.Path(i) + "." + field, Reason: reason}
+		return &plan.FieldError{Command: i, Field: c.Path(i) + "." + field, Reason: reason}
 	}
 	raw, ok := c.Spec["version"]
 	if !ok {

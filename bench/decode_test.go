@@ -10,6 +10,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // The decode benchmarks of issue 28 come in pairs: converge's strict
@@ -60,7 +61,7 @@ type stdPlanDoc struct {
 func planDecodeDoc(b *testing.B) (yamlDoc, jsonDoc []byte) {
 	hosts := planHosts(1000)
 	bus := autopilot.NewBus(hosts...)
-	r, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{Handlers: map[string]converge.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}}})
+	r, err := plan.NewRunner(nil, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // planHosts returns n worker hosts named w0000, w0001, ...
@@ -22,36 +23,36 @@ func planHosts(n int) []autopilot.Host {
 
 // planDoc returns a plan of one k0s-style update command over the hosts,
 // limit of them at a time.
-func planDoc(id string, hosts []autopilot.Host, limit int) *converge.PlanDocument {
+func planDoc(id string, hosts []autopilot.Host, limit int) *plan.Document {
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
 		names[i] = h.Name
 	}
-	return &converge.PlanDocument{Spec: converge.Plan{ID: id, Commands: []converge.Command{{
+	return &plan.Document{Spec: plan.Plan{ID: id, Commands: []plan.Command{{
 		Kind: "k0supdate",
 		Spec: map[string]json.RawMessage{
 			"version":   json.RawMessage(`"v1.31.2+k0s.0"`),
 			"platforms": json.RawMessage(`{"linux-amd64":{"url":"https://example.invalid/k0s"}}`),
 		},
-		Targets: []converge.CommandTargets{{Group: "workers", Concurrent: limit, Discovery: converge.CommandDiscovery{Static: names}}},
+		Targets: []plan.CommandTargets{{Group: "workers", Concurrent: limit, Discovery: plan.CommandDiscovery{Static: names}}},
 	}}}}
 }
 
 // benchPlanStep runs, per op, a whole rollout over n hosts (one at a time,
-// each answering at once) through PlanRunner.Run on a MemStore, and
+// each answering at once) through plan.Runner.Run on a MemStore, and
 // reports the cost of one stored step: the machine's transition plus
 // persisting it. A step of a 1,000-host plan should cost about what a step
 // of a 1-host plan costs: the size of the plan must not set it.
 func benchPlanStep(b *testing.B, n int) {
 	hosts := planHosts(n)
 	bus := autopilot.NewBus(hosts...)
-	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
+	bus.OnSignal = func(node string, _ autopilot.Signal) { _ = bus.Respond(node, plan.TargetCompleted, "") }
 	var steps int
-	r, err := converge.NewPlanRunner(converge.NewMemStore(), converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}},
+	r, err := plan.NewRunner(converge.NewMemStore(), plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"k0supdate": &autopilot.CommandHandler{Sender: bus}},
 		PollInterval: time.Microsecond,
 		Owner:        "bench",
-		OnStep:       func(string, converge.PlanStep, *converge.PlanStatus) { steps++ },
+		OnStep:       func(string, plan.Step, *plan.Status) { steps++ },
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -69,7 +70,7 @@ func benchPlanStep(b *testing.B, n int) {
 		start := time.Now()
 		st, err := r.Run(ctx, id)
 		run += time.Since(start)
-		if err != nil || st.State != converge.PlanCompleted {
+		if err != nil || st.State != plan.StateCompleted {
 			b.Fatalf("plan: %v", err)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/boltstore"
+	"github.com/convergekit/converge/plan"
 )
 
 // The crash tests run this test binary again as a child process that
@@ -324,7 +325,7 @@ func (f *fileSender) Read(_ context.Context, node string) (autopilot.Report, err
 	var rep autopilot.Report
 	for _, line := range strings.Split(string(b), "\n") {
 		if n, id, ok := strings.Cut(line, " "); ok && n == node {
-			rep = autopilot.Report{SignalID: id, State: converge.PlanTargetCompleted}
+			rep = autopilot.Report{SignalID: id, State: plan.TargetCompleted}
 		}
 	}
 	return rep, nil
@@ -332,7 +333,7 @@ func (f *fileSender) Read(_ context.Context, node string) (autopilot.Report, err
 
 // crashPlanDoc is a plan updating two controllers, then planWorkers
 // workers, one at a time.
-func crashPlanDoc(id string) (*converge.PlanDocument, error) {
+func crashPlanDoc(id string) (*plan.Document, error) {
 	var workers strings.Builder
 	for i := range planWorkers {
 		fmt.Fprintf(&workers, "              - worker%d\n", i)
@@ -366,7 +367,7 @@ spec:
 }
 
 // dash prints an empty state as "-", so that lines split into fields.
-func dash(s converge.PlanState) string {
+func dash(s plan.State) string {
 	if s == "" {
 		return "-"
 	}
@@ -384,12 +385,12 @@ func childPlan(path, logPath string, plans int) error {
 	ctx := context.Background()
 	var a acker
 	h := &autopilot.CommandHandler{Sender: &fileSender{path: logPath}}
-	r, err := converge.NewPlanRunner(st, converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"k0supdate": h},
+	r, err := plan.NewRunner(st, plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"k0supdate": h},
 		Owner:        "runner", // the same owner in every child: it resumes at once
 		LeaseTTL:     time.Hour,
 		PollInterval: time.Millisecond,
-		OnStep: func(id string, s converge.PlanStep, _ *converge.PlanStatus) {
+		OnStep: func(id string, s plan.Step, _ *plan.Status) {
 			a.ack("step %s %d %s %s %s %s", id, s.Command, dash(s.From), dash(s.To), dash(s.CommandFrom), dash(s.CommandTo))
 		},
 	})
@@ -435,7 +436,7 @@ func TestCrashPlanRunner(t *testing.T) {
 	ctx := context.Background()
 	st, err := boltstore.Open(path, boltstore.Options{})
 	require.NoError(t, err)
-	created, err := st.List(ctx, converge.PlanKeyPrefix)
+	created, err := st.List(ctx, plan.KeyPrefix)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	plans := len(created)
@@ -444,22 +445,22 @@ func TestCrashPlanRunner(t *testing.T) {
 	all = append(all, lines...)
 
 	st = openStore(t, path, boltstore.Options{})
-	r, err := converge.NewPlanRunner(st, converge.PlanRunnerConfig{})
+	r, err := plan.NewRunner(st, plan.RunnerConfig{})
 	require.NoError(t, err)
 	for i := range plans {
 		id := fmt.Sprintf("p%d", i)
 		doc, _, err := r.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, converge.PlanCompleted, doc.State(), "plan %s", id)
+		require.Equal(t, plan.StateCompleted, doc.State(), "plan %s", id)
 		for _, cs := range doc.Status.Commands {
-			assert.Equal(t, converge.PlanCompleted, cs.State, "plan %s", id)
+			assert.Equal(t, plan.StateCompleted, cs.State, "plan %s", id)
 		}
 		hist, err := r.History(ctx, id)
 		require.NoError(t, err)
 		completed := 0
 		for _, h := range hist {
-			assert.NotEqual(t, string(converge.PlanCompleted), h.From, "plan %s: a completed step was redone: %+v", id, h)
-			if h.To == string(converge.PlanCompleted) && h.Reason == "plan" {
+			assert.NotEqual(t, string(plan.StateCompleted), h.From, "plan %s: a completed step was redone: %+v", id, h)
+			if h.To == string(plan.StateCompleted) && h.Reason == "plan" {
 				completed++
 			}
 		}
@@ -472,8 +473,8 @@ func TestCrashPlanRunner(t *testing.T) {
 		if f[0] != "step" {
 			continue
 		}
-		assert.NotEqual(t, string(converge.PlanCompleted), f[3], "a completed plan stepped again: %s", line)
-		if f[6] == string(converge.PlanCompleted) {
+		assert.NotEqual(t, string(plan.StateCompleted), f[3], "a completed plan stepped again: %s", line)
+		if f[6] == string(plan.StateCompleted) {
 			key := f[1] + " " + f[2]
 			assert.False(t, seen[key], "command completed twice: %s", line)
 			seen[key] = true

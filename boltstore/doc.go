@@ -15,7 +15,7 @@
 //
 //	rec, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[Spec]{Store: st, ...})
 //	ctl, err := controller.New(controller.Config{Store: st, ...})
-//	runner, err := converge.NewPlanRunner(st, converge.PlanRunnerConfig{...})
+//	runner, err := plan.NewRunner(st, plan.RunnerConfig{...})
 //
 // The file is created when it does not exist. Options bound the history
 // kept per key (Retention), seal values at rest (Sealer, for example

@@ -8,21 +8,21 @@ import (
 	"slices"
 	"time"
 
-	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/plan"
 )
 
 // IntentRetry is the intent (see Controller.Request) that asks the handler
 // made by Plans to retry a plan stopped in an error state, as
-// converge.PlanRunner.Retry does for a plan it runs itself.
+// plan.Runner.Retry does for a plan it runs itself.
 const IntentRetry = "retry"
 
 // PlanObject returns the lifecycle state and the data under which a
 // Controller keeps doc as an object: pass them to Controller.Add with the
-// plan's ID as key. doc is checked first (see converge.PlanDocument.Validate);
+// plan's ID as key. doc is checked first (see plan.Document.Validate);
 // the checks of the command handlers (autopilot's check of k0s versions, for
-// example) are converge.PlanRunner.Validate's: call it too for a plan built
+// example) are plan.Runner.Validate's: call it too for a plan built
 // in Go (autopilot.Decode makes them for documents).
-func PlanObject(doc *converge.PlanDocument) (State, json.RawMessage, error) {
+func PlanObject(doc *plan.Document) (State, json.RawMessage, error) {
 	if err := doc.Validate(); err != nil {
 		return "", nil, err
 	}
@@ -46,17 +46,17 @@ func PlanObject(doc *converge.PlanDocument) (State, json.RawMessage, error) {
 // stores it.
 //
 // A plan run by a Controller is stored as an Object, not as the bare
-// document converge.PlanRunner.Run works on: run a given plan one way or
+// document plan.Runner.Run works on: run a given plan one way or
 // the other.
-func Plans(r *converge.PlanRunner) Handler {
+func Plans(r *plan.Runner) Handler {
 	return HandlerFunc(func(ctx context.Context, obj Object) (Result, error) {
 		return handlePlan(ctx, r, obj)
 	})
 }
 
-func handlePlan(ctx context.Context, r *converge.PlanRunner, obj Object) (Result, error) {
+func handlePlan(ctx context.Context, r *plan.Runner, obj Object) (Result, error) {
 	cfg := r.Config()
-	var doc converge.PlanDocument
+	var doc plan.Document
 	if err := json.Unmarshal(obj.Data, &doc); err != nil {
 		return Result{}, fmt.Errorf("controller: plan object %q: %w", obj.Key, err)
 	}
@@ -103,16 +103,16 @@ func handlePlan(ctx context.Context, r *converge.PlanRunner, obj Object) (Result
 }
 
 // planWaitReason says what an unfinished plan waits for.
-func planWaitReason(st *converge.PlanStatus) string {
+func planWaitReason(st *plan.Status) string {
 	for i := range st.Commands {
 		cs := &st.Commands[i]
-		if cs.State == converge.PlanCompleted {
+		if cs.State == plan.StateCompleted {
 			continue
 		}
 		var names []string
 		for _, g := range slices.Sorted(maps.Keys(cs.Targets)) {
 			for _, t := range cs.Targets[g] {
-				if t.State == converge.PlanTargetSent {
+				if t.State == plan.TargetSent {
 					names = append(names, t.Name)
 				}
 			}

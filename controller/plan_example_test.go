@@ -8,6 +8,7 @@ import (
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 )
 
 // ExamplePlans runs a plan as an object of the object
@@ -19,12 +20,12 @@ func ExamplePlans() {
 		autopilot.Host{Name: "worker0", Kind: "worker"},
 		autopilot.Host{Name: "worker1", Kind: "worker"},
 	)
-	bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, converge.PlanTargetCompleted, "") }
-	finished := make(chan converge.PlanState, 1)
-	runner, err := converge.NewPlanRunner(nil, converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
+	bus.OnSignal = func(node string, s autopilot.Signal) { _ = bus.Respond(node, plan.TargetCompleted, "") }
+	finished := make(chan plan.State, 1)
+	runner, err := plan.NewRunner(nil, plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
 		PollInterval: time.Millisecond,
-		OnStep: func(id string, step converge.PlanStep, st *converge.PlanStatus) {
+		OnStep: func(id string, step plan.Step, st *plan.Status) {
 			if step.Done {
 				finished <- st.State
 			}

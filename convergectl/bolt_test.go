@@ -14,6 +14,7 @@ import (
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 )
 
 // boltFixture writes the fixture (see fill) to a new bolt file, sealed
@@ -184,9 +185,9 @@ func TestBoltPlans(t *testing.T) {
 	for _, p := range list.Plans {
 		byID[p.ID] = p
 	}
-	assert.Equal(t, converge.PlanFailed, byID["rollout"].State)
-	assert.Equal(t, converge.PlanCompleted, byID["done"].State)
-	assert.Equal(t, converge.PlanNewPlan, byID["next"].State)
+	assert.Equal(t, plan.StateFailed, byID["rollout"].State)
+	assert.Equal(t, plan.StateCompleted, byID["done"].State)
+	assert.Equal(t, plan.StateNewPlan, byID["next"].State)
 	assert.Equal(t, 1, byID["rollout"].Hosts.Failed)
 	assert.Equal(t, 1, byID["done"].CommandsCompleted)
 
@@ -199,7 +200,7 @@ func TestBoltPlans(t *testing.T) {
 	require.Len(t, p.Commands, 1)
 	cmd := p.Commands[0]
 	assert.Equal(t, "update", cmd.Kind)
-	assert.Equal(t, converge.PlanFailed, cmd.State)
+	assert.Equal(t, plan.StateFailed, cmd.State)
 	var w2 *hostView
 	for i := range cmd.Targets {
 		if cmd.Targets[i].Name == "w2" {
@@ -208,7 +209,7 @@ func TestBoltPlans(t *testing.T) {
 	}
 	require.NotNil(t, w2)
 	assert.Equal(t, "workers", w2.Group)
-	assert.Equal(t, converge.PlanTargetFailed, w2.State)
+	assert.Equal(t, plan.TargetFailed, w2.State)
 	assert.Equal(t, "disk full", w2.Reason)
 	assert.NotEmpty(t, p.History)
 
@@ -233,7 +234,7 @@ func TestBoltPlans(t *testing.T) {
 	ctlJSON(t, &p, "plan", "rollout", "--bolt", path)
 	for _, h := range p.Commands[0].Targets {
 		if h.Name == "w2" {
-			assert.Equal(t, converge.PlanTargetPending, h.State)
+			assert.Equal(t, plan.TargetPending, h.State)
 		}
 	}
 	var byCarol int

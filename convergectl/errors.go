@@ -11,6 +11,7 @@ import (
 	"github.com/convergekit/converge/boltstore"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/pgstore"
+	"github.com/convergekit/converge/plan"
 )
 
 // usageError is a command line that cannot be run: exit code 2.
@@ -120,7 +121,7 @@ func errorKind(err error) string {
 		return "not-sealed"
 	case errors.Is(err, converge.ErrStoreNotFound), errors.Is(err, controller.ErrObjectNotFound):
 		return "not-found"
-	case errors.Is(err, converge.ErrPlanNotFailed), errors.Is(err, converge.ErrPlanFinished):
+	case errors.Is(err, plan.ErrNotFailed), errors.Is(err, plan.ErrFinished):
 		return "conflict"
 	case errors.Is(err, boltstore.ErrNotStore), errors.Is(err, boltstore.ErrCorrupt), errors.Is(err, boltstore.ErrNewerFormat), errors.Is(err, boltstore.ErrReadOnly):
 		return "store"

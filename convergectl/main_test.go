@@ -19,6 +19,7 @@ import (
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/pgstore/pgtest"
+	"github.com/convergekit/converge/plan"
 )
 
 // binary is the convergectl built once for the tests, which run it as a
@@ -168,29 +169,29 @@ func fill(t *testing.T, st converge.Store) {
 	bus := autopilot.NewBus(autopilot.Host{Name: "w1", Kind: "worker"}, autopilot.Host{Name: "w2", Kind: "worker"}, autopilot.Host{Name: "w3", Kind: "worker"})
 	bus.OnSignal = func(node string, _ autopilot.Signal) {
 		if node == "w2" {
-			_ = bus.Respond(node, converge.PlanTargetFailed, "disk full")
+			_ = bus.Respond(node, plan.TargetFailed, "disk full")
 			return
 		}
-		_ = bus.Respond(node, converge.PlanTargetCompleted, "")
+		_ = bus.Respond(node, plan.TargetCompleted, "")
 	}
-	runner, err := converge.NewPlanRunner(st, converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
+	runner, err := plan.NewRunner(st, plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"update": &autopilot.CommandHandler{Sender: bus}},
 		PollInterval: time.Millisecond,
 	})
 	require.NoError(t, err)
-	plan := func(id string, workers ...string) *converge.PlanDocument {
-		return &converge.PlanDocument{Spec: converge.Plan{ID: id, Commands: []converge.Command{{
+	newPlan := func(id string, workers ...string) *plan.Document {
+		return &plan.Document{Spec: plan.Plan{ID: id, Commands: []plan.Command{{
 			Kind:    "update",
-			Targets: []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: workers}}},
+			Targets: []plan.CommandTargets{{Group: "workers", Discovery: plan.CommandDiscovery{Static: workers}}},
 		}}}}
 	}
-	require.NoError(t, runner.Create(ctx, plan("rollout", "w1", "w2", "w3")))
+	require.NoError(t, runner.Create(ctx, newPlan("rollout", "w1", "w2", "w3")))
 	_, err = runner.Run(ctx, "rollout")
-	require.ErrorIs(t, err, converge.ErrPlanFailed)
-	require.NoError(t, runner.Create(ctx, plan("done", "w1")))
+	require.ErrorIs(t, err, plan.ErrFailed)
+	require.NoError(t, runner.Create(ctx, newPlan("done", "w1")))
 	_, err = runner.Run(ctx, "done")
 	require.NoError(t, err)
-	require.NoError(t, runner.Create(ctx, plan("next", "w3")))
+	require.NoError(t, runner.Create(ctx, newPlan("next", "w3")))
 
 	for _, target := range []string{`{"image":"app:1"}`, `{"image":"app:2"}`} {
 		_, err := st.PutTarget(ctx, "agent", json.RawMessage(target))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 )
 
 // objectView is an object of a controller kind as the commands print it
@@ -136,7 +137,7 @@ func runKinds(ctx context.Context, e *env, c *common, _ []string) error {
 	counts := map[string]int{}
 	for _, r := range recs {
 		kind, _, ok := strings.Cut(r.Key, "/")
-		if !ok || kind+"/" == converge.PlanKeyPrefix || kind == "plan-base" {
+		if !ok || kind+"/" == plan.KeyPrefix || kind == "plan-base" {
 			continue
 		}
 		counts[kind]++

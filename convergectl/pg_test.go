@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/pgstore"
 	"github.com/convergekit/converge/pgstore/pgtest"
+	"github.com/convergekit/converge/plan"
 )
 
 // TestPostgres runs the commands against a pgstore database a controller
@@ -82,7 +82,7 @@ func TestPostgres(t *testing.T) {
 	assert.Equal(t, "aborted with convergectl", p.Abort)
 	ctlJSON(t, &p, "retry", "rollout", "--pg", dsn, "--as", "carol")
 	assert.False(t, p.State.IsError())
-	ph, err := st.History(ctx, converge.PlanKeyPrefix+"next")
+	ph, err := st.History(ctx, plan.KeyPrefix+"next")
 	require.NoError(t, err)
 	assert.Equal(t, "bob", ph[len(ph)-1].By)
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/plan"
 )
 
 func init() {
@@ -64,14 +65,14 @@ type hostCounts struct {
 	Failed    int `json:"failed"`
 }
 
-func (h *hostCounts) add(s converge.PlanTargetState) {
+func (h *hostCounts) add(s plan.TargetState) {
 	h.Total++
 	switch {
 	case s.IsFailure():
 		h.Failed++
-	case s == converge.PlanTargetCompleted:
+	case s == plan.TargetCompleted:
 		h.Completed++
-	case s == converge.PlanTargetSent:
+	case s == plan.TargetSent:
 		h.Sent++
 	default:
 		h.Pending++
@@ -88,23 +89,23 @@ func (h *hostCounts) plus(o hostCounts) {
 
 // hostView is one host (target) of a command.
 type hostView struct {
-	Group   string                   `json:"group"`
-	Name    string                   `json:"name"`
-	State   converge.PlanTargetState `json:"state"`
-	Reason  string                   `json:"reason,omitempty"`
-	Attempt int                      `json:"attempt"`
-	Updated *time.Time               `json:"updated,omitempty"`
+	Group   string           `json:"group"`
+	Name    string           `json:"name"`
+	State   plan.TargetState `json:"state"`
+	Reason  string           `json:"reason,omitempty"`
+	Attempt int              `json:"attempt"`
+	Updated *time.Time       `json:"updated,omitempty"`
 }
 
 // commandView is one command of a plan.
 type commandView struct {
-	Index   int                `json:"index"`
-	Kind    string             `json:"kind"`
-	State   converge.PlanState `json:"state"`
-	Reason  string             `json:"reason,omitempty"`
-	Started *time.Time         `json:"started,omitempty"`
-	Hosts   hostCounts         `json:"hosts"`
-	Targets []hostView         `json:"targets"`
+	Index   int        `json:"index"`
+	Kind    string     `json:"kind"`
+	State   plan.State `json:"state"`
+	Reason  string     `json:"reason,omitempty"`
+	Started *time.Time `json:"started,omitempty"`
+	Hosts   hostCounts `json:"hosts"`
+	Targets []hostView `json:"targets"`
 }
 
 // planView is a plan as the plan commands print it in JSON. Commands and
@@ -116,7 +117,7 @@ type planView struct {
 	// Version and KeyID are known.
 	Sealed            bool                    `json:"sealed"`
 	KeyID             string                  `json:"keyID,omitempty"`
-	State             converge.PlanState      `json:"state,omitempty"`
+	State             plan.State              `json:"state,omitempty"`
 	Reason            string                  `json:"reason,omitempty"`
 	Abort             string                  `json:"abort,omitempty"`
 	CommandsTotal     int                     `json:"commandsTotal"`
@@ -127,11 +128,11 @@ type planView struct {
 }
 
 // planOf makes the view of the plan doc stored at version.
-func planOf(id string, version uint64, doc *converge.PlanDocument) *planView {
+func planOf(id string, version uint64, doc *plan.Document) *planView {
 	v := &planView{ID: id, Version: version, State: doc.State(), CommandsTotal: len(doc.Spec.Commands)}
 	st := doc.Status
 	for i, cmd := range doc.Spec.Commands {
-		cv := commandView{Index: i, Kind: cmd.Kind, State: converge.PlanNewPlan, Targets: []hostView{}}
+		cv := commandView{Index: i, Kind: cmd.Kind, State: plan.StateNewPlan, Targets: []hostView{}}
 		if st != nil && i < len(st.Commands) {
 			cs := st.Commands[i]
 			if cs.State != "" {
@@ -151,7 +152,7 @@ func planOf(id string, version uint64, doc *converge.PlanDocument) *planView {
 				for _, t := range cs.Targets[g] {
 					state := t.State
 					if state == "" {
-						state = converge.PlanTargetPending
+						state = plan.TargetPending
 					}
 					hv := hostView{Group: g, Name: t.Name, State: state, Reason: t.Reason, Attempt: t.Attempt}
 					if !t.LastUpdatedTimestamp.IsZero() {
@@ -163,7 +164,7 @@ func planOf(id string, version uint64, doc *converge.PlanDocument) *planView {
 				}
 			}
 		}
-		if cv.State == converge.PlanCompleted {
+		if cv.State == plan.StateCompleted {
 			v.CommandsCompleted++
 		}
 		v.Hosts.plus(cv.Hosts)
@@ -177,8 +178,8 @@ func planOf(id string, version uint64, doc *converge.PlanDocument) *planView {
 
 // getPlan reads the plan id: its head record first, so that a sealed plan
 // read without a key is shown as sealed.
-func getPlan(ctx context.Context, st converge.Store, runner *converge.PlanRunner, rec converge.StoreRecord) (*planView, error) {
-	id := strings.TrimPrefix(rec.Key, converge.PlanKeyPrefix)
+func getPlan(ctx context.Context, st converge.Store, runner *plan.Runner, rec converge.StoreRecord) (*planView, error) {
+	id := strings.TrimPrefix(rec.Key, plan.KeyPrefix)
 	if keyID, ok := sealedValue(rec.Value); ok {
 		return &planView{ID: id, Version: rec.Version, Sealed: true, KeyID: keyID}, nil
 	}
@@ -189,8 +190,8 @@ func getPlan(ctx context.Context, st converge.Store, runner *converge.PlanRunner
 	return planOf(id, version, doc), nil
 }
 
-func planRunner(st converge.Store, c *common) (*converge.PlanRunner, error) {
-	return converge.NewPlanRunner(st, converge.PlanRunnerConfig{Owner: "convergectl:" + c.by()})
+func planRunner(st converge.Store, c *common) (*plan.Runner, error) {
+	return plan.NewRunner(st, plan.RunnerConfig{Owner: "convergectl:" + c.by()})
 }
 
 func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
@@ -203,7 +204,7 @@ func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
 	if err != nil {
 		return err
 	}
-	recs, err := st.List(ctx, converge.PlanKeyPrefix)
+	recs, err := st.List(ctx, plan.KeyPrefix)
 	if err != nil {
 		return err
 	}
@@ -249,11 +250,11 @@ func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
 }
 
 // loadPlan reads the plan id with its history.
-func loadPlan(ctx context.Context, st converge.Store, runner *converge.PlanRunner, id string, withKey bool) (*planView, error) {
+func loadPlan(ctx context.Context, st converge.Store, runner *plan.Runner, id string, withKey bool) (*planView, error) {
 	if id == "" {
 		return nil, &usageError{msg: "a plan ID is not empty"}
 	}
-	rec, err := st.Get(ctx, converge.PlanKeyPrefix+id)
+	rec, err := st.Get(ctx, plan.KeyPrefix+id)
 	if errors.Is(err, converge.ErrStoreNotFound) {
 		return nil, &notFoundError{what: "plan", name: id}
 	}
@@ -342,7 +343,7 @@ func printPlan(e *env, v *planView) error {
 
 // changePlan runs change on the plan id, opened for writing, and prints
 // the plan as it is after.
-func changePlan(ctx context.Context, e *env, c *common, id, verb string, change func(*converge.PlanRunner) error) error {
+func changePlan(ctx context.Context, e *env, c *common, id, verb string, change func(*plan.Runner) error) error {
 	st, closer, err := c.open(ctx, true)
 	if err != nil {
 		return err
@@ -383,13 +384,13 @@ func runAbort(ctx context.Context, e *env, c *common, args []string) error {
 	if reason == "" {
 		reason = "aborted with convergectl"
 	}
-	return changePlan(ctx, e, c, args[0], "aborted", func(r *converge.PlanRunner) error {
+	return changePlan(ctx, e, c, args[0], "aborted", func(r *plan.Runner) error {
 		return abortPlan(ctx, r, args[0], reason, c.by())
 	})
 }
 
 func runRetry(ctx context.Context, e *env, c *common, args []string) error {
-	return changePlan(ctx, e, c, args[0], "retried", func(r *converge.PlanRunner) error {
+	return changePlan(ctx, e, c, args[0], "retried", func(r *plan.Runner) error {
 		return retryPlan(ctx, r, args[0], c.by())
 	})
 }

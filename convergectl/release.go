@@ -5,6 +5,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 )
 
 // releaseObject releases the halted object key of kind in st, by by.
@@ -16,11 +17,11 @@ func releaseObject(ctx context.Context, st converge.Store, kind, key, by string)
 func historyBy(h converge.HistoryEntry) string { return h.By }
 
 // abortPlan asks the plan id to stop, for reason, by by.
-func abortPlan(ctx context.Context, r *converge.PlanRunner, id, reason, by string) error {
+func abortPlan(ctx context.Context, r *plan.Runner, id, reason, by string) error {
 	return r.AbortBy(ctx, id, reason, by)
 }
 
 // retryPlan makes the plan id runnable again, by by.
-func retryPlan(ctx context.Context, r *converge.PlanRunner, id, by string) error {
+func retryPlan(ctx context.Context, r *plan.Runner, id, by string) error {
 	return r.RetryBy(ctx, id, by)
 }

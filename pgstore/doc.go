@@ -5,7 +5,7 @@
 //
 // Open the store with a DSN and hand it to whatever takes a
 // converge.Store or converge.Queue (a Controller with an Owner, a
-// TargetReconciler, a PlanRunner):
+// TargetReconciler, a plan.Runner):
 //
 //	st, err := pgstore.Open(ctx, "postgres://app@db:5432/app", pgstore.Options{})
 //	if err != nil { ... }

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"sort"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 )
 
 // targetAttention returns the item of a target whose last pass failed.
@@ -77,7 +77,7 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 
 // planAttention returns the item of a plan that failed, was aborted, or
 // runs with failed targets.
-func (h *Handler) planAttention(r *http.Request, s PlanSummary, doc *converge.PlanDocument) (AttentionItem, bool) {
+func (h *Handler) planAttention(r *http.Request, s PlanSummary, doc *plan.Document) (AttentionItem, bool) {
 	it := AttentionItem{Kind: "plan", Name: s.ID, State: s.State, Since: s.Updated, Path: "plans/" + url.PathEscape(s.ID), Error: s.Reason}
 	if doc == nil {
 		it.Problem, it.Error = ProblemPlanFailed, s.Error
@@ -85,7 +85,7 @@ func (h *Handler) planAttention(r *http.Request, s PlanSummary, doc *converge.Pl
 	}
 	st := doc.State()
 	switch {
-	case st == converge.PlanAborted:
+	case st == plan.StateAborted:
 		it.Problem = ProblemPlanAborted
 	case st.IsError():
 		it.Problem = ProblemPlanFailed
@@ -111,7 +111,7 @@ func (h *Handler) planAttention(r *http.Request, s PlanSummary, doc *converge.Pl
 
 // firstTargetFailure describes the first failed target of st, "" when
 // none failed.
-func firstTargetFailure(st *converge.PlanStatus) string {
+func firstTargetFailure(st *plan.Status) string {
 	for _, cs := range st.Commands {
 		groups := make([]string, 0, len(cs.Targets))
 		for g := range cs.Targets {

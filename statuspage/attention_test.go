@@ -14,6 +14,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 	"github.com/convergekit/converge/statuspage"
 )
 
@@ -101,17 +102,17 @@ func TestOverviewSaysWhenNothingNeedsAttention(t *testing.T) {
 
 func TestRunningPlanWithFailedTargetsCanBeAbortedFromTheOverview(t *testing.T) {
 	store := converge.NewMemStore()
-	r, err := converge.NewPlanRunner(store, converge.PlanRunnerConfig{})
+	r, err := plan.NewRunner(store, plan.RunnerConfig{})
 	require.NoError(t, err)
-	require.NoError(t, r.Create(t.Context(), &converge.PlanDocument{
-		Spec: converge.Plan{ID: "wide", Commands: []converge.Command{{Kind: "update",
-			Targets: []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: []string{"w1", "w2", "w3"}}}}}}},
-		Status: &converge.PlanStatus{State: converge.PlanSchedulable, Commands: []converge.CommandStatus{{
-			Kind: "update", State: converge.PlanSchedulable, Started: planAt,
-			Targets: map[string][]converge.PlanTargetStatus{"workers": {
-				{Name: "w1", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: planAt},
-				{Name: "w2", State: converge.PlanTargetFailed, Reason: "connection refused", LastUpdatedTimestamp: planAt},
-				{Name: "w3", State: converge.PlanTargetSent, LastUpdatedTimestamp: planAt},
+	require.NoError(t, r.Create(t.Context(), &plan.Document{
+		Spec: plan.Plan{ID: "wide", Commands: []plan.Command{{Kind: "update",
+			Targets: []plan.CommandTargets{{Group: "workers", Discovery: plan.CommandDiscovery{Static: []string{"w1", "w2", "w3"}}}}}}},
+		Status: &plan.Status{State: plan.StateSchedulable, Commands: []plan.CommandStatus{{
+			Kind: "update", State: plan.StateSchedulable, Started: planAt,
+			Targets: map[string][]plan.TargetStatus{"workers": {
+				{Name: "w1", State: plan.TargetCompleted, LastUpdatedTimestamp: planAt},
+				{Name: "w2", State: plan.TargetFailed, Reason: "connection refused", LastUpdatedTimestamp: planAt},
+				{Name: "w3", State: plan.TargetSent, LastUpdatedTimestamp: planAt},
 			}},
 		}}},
 	}))

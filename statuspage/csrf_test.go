@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 	"github.com/convergekit/converge/statuspage"
 )
 
@@ -78,6 +78,6 @@ func TestCSRFTokenExpires(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, rec.Code, "an expired token")
 		doc, _, err := r.Get(t.Context(), "rollout")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanFailed, doc.State(), "nothing was retried")
+		assert.Equal(t, plan.StateFailed, doc.State(), "nothing was retried")
 	})
 }

@@ -20,7 +20,7 @@
 // replica), the objects halted by a terminal error, the objects of one
 // state, and one object's page with its stored history (and its data
 // only when Options.ShowData is set). Per plan
-// (converge.PlanRunner) it shows the progress of every command and of
+// (plan.Runner) it shows the progress of every command and of
 // every target, and the plan's history.
 //
 // # What needs attention
@@ -89,7 +89,7 @@
 // (POST /controllers/{kind}/objects/{key}/release), on the overview and
 // on the page of the object or plan. Each action is stored with the
 // Authorizer's who in the By of the history entries it writes
-// (controller.Controller.ReleaseBy, converge.PlanRunner.RetryBy and
+// (controller.Controller.ReleaseBy, plan.Runner.RetryBy and
 // AbortBy), so the object's or plan's history says who did it. Each POST must carry the
 // CSRF token the page rendered with its form (form field "csrf", or the
 // header X-CSRF-Token; the JSON views list them in their actions): the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 	"github.com/convergekit/converge/statuspage"
 )
 
@@ -103,48 +104,48 @@ var planAt = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 
 // plans is a runner with two stored plans: "rollout" failed on its second
 // worker, "canary" is running.
-func plans(t *testing.T) (*converge.PlanRunner, converge.Store) {
+func plans(t *testing.T) (*plan.Runner, converge.Store) {
 	t.Helper()
 	store := converge.NewMemStore()
-	r, err := converge.NewPlanRunner(store, converge.PlanRunnerConfig{})
+	r, err := plan.NewRunner(store, plan.RunnerConfig{})
 	require.NoError(t, err)
 	at := planAt
-	doc := func(id string, st converge.PlanState, reason string, targets ...converge.PlanTargetStatus) *converge.PlanDocument {
+	doc := func(id string, st plan.State, reason string, targets ...plan.TargetStatus) *plan.Document {
 		names := make([]string, len(targets))
 		for i, tg := range targets {
 			names[i] = tg.Name
 		}
-		return &converge.PlanDocument{
-			Spec: converge.Plan{ID: id, Commands: []converge.Command{{
+		return &plan.Document{
+			Spec: plan.Plan{ID: id, Commands: []plan.Command{{
 				Kind:    "update",
-				Targets: []converge.CommandTargets{{Group: "workers", Discovery: converge.CommandDiscovery{Static: names}}},
+				Targets: []plan.CommandTargets{{Group: "workers", Discovery: plan.CommandDiscovery{Static: names}}},
 			}}},
-			Status: &converge.PlanStatus{State: st, Reason: reason, Commands: []converge.CommandStatus{{
+			Status: &plan.Status{State: st, Reason: reason, Commands: []plan.CommandStatus{{
 				ID: 0, Kind: "update", State: st, Reason: reason, Started: at,
-				Targets: map[string][]converge.PlanTargetStatus{"workers": targets},
+				Targets: map[string][]plan.TargetStatus{"workers": targets},
 			}}},
 		}
 	}
-	require.NoError(t, r.Create(t.Context(), doc("rollout", converge.PlanFailed, "w2 failed",
-		converge.PlanTargetStatus{Name: "w1", State: converge.PlanTargetCompleted, LastUpdatedTimestamp: at},
-		converge.PlanTargetStatus{Name: "w2", State: converge.PlanTargetFailed, Reason: "disk full", LastUpdatedTimestamp: at},
+	require.NoError(t, r.Create(t.Context(), doc("rollout", plan.StateFailed, "w2 failed",
+		plan.TargetStatus{Name: "w1", State: plan.TargetCompleted, LastUpdatedTimestamp: at},
+		plan.TargetStatus{Name: "w2", State: plan.TargetFailed, Reason: "disk full", LastUpdatedTimestamp: at},
 	)))
-	require.NoError(t, r.Create(t.Context(), doc("canary", converge.PlanSchedulableWait, "",
-		converge.PlanTargetStatus{Name: "c1", State: converge.PlanTargetSent, LastUpdatedTimestamp: at},
-		converge.PlanTargetStatus{Name: "c2", State: converge.PlanTargetPending, LastUpdatedTimestamp: at},
+	require.NoError(t, r.Create(t.Context(), doc("canary", plan.StateSchedulableWait, "",
+		plan.TargetStatus{Name: "c1", State: plan.TargetSent, LastUpdatedTimestamp: at},
+		plan.TargetStatus{Name: "c2", State: plan.TargetPending, LastUpdatedTimestamp: at},
 	)))
 	return r, store
 }
 
 // newHandler is the page of the test fleet and plans.
-func newHandler(t *testing.T, actions bool) (*statuspage.Handler, *controller.Controller, *converge.PlanRunner) {
+func newHandler(t *testing.T, actions bool) (*statuspage.Handler, *controller.Controller, *plan.Runner) {
 	t.Helper()
 	return newHandlerWith(t, actions, nil)
 }
 
 // newHandlerWith is newHandler with its options changed by tune (when not
 // nil).
-func newHandlerWith(t *testing.T, actions bool, tune func(*statuspage.Options)) (*statuspage.Handler, *controller.Controller, *converge.PlanRunner) {
+func newHandlerWith(t *testing.T, actions bool, tune func(*statuspage.Options)) (*statuspage.Handler, *controller.Controller, *plan.Runner) {
 	t.Helper()
 	c := fleet(t)
 	r, store := plans(t)

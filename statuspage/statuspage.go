@@ -26,6 +26,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 )
 
 // DefaultTitle is the page title when Options.Title is empty.
@@ -57,9 +58,9 @@ type Action string
 const (
 	// ActionRead is every GET (and HEAD) of every view.
 	ActionRead Action = "read"
-	// ActionRetry retries a failed plan (converge.PlanRunner.RetryBy).
+	// ActionRetry retries a failed plan (plan.Runner.RetryBy).
 	ActionRetry Action = "retry"
-	// ActionAbort aborts a running plan (converge.PlanRunner.AbortBy).
+	// ActionAbort aborts a running plan (plan.Runner.AbortBy).
 	ActionAbort Action = "abort"
 	// ActionRelease releases a halted object
 	// (controller.Controller.ReleaseBy).
@@ -118,7 +119,7 @@ type Options struct {
 	// Controllers are the fleet controllers shown; kinds must be unique.
 	Controllers []Controller
 	// Plans reads the plans shown; nil shows none.
-	Plans *converge.PlanRunner
+	Plans *plan.Runner
 	// PlanIDs lists the plans shown (StorePlanIDs lists every plan of a
 	// store); nil lists none, but a plan's page is shown at "/plans/{id}"
 	// whenever Plans is set.
@@ -129,7 +130,7 @@ type Options struct {
 	// behind the program's own authentication, and Actions cannot be set.
 	Authorizer Authorizer
 	// Actions, when true, offers the actions that change something:
-	// retry and abort a plan (converge.PlanRunner.RetryBy and AbortBy)
+	// retry and abort a plan (plan.Runner.RetryBy and AbortBy)
 	// and release a halted object (controller.Controller.ReleaseBy), to
 	// the viewers Authorizer allows them, on the overview's Needs
 	// attention list and on the object's or plan's page. The history
@@ -373,16 +374,16 @@ func (h *Handler) authorize(r *http.Request, a Action) (string, bool) {
 }
 
 // StorePlanIDs returns the Options.PlanIDs that lists every plan stored in
-// store (under converge.PlanKeyPrefix), sorted.
+// store (under plan.KeyPrefix), sorted.
 func StorePlanIDs(store converge.Store) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
-		recs, err := store.List(ctx, converge.PlanKeyPrefix)
+		recs, err := store.List(ctx, plan.KeyPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("statuspage: list plans: %w", err)
 		}
 		ids := make([]string, 0, len(recs))
 		for _, rec := range recs {
-			ids = append(ids, strings.TrimPrefix(rec.Key, converge.PlanKeyPrefix))
+			ids = append(ids, strings.TrimPrefix(rec.Key, plan.KeyPrefix))
 		}
 		return ids, nil
 	}
@@ -493,7 +494,7 @@ func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, controller.ErrObjectNotFound), errors.Is(err, converge.ErrStoreNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, converge.ErrPlanNotFailed), errors.Is(err, converge.ErrPlanFinished), errors.Is(err, converge.ErrPlanAborted):
+	case errors.Is(err, plan.ErrNotFailed), errors.Is(err, plan.ErrFinished), errors.Is(err, plan.ErrAborted):
 		status = http.StatusConflict
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusServiceUnavailable
@@ -836,7 +837,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 
 // planSummaries reads the plans Options.PlanIDs lists, and returns their
 // summaries and documents (nil for a plan that could not be read).
-func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []*converge.PlanDocument, error) {
+func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []*plan.Document, error) {
 	out := []PlanSummary{}
 	if h.opts.PlanIDs == nil {
 		return out, nil, nil
@@ -845,7 +846,7 @@ func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []*converge
 	if err != nil {
 		return nil, nil, err
 	}
-	docs := make([]*converge.PlanDocument, 0, len(ids))
+	docs := make([]*plan.Document, 0, len(ids))
 	for _, id := range ids {
 		doc, _, err := h.opts.Plans.Get(ctx, id)
 		if err != nil {
@@ -861,16 +862,16 @@ func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []*converge
 }
 
 // planViews describes doc: its summary and its commands.
-func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandView) {
+func planViews(id string, doc *plan.Document) (PlanSummary, []CommandView) {
 	s := PlanSummary{ID: id, State: string(doc.State()), Commands: len(doc.Spec.Commands), Active: -1}
-	var status []converge.CommandStatus
+	var status []plan.CommandStatus
 	if doc.Status != nil {
 		s.Reason, s.Abort = doc.Status.Reason, doc.Status.Abort
 		status = doc.Status.Commands
 	}
 	cmds := []CommandView{}
 	for i, spec := range doc.Spec.Commands {
-		cv := CommandView{Index: i, Kind: spec.Kind, State: string(converge.PlanNewPlan), Groups: []GroupView{}}
+		cv := CommandView{Index: i, Kind: spec.Kind, State: string(plan.StateNewPlan), Groups: []GroupView{}}
 		if i < len(status) {
 			cs := status[i]
 			if cs.State != "" {
@@ -889,12 +890,12 @@ func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandVie
 				for _, t := range cs.Targets[group] {
 					st := t.State
 					if st == "" {
-						st = converge.PlanTargetPending
+						st = plan.TargetPending
 					}
 					gv.Targets = append(gv.Targets, PlanTargetView{Name: t.Name, State: string(st), Reason: t.Reason, Attempt: t.Attempt, LastUpdated: t.LastUpdatedTimestamp})
 					gv.Total++
 					switch {
-					case st == converge.PlanTargetCompleted:
+					case st == plan.TargetCompleted:
 						gv.Completed++
 					case st.IsFailure():
 						gv.Failed++
@@ -910,7 +911,7 @@ func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandVie
 				cv.Groups = append(cv.Groups, gv)
 			}
 		}
-		if s.Active < 0 && cv.State != string(converge.PlanCompleted) {
+		if s.Active < 0 && cv.State != string(plan.StateCompleted) {
 			s.Active = i
 		}
 		s.Targets += cv.Targets
@@ -923,7 +924,7 @@ func planViews(id string, doc *converge.PlanDocument) (PlanSummary, []CommandVie
 
 // groupOrder returns the groups of a command's status in the order they
 // run: the spec's (by Order, then name), then any others by name.
-func groupOrder(spec converge.Command, cs converge.CommandStatus) []string {
+func groupOrder(spec plan.Command, cs plan.CommandStatus) []string {
 	groups := slices.Clone(spec.Targets)
 	sort.SliceStable(groups, func(i, j int) bool {
 		if groups[i].Order != groups[j].Order {

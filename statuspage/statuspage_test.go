@@ -18,6 +18,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/plan"
 	"github.com/convergekit/converge/statuspage"
 )
 
@@ -224,7 +225,7 @@ func TestActionsNeedAValidCSRFToken(t *testing.T) {
 	assert.Equal(t, controller.HaltQuarantined, o.Halted, "nothing was released")
 	doc, _, err := r.Get(t.Context(), "rollout")
 	require.NoError(t, err)
-	assert.Equal(t, converge.PlanFailed, doc.State(), "nothing was retried")
+	assert.Equal(t, plan.StateFailed, doc.State(), "nothing was retried")
 
 	t.Run("valid token releases", func(t *testing.T) {
 		rec := post(h, "/controllers/host/objects/bad-1/release", url.Values{"csrf": {release}}, map[string]string{"Origin": "http://example.com", "Sec-Fetch-Site": "same-origin"})
@@ -239,7 +240,7 @@ func TestActionsNeedAValidCSRFToken(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
 		doc, _, err := r.Get(t.Context(), "rollout")
 		require.NoError(t, err)
-		assert.Equal(t, converge.PlanSchedulableWait, doc.State())
+		assert.Equal(t, plan.StateSchedulableWait, doc.State())
 		rec = post(h, "/plans/rollout/retry", url.Values{"csrf": {retry}}, nil)
 		assert.Equal(t, http.StatusForbidden, rec.Code, "a token is used once")
 	})
@@ -266,7 +267,7 @@ func TestActionsAreOffByDefault(t *testing.T) {
 	assert.Equal(t, controller.HaltQuarantined, o.Halted)
 	doc, _, err := r.Get(t.Context(), "rollout")
 	require.NoError(t, err)
-	assert.Equal(t, converge.PlanFailed, doc.State())
+	assert.Equal(t, plan.StateFailed, doc.State())
 }
 
 func TestGetNeverChangesAnything(t *testing.T) {
@@ -281,7 +282,7 @@ func TestGetNeverChangesAnything(t *testing.T) {
 	assert.Equal(t, controller.HaltQuarantined, o.Halted)
 	doc, _, err := r.Get(t.Context(), "rollout")
 	require.NoError(t, err)
-	assert.Equal(t, converge.PlanFailed, doc.State())
+	assert.Equal(t, plan.StateFailed, doc.State())
 	doc, _, err = r.Get(t.Context(), "canary")
 	require.NoError(t, err)
 	assert.Empty(t, doc.Status.Abort)

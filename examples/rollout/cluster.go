@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
+	"github.com/convergekit/converge/plan"
 )
 
 // cluster simulates the nodes of a cluster on an in-process signal bus:
@@ -57,10 +57,10 @@ func newCluster(flaky string) *cluster {
 			defer c.wg.Done()
 			time.Sleep(3 * time.Millisecond)
 			if fail {
-				_ = c.bus.Respond(node, converge.PlanTargetFailed, "disk full")
+				_ = c.bus.Respond(node, plan.TargetFailed, "disk full")
 				return
 			}
-			_ = c.bus.Respond(node, converge.PlanTargetCompleted, "")
+			_ = c.bus.Respond(node, plan.TargetCompleted, "")
 		}()
 	}
 	return c

@@ -4,9 +4,9 @@
 // controllers one at a time and on the workers two at a time), printing each
 // transition as it is stored. The nodes live in this process and answer
 // after a short delay. Once the controllers are updated, an operator aborts
-// the plan (PlanRunner.Abort) to look at them first: no worker is signalled,
+// the plan (plan.Runner.Abort) to look at them first: no worker is signalled,
 // and the plan ends in Aborted with the operator's reason on every worker.
-// The program then retries it (PlanRunner.Retry); one worker fails its first
+// The program then retries it (plan.Runner.Retry); one worker fails its first
 // attempt, and the program retries the failed plan, which signals only that
 // worker again.
 //
@@ -33,6 +33,7 @@ import (
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/examples/internal/cli"
 	"github.com/convergekit/converge/examples/internal/stores"
+	"github.com/convergekit/converge/plan"
 )
 
 const planYAML = `
@@ -83,13 +84,13 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 	defer cluster.wait()
 	handler := &autopilot.CommandHandler{Sender: cluster.bus}
 	var last string
-	var runner *converge.PlanRunner
+	var runner *plan.Runner
 	paused := false
 	var pauseErr error
-	runner, err = converge.NewPlanRunner(store, converge.PlanRunnerConfig{
-		Handlers:     map[string]converge.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
+	runner, err = plan.NewRunner(store, plan.RunnerConfig{
+		Handlers:     map[string]plan.CommandHandler{"airgapupdate": handler, "k0supdate": handler},
 		PollInterval: 2 * time.Millisecond,
-		OnStep: func(id string, step converge.PlanStep, st *converge.PlanStatus) {
+		OnStep: func(id string, step plan.Step, st *plan.Status) {
 			// Print a line when the progress of the active command moves.
 			if step.Command < 0 {
 				return
@@ -120,10 +121,10 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 		return err
 	}
 	status, err := runner.Run(ctx, doc.Spec.ID)
-	for retries := 0; errors.Is(err, converge.ErrPlanFailed) && retries < 3; retries++ {
+	for retries := 0; errors.Is(err, plan.ErrFailed) && retries < 3; retries++ {
 		fmt.Fprintf(out, "plan stopped in %s:\n", status.State)
 		printFailures(out, status)
-		if status.State == converge.PlanAborted {
+		if status.State == plan.StateAborted {
 			fmt.Fprintln(out, "the controllers look fine: retrying the aborted plan, which goes on with the workers")
 		} else {
 			fmt.Fprintln(out, "retrying the failed plan: only what did not complete is signalled again")
@@ -144,7 +145,7 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 	for _, n := range cluster.names {
 		fmt.Fprintf(out, "  %-12s %d\n", n, cluster.bus.count(n))
 	}
-	if status.State != converge.PlanCompleted {
+	if status.State != plan.StateCompleted {
 		return fmt.Errorf("plan ended in %s", status.State)
 	}
 	return nil
@@ -154,10 +155,10 @@ func run(ctx context.Context, out io.Writer, opts stores.Options) error {
 const pauseReason = "operator pause: check the controllers before the workers"
 
 // completed reports whether every target of the group completed.
-func completed(c converge.CommandStatus, group string) bool {
+func completed(c plan.CommandStatus, group string) bool {
 	ts := c.Targets[group]
 	for _, t := range ts {
-		if t.State != converge.PlanTargetCompleted {
+		if t.State != plan.TargetCompleted {
 			return false
 		}
 	}
@@ -166,12 +167,12 @@ func completed(c converge.CommandStatus, group string) bool {
 
 // progress renders one command's status as a line: per group, how many
 // targets completed.
-func progress(i int, c converge.CommandStatus) string {
+func progress(i int, c plan.CommandStatus) string {
 	line := fmt.Sprintf("command %d %-12s %-16s", i, c.Kind, c.State)
 	for _, g := range sortedGroups(c) {
 		done := 0
 		for _, t := range c.Targets[g] {
-			if t.State == converge.PlanTargetCompleted {
+			if t.State == plan.TargetCompleted {
 				done++
 			}
 		}
@@ -180,7 +181,7 @@ func progress(i int, c converge.CommandStatus) string {
 	return line
 }
 
-func sortedGroups(c converge.CommandStatus) []string {
+func sortedGroups(c plan.CommandStatus) []string {
 	groups := make([]string, 0, len(c.Targets))
 	for g := range c.Targets {
 		groups = append(groups, g)
@@ -189,7 +190,7 @@ func sortedGroups(c converge.CommandStatus) []string {
 	return groups
 }
 
-func printFailures(out io.Writer, st *converge.PlanStatus) {
+func printFailures(out io.Writer, st *plan.Status) {
 	for i, c := range st.Commands {
 		for _, g := range sortedGroups(c) {
 			for _, t := range c.Targets[g] {

@@ -21,3 +21,19 @@ func TestBareReadsWithoutPrefixAndStillMatches(t *testing.T) {
 	assert.Equal(t, "other: x", errtext.Cause(errors.New("other: x"), "pkg: "), "another prefix stays")
 	assert.Nil(t, errtext.Bare(nil, "pkg: "))
 }
+
+// TestCauseDropsTheFirstPrefixThatMatches checks an error embedded in the
+// message of a package that wraps both its own errors and another
+// package's: one prefix goes, whichever it is, and only one.
+func TestCauseDropsTheFirstPrefixThatMatches(t *testing.T) {
+	tests := []struct{ msg, want string }{
+		{"pkg: not found", "not found"},
+		{"core: version conflict", "version conflict"},
+		{"core: pkg: nested", "pkg: nested"},
+		{"other: x", "other: x"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, errtext.Cause(errors.New(tt.msg), "pkg: ", "core: "), tt.msg)
+		assert.Equal(t, tt.want, errtext.Bare(errors.New(tt.msg), "pkg: ", "core: ").Error(), tt.msg)
+	}
+}

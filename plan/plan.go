@@ -1,4 +1,4 @@
-package converge
+package plan
 
 import (
 	"context"
@@ -8,63 +8,63 @@ import (
 	"time"
 )
 
-// PlanState is the processing state of a plan or of one of its commands.
-// Four states are the core of the machine (PlanNewPlan, PlanSchedulableWait,
-// PlanSchedulable, PlanCompleted); every other value, including the ones a
+// State is the processing state of a plan or of one of its commands.
+// Four states are the core of the machine (StateNewPlan, StateSchedulableWait,
+// StateSchedulable, StateCompleted); every other value, including the ones a
 // CommandHandler makes up, is an error state that stops the command and the
-// plan. The zero value "" is read as PlanNewPlan.
-type PlanState string
+// plan. The zero value "" is read as StateNewPlan.
+type State string
 
 // The core states and the error states that the built-in machinery and
 // autopilot.CommandHandler use. The string values are stable: they are written to
 // status documents and stores.
 const (
-	// PlanNewPlan fills the status of every command (discovering targets).
-	PlanNewPlan PlanState = "NewPlan"
-	// PlanSchedulableWait asks whether the active command can proceed or is
+	// StateNewPlan fills the status of every command (discovering targets).
+	StateNewPlan State = "NewPlan"
+	// StateSchedulableWait asks whether the active command can proceed or is
 	// complete.
-	PlanSchedulableWait PlanState = "SchedulableWait"
-	// PlanSchedulable does the active command's work (signal the next
+	StateSchedulableWait State = "SchedulableWait"
+	// StateSchedulable does the active command's work (signal the next
 	// targets).
-	PlanSchedulable PlanState = "Schedulable"
-	// PlanCompleted means the command (or every command of the plan) is done.
-	PlanCompleted PlanState = "Completed"
+	StateSchedulable State = "Schedulable"
+	// StateCompleted means the command (or every command of the plan) is done.
+	StateCompleted State = "Completed"
 
-	// PlanInconsistentTargets: a target does not match what its group
+	// StateInconsistentTargets: a target does not match what its group
 	// expects (wrong node kind, listed twice, or its kind changed).
-	PlanInconsistentTargets PlanState = "InconsistentTargets"
-	// PlanIncompleteTargets: a discovered target does not exist.
-	PlanIncompleteTargets PlanState = "IncompleteTargets"
-	// PlanRestricted: a target's node kind is excluded from plans.
-	PlanRestricted PlanState = "Restricted"
-	// PlanMissingPlatform: the command has no payload for a target's
+	StateInconsistentTargets State = "InconsistentTargets"
+	// StateIncompleteTargets: a discovered target does not exist.
+	StateIncompleteTargets State = "IncompleteTargets"
+	// StateRestricted: a target's node kind is excluded from plans.
+	StateRestricted State = "Restricted"
+	// StateMissingPlatform: the command has no payload for a target's
 	// platform.
-	PlanMissingPlatform PlanState = "MissingPlatform"
-	// PlanMissingSignalNode: a target that existed when the plan started is
+	StateMissingPlatform State = "MissingPlatform"
+	// StateMissingSignalNode: a target that existed when the plan started is
 	// gone when it is to be signalled.
-	PlanMissingSignalNode PlanState = "MissingSignalNode"
-	// PlanTimedOut: the command or one of its targets ran past its timeout.
-	PlanTimedOut PlanState = "TimedOut"
-	// PlanFailed: a target reported that it could not do the command.
-	PlanFailed PlanState = "Failed"
-	// PlanAborted: the plan was asked to stop (PlanRunner.Abort); the
+	StateMissingSignalNode State = "MissingSignalNode"
+	// StateTimedOut: the command or one of its targets ran past its timeout.
+	StateTimedOut State = "TimedOut"
+	// StateFailed: a target reported that it could not do the command.
+	StateFailed State = "Failed"
+	// StateAborted: the plan was asked to stop (Runner.Abort); the
 	// reason says why.
-	PlanAborted PlanState = "Aborted"
+	StateAborted State = "Aborted"
 )
 
-// normal returns s with the zero value read as PlanNewPlan.
-func (s PlanState) normal() PlanState {
+// normal returns s with the zero value read as StateNewPlan.
+func (s State) normal() State {
 	if s == "" {
-		return PlanNewPlan
+		return StateNewPlan
 	}
 	return s
 }
 
 // IsError reports whether s is an error state: anything but the four core
 // states (the zero value counts as NewPlan).
-func (s PlanState) IsError() bool {
+func (s State) IsError() bool {
 	switch s.normal() {
-	case PlanNewPlan, PlanSchedulableWait, PlanSchedulable, PlanCompleted:
+	case StateNewPlan, StateSchedulableWait, StateSchedulable, StateCompleted:
 		return false
 	}
 	return true
@@ -72,52 +72,52 @@ func (s PlanState) IsError() bool {
 
 // IsFinal reports whether no further processing happens in s: Completed or an
 // error state.
-func (s PlanState) IsFinal() bool { return s == PlanCompleted || s.IsError() }
+func (s State) IsFinal() bool { return s == StateCompleted || s.IsError() }
 
-// PlanTargetState is the state of one target (signal node) of a command. The
-// zero value "" is read as PlanTargetPending.
-type PlanTargetState string
+// TargetState is the state of one target (signal node) of a command. The
+// zero value "" is read as TargetPending.
+type TargetState string
 
-// Target states. PlanTargetPending, PlanTargetSent and PlanTargetCompleted (wire values SignalPending, SignalSent and SignalCompleted, as k0s writes them) are the normal
+// Target states. TargetPending, TargetSent and TargetCompleted (wire values SignalPending, SignalSent and SignalCompleted, as k0s writes them) are the normal
 // path; the others are failures and come with a reason.
 const (
-	// PlanTargetPending: the target has not been signalled yet.
-	PlanTargetPending PlanTargetState = "SignalPending"
-	// PlanTargetSent: the target was signalled and has not finished.
-	PlanTargetSent PlanTargetState = "SignalSent"
-	// PlanTargetCompleted: the target reported that it did the command.
-	PlanTargetCompleted PlanTargetState = "SignalCompleted"
-	// PlanTargetFailed: the target reported a failure (see the reason).
-	PlanTargetFailed PlanTargetState = "SignalFailed"
-	// PlanTargetTimedOut: the target did not finish within the target timeout,
+	// TargetPending: the target has not been signalled yet.
+	TargetPending TargetState = "SignalPending"
+	// TargetSent: the target was signalled and has not finished.
+	TargetSent TargetState = "SignalSent"
+	// TargetCompleted: the target reported that it did the command.
+	TargetCompleted TargetState = "SignalCompleted"
+	// TargetFailed: the target reported a failure (see the reason).
+	TargetFailed TargetState = "SignalFailed"
+	// TargetTimedOut: the target did not finish within the target timeout,
 	// or was still unfinished when the command timed out.
-	PlanTargetTimedOut PlanTargetState = "SignalTimedOut"
-	// PlanTargetMissing: the target node does not exist (any more).
-	PlanTargetMissing PlanTargetState = "SignalMissingNode"
-	// PlanTargetRestricted: the target's node kind is excluded from plans.
-	PlanTargetRestricted PlanTargetState = "SignalRestricted"
-	// PlanTargetMissingPlatform: the command has no payload for the target's
+	TargetTimedOut TargetState = "SignalTimedOut"
+	// TargetMissing: the target node does not exist (any more).
+	TargetMissing TargetState = "SignalMissingNode"
+	// TargetRestricted: the target's node kind is excluded from plans.
+	TargetRestricted TargetState = "SignalRestricted"
+	// TargetMissingPlatform: the command has no payload for the target's
 	// platform.
-	PlanTargetMissingPlatform PlanTargetState = "SignalMissingPlatform"
-	// PlanTargetInconsistent: the target does not match its group.
-	PlanTargetInconsistent PlanTargetState = "SignalInconsistent"
-	// PlanTargetAborted: the target was still pending when its plan was
+	TargetMissingPlatform TargetState = "SignalMissingPlatform"
+	// TargetInconsistent: the target does not match its group.
+	TargetInconsistent TargetState = "SignalInconsistent"
+	// TargetAborted: the target was still pending when its plan was
 	// aborted; it was never signalled for this attempt.
-	PlanTargetAborted PlanTargetState = "SignalAborted"
+	TargetAborted TargetState = "SignalAborted"
 )
 
-func (s PlanTargetState) normal() PlanTargetState {
+func (s TargetState) normal() TargetState {
 	if s == "" {
-		return PlanTargetPending
+		return TargetPending
 	}
 	return s
 }
 
 // IsFailure reports whether s is a failure state (anything but pending,
 // sent and completed).
-func (s PlanTargetState) IsFailure() bool {
+func (s TargetState) IsFailure() bool {
 	switch s.normal() {
-	case PlanTargetPending, PlanTargetSent, PlanTargetCompleted:
+	case TargetPending, TargetSent, TargetCompleted:
 		return false
 	}
 	return true
@@ -197,7 +197,7 @@ type CommandDiscovery struct {
 	// `discovery: {function: <name>}`.
 	Function string
 	// Func discovers the nodes. It cannot be written to documents, so
-	// PlanRunner.Create and PlanDocument.Validate reject a plan that uses it: use
+	// Runner.Create and Document.Validate reject a plan that uses it: use
 	// Function for plans that are stored.
 	Func CommandDiscoverFunc
 }
@@ -231,17 +231,17 @@ func (t CommandTargets) Limit() int {
 	return t.Concurrent
 }
 
-// PlanStatus is the `status` of a plan document: the plan's state and one
+// Status is the `status` of a plan document: the plan's state and one
 // CommandStatus per command, at the same index. The zero value is a plan that
 // has not started (NewPlan).
-type PlanStatus struct {
-	State PlanState `json:"state"`
+type Status struct {
+	State State `json:"state"`
 	// Reason says why the plan is in an error state.
 	Reason string `json:"reason,omitempty"`
 	// Abort, when not empty, is the reason the plan was asked to stop
-	// (PlanRunner.Abort): no target is signalled and no command starts any
+	// (Runner.Abort): no target is signalled and no command starts any
 	// more, and once the signalled targets finish, the plan ends in
-	// PlanAborted. "" means no abort was asked.
+	// StateAborted. "" means no abort was asked.
 	Abort    string          `json:"abort,omitempty"`
 	Commands []CommandStatus `json:"commands"`
 }
@@ -255,7 +255,7 @@ type CommandStatus struct {
 	// Kind is the kind of the command it answers; it is the key of the
 	// targets in documents.
 	Kind  string
-	State PlanState
+	State State
 	// Reason says why the command is in an error state.
 	Reason string
 	// Started is when the command became active (zero before), on the
@@ -263,14 +263,14 @@ type CommandStatus struct {
 	// monotonic clock (see CommandContext.Since).
 	Started time.Time
 	// Targets maps a group name to the status of each of its targets.
-	Targets map[string][]PlanTargetStatus
+	Targets map[string][]TargetStatus
 }
 
-// PlanTargetStatus is the status of one target of a command. The zero value
+// TargetStatus is the status of one target of a command. The zero value
 // (with a name) is a pending target.
-type PlanTargetStatus struct {
-	Name  string          `json:"name"`
-	State PlanTargetState `json:"state"`
+type TargetStatus struct {
+	Name  string      `json:"name"`
+	State TargetState `json:"state"`
 	// Reason says why the target failed.
 	Reason string `json:"reason,omitempty"`
 	// Attempt counts the retries of the plan that re-signalled this target;
@@ -278,7 +278,7 @@ type PlanTargetStatus struct {
 	// not count.
 	Attempt int `json:"attempt,omitempty"`
 	// LastUpdatedTimestamp is when State last changed, on the wall clock;
-	// the target timeout counts from it while the target is PlanTargetSent, on
+	// the target timeout counts from it while the target is TargetSent, on
 	// the runner's monotonic clock (see CommandContext.Since). It is
 	// written in RFC 3339 with the fraction of a second the runner's clock
 	// gave (k0s writes whole seconds and reads both), and read back to the
@@ -287,7 +287,7 @@ type PlanTargetStatus struct {
 }
 
 // Clone returns a deep copy of s.
-func (s *PlanStatus) Clone() *PlanStatus {
+func (s *Status) Clone() *Status {
 	if s == nil {
 		return nil
 	}
@@ -303,16 +303,16 @@ func (s *PlanStatus) Clone() *PlanStatus {
 func (s CommandStatus) Clone() CommandStatus {
 	c := s
 	if s.Targets != nil {
-		c.Targets = make(map[string][]PlanTargetStatus, len(s.Targets))
+		c.Targets = make(map[string][]TargetStatus, len(s.Targets))
 		for g, ts := range s.Targets {
-			c.Targets[g] = append([]PlanTargetStatus(nil), ts...)
+			c.Targets[g] = append([]TargetStatus(nil), ts...)
 		}
 	}
 	return c
 }
 
 // Target returns the status of the named target in group, or nil.
-func (s *CommandStatus) Target(group, name string) *PlanTargetStatus {
+func (s *CommandStatus) Target(group, name string) *TargetStatus {
 	ts := s.Targets[group]
 	for i := range ts {
 		if ts[i].Name == name {
@@ -349,11 +349,11 @@ func (p Plan) Clone() Plan {
 	return c
 }
 
-// PlanFieldError names the part of a plan document that makes it
-// unrunnable: a field of the spec (it matches ErrPlanInvalid) or an entry of
+// FieldError names the part of a plan document that makes it
+// unrunnable: a field of the spec (it matches ErrInvalid) or an entry of
 // the status that does not answer the spec (it matches
-// ErrPlanStatusMismatch).
-type PlanFieldError struct {
+// ErrStatusMismatch).
+type FieldError struct {
 	// Command is the index of the culprit command (or status entry), or -1
 	// for the plan.
 	Command int
@@ -362,111 +362,111 @@ type PlanFieldError struct {
 	// for a status entry, "status.commands[i]".
 	Field  string
 	Reason string
-	// Err is the sentinel the error matches: ErrPlanInvalid or
-	// ErrPlanStatusMismatch; nil means ErrPlanInvalid.
+	// Err is the sentinel the error matches: ErrInvalid or
+	// ErrStatusMismatch; nil means ErrInvalid.
 	Err error
 }
 
 // Error describes the problem, naming its culprit.
-func (e *PlanFieldError) Error() string {
-	return fmt.Sprintf("converge: plan %s: %s", e.Field, e.Reason)
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("plan: %s: %s", e.Field, e.Reason)
 }
 
-// Is makes PlanFieldError match its sentinel (see Err).
-func (e *PlanFieldError) Is(target error) bool {
+// Is makes FieldError match its sentinel (see Err).
+func (e *FieldError) Is(target error) bool {
 	if e.Err == nil {
-		return target == ErrPlanInvalid
+		return target == ErrInvalid
 	}
 	return target == e.Err
 }
 
-// PlanError reports a plan that stopped in an error state.
-type PlanError struct {
+// Error reports a plan that stopped in an error state.
+type Error struct {
 	PlanID string
 	// Command is the index of the command that failed, or -1.
 	Command int
 	// Kind is the kind of the command that failed ("" when Command is -1).
 	Kind  string
-	State PlanState
+	State State
 	// Reason says why: the failed command's reason (CommandStatus.Reason),
 	// or the plan's when no command failed.
 	Reason string
 }
 
 // Error describes the problem, naming its culprit.
-func (e *PlanError) Error() string {
+func (e *Error) Error() string {
 	if e.Command < 0 {
-		return fmt.Sprintf("converge: plan %q: %s: %s", e.PlanID, e.State, e.Reason)
+		return fmt.Sprintf("plan: %q: %s: %s", e.PlanID, e.State, e.Reason)
 	}
-	return fmt.Sprintf("converge: plan %q: command %d (%s): %s: %s", e.PlanID, e.Command, e.Kind, e.State, e.Reason)
+	return fmt.Sprintf("plan: %q: command %d (%s): %s: %s", e.PlanID, e.Command, e.Kind, e.State, e.Reason)
 }
 
-// Is makes PlanError match ErrPlanFailed.
-func (e *PlanError) Is(target error) bool { return target == ErrPlanFailed }
+// Is makes Error match ErrFailed.
+func (e *Error) Is(target error) bool { return target == ErrFailed }
 
-// PlanCommandError reports an error of one command's handler, with the kind
+// CommandError reports an error of one command's handler, with the kind
 // and the state it was called in.
-type PlanCommandError struct {
+type CommandError struct {
 	Command int
 	Kind    string
-	State   PlanState
+	State   State
 	Err     error
 }
 
 // Error describes the problem, naming its culprit.
-func (e *PlanCommandError) Error() string {
-	return fmt.Sprintf("converge: plan command %d (%s) in %s: %s", e.Command, e.Kind, e.State, causeText(e.Err))
+func (e *CommandError) Error() string {
+	return fmt.Sprintf("plan: command %d (%s) in %s: %s", e.Command, e.Kind, e.State, causeText(e.Err))
 }
 
 // Unwrap returns the handler's error.
-func (e *PlanCommandError) Unwrap() error { return e.Err }
+func (e *CommandError) Unwrap() error { return e.Err }
 
-// Validate reports the first reason p cannot run as a *PlanFieldError whose
+// Validate reports the first reason p cannot run as a *FieldError whose
 // Field is the path of the culprit in a document, for example
 // "spec.commands[1].k0supdate.targets.workers.discovery.static.nodes". A
 // command must have at least one target group, and a static group at least
 // one node: a plan that would complete without doing anything is an error.
 func (p Plan) Validate() error {
 	if p.ID == "" {
-		return &PlanFieldError{Command: -1, Field: "spec.id", Reason: "must not be empty"}
+		return &FieldError{Command: -1, Field: "spec.id", Reason: "must not be empty"}
 	}
 	if len(p.Commands) == 0 {
-		return &PlanFieldError{Command: -1, Field: "spec.commands", Reason: "must list at least one command"}
+		return &FieldError{Command: -1, Field: "spec.commands", Reason: "must list at least one command"}
 	}
 	for i, c := range p.Commands {
 		if c.Kind == "" {
-			return &PlanFieldError{Command: i, Field: fmt.Sprintf("spec.commands[%d]", i), Reason: "command kind must not be empty"}
+			return &FieldError{Command: i, Field: fmt.Sprintf("spec.commands[%d]", i), Reason: "command kind must not be empty"}
 		}
 		body := c.Path(i)
 		if c.Timeout < 0 {
-			return &PlanFieldError{Command: i, Field: body + "." + planKeyTimeout, Reason: "must not be negative"}
+			return &FieldError{Command: i, Field: body + "." + planKeyTimeout, Reason: "must not be negative"}
 		}
 		if c.TargetTimeout < 0 {
-			return &PlanFieldError{Command: i, Field: body + "." + planKeyTargetTimeout, Reason: "must not be negative"}
+			return &FieldError{Command: i, Field: body + "." + planKeyTargetTimeout, Reason: "must not be negative"}
 		}
 		for _, k := range planSortedKeys(c.Spec) {
 			if k == planKeyTargets || k == planKeyTimeout || k == planKeyTargetTimeout || planInlineGroups[k] {
-				return &PlanFieldError{Command: i, Field: body + "." + k, Reason: "reserved key in Spec; use the Command field"}
+				return &FieldError{Command: i, Field: body + "." + k, Reason: "reserved key in Spec; use the Command field"}
 			}
 		}
 		if len(c.Targets) == 0 {
-			return &PlanFieldError{Command: i, Field: body + "." + planKeyTargets, Reason: "must list at least one target group"}
+			return &FieldError{Command: i, Field: body + "." + planKeyTargets, Reason: "must list at least one target group"}
 		}
 		seen := map[string]bool{}
 		for _, t := range c.Targets {
 			path := c.GroupPath(i, t.Group)
 			if t.Group == "" {
-				return &PlanFieldError{Command: i, Field: body + "." + planKeyTargets, Reason: "group name must not be empty"}
+				return &FieldError{Command: i, Field: body + "." + planKeyTargets, Reason: "group name must not be empty"}
 			}
 			if seen[t.Group] {
-				return &PlanFieldError{Command: i, Field: path, Reason: "group listed twice"}
+				return &FieldError{Command: i, Field: path, Reason: "group listed twice"}
 			}
 			seen[t.Group] = true
 			if c.InlineTargets && !planInlineGroups[t.Group] {
-				return &PlanFieldError{Command: i, Field: path, Reason: "only controllers and workers can be inline groups"}
+				return &FieldError{Command: i, Field: path, Reason: "only controllers and workers can be inline groups"}
 			}
 			if t.Concurrent < 0 {
-				return &PlanFieldError{Command: i, Field: path + ".limits.concurrent", Reason: "must not be negative"}
+				return &FieldError{Command: i, Field: path + ".limits.concurrent", Reason: "must not be negative"}
 			}
 			d := t.Discovery
 			n := 0
@@ -476,14 +476,14 @@ func (p Plan) Validate() error {
 				}
 			}
 			if n != 1 {
-				return &PlanFieldError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector, function or Func"}
+				return &FieldError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector, function or Func"}
 			}
 			if d.Static != nil && len(d.Static) == 0 {
-				return &PlanFieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "must list at least one node"}
+				return &FieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "must list at least one node"}
 			}
 			for _, node := range d.Static {
 				if node == "" {
-					return &PlanFieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "node name must not be empty"}
+					return &FieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "node name must not be empty"}
 				}
 			}
 		}
@@ -511,7 +511,7 @@ func planStorable(p Plan) error {
 	for i, c := range p.Commands {
 		for _, t := range c.Targets {
 			if t.Discovery.Func != nil {
-				return &PlanFieldError{Command: i, Field: c.GroupPath(i, t.Group) + ".discovery",
+				return &FieldError{Command: i, Field: c.GroupPath(i, t.Group) + ".discovery",
 					Reason: "a Go discovery function cannot be stored; register it with the handler and name it in Function"}
 			}
 		}
@@ -524,15 +524,15 @@ func planStorable(p Plan) error {
 // with a wrong ID are renumbered. An entry whose kind differs from its
 // command, or entries beyond the last command, cannot be repaired: the plan
 // changed under its status. It reports whether it changed st.
-func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
+func planReconcileStatus(p Plan, st *Status) (bool, error) {
 	if len(st.Commands) > len(p.Commands) {
-		return false, &PlanFieldError{Err: ErrPlanStatusMismatch, Command: len(p.Commands), Field: fmt.Sprintf("status.commands[%d]", len(p.Commands)), Reason: fmt.Sprintf("%d status entries for %d commands", len(st.Commands), len(p.Commands))}
+		return false, &FieldError{Err: ErrStatusMismatch, Command: len(p.Commands), Field: fmt.Sprintf("status.commands[%d]", len(p.Commands)), Reason: fmt.Sprintf("%d status entries for %d commands", len(st.Commands), len(p.Commands))}
 	}
 	changed := false
 	for i := range st.Commands {
 		cs := &st.Commands[i]
 		if cs.Kind != "" && cs.Kind != p.Commands[i].Kind {
-			return false, &PlanFieldError{Err: ErrPlanStatusMismatch, Command: i, Field: fmt.Sprintf("status.commands[%d]", i), Reason: fmt.Sprintf("answers %q but command %d is %q", cs.Kind, i, p.Commands[i].Kind)}
+			return false, &FieldError{Err: ErrStatusMismatch, Command: i, Field: fmt.Sprintf("status.commands[%d]", i), Reason: fmt.Sprintf("answers %q but command %d is %q", cs.Kind, i, p.Commands[i].Kind)}
 		}
 		if cs.ID != i {
 			cs.ID = i
@@ -544,11 +544,11 @@ func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
 		}
 	}
 	for i := len(st.Commands); i < len(p.Commands); i++ {
-		st.Commands = append(st.Commands, CommandStatus{ID: i, Kind: p.Commands[i].Kind, State: PlanNewPlan})
+		st.Commands = append(st.Commands, CommandStatus{ID: i, Kind: p.Commands[i].Kind, State: StateNewPlan})
 		changed = true
-		if st.State.normal() != PlanNewPlan && !st.State.IsError() {
+		if st.State.normal() != StateNewPlan && !st.State.IsError() {
 			// The rest of the status is kept; NewPlan fills the new entries.
-			st.State = PlanNewPlan
+			st.State = StateNewPlan
 		}
 	}
 	return changed, nil
@@ -556,20 +556,20 @@ func planReconcileStatus(p Plan, st *PlanStatus) (bool, error) {
 
 // Retry makes a plan stopped in an error state runnable again, from the
 // command that failed. A command that failed while it was active goes back to
-// SchedulableWait: its targets in a failure state go back to PlanTargetPending with
+// SchedulableWait: its targets in a failure state go back to TargetPending with
 // Attempt raised (so a node's report of the failed attempt does not count)
-// and their reason cleared (PlanRunner.Retry keeps the reasons in the
-// history), targets still PlanTargetSent stay signalled with a fresh timestamp, and
+// and their reason cleared (Runner.Retry keeps the reasons in the
+// history), targets still TargetSent stay signalled with a fresh timestamp, and
 // completed targets stay completed, so the next run signals again only what
 // did not complete. A command that failed in NewPlan (before it was active)
 // goes back to NewPlan, which discovers its targets again and keeps the
 // completed ones. The commands after the failed one keep their status. The
 // command timeout counts again from when the command is next active, and an
-// abort request is cleared. Retry returns ErrPlanNotFailed (wrapped) when the
+// abort request is cleared. Retry returns ErrNotFailed (wrapped) when the
 // plan is not in an error state, and then changes nothing.
-func (s *PlanStatus) Retry(now time.Time) error {
+func (s *Status) Retry(now time.Time) error {
 	if !s.State.IsError() {
-		return fmt.Errorf("%w (state %s)", ErrPlanNotFailed, s.State.normal())
+		return fmt.Errorf("%w (state %s)", ErrNotFailed, s.State.normal())
 	}
 	now = now.UTC()
 	for i := range s.Commands {
@@ -582,27 +582,27 @@ func (s *PlanStatus) Retry(now time.Time) error {
 				t := &cs.Targets[g][j]
 				switch {
 				case t.State.IsFailure():
-					t.State = PlanTargetPending
+					t.State = TargetPending
 					t.Attempt++
 					t.Reason = ""
 					t.LastUpdatedTimestamp = now
-				case t.State == PlanTargetSent:
+				case t.State == TargetSent:
 					t.LastUpdatedTimestamp = now
 				}
 			}
 		}
 		if cs.Started.IsZero() {
-			cs.State = PlanNewPlan
+			cs.State = StateNewPlan
 		} else {
-			cs.State = PlanSchedulableWait
+			cs.State = StateSchedulableWait
 		}
 		cs.Reason = ""
 		cs.Started = time.Time{}
 	}
 	s.State = planAggregate(s)
 	for i := range s.Commands {
-		if s.Commands[i].State.normal() == PlanNewPlan {
-			s.State = PlanNewPlan
+		if s.Commands[i].State.normal() == StateNewPlan {
+			s.State = StateNewPlan
 		}
 	}
 	s.Reason = ""

@@ -1,4 +1,4 @@
-package converge
+package plan
 
 import (
 	"context"
@@ -9,16 +9,28 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/convergekit/converge"
 )
 
-// PlanKeyPrefix prefixes the Store key of every plan: "plan/<id>".
-const PlanKeyPrefix = "plan/"
+// KeyPrefix prefixes the [converge.Store] key of every plan: "plan/<id>".
+const KeyPrefix = "plan/"
 
-// PlanRunnerConfig tunes a PlanRunner. The zero value has no handlers (every plan
-// fails with ErrPlanUnknownCommand), no timeouts, PlanDefaultPollInterval,
-// PlanDefaultLeaseTTL, the owner name PlanDefaultOwner returns, no metrics,
+// Defaults of the zero fields of RunnerConfig.
+const (
+	// DefaultPollInterval is how long a runner waits before looking at a
+	// plan again when a step changed nothing (targets are still working).
+	DefaultPollInterval = time.Second
+	// DefaultLeaseTTL is how long a runner's claim on a plan lasts without
+	// renewal; a crashed runner's plan is taken over after it.
+	DefaultLeaseTTL = 30 * time.Second
+)
+
+// RunnerConfig tunes a Runner. The zero value has no handlers (every plan
+// fails with ErrUnknownCommand), no timeouts, DefaultPollInterval,
+// DefaultLeaseTTL, the owner name DefaultOwner returns, no metrics,
 // no logs, time.Now and the monotonic clock.
-type PlanRunnerConfig struct {
+type RunnerConfig struct {
 	// Handlers maps a command kind to its handler.
 	Handlers map[string]CommandHandler
 	// CommandTimeout is the timeout of a command that sets none; 0: none.
@@ -27,10 +39,10 @@ type PlanRunnerConfig struct {
 	// 0: none.
 	TargetTimeout time.Duration
 	// PollInterval is the wait between steps that changed nothing, and
-	// after a handler error; 0 means PlanDefaultPollInterval.
+	// after a handler error; 0 means DefaultPollInterval.
 	PollInterval time.Duration
 	// Owner names this runner in the Store's claims; "" means
-	// PlanDefaultOwner(), which is the same each time the program starts
+	// DefaultOwner(), which is the same each time the program starts
 	// on the host, so a runner restarted after a crash takes its plans
 	// back at once instead of waiting for its own claims to expire.
 	// Runners that may work on the same plan at the same time (two in one
@@ -38,22 +50,22 @@ type PlanRunnerConfig struct {
 	// their own Owner: runners with one owner do not exclude each other.
 	Owner string
 	// LeaseTTL is the duration of the runner's claim on a plan, renewed at
-	// every step; 0 means PlanDefaultLeaseTTL.
+	// every step; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// OnStep, when set, is called after every step that changed the status
 	// (after it is stored), from the goroutine running the plan. The status
 	// is the runner's own and valid during the call only: OnStep must not
 	// modify it, nor use it after it returns (Clone it to keep it). A copy
 	// per step would cost as much as the plan's size.
-	OnStep func(id string, step PlanStep, status *PlanStatus)
+	OnStep func(id string, step Step, status *Status)
 	// OnError, when set, is called by Run with every error it retries (a
 	// handler or store error) before it waits PollInterval.
 	OnError func(id string, err error)
-	// Metrics receives the runner's measurements (MetricPlanSteps and its
+	// Metrics receives the runner's measurements ([converge.MetricPlanSteps] and its
 	// siblings): steps of Step and Run, and the transitions of plans,
 	// commands and targets that Run stored or Step returned. nil means
-	// none (MetricsNop).
-	Metrics Metrics
+	// none ([converge.MetricsNop]).
+	Metrics converge.Metrics
 	// Logger receives a line per transition of a plan or a command (Info),
 	// of a target (Debug; Warn when it failed), per created plan (Info)
 	// and per error Run retries (Warn) or stops on (Error), with the
@@ -75,25 +87,25 @@ type PlanRunnerConfig struct {
 	Monotonic func() time.Duration
 }
 
-// Validate reports the first field out of range as a *ConfigError.
-func (c PlanRunnerConfig) Validate() error {
+// Validate reports the first field out of range as a *[converge.ConfigError].
+func (c RunnerConfig) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"CommandTimeout", c.CommandTimeout}, {"TargetTimeout", c.TargetTimeout}, {"PollInterval", c.PollInterval}, {"LeaseTTL", c.LeaseTTL}} {
 		if f.d < 0 {
-			return &ConfigError{Field: "PlanRunnerConfig." + f.name, Reason: fmt.Sprintf("must not be negative, got %s", f.d)}
+			return &converge.ConfigError{Field: "plan.RunnerConfig." + f.name, Reason: fmt.Sprintf("must not be negative, got %s", f.d)}
 		}
 	}
 	for k, h := range c.Handlers {
 		if k == "" || h == nil {
-			return &ConfigError{Field: "PlanRunnerConfig.Handlers", Reason: fmt.Sprintf("kind %q: needs a name and a handler", k)}
+			return &converge.ConfigError{Field: "plan.RunnerConfig.Handlers", Reason: fmt.Sprintf("kind %q: needs a name and a handler", k)}
 		}
 	}
 	return nil
 }
 
-// PlanRunner runs plans kept in a Store: it steps the plan machine, stores
+// Runner runs plans kept in a [converge.Store]: it steps the plan machine, stores
 // the status after every transition (with the version it read, so a stale
 // write is detected and the step redone on the fresh status), and claims the
 // plan so that one runner at a time works on it. A runner that dies mid-plan
@@ -101,54 +113,54 @@ func (c PlanRunnerConfig) Validate() error {
 // stored status, and signals are never sent twice to a target that answered.
 // A stored step costs what it changed, not the size of the plan: while it
 // holds the claim, the runner keeps the plan in memory, reads only the
-// small head record under PlanKeyPrefix + id to learn whether anyone else
+// small head record under KeyPrefix + id to learn whether anyone else
 // wrote, and stores each transition as a delta in that record; every few
 // dozen steps the deltas are folded into a base record holding the whole
 // document. Get reads the whole document back; read plans through the
 // runner, not the Store. It is safe for concurrent use. The zero value is not usable: create one
-// with NewPlanRunner.
+// with NewRunner.
 //
 // A plan survives its process only in a durable store: boltstore (one
 // file) when one process runs the plans, pgstore (PostgreSQL) when several
-// runners share them; each runner then needs its own PlanRunnerConfig.Owner.
-// The default owner (PlanDefaultOwner) is stable across restarts, so a
+// runners share them; each runner then needs its own RunnerConfig.Owner.
+// The default owner (DefaultOwner) is stable across restarts, so a
 // runner that crashed resumes its plans at once when its program restarts.
-// MemStore keeps plans for the life of the process.
-type PlanRunner struct {
-	cfg   PlanRunnerConfig
-	store Store
+// [converge.MemStore] keeps plans for the life of the process.
+type Runner struct {
+	cfg   RunnerConfig
+	store converge.Store
 	clock *planClock
 }
 
-// NewPlanRunner validates cfg and returns a runner on store. A nil store is
+// NewRunner validates cfg and returns a runner on store. A nil store is
 // allowed for runners used only through Step.
-func NewPlanRunner(store Store, cfg PlanRunnerConfig) (*PlanRunner, error) {
+func NewRunner(store converge.Store, cfg RunnerConfig) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.PollInterval == 0 {
-		cfg.PollInterval = PlanDefaultPollInterval
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = PlanDefaultLeaseTTL
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.Owner == "" {
-		cfg.Owner = PlanDefaultOwner()
+		cfg.Owner = DefaultOwner()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if _, nop := cfg.Metrics.(MetricsNop); nop {
+	if _, nop := cfg.Metrics.(converge.MetricsNop); nop {
 		cfg.Metrics = nil
 	}
-	return &PlanRunner{cfg: cfg, store: store, clock: newPlanClock(cfg.Now, cfg.Monotonic)}, nil
+	return &Runner{cfg: cfg, store: store, clock: newPlanClock(cfg.Now, cfg.Monotonic)}, nil
 }
 
-// PlanDefaultOwner returns the owner name of a PlanRunner whose
-// PlanRunnerConfig.Owner is empty: "plan-runner:" followed by the host name and
+// DefaultOwner returns the owner name of a Runner whose
+// RunnerConfig.Owner is empty: "plan-runner:" followed by the host name and
 // the path of the program's executable, so it is the same every time the
 // program starts on the host (and differs between hosts and programs).
-func PlanDefaultOwner() string { return planDefaultOwner() }
+func DefaultOwner() string { return planDefaultOwner() }
 
 var planDefaultOwner = sync.OnceValue(func() string {
 	host, err := os.Hostname()
@@ -166,20 +178,20 @@ var planDefaultOwner = sync.OnceValue(func() string {
 })
 
 // planKey returns the Store key of the plan with id.
-func planKey(id string) string { return PlanKeyPrefix + id }
+func planKey(id string) string { return KeyPrefix + id }
 
 // History returns the stored transitions of the plan with id, oldest
 // first.
-func (r *PlanRunner) History(ctx context.Context, id string) ([]HistoryEntry, error) {
+func (r *Runner) History(ctx context.Context, id string) ([]converge.HistoryEntry, error) {
 	return r.store.History(ctx, planKey(id))
 }
 
 // Validate reports whether doc can be stored and run: its spec is valid
-// (ErrPlanInvalid), every target group is discovered by something that can
+// (ErrInvalid), every target group is discovered by something that can
 // be stored (a Go discovery function, CommandDiscovery.Func, cannot; it
-// fails with ErrPlanInvalid), and its status, if any, answers the spec
-// (ErrPlanStatusMismatch).
-func (d *PlanDocument) Validate() error {
+// fails with ErrInvalid), and its status, if any, answers the spec
+// (ErrStatusMismatch).
+func (d *Document) Validate() error {
 	if err := d.Spec.Validate(); err != nil {
 		return err
 	}
@@ -195,24 +207,24 @@ func (d *PlanDocument) Validate() error {
 	return nil
 }
 
-// State returns the plan's state: its status's, or PlanNewPlan when it has
+// State returns the plan's state: its status's, or StateNewPlan when it has
 // no status yet.
-func (d *PlanDocument) State() PlanState {
+func (d *Document) State() State {
 	if d.Status == nil {
-		return PlanNewPlan
+		return StateNewPlan
 	}
 	return d.Status.State.normal()
 }
 
 // Config returns the runner's configuration with its defaults filled in.
-func (r *PlanRunner) Config() PlanRunnerConfig { return r.cfg }
+func (r *Runner) Config() RunnerConfig { return r.cfg }
 
 // Validate reports whether doc can be created on this runner: it is valid
-// (see PlanDocument.Validate) and every command passes the checks of its
+// (see Document.Validate) and every command passes the checks of its
 // handler, when the handler is a CommandValidator (autopilot's checks the
 // version of k0s commands, for example). A kind with no handler is not an
 // error here: Run reports it.
-func (r *PlanRunner) Validate(doc *PlanDocument) error {
+func (r *Runner) Validate(doc *Document) error {
 	if err := doc.Validate(); err != nil {
 		return err
 	}
@@ -227,9 +239,9 @@ func (r *PlanRunner) Validate(doc *PlanDocument) error {
 }
 
 // Create validates doc (see Validate) and stores it as a new plan (with its
-// status, if any). It fails with a *StoreVersionError (ErrStoreStale) when
+// status, if any). It fails with a *[converge.StoreVersionError] ([converge.ErrStoreStale]) when
 // a plan with that ID exists.
-func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
+func (r *Runner) Create(ctx context.Context, doc *Document) error {
 	if err := r.Validate(doc); err != nil {
 		return err
 	}
@@ -237,8 +249,8 @@ func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.store.Put(ctx, StoreRecord{Key: planKey(doc.Spec.ID), Value: b},
-		HistoryEntry{At: r.cfg.Now(), To: string(doc.State()), Reason: "plan created"})
+	_, err = r.store.Put(ctx, converge.StoreRecord{Key: planKey(doc.Spec.ID), Value: b},
+		converge.HistoryEntry{At: r.cfg.Now(), To: string(doc.State()), Reason: "plan created"})
 	if err == nil {
 		r.observeChanges(ctx, doc.Spec.ID, []planChange{{command: -1, to: string(doc.State())}})
 		r.logAttrs(ctx, slog.LevelInfo, "plan created", slog.String("plan", doc.Spec.ID), slog.Int("commands", len(doc.Spec.Commands)))
@@ -247,8 +259,8 @@ func (r *PlanRunner) Create(ctx context.Context, doc *PlanDocument) error {
 }
 
 // Get returns the stored plan with id and its store version (the version of
-// the record under PlanKeyPrefix + id).
-func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64, error) {
+// the record under KeyPrefix + id).
+func (r *Runner) Get(ctx context.Context, id string) (*Document, uint64, error) {
 	ps, err := r.load(ctx, id)
 	if err != nil {
 		return nil, 0, err
@@ -257,31 +269,31 @@ func (r *PlanRunner) Get(ctx context.Context, id string) (*PlanDocument, uint64,
 }
 
 // Retry makes the stored plan id, stopped in an error state, runnable again
-// from the command that failed (see PlanStatus.Retry) and stores it; Run
+// from the command that failed (see Status.Retry) and stores it; Run
 // then signals again only the targets that did not complete. The history
 // keeps why: an entry for the plan ("retry") and one per target that goes
 // back to pending, with the state and reason it failed with. It fails with
-// ErrPlanNotFailed when the plan is not in an error state. It is RetryBy
+// ErrNotFailed when the plan is not in an error state. It is RetryBy
 // with no one named: the program itself retried the plan.
-func (r *PlanRunner) Retry(ctx context.Context, id string) error {
+func (r *Runner) Retry(ctx context.Context, id string) error {
 	return r.RetryBy(ctx, id, "")
 }
 
 // RetryBy is Retry on behalf of by, the identity of who asked (an
 // operator's name from a status page's authorizer or a command line):
 // every history entry the retry stores has By set to it.
-func (r *PlanRunner) RetryBy(ctx context.Context, id, by string) error {
+func (r *Runner) RetryBy(ctx context.Context, id, by string) error {
 	ps, err := r.load(ctx, id)
 	if err != nil {
 		return err
 	}
 	if ps.doc.Status == nil {
-		return fmt.Errorf("%w (not started)", ErrPlanNotFailed)
+		return fmt.Errorf("%w (not started)", ErrNotFailed)
 	}
 	st := ps.doc.Status.Clone()
 	from := st.State
 	now := r.cfg.Now()
-	hist := []HistoryEntry{{At: now, From: string(from), Reason: "retry"}}
+	hist := []converge.HistoryEntry{{At: now, From: string(from), Reason: "retry"}}
 	for i := range st.Commands {
 		cs := &st.Commands[i]
 		if !cs.State.IsError() {
@@ -290,14 +302,14 @@ func (r *PlanRunner) RetryBy(ctx context.Context, id, by string) error {
 		for _, g := range planSortedKeys(cs.Targets) {
 			for _, t := range cs.Targets[g] {
 				if t.State.IsFailure() {
-					hist = append(hist, HistoryEntry{At: now, From: string(t.State), To: string(PlanTargetPending),
+					hist = append(hist, converge.HistoryEntry{At: now, From: string(t.State), To: string(TargetPending),
 						Reason:  fmt.Sprintf("retry command %d (%s) target %s/%s attempt %d: %s", i, cs.Kind, g, t.Name, t.Attempt, t.Reason),
-						Subject: &HistorySubject{Command: i, Group: g, Host: t.Name}})
+						Subject: &converge.HistorySubject{Command: i, Group: g, Host: t.Name}})
 				}
 			}
 		}
 	}
-	before := make([]PlanState, len(st.Commands))
+	before := make([]State, len(st.Commands))
 	for i, cs := range st.Commands {
 		before[i] = cs.State.normal()
 	}
@@ -309,7 +321,7 @@ func (r *PlanRunner) RetryBy(ctx context.Context, id, by string) error {
 	hist[0].To = string(st.State)
 	for i, cs := range st.Commands {
 		if to := cs.State.normal(); to != before[i] {
-			hist = append(hist, HistoryEntry{At: now, From: string(before[i]), To: string(to), Reason: "retry", Subject: &HistorySubject{Command: i}})
+			hist = append(hist, converge.HistoryEntry{At: now, From: string(before[i]), To: string(to), Reason: "retry", Subject: &converge.HistorySubject{Command: i}})
 		}
 	}
 	d, _ := planDiff(ps.doc.Status, st)
@@ -331,28 +343,28 @@ func (r *PlanRunner) RetryBy(ctx context.Context, id, by string) error {
 // Abort asks the stored plan id to stop, for reason: from the next step of
 // whoever runs it, no target is signalled any more and no command starts;
 // the targets already signalled finish (or fail, or time out) as usual, and
-// then the active command and the plan end in PlanAborted with the reason,
-// which every target that was still pending gets too (in PlanTargetAborted). A
+// then the active command and the plan end in StateAborted with the reason,
+// which every target that was still pending gets too (in TargetAborted). A
 // plan that is not running yet ends at once. A signalled target that fails
 // or times out meanwhile ends the plan in that error state instead, as
 // without the abort. Abort returns once the request
-// is stored (see PlanStatus.Abort); Run returns a *PlanError for the
-// aborted plan. It fails with ErrPlanFinished when the plan is already
-// Completed or in an error state, and with ErrPlanAborted, keeping the
+// is stored (see Status.Abort); Run returns a *Error for the
+// aborted plan. It fails with ErrFinished when the plan is already
+// Completed or in an error state, and with ErrAborted, keeping the
 // first reason, when the plan is already being aborted or ended in
-// PlanAborted (that error matches ErrPlanFinished too). An empty reason is
+// StateAborted (that error matches ErrFinished too). An empty reason is
 // stored as "aborted". It is AbortBy with no one named: the program
 // itself aborted the plan.
-func (r *PlanRunner) Abort(ctx context.Context, id, reason string) error {
+func (r *Runner) Abort(ctx context.Context, id, reason string) error {
 	return r.AbortBy(ctx, id, reason, "")
 }
 
 // AbortBy is Abort on behalf of by, the identity of who asked (an
 // operator's name from a status page's authorizer or a command line): the
 // history entry of the request ("abort requested: " and the reason) has
-// By set to it. The entries of the plan ending in PlanAborted, stored
+// By set to it. The entries of the plan ending in StateAborted, stored
 // later by whoever runs it, name nobody.
-func (r *PlanRunner) AbortBy(ctx context.Context, id, reason, by string) error {
+func (r *Runner) AbortBy(ctx context.Context, id, reason, by string) error {
 	if reason == "" {
 		reason = "aborted"
 	}
@@ -363,16 +375,16 @@ func (r *PlanRunner) AbortBy(ctx context.Context, id, reason, by string) error {
 		}
 		st := ps.doc.Status.Clone()
 		if st == nil {
-			st = &PlanStatus{State: PlanNewPlan}
+			st = &Status{State: StateNewPlan}
 		}
-		if st.State == PlanAborted {
-			return fmt.Errorf("converge: abort plan %q: %w, %w (reason %q)", id, ErrPlanAborted, ErrPlanFinished, st.Reason)
+		if st.State == StateAborted {
+			return fmt.Errorf("plan: abort %q: %w, %w (reason %q)", id, bare(ErrAborted), bare(ErrFinished), st.Reason)
 		}
 		if st.State.IsFinal() {
-			return fmt.Errorf("converge: abort plan %q: %w (state %s)", id, ErrPlanFinished, st.State)
+			return fmt.Errorf("plan: abort %q: %w (state %s)", id, bare(ErrFinished), st.State)
 		}
 		if st.Abort != "" {
-			return fmt.Errorf("converge: abort plan %q: %w (reason %q)", id, ErrPlanAborted, st.Abort)
+			return fmt.Errorf("plan: abort %q: %w (reason %q)", id, bare(ErrAborted), st.Abort)
 		}
 		if _, err := planReconcileStatus(ps.doc.Spec, st); err != nil {
 			return err
@@ -380,8 +392,8 @@ func (r *PlanRunner) AbortBy(ctx context.Context, id, reason, by string) error {
 		st.Abort = reason
 		state := string(st.State.normal())
 		d, _ := planDiff(ps.doc.Status, st)
-		err = r.commit(ctx, ps, st, d, HistoryEntry{At: r.cfg.Now(), From: state, To: state, Reason: "abort requested: " + reason, By: by})
-		if !errors.Is(err, ErrStoreStale) {
+		err = r.commit(ctx, ps, st, d, converge.HistoryEntry{At: r.cfg.Now(), From: state, To: state, Reason: "abort requested: " + reason, By: by})
+		if !errors.Is(err, converge.ErrStoreStale) {
 			return err
 		}
 		// A runner stored a step meanwhile: ask again on its status.
@@ -390,23 +402,23 @@ func (r *PlanRunner) AbortBy(ctx context.Context, id, reason, by string) error {
 
 // planFatal reports errors that trying again cannot cure.
 func planFatal(err error) bool {
-	return errors.Is(err, ErrPlanInvalid) || errors.Is(err, ErrPlanStatusMismatch) ||
-		errors.Is(err, ErrPlanUnknownCommand) || errors.Is(err, ErrPlanTransition) ||
-		errors.Is(err, ErrPlanDecode) || errors.Is(err, ErrStoreNotFound)
+	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrStatusMismatch) ||
+		errors.Is(err, ErrUnknownCommand) || errors.Is(err, ErrTransition) ||
+		errors.Is(err, ErrDecode) || errors.Is(err, converge.ErrStoreNotFound)
 }
 
 // Run works on the stored plan id until it is Completed or stops in an error
 // state, storing the status after every transition. It returns the final
-// status, and a *PlanError (ErrPlanFailed) when the plan stopped in an error
+// status, and a *Error (ErrFailed) when the plan stopped in an error
 // state. Handler and store errors are retried after PollInterval; errors that
 // a retry cannot cure (an unknown kind, a status that does not answer the
 // spec, an invalid transition, a missing plan) end the run. While another
 // runner holds the plan's claim, Run waits. It returns ctx's error when ctx
 // is cancelled, leaving the stored status as it was after the last stored
 // step.
-func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
+func (r *Runner) Run(ctx context.Context, id string) (*Status, error) {
 	key := planKey(id)
-	var lease *Lease
+	var lease *converge.Lease
 	defer func() {
 		if lease != nil {
 			// Best effort: an expired or lost lease is let go anyway.
@@ -421,12 +433,12 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 		}
 		l, err := r.store.Claim(ctx, key, r.cfg.Owner, r.cfg.LeaseTTL)
 		if err != nil {
-			if errors.Is(err, ErrClaimHeld) || !planFatal(err) {
-				if !errors.Is(err, ErrClaimHeld) {
+			if errors.Is(err, converge.ErrClaimHeld) || !planFatal(err) {
+				if !errors.Is(err, converge.ErrClaimHeld) {
 					r.logAttrs(ctx, slog.LevelWarn, "plan claim failed, retrying", slog.String("plan", id), slog.String("error", err.Error()),
 						slog.Duration("retry", r.cfg.PollInterval))
 				}
-				if !errors.Is(err, ErrClaimHeld) && r.cfg.OnError != nil {
+				if !errors.Is(err, converge.ErrClaimHeld) && r.cfg.OnError != nil {
 					r.cfg.OnError(id, err)
 				}
 				if werr := r.wait(ctx); werr != nil {
@@ -437,7 +449,7 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 			return nil, err
 		}
 		lease = &l
-		var st *PlanStatus
+		var st *Status
 		var done bool
 		ps, st, done, err = r.runStep(ctx, id, ps)
 		if err == nil && !cleaned && ps != nil {
@@ -464,7 +476,7 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 		}
 		if done {
 			if st.State.IsError() {
-				pe := &PlanError{PlanID: id, Command: -1, State: st.State, Reason: st.Reason}
+				pe := &Error{PlanID: id, Command: -1, State: st.State, Reason: st.Reason}
 				for i := range st.Commands {
 					if cs := &st.Commands[i]; cs.State.IsError() {
 						pe.Command, pe.Kind, pe.Reason = i, cs.Kind, cs.Reason
@@ -483,7 +495,7 @@ func (r *PlanRunner) Run(ctx context.Context, id string) (*PlanStatus, error) {
 // it once and stores what changed. It returns the plan as stored (nil when
 // it could not be read), the last status and whether the plan is done;
 // when nothing changed and it is not done, it waits first.
-func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*planStored, *PlanStatus, bool, error) {
+func (r *Runner) runStep(ctx context.Context, id string, ps *planStored) (*planStored, *Status, bool, error) {
 	var err error
 	if ps == nil {
 		ps, err = r.load(ctx, id)
@@ -507,14 +519,14 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 		ps.spare = work.Status // the same as the stored status
 	}
 	if step.Changed {
-		hist := []HistoryEntry{}
+		hist := []converge.HistoryEntry{}
 		if step.From != step.To {
-			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.From), To: string(step.To), Reason: "plan"})
+			hist = append(hist, converge.HistoryEntry{At: r.cfg.Now(), From: string(step.From), To: string(step.To), Reason: "plan"})
 		}
 		if step.Command >= 0 && step.CommandFrom != step.CommandTo {
-			hist = append(hist, HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
+			hist = append(hist, converge.HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
 				Reason:  fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind),
-				Subject: &HistorySubject{Command: step.Command}})
+				Subject: &converge.HistorySubject{Command: step.Command}})
 		}
 		var changes []planChange
 		if r.observed() {
@@ -523,7 +535,7 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 		if err := r.commit(ctx, ps, work.Status, delta, hist...); err != nil {
 			// A stale version means someone else wrote: step again on
 			// the fresh status. Anything else is retried after a wait.
-			if errors.Is(err, ErrStoreStale) {
+			if errors.Is(err, converge.ErrStoreStale) {
 				return ps, ps.doc.Status, false, nil
 			}
 			return ps, ps.doc.Status, false, err
@@ -540,7 +552,7 @@ func (r *PlanRunner) runStep(ctx context.Context, id string, ps *planStored) (*p
 	return ps, work.Status, false, r.wait(ctx)
 }
 
-func (r *PlanRunner) wait(ctx context.Context) error {
+func (r *Runner) wait(ctx context.Context) error {
 	t := time.NewTimer(r.cfg.PollInterval)
 	defer t.Stop()
 	select {

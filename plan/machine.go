@@ -1,9 +1,11 @@
-package converge
+package plan
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/convergekit/converge"
 )
 
 // CommandHandler does the work of one command kind. The plan machine calls
@@ -30,16 +32,16 @@ import (
 // runner that dies between acting and storing then never acts twice.
 // autopilot.CommandHandler does so.
 type CommandHandler interface {
-	NewPlan(ctx context.Context, c *CommandContext) (PlanState, error)
-	SchedulableWait(ctx context.Context, c *CommandContext) (PlanState, error)
-	Schedulable(ctx context.Context, c *CommandContext) (PlanState, error)
+	NewPlan(ctx context.Context, c *CommandContext) (State, error)
+	SchedulableWait(ctx context.Context, c *CommandContext) (State, error)
+	Schedulable(ctx context.Context, c *CommandContext) (State, error)
 }
 
 // CommandValidator is the optional ability of a CommandHandler to check a
-// command of its kind before the plan is stored: PlanRunner.Create (and
-// PlanRunner.Validate) call ValidateCommand for every command whose handler
+// command of its kind before the plan is stored: Runner.Create (and
+// Runner.Validate) call ValidateCommand for every command whose handler
 // has it, with the command's index in the plan. It returns nil, or a
-// *PlanFieldError (matching ErrPlanInvalid) naming the culprit field with
+// *FieldError (matching ErrInvalid) naming the culprit field with
 // its document path (see Command.Path).
 type CommandValidator interface {
 	ValidateCommand(index int, cmd Command) error
@@ -80,7 +82,7 @@ type CommandContext struct {
 // taken over from another replica) counts from the step at which the
 // runner first asked about it, so a timeout measured with Since can fire
 // late by the time the plan had no runner, never early. With a
-// PlanRunnerConfig.Now of its own (a test's fake clock), that clock is trusted.
+// RunnerConfig.Now of its own (a test's fake clock), that clock is trusted.
 // On a CommandContext the machine did not build, it is Now.Sub(t).
 func (c *CommandContext) Since(t time.Time) time.Duration {
 	if c.since == nil {
@@ -91,13 +93,13 @@ func (c *CommandContext) Since(t time.Time) time.Duration {
 
 // SetTarget sets the state and reason of a target, creating its entry in
 // group if needed; LastUpdatedTimestamp becomes Now when the state changes.
-func (c *CommandContext) SetTarget(group, name string, state PlanTargetState, reason string) *PlanTargetStatus {
+func (c *CommandContext) SetTarget(group, name string, state TargetState, reason string) *TargetStatus {
 	if c.Status.Targets == nil {
-		c.Status.Targets = map[string][]PlanTargetStatus{}
+		c.Status.Targets = map[string][]TargetStatus{}
 	}
 	t := c.Status.Target(group, name)
 	if t == nil {
-		c.Status.Targets[group] = append(c.Status.Targets[group], PlanTargetStatus{Name: name})
+		c.Status.Targets[group] = append(c.Status.Targets[group], TargetStatus{Name: name})
 		ts := c.Status.Targets[group]
 		t = &ts[len(ts)-1]
 	}
@@ -113,61 +115,61 @@ func (c *CommandContext) SetTarget(group, name string, state PlanTargetState, re
 // function returns the state that keeps the command moving (NewPlan:
 // SchedulableWait, SchedulableWait: Completed, Schedulable: SchedulableWait).
 type CommandHandlerFuncs struct {
-	NewPlanFunc         func(ctx context.Context, c *CommandContext) (PlanState, error)
-	SchedulableWaitFunc func(ctx context.Context, c *CommandContext) (PlanState, error)
-	SchedulableFunc     func(ctx context.Context, c *CommandContext) (PlanState, error)
+	NewPlanFunc         func(ctx context.Context, c *CommandContext) (State, error)
+	SchedulableWaitFunc func(ctx context.Context, c *CommandContext) (State, error)
+	SchedulableFunc     func(ctx context.Context, c *CommandContext) (State, error)
 }
 
 // NewPlan implements CommandHandler.
-func (f CommandHandlerFuncs) NewPlan(ctx context.Context, c *CommandContext) (PlanState, error) {
+func (f CommandHandlerFuncs) NewPlan(ctx context.Context, c *CommandContext) (State, error) {
 	if f.NewPlanFunc == nil {
-		return PlanSchedulableWait, nil
+		return StateSchedulableWait, nil
 	}
 	return f.NewPlanFunc(ctx, c)
 }
 
 // SchedulableWait implements CommandHandler.
-func (f CommandHandlerFuncs) SchedulableWait(ctx context.Context, c *CommandContext) (PlanState, error) {
+func (f CommandHandlerFuncs) SchedulableWait(ctx context.Context, c *CommandContext) (State, error) {
 	if f.SchedulableWaitFunc == nil {
-		return PlanCompleted, nil
+		return StateCompleted, nil
 	}
 	return f.SchedulableWaitFunc(ctx, c)
 }
 
 // Schedulable implements CommandHandler.
-func (f CommandHandlerFuncs) Schedulable(ctx context.Context, c *CommandContext) (PlanState, error) {
+func (f CommandHandlerFuncs) Schedulable(ctx context.Context, c *CommandContext) (State, error) {
 	if f.SchedulableFunc == nil {
-		return PlanSchedulableWait, nil
+		return StateSchedulableWait, nil
 	}
 	return f.SchedulableFunc(ctx, c)
 }
 
-// PlanStep says what one step of the plan machine did. The zero value is a
+// Step says what one step of the plan machine did. The zero value is a
 // step that changed nothing.
-type PlanStep struct {
+type Step struct {
 	// Changed reports that the status changed and must be stored.
 	Changed bool
 	// Command is the index of the command the step handled, or -1 when the
 	// step was about the plan only (NewPlan handles every command).
 	Command int
 	// From and To are the plan's state before and after the step.
-	From, To PlanState
+	From, To State
 	// CommandFrom and CommandTo are the handled command's states before and
 	// after the step.
-	CommandFrom, CommandTo PlanState
+	CommandFrom, CommandTo State
 	// Done reports that the plan is Completed or in an error state.
 	Done bool
 }
 
 // planTransitions lists, per state a handler is called in, the core states it
 // may return (any error state is allowed from each).
-var planTransitions = map[PlanState][]PlanState{
-	PlanNewPlan:         {PlanSchedulableWait, PlanCompleted},
-	PlanSchedulableWait: {PlanSchedulableWait, PlanSchedulable, PlanCompleted},
-	PlanSchedulable:     {PlanSchedulableWait, PlanSchedulable},
+var planTransitions = map[State][]State{
+	StateNewPlan:         {StateSchedulableWait, StateCompleted},
+	StateSchedulableWait: {StateSchedulableWait, StateSchedulable, StateCompleted},
+	StateSchedulable:     {StateSchedulableWait, StateSchedulable},
 }
 
-func planAllowed(from, to PlanState) bool {
+func planAllowed(from, to State) bool {
 	if to.IsError() {
 		return true
 	}
@@ -186,18 +188,18 @@ func planAllowed(from, to PlanState) bool {
 // active command; it is Completed when every command is, and takes the error
 // state of a command that fails.
 //
-// While the status asks for an abort (PlanStatus.Abort), no handler is
+// While the status asks for an abort (Status.Abort), no handler is
 // called in NewPlan or Schedulable: the active command's handler is called
-// in SchedulableWait while some of its targets are PlanTargetSent, and once none
-// is, the command and the plan end in PlanAborted and its pending targets in
-// PlanTargetAborted, all with the abort's reason.
+// in SchedulableWait while some of its targets are TargetSent, and once none
+// is, the command and the plan end in StateAborted and its pending targets in
+// TargetAborted, all with the abort's reason.
 //
 // Step returns an error, and leaves doc unchanged, when the spec is invalid
-// (ErrPlanInvalid), the status cannot answer the spec (ErrPlanStatusMismatch),
-// a kind has no handler (ErrPlanUnknownCommand), a handler returns a state
-// that cannot follow (ErrPlanTransition), or a handler fails (a
-// *PlanCommandError wrapping its error; worth trying again).
-func (r *PlanRunner) Step(ctx context.Context, doc *PlanDocument) (PlanStep, error) {
+// (ErrInvalid), the status cannot answer the spec (ErrStatusMismatch),
+// a kind has no handler (ErrUnknownCommand), a handler returns a state
+// that cannot follow (ErrTransition), or a handler fails (a
+// *CommandError wrapping its error; worth trying again).
+func (r *Runner) Step(ctx context.Context, doc *Document) (Step, error) {
 	old := doc.Status
 	step, d, err := r.step(ctx, doc, nil)
 	if err == nil && step.Changed && r.observed() {
@@ -209,13 +211,13 @@ func (r *PlanRunner) Step(ctx context.Context, doc *PlanDocument) (PlanStep, err
 // step is Step, returning also what changed in the status. It works on
 // work, a copy of doc.Status that it may change even when it fails, or on
 // a fresh copy when work is nil. It reports the step's metrics.
-func (r *PlanRunner) step(ctx context.Context, doc *PlanDocument, work *PlanStatus) (PlanStep, planDelta, error) {
+func (r *Runner) step(ctx context.Context, doc *Document, work *Status) (Step, planDelta, error) {
 	if r.cfg.Metrics == nil {
 		return r.stepMachine(ctx, doc, work)
 	}
 	start := r.cfg.Now()
 	step, d, err := r.stepMachine(ctx, doc, work)
-	r.cfg.Metrics.Observe(MetricPlanStepDuration, r.cfg.Now().Sub(start).Seconds())
+	r.cfg.Metrics.Observe(converge.MetricPlanStepDuration, r.cfg.Now().Sub(start).Seconds())
 	result := planStepLabels[0]
 	switch {
 	case err != nil:
@@ -223,7 +225,7 @@ func (r *PlanRunner) step(ctx context.Context, doc *PlanDocument, work *PlanStat
 	case !step.Changed:
 		result = planStepLabels[1]
 	}
-	r.cfg.Metrics.Add(MetricPlanSteps, 1, result...)
+	r.cfg.Metrics.Add(converge.MetricPlanSteps, 1, result...)
 	return step, d, err
 }
 
@@ -231,34 +233,34 @@ func (r *PlanRunner) step(ctx context.Context, doc *PlanDocument, work *PlanStat
 var planStepLabels = [...][]string{{"changed"}, {"unchanged"}, {"error"}}
 
 // stepMachine is step without the metrics.
-func (r *PlanRunner) stepMachine(ctx context.Context, doc *PlanDocument, work *PlanStatus) (PlanStep, planDelta, error) {
+func (r *Runner) stepMachine(ctx context.Context, doc *Document, work *Status) (Step, planDelta, error) {
 	if err := doc.Spec.Validate(); err != nil {
-		return PlanStep{Command: -1}, planDelta{}, err
+		return Step{Command: -1}, planDelta{}, err
 	}
 	st := work
 	if st == nil {
 		st = doc.Status.Clone()
 	}
 	if st == nil {
-		st = &PlanStatus{State: PlanNewPlan}
+		st = &Status{State: StateNewPlan}
 	}
 	if _, err := planReconcileStatus(doc.Spec, st); err != nil {
-		return PlanStep{Command: -1}, planDelta{}, err
+		return Step{Command: -1}, planDelta{}, err
 	}
 	from := st.State.normal()
 	st.State = from
-	step := PlanStep{Command: -1, From: from}
+	step := Step{Command: -1, From: from}
 	now, mono := r.clock.read()
 	var err error
 	switch {
 	case from.IsFinal():
-	case from == PlanNewPlan && st.Abort == "":
+	case from == StateNewPlan && st.Abort == "":
 		err = r.stepNewPlan(ctx, doc.Spec, st, now, mono)
 	default:
 		step, err = r.stepActive(ctx, doc.Spec, st, now, mono, step)
 	}
 	if err != nil {
-		return PlanStep{Command: step.Command, From: from, To: from}, planDelta{}, err
+		return Step{Command: step.Command, From: from, To: from}, planDelta{}, err
 	}
 	step.To = st.State
 	step.Done = st.State.IsFinal()
@@ -275,15 +277,15 @@ func (r *PlanRunner) stepMachine(ctx context.Context, doc *PlanDocument, work *P
 	return step, d, nil
 }
 
-func (r *PlanRunner) handler(i int, kind string) (CommandHandler, error) {
+func (r *Runner) handler(i int, kind string) (CommandHandler, error) {
 	h, ok := r.cfg.Handlers[kind]
 	if !ok || h == nil {
-		return nil, &PlanCommandError{Command: i, Kind: kind, State: PlanNewPlan, Err: ErrPlanUnknownCommand}
+		return nil, &CommandError{Command: i, Kind: kind, State: StateNewPlan, Err: ErrUnknownCommand}
 	}
 	return h, nil
 }
 
-func (r *PlanRunner) context(spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) *CommandContext {
+func (r *Runner) context(spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) *CommandContext {
 	cmd := spec.Commands[i]
 	tt := cmd.TargetTimeout
 	if tt == 0 {
@@ -294,7 +296,7 @@ func (r *PlanRunner) context(spec Plan, i int, cs *CommandStatus, now time.Time,
 }
 
 // call runs the handler for cs in its state and applies the result.
-func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) error {
+func (r *Runner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) error {
 	h, err := r.handler(i, spec.Commands[i].Kind)
 	if err != nil {
 		return err
@@ -304,23 +306,23 @@ func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStat
 	// the handler can work on it in place.
 	work := cs
 	cc := r.context(spec, i, work, now, mono)
-	var next PlanState
+	var next State
 	switch state {
-	case PlanNewPlan:
+	case StateNewPlan:
 		next, err = h.NewPlan(ctx, cc)
-	case PlanSchedulableWait:
+	case StateSchedulableWait:
 		next, err = h.SchedulableWait(ctx, cc)
-	case PlanSchedulable:
+	case StateSchedulable:
 		next, err = h.Schedulable(ctx, cc)
 	default:
 		return nil
 	}
 	if err != nil {
-		return &PlanCommandError{Command: i, Kind: cs.Kind, State: state, Err: err}
+		return &CommandError{Command: i, Kind: cs.Kind, State: state, Err: err}
 	}
 	next = next.normal()
 	if !planAllowed(state, next) {
-		return &PlanCommandError{Command: i, Kind: cs.Kind, State: state, Err: fmt.Errorf("%w: %s -> %s", ErrPlanTransition, state, next)}
+		return &CommandError{Command: i, Kind: cs.Kind, State: state, Err: fmt.Errorf("%w: %s -> %s", ErrTransition, state, next)}
 	}
 	work.ID, work.Kind, work.State = i, spec.Commands[i].Kind, next
 	if next.IsError() && work.Reason == "" {
@@ -332,10 +334,10 @@ func (r *PlanRunner) call(ctx context.Context, spec Plan, i int, cs *CommandStat
 	return nil
 }
 
-func (r *PlanRunner) stepNewPlan(ctx context.Context, spec Plan, st *PlanStatus, now time.Time, mono time.Duration) error {
+func (r *Runner) stepNewPlan(ctx context.Context, spec Plan, st *Status, now time.Time, mono time.Duration) error {
 	for i := range spec.Commands {
 		cs := &st.Commands[i]
-		if cs.State.normal() != PlanNewPlan {
+		if cs.State.normal() != StateNewPlan {
 			continue
 		}
 		if err := r.call(ctx, spec, i, cs, now, mono); err != nil {
@@ -353,39 +355,39 @@ func (r *PlanRunner) stepNewPlan(ctx context.Context, spec Plan, st *PlanStatus,
 
 // planAggregate is the plan's state when no command failed: Completed when
 // every command is, else the state of the active command.
-func planAggregate(st *PlanStatus) PlanState {
+func planAggregate(st *Status) State {
 	for i := range st.Commands {
-		if s := st.Commands[i].State.normal(); s != PlanCompleted {
+		if s := st.Commands[i].State.normal(); s != StateCompleted {
 			return s
 		}
 	}
-	return PlanCompleted
+	return StateCompleted
 }
 
-func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, now time.Time, mono time.Duration, step PlanStep) (PlanStep, error) {
+func (r *Runner) stepActive(ctx context.Context, spec Plan, st *Status, now time.Time, mono time.Duration, step Step) (Step, error) {
 	active := -1
 	for i := range st.Commands {
-		if st.Commands[i].State.normal() != PlanCompleted {
+		if st.Commands[i].State.normal() != StateCompleted {
 			active = i
 			break
 		}
 	}
 	if active < 0 {
-		st.State = PlanCompleted
+		st.State = StateCompleted
 		return step, nil
 	}
 	cs := &st.Commands[active]
 	step.Command = active
 	step.CommandFrom = cs.State.normal()
-	if st.Abort != "" && (cs.State.normal() == PlanNewPlan || !planInFlight(cs)) {
+	if st.Abort != "" && (cs.State.normal() == StateNewPlan || !planInFlight(cs)) {
 		planAbortCommand(st, active, now)
 		step.CommandTo = cs.State
 		return step, nil
 	}
-	if cs.State.normal() == PlanNewPlan {
+	if cs.State.normal() == StateNewPlan {
 		// A repaired status: NewPlan fills the missing entries first.
-		st.State = PlanNewPlan
-		step.CommandTo = PlanNewPlan
+		st.State = StateNewPlan
+		step.CommandTo = StateNewPlan
 		return step, nil
 	}
 	if cs.Started.IsZero() {
@@ -400,21 +402,21 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 		for g := range cs.Targets {
 			for j := range cs.Targets[g] {
 				t := &cs.Targets[g][j]
-				if t.State == PlanTargetSent {
-					t.State, t.Reason, t.LastUpdatedTimestamp = PlanTargetTimedOut, reason, now
+				if t.State == TargetSent {
+					t.State, t.Reason, t.LastUpdatedTimestamp = TargetTimedOut, reason, now
 				}
 			}
 		}
-		cs.State, cs.Reason = PlanTimedOut, reason
+		cs.State, cs.Reason = StateTimedOut, reason
 	} else {
-		if st.Abort != "" && cs.State == PlanSchedulable {
-			cs.State = PlanSchedulableWait // read back, signal nothing
+		if st.Abort != "" && cs.State == StateSchedulable {
+			cs.State = StateSchedulableWait // read back, signal nothing
 		}
 		if err := r.call(ctx, spec, active, cs, now, mono); err != nil {
 			return step, err
 		}
 		if st.Abort != "" && !cs.State.IsFinal() {
-			cs.State = PlanSchedulableWait
+			cs.State = StateSchedulableWait
 			if !planInFlight(cs) {
 				planAbortCommand(st, active, now)
 			}
@@ -434,7 +436,7 @@ func (r *PlanRunner) stepActive(ctx context.Context, spec Plan, st *PlanStatus, 
 func planInFlight(cs *CommandStatus) bool {
 	for _, ts := range cs.Targets {
 		for i := range ts {
-			if ts[i].State == PlanTargetSent {
+			if ts[i].State == TargetSent {
 				return true
 			}
 		}
@@ -443,18 +445,18 @@ func planInFlight(cs *CommandStatus) bool {
 }
 
 // planAbortCommand ends command i, which has no target in flight, and the
-// plan in PlanAborted with the abort's reason, which its pending targets get
+// plan in StateAborted with the abort's reason, which its pending targets get
 // too.
-func planAbortCommand(st *PlanStatus, i int, now time.Time) {
+func planAbortCommand(st *Status, i int, now time.Time) {
 	cs := &st.Commands[i]
 	for _, ts := range cs.Targets {
 		for j := range ts {
-			if t := &ts[j]; t.State.normal() == PlanTargetPending {
-				t.State, t.Reason, t.LastUpdatedTimestamp = PlanTargetAborted, st.Abort, now
+			if t := &ts[j]; t.State.normal() == TargetPending {
+				t.State, t.Reason, t.LastUpdatedTimestamp = TargetAborted, st.Abort, now
 			}
 		}
 	}
-	cs.State, cs.Reason = PlanAborted, st.Abort
-	st.State = PlanAborted
+	cs.State, cs.Reason = StateAborted, st.Abort
+	st.State = StateAborted
 	st.Reason = fmt.Sprintf("command %d (%s): %s", i, cs.Kind, st.Abort)
 }

@@ -1,4 +1,7 @@
-package converge
+// Package wire reads the JSON documents of converge's packages (plans,
+// desired configurations, edge and status reports) with one strict
+// decoder and names the culprit of a failed read by its field path.
+package wire
 
 import (
 	"bytes"
@@ -10,34 +13,34 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// The documents of this package (plan, desired configuration, edge and
-// status report) are read by one strict JSON decoder,
+// The documents (plan, desired configuration, edge and status report) are
+// read by one strict JSON decoder,
 // github.com/go-json-experiment/json (the reference implementation of
 // encoding/json/v2): it refuses repeated member names, unknown members
-// (with wireStrict), and data after the value, and its errors carry the
-// JSON pointer of the culprit, which wirePath turns into the field paths
-// the errors of this package name ("spec.commands[0].kind").
+// and data after the value, and its errors carry the JSON pointer of the
+// culprit, which Path turns into the field paths that the packages' errors
+// name ("spec.commands[0].kind").
 
-// wireStrict are the options every document is read with. Invalid UTF-8 is
+// strict are the options every document is read with. Invalid UTF-8 is
 // read as encoding/json reads it (replaced by U+FFFD), as it was before
 // the library change.
-var wireStrict = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
+var strict = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
 
-// errWireNull is the cause of a null where a value is expected.
-var errWireNull = errors.New("null is not a value")
+// ErrNull is the cause of a null where a value is expected.
+var ErrNull = errors.New("null is not a value")
 
-// wireField is a field of a document as read: null is refused (it would
+// Field is a field of a document as read: null is refused (it would
 // silently mean "zero"), and Set records that the field was there, so that
 // a missing required field can be named.
-type wireField[T any] struct {
+type Field[T any] struct {
 	V   T
 	Set bool
 }
 
 // UnmarshalJSONFrom reads the field's value; null is an error.
-func (f *wireField[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+func (f *Field[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	if dec.PeekKind() == 'n' {
-		return errWireNull
+		return ErrNull
 	}
 	if err := jsonv2.UnmarshalDecode(dec, &f.V); err != nil {
 		return err
@@ -46,23 +49,24 @@ func (f *wireField[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	return nil
 }
 
-// wireError is what a failed read of a document says: the path of the
-// culprit, the cause, and the culprit as the token that is at fault when
-// the value read has the wrong kind for a list or an object (such as "["
-// for a list where an object belongs); it is "" otherwise.
-type wireError struct {
-	path  string
-	err   error
-	token string
-	// dup and unknown say that the culprit is a member name, repeated or
+// Problem is what a failed read of a document says: the path of the
+// culprit (Path), the cause (Err), and the culprit as the token that is at
+// fault (Token) when the value read has the wrong kind for a list or an
+// object (such as "[" for a list where an object belongs); Token is ""
+// otherwise.
+type Problem struct {
+	Path  string
+	Err   error
+	Token string
+	// Dup and Unknown say that the culprit is a member name, repeated or
 	// unknown.
-	dup, unknown bool
+	Dup, Unknown bool
 }
 
-// wireDecode reads the JSON document b strictly into v and describes the
+// Decode reads the JSON document b strictly into v and describes the
 // first problem.
-func wireDecode(b []byte, v any) *wireError {
-	err := jsonv2.Unmarshal(b, v, wireStrict)
+func Decode(b []byte, v any) *Problem {
+	err := jsonv2.Unmarshal(b, v, strict)
 	if err == nil {
 		return nil
 	}
@@ -71,24 +75,24 @@ func wireDecode(b []byte, v any) *wireError {
 	switch {
 	case errors.As(err, &sy):
 		dup := errors.Is(sy.Err, jsontext.ErrDuplicateName)
-		return &wireError{path: wirePath(sy.JSONPointer, dup), err: sy.Err, dup: dup}
+		return &Problem{Path: Path(sy.JSONPointer, dup), Err: sy.Err, Dup: dup}
 	case errors.As(err, &se):
 		unknown := errors.Is(se.Err, jsonv2.ErrUnknownName)
-		we := &wireError{path: wirePath(se.JSONPointer, unknown), err: se.Err, unknown: unknown}
+		we := &Problem{Path: Path(se.JSONPointer, unknown), Err: se.Err, Unknown: unknown}
 		if se.Err == nil && se.GoType != nil {
 			// The value has the wrong kind: name what is there instead.
-			we.err = errors.New("want " + wireKind(se.GoType.Kind().String()) + ", got " + se.JSONKind.String())
+			we.Err = errors.New("want " + kind(se.GoType.Kind().String()) + ", got " + se.JSONKind.String())
 			if k := se.GoType.Kind().String(); k == "struct" || k == "slice" || k == "map" {
-				we.token = wireToken(b, se.ByteOffset)
+				we.Token = token(b, se.ByteOffset)
 			}
 		}
 		return we
 	}
-	return &wireError{err: err}
+	return &Problem{Err: err}
 }
 
-// wireKind names the JSON kind a Go kind is read from.
-func wireKind(goKind string) string {
+// kind names the JSON kind a Go kind is read from.
+func kind(goKind string) string {
 	switch goKind {
 	case "struct", "map":
 		return "an object"
@@ -102,9 +106,9 @@ func wireKind(goKind string) string {
 	return "a number"
 }
 
-// wireToken returns the token at offset off of b: a string unquoted, any
+// token returns the token at offset off of b: a string unquoted, any
 // other token as written.
-func wireToken(b []byte, off int64) string {
+func token(b []byte, off int64) string {
 	if off < 0 || off > int64(len(b)) {
 		return ""
 	}
@@ -115,11 +119,11 @@ func wireToken(b []byte, off int64) string {
 	return tok.String()
 }
 
-// wirePath turns a JSON pointer into a field path: names joined by dots,
+// Path turns a JSON pointer into a field path: names joined by dots,
 // array indexes in brackets ("items[3].state"). A token of digits is an
 // index, except the last one when name says that the culprit is a member
 // name.
-func wirePath(p jsontext.Pointer, name bool) string {
+func Path(p jsontext.Pointer, name bool) string {
 	var b strings.Builder
 	n := strings.Count(string(p), "/") // the number of tokens
 	i := 0
@@ -137,15 +141,15 @@ func wirePath(p jsontext.Pointer, name bool) string {
 	return b.String()
 }
 
-// wireList is a list of a document as read: null reads as an empty list,
+// List is a list of a document as read: null reads as an empty list,
 // and Set records that the list was there.
-type wireList[T any] struct {
+type List[T any] struct {
 	V   []T
 	Set bool
 }
 
 // UnmarshalJSONFrom reads the list; null is an empty list.
-func (l *wireList[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+func (l *List[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	l.Set = true
 	if dec.PeekKind() == 'n' {
 		_, err := dec.ReadToken()

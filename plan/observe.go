@@ -1,8 +1,10 @@
-package converge
+package plan
 
 import (
 	"context"
 	"log/slog"
+
+	"github.com/convergekit/converge"
 )
 
 // planChange is one state transition a step made: of the plan (command
@@ -20,9 +22,9 @@ type planChange struct {
 // to cur that d, their difference, describes: the plan's, then per changed
 // command its own and its targets', in group order. A target that first
 // appears enters its state from "".
-func planChanges(old, cur *PlanStatus, d *planDelta) []planChange {
+func planChanges(old, cur *Status, d *planDelta) []planChange {
 	var out []planChange
-	from := PlanNewPlan
+	from := StateNewPlan
 	if old != nil {
 		from = old.State.normal()
 	}
@@ -36,7 +38,7 @@ func planChanges(old, cur *PlanStatus, d *planDelta) []planChange {
 		if old != nil && i < len(old.Commands) {
 			o = &old.Commands[i]
 		}
-		cfrom := PlanNewPlan
+		cfrom := StateNewPlan
 		if o != nil {
 			cfrom = o.State.normal()
 		}
@@ -47,7 +49,7 @@ func planChanges(old, cur *PlanStatus, d *planDelta) []planChange {
 			}
 			out = append(out, ch)
 		}
-		target := func(g string, t *PlanTargetStatus, before PlanTargetState) {
+		target := func(g string, t *TargetStatus, before TargetState) {
 			if to := t.State.normal(); to != before {
 				ch := planChange{command: i, kind: c.Kind, group: g, name: t.Name, from: string(before), to: string(to)}
 				if to.IsFailure() {
@@ -60,7 +62,7 @@ func planChanges(old, cur *PlanStatus, d *planDelta) []planChange {
 			for _, g := range planSortedKeys(c.Targets) {
 				for j := range c.Targets[g] {
 					t := &c.Targets[g][j]
-					var before PlanTargetState
+					var before TargetState
 					if o != nil && j < len(o.Targets[g]) && o.Targets[g][j].Name == t.Name {
 						before = o.Targets[g][j].State.normal()
 					}
@@ -77,9 +79,9 @@ func planChanges(old, cur *PlanStatus, d *planDelta) []planChange {
 }
 
 // observed reports whether the runner has metrics or logs to report to.
-func (r *PlanRunner) observed() bool { return r.cfg.Metrics != nil || r.cfg.Logger != nil }
+func (r *Runner) observed() bool { return r.cfg.Metrics != nil || r.cfg.Logger != nil }
 
-func (r *PlanRunner) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+func (r *Runner) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
 	ctx = context.WithoutCancel(ctx)
 	if r.cfg.Logger != nil && r.cfg.Logger.Enabled(ctx, level) {
 		r.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
@@ -87,16 +89,16 @@ func (r *PlanRunner) logAttrs(ctx context.Context, level slog.Level, msg string,
 }
 
 // observeChanges reports the transitions of the plan id.
-func (r *PlanRunner) observeChanges(ctx context.Context, id string, changes []planChange) {
+func (r *Runner) observeChanges(ctx context.Context, id string, changes []planChange) {
 	for _, ch := range changes {
 		if m := r.cfg.Metrics; m != nil {
 			switch {
 			case ch.command < 0:
-				m.Add(MetricPlanTransitions, 1, ch.to)
+				m.Add(converge.MetricPlanTransitions, 1, ch.to)
 			case ch.name == "":
-				m.Add(MetricPlanCommandTransitions, 1, ch.kind, ch.to)
+				m.Add(converge.MetricPlanCommandTransitions, 1, ch.kind, ch.to)
 			default:
-				m.Add(MetricPlanTargetTransitions, 1, ch.kind, ch.to)
+				m.Add(converge.MetricPlanTargetTransitions, 1, ch.kind, ch.to)
 			}
 		}
 		if r.cfg.Logger == nil || ch.from == "" && ch.command < 0 {

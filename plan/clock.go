@@ -1,12 +1,14 @@
-package converge
+package plan
 
 import (
 	"sync"
 	"time"
+
+	"github.com/convergekit/converge/internal/sysclock"
 )
 
-// planClock is a PlanRunner's clock: the wall clock its timestamps come
-// from (PlanRunnerConfig.Now; they are for people and for k0s) and a monotonic
+// planClock is a Runner's clock: the wall clock its timestamps come
+// from (RunnerConfig.Now; they are for people and for k0s) and a monotonic
 // clock its timeouts are measured on, so that a wall-clock step (NTP
 // setting the time of a device without a real-time clock) or the skew
 // between replicas never makes a timeout fire early.
@@ -30,20 +32,20 @@ type planClock struct {
 	anchors map[string]map[int64]time.Duration
 }
 
-// newPlanClock returns the clock of a runner whose PlanRunnerConfig.Now is now
-// and PlanRunnerConfig.Monotonic is mono. Without mono, with the system clock
+// newPlanClock returns the clock of a runner whose RunnerConfig.Now is now
+// and RunnerConfig.Monotonic is mono. Without mono, with the system clock
 // (nil or time.Now) durations are measured on the monotonic clock; an
 // injected clock (a test's fake) is trusted for both, measured by
 // time.Time.Sub between its readings (which uses their monotonic reading
 // when they carry one).
 func newPlanClock(now func() time.Time, mono func() time.Duration) *planClock {
 	c := &planClock{wall: now, mono: mono, anchors: map[string]map[int64]time.Duration{}}
-	if isSystemClock(now) {
+	if sysclock.Is(now) {
 		c.wall = time.Now
 	}
 	switch {
 	case mono != nil:
-	case isSystemClock(now):
+	case sysclock.Is(now):
 		base := time.Now()
 		c.mono = func() time.Duration { return time.Since(base) }
 	default:

@@ -1,4 +1,4 @@
-package converge
+package plan
 
 import (
 	"encoding/json"
@@ -15,22 +15,22 @@ import (
 // fixed part reused, and a timestamp JSON cannot hold refused.
 func TestPlanBaseEncodingReadsBackAsJSON(t *testing.T) {
 	at := time.Date(2026, 5, 11, 19, 13, 2, 123456789, time.UTC)
-	doc := &PlanDocument{APIVersion: "autopilot.k0sproject.io/v1beta2", Kind: "Plan",
-		Metadata: &PlanMetadata{Name: "a<b>&\"c\"", Labels: map[string]string{"k": "v\n"}},
+	doc := &Document{APIVersion: "autopilot.k0sproject.io/v1beta2", Kind: "Plan",
+		Metadata: &Metadata{Name: "a<b>&\"c\"", Labels: map[string]string{"k": "v\n"}},
 		Spec: Plan{ID: "p/1", Commands: []Command{
 			{Kind: "update", Spec: map[string]json.RawMessage{"version": json.RawMessage(`"v1"`)},
 				Targets: []CommandTargets{{Group: "controllers", Discovery: CommandDiscovery{Static: []string{"c0"}}},
 					{Group: "workers", Concurrent: 2, Discovery: CommandDiscovery{Static: []string{"w0", "wé"}}}}},
 			{Kind: "other", Targets: []CommandTargets{{Group: "g", Discovery: CommandDiscovery{Function: "all"}}}},
 		}}}
-	doc.Status = &PlanStatus{State: PlanFailed, Reason: "node \"w0\" failed: \\ \u2028 \x01", Abort: "stop <now>",
+	doc.Status = &Status{State: StateFailed, Reason: "node \"w0\" failed: \\ \u2028 \x01", Abort: "stop <now>",
 		Commands: []CommandStatus{
-			{ID: 0, Kind: "update", State: PlanFailed, Reason: "bad & worse", Started: at, Targets: map[string][]PlanTargetStatus{
-				"controllers": {{Name: "c0", State: PlanTargetCompleted, LastUpdatedTimestamp: at}},
-				"workers": {{Name: "w0", State: PlanTargetFailed, Reason: "disk\tfull", Attempt: 2, LastUpdatedTimestamp: at.Add(time.Second)},
-					{Name: "wé", State: PlanTargetPending}},
+			{ID: 0, Kind: "update", State: StateFailed, Reason: "bad & worse", Started: at, Targets: map[string][]TargetStatus{
+				"controllers": {{Name: "c0", State: TargetCompleted, LastUpdatedTimestamp: at}},
+				"workers": {{Name: "w0", State: TargetFailed, Reason: "disk\tfull", Attempt: 2, LastUpdatedTimestamp: at.Add(time.Second)},
+					{Name: "wé", State: TargetPending}},
 			}},
-			{ID: 1, Kind: "other", State: PlanSchedulableWait, Targets: map[string][]PlanTargetStatus{"g": {}}},
+			{ID: 1, Kind: "other", State: StateSchedulableWait, Targets: map[string][]TargetStatus{"g": {}}},
 		}}
 	want, err := json.Marshal(doc)
 	require.NoError(t, err)
@@ -58,11 +58,11 @@ func TestPlanBaseEncodingReadsBackAsJSON(t *testing.T) {
 // they apply or fail, never panic, and a delta that applies leaves a
 // status that encodes.
 func FuzzPlanApplyDelta(f *testing.F) {
-	newDoc := func() *PlanDocument {
-		return &PlanDocument{Spec: Plan{ID: "p", Commands: []Command{{Kind: "update",
+	newDoc := func() *Document {
+		return &Document{Spec: Plan{ID: "p", Commands: []Command{{Kind: "update",
 			Targets: []CommandTargets{{Group: "workers", Discovery: CommandDiscovery{Static: []string{"w0", "w1"}}}}}}},
-			Status: &PlanStatus{State: PlanSchedulableWait, Commands: []CommandStatus{{Kind: "update", State: PlanSchedulableWait,
-				Targets: map[string][]PlanTargetStatus{"workers": {{Name: "w0"}, {Name: "w1"}}}}}}}
+			Status: &Status{State: StateSchedulableWait, Commands: []CommandStatus{{Kind: "update", State: StateSchedulableWait,
+				Targets: map[string][]TargetStatus{"workers": {{Name: "w0"}, {Name: "w1"}}}}}}}
 	}
 	f.Add([]byte(`{"seq":1,"state":"SchedulableWait","n":1,"commands":[{"i":0,"state":"Schedulable","reason":"x","started":"2026-01-01T00:00:00Z","targets":[{"g":"workers","i":1,"n":"w1","s":"SignalSent","t":"2026-01-01T00:00:00Z"}]}]}`))
 	f.Add([]byte(`{"seq":1,"state":"NewPlan","n":1,"commands":[{"i":0,"full":{"id":0,"state":"NewPlan","update":{"workers":[]}}}]}`))

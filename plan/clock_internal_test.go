@@ -1,4 +1,4 @@
-package converge
+package plan
 
 import (
 	"context"
@@ -38,10 +38,10 @@ func TestPlanClockAnchors(t *testing.T) {
 // TestPlanRunnerDropsAnchorsOfEndedPlans runs plans to their end and
 // checks that the runner keeps no anchors for them.
 func TestPlanRunnerDropsAnchorsOfEndedPlans(t *testing.T) {
-	r, err := NewPlanRunner(nil, PlanRunnerConfig{Handlers: map[string]CommandHandler{"k": CommandHandlerFuncs{}}})
+	r, err := NewRunner(nil, RunnerConfig{Handlers: map[string]CommandHandler{"k": CommandHandlerFuncs{}}})
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b", "c"} {
-		doc := &PlanDocument{Spec: Plan{ID: id, Commands: []Command{{Kind: "k", Targets: []CommandTargets{{Group: "g", Discovery: CommandDiscovery{Static: []string{"n"}}}}}}}}
+		doc := &Document{Spec: Plan{ID: id, Commands: []Command{{Kind: "k", Targets: []CommandTargets{{Group: "g", Discovery: CommandDiscovery{Static: []string{"n"}}}}}}}}
 		for range 10 {
 			step, err := r.Step(context.Background(), doc)
 			require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestPlanRunnerDropsAnchorsOfEndedPlans(t *testing.T) {
 				break
 			}
 		}
-		require.Equal(t, PlanCompleted, doc.Status.State)
+		require.Equal(t, StateCompleted, doc.Status.State)
 	}
 	r.clock.mu.Lock()
 	defer r.clock.mu.Unlock()

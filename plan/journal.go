@@ -1,4 +1,4 @@
-package converge
+package plan
 
 import (
 	"bytes"
@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/convergekit/converge"
 )
 
-// How a PlanRunner keeps a plan in a Store, so that a step costs what it
+// How a Runner keeps a plan in a Store, so that a step costs what it
 // changes and not what the plan holds:
 //
 //   - The head record, under planKey(id), is what Create writes (the whole
@@ -37,7 +39,7 @@ import (
 // did, it applies their deltas, or reloads when the base changed.
 
 // planBasePrefix prefixes the Store keys of plan base records. It is not
-// under PlanKeyPrefix, so a List of PlanKeyPrefix returns one record per
+// under KeyPrefix, so a List of KeyPrefix returns one record per
 // plan.
 const planBasePrefix = "plan-base/"
 
@@ -62,10 +64,10 @@ type planJournal struct {
 
 // planDelta is what one stored transition changed in a status.
 type planDelta struct {
-	Seq    uint64    `json:"seq"`
-	State  PlanState `json:"state"`
-	Reason string    `json:"reason,omitempty"`
-	Abort  string    `json:"abort,omitempty"`
+	Seq    uint64 `json:"seq"`
+	State  State  `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	Abort  string `json:"abort,omitempty"`
 	// N is the number of commands of the status after the transition.
 	N        int                `json:"n"`
 	Commands []planCommandDelta `json:"commands,omitempty"`
@@ -77,7 +79,7 @@ type planDelta struct {
 type planCommandDelta struct {
 	Index   int               `json:"i"`
 	Full    *CommandStatus    `json:"full,omitempty"`
-	State   PlanState         `json:"state,omitempty"`
+	State   State             `json:"state,omitempty"`
 	Reason  *string           `json:"reason,omitempty"`
 	Started *time.Time        `json:"started,omitempty"`
 	Targets []planTargetDelta `json:"targets,omitempty"`
@@ -86,19 +88,19 @@ type planCommandDelta struct {
 // planTargetDelta is the new status of the target at Index in Group, with
 // short keys: deltas are written at every step.
 type planTargetDelta struct {
-	Group   string          `json:"g"`
-	Index   int             `json:"i"`
-	Name    string          `json:"n"`
-	State   PlanTargetState `json:"s"`
-	Reason  string          `json:"r,omitempty"`
-	Attempt int             `json:"a,omitempty"`
-	Updated time.Time       `json:"t"`
+	Group   string      `json:"g"`
+	Index   int         `json:"i"`
+	Name    string      `json:"n"`
+	State   TargetState `json:"s"`
+	Reason  string      `json:"r,omitempty"`
+	Attempt int         `json:"a,omitempty"`
+	Updated time.Time   `json:"t"`
 }
 
 // planStored is a plan as a runner last read or wrote it.
 type planStored struct {
 	id  string
-	doc *PlanDocument
+	doc *Document
 	// version is the head's store version.
 	version uint64
 	// journal is the head when it is a journal; Base is "" while the head
@@ -114,7 +116,7 @@ type planStored struct {
 	// step to work on: a step does not copy the whole status, and after a
 	// stored step the replaced status, brought up to date with the delta,
 	// becomes the spare.
-	spare *PlanStatus
+	spare *Status
 }
 
 func planBaseKey(id string, seq uint64) string {
@@ -140,11 +142,11 @@ func planBaseSeq(id, key string) (uint64, bool) {
 
 // planCorrupt reports a stored plan that cannot be read back.
 func planCorrupt(id, what string) error {
-	return fmt.Errorf("converge: stored plan %q: %w", id, &PlanDecodeError{Command: -1, Err: errors.New(what)})
+	return fmt.Errorf("plan: stored plan %q: %w", id, bare(&DecodeError{Command: -1, Err: errors.New(what)}))
 }
 
 // load reads the stored plan id in full.
-func (r *PlanRunner) load(ctx context.Context, id string) (*planStored, error) {
+func (r *Runner) load(ctx context.Context, id string) (*planStored, error) {
 	rec, err := r.store.Get(ctx, planKey(id))
 	if err != nil {
 		return nil, err
@@ -153,12 +155,12 @@ func (r *PlanRunner) load(ctx context.Context, id string) (*planStored, error) {
 }
 
 // loadHead reads the plan whose head is rec, with its base when it has one.
-func (r *PlanRunner) loadHead(ctx context.Context, id string, rec StoreRecord) (*planStored, error) {
+func (r *Runner) loadHead(ctx context.Context, id string, rec converge.StoreRecord) (*planStored, error) {
 	ps := &planStored{id: id, version: rec.Version}
 	if !bytes.HasPrefix(rec.Value, []byte(planJournalTag)) {
 		doc, err := decodePlan(rec.Value)
 		if err != nil {
-			return nil, fmt.Errorf("converge: stored plan %q: %w", id, bare(err))
+			return nil, fmt.Errorf("plan: stored plan %q: %w", id, bare(err))
 		}
 		ps.doc, ps.baseBytes = doc, len(rec.Value)
 		return ps, nil
@@ -168,7 +170,7 @@ func (r *PlanRunner) loadHead(ctx context.Context, id string, rec StoreRecord) (
 	}
 	base, err := r.store.Get(ctx, ps.journal.Base)
 	if err != nil {
-		if errors.Is(err, ErrStoreNotFound) {
+		if errors.Is(err, converge.ErrStoreNotFound) {
 			return nil, planCorrupt(id, fmt.Sprintf("base record %q is missing", ps.journal.Base))
 		}
 		return nil, err
@@ -178,7 +180,7 @@ func (r *PlanRunner) loadHead(ctx context.Context, id string, rec StoreRecord) (
 	}
 	doc, err := decodePlan(base.Value)
 	if err != nil {
-		return nil, fmt.Errorf("converge: stored plan %q: %w", id, bare(err))
+		return nil, fmt.Errorf("plan: stored plan %q: %w", id, bare(err))
 	}
 	ps.doc, ps.baseBytes = doc, len(base.Value)
 	seq := ps.journal.BaseSeq
@@ -197,7 +199,7 @@ func (r *PlanRunner) loadHead(ctx context.Context, id string, rec StoreRecord) (
 // refresh brings ps up to the stored head: nothing to do when nobody else
 // wrote; the other writers' deltas when they only appended to the journal
 // ps has; a full load otherwise.
-func (r *PlanRunner) refresh(ctx context.Context, ps *planStored) (*planStored, error) {
+func (r *Runner) refresh(ctx context.Context, ps *planStored) (*planStored, error) {
 	rec, err := r.store.Get(ctx, planKey(ps.id))
 	if err != nil {
 		return nil, err
@@ -249,7 +251,7 @@ func planDecodeJournal(value []byte, j *planJournal) error {
 
 // planApplyDelta applies the delta raw, which must have the sequence number
 // after seq, to doc's status, and returns its sequence number.
-func planApplyDelta(doc *PlanDocument, raw json.RawMessage, seq uint64) (uint64, error) {
+func planApplyDelta(doc *Document, raw json.RawMessage, seq uint64) (uint64, error) {
 	var d planDelta
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return seq, fmt.Errorf("delta after %d: %w", seq, err)
@@ -261,14 +263,14 @@ func planApplyDelta(doc *PlanDocument, raw json.RawMessage, seq uint64) (uint64,
 		return seq, fmt.Errorf("delta %d: %d commands for a plan of %d", d.Seq, d.N, len(doc.Spec.Commands))
 	}
 	if doc.Status == nil {
-		doc.Status = &PlanStatus{}
+		doc.Status = &Status{}
 	}
 	return d.Seq, d.apply(doc.Status)
 }
 
 // apply makes st what d says; it fails, having changed part of st, when d
 // does not fit st.
-func (d *planDelta) apply(st *PlanStatus) error {
+func (d *planDelta) apply(st *Status) error {
 	st.State, st.Reason, st.Abort = d.State, d.Reason, d.Abort
 	for len(st.Commands) < d.N {
 		st.Commands = append(st.Commands, CommandStatus{})
@@ -295,7 +297,7 @@ func (d *planDelta) apply(st *PlanStatus) error {
 			if td.Index < 0 || td.Index >= len(ts) {
 				return fmt.Errorf("delta %d: command %d: target %s[%d] out of range", d.Seq, cd.Index, td.Group, td.Index)
 			}
-			ts[td.Index] = PlanTargetStatus{Name: td.Name, State: td.State, Reason: td.Reason, Attempt: td.Attempt,
+			ts[td.Index] = TargetStatus{Name: td.Name, State: td.State, Reason: td.Reason, Attempt: td.Attempt,
 				LastUpdatedTimestamp: td.Updated.UTC()}
 		}
 	}
@@ -303,14 +305,14 @@ func (d *planDelta) apply(st *PlanStatus) error {
 }
 
 // planTargetEqual reports whether a and b are the same target status.
-func planTargetEqual(a, b *PlanTargetStatus) bool {
+func planTargetEqual(a, b *TargetStatus) bool {
 	return a.Name == b.Name && a.State == b.State && a.Reason == b.Reason && a.Attempt == b.Attempt &&
 		a.LastUpdatedTimestamp.Equal(b.LastUpdatedTimestamp)
 }
 
 // planSameShape reports whether a and b have the same groups with the same
 // targets in the same places.
-func planSameShape(a, b map[string][]PlanTargetStatus) bool {
+func planSameShape(a, b map[string][]TargetStatus) bool {
 	if len(a) != len(b) || (a == nil) != (b == nil) {
 		return false
 	}
@@ -331,7 +333,7 @@ func planSameShape(a, b map[string][]PlanTargetStatus) bool {
 // planDiff returns the delta from old to cur (old may be nil) and whether
 // anything changed. It costs a comparison per target and an allocation per
 // changed target only.
-func planDiff(old, cur *PlanStatus) (planDelta, bool) {
+func planDiff(old, cur *Status) (planDelta, bool) {
 	d := planDelta{State: cur.State, Reason: cur.Reason, Abort: cur.Abort, N: len(cur.Commands)}
 	changed := old == nil || old.State != cur.State || old.Reason != cur.Reason || old.Abort != cur.Abort ||
 		len(old.Commands) != len(cur.Commands)
@@ -375,7 +377,7 @@ func planDiff(old, cur *PlanStatus) (planDelta, bool) {
 // success ps holds the stored plan, and the status it replaced, brought up
 // to date with d, becomes ps.spare; on failure (a stale version among
 // others) ps is unchanged but for its cached encoding of the spec.
-func (r *PlanRunner) commit(ctx context.Context, ps *planStored, st *PlanStatus, d planDelta, hist ...HistoryEntry) error {
+func (r *Runner) commit(ctx context.Context, ps *planStored, st *Status, d planDelta, hist ...converge.HistoryEntry) error {
 	d.Seq = ps.journal.Seq + 1
 	raw, err := json.Marshal(d)
 	if err != nil {
@@ -387,7 +389,7 @@ func (r *PlanRunner) commit(ctx context.Context, ps *planStored, st *PlanStatus,
 	deltaBytes := ps.deltaBytes + len(raw)
 	compact := j.Base == "" || len(j.Deltas)+1 > planJournalMaxDeltas || deltaBytes > planJournalMaxBytes || deltaBytes > ps.baseBytes
 	baseBytes := ps.baseBytes
-	var oldBase StoreRecord
+	var oldBase converge.StoreRecord
 	if compact {
 		b, fixed, err := planEncodeBase(&doc, ps.fixed)
 		if err != nil {
@@ -395,20 +397,20 @@ func (r *PlanRunner) commit(ctx context.Context, ps *planStored, st *PlanStatus,
 		}
 		ps.fixed = fixed
 		key := planBaseKey(ps.id, d.Seq)
-		v, err := r.store.Put(ctx, StoreRecord{Key: key, Value: b})
+		v, err := r.store.Put(ctx, converge.StoreRecord{Key: key, Value: b})
 		if err != nil {
 			return err
 		}
-		oldBase = StoreRecord{Key: j.Base, Version: j.BaseVersion}
+		oldBase = converge.StoreRecord{Key: j.Base, Version: j.BaseVersion}
 		j = planJournal{Base: key, BaseVersion: v, BaseSeq: d.Seq, Seq: d.Seq}
 		deltaBytes, baseBytes = 0, len(b)
 	} else {
 		j.Deltas = append(j.Deltas[:len(j.Deltas):len(j.Deltas)], raw)
 		j.Seq = d.Seq
 	}
-	version, err := r.store.Put(ctx, StoreRecord{Key: planKey(ps.id), Version: ps.version, Value: planEncodeJournal(&j)}, hist...)
+	version, err := r.store.Put(ctx, converge.StoreRecord{Key: planKey(ps.id), Version: ps.version, Value: planEncodeJournal(&j)}, hist...)
 	if err != nil {
-		if compact && errors.Is(err, ErrStoreStale) {
+		if compact && errors.Is(err, converge.ErrStoreStale) {
 			// The head was not written, so the base is not referenced:
 			// delete it, best effort (dropBases does otherwise). After
 			// any other error the head may have been written.
@@ -416,7 +418,7 @@ func (r *PlanRunner) commit(ctx context.Context, ps *planStored, st *PlanStatus,
 		}
 		return err
 	}
-	var spare *PlanStatus
+	var spare *Status
 	if old := ps.doc.Status; old != nil && old != st && d.apply(old) == nil {
 		spare = old
 	}
@@ -432,7 +434,7 @@ func (r *PlanRunner) commit(ctx context.Context, ps *planStored, st *PlanStatus,
 // head does not name and that are not newer than it: bases that a writer
 // which died (or whose head was stale) between writing a base and its head
 // left behind. Run calls it once, when it starts on a plan.
-func (r *PlanRunner) dropBases(ctx context.Context, ps *planStored) {
+func (r *Runner) dropBases(ctx context.Context, ps *planStored) {
 	if ps.journal.Base == "" {
 		return
 	}
@@ -480,7 +482,7 @@ func planEncodeJournal(j *planJournal) []byte {
 // status written directly: a compaction costs one pass over the status.
 // It returns the document and its part before the status, to pass as
 // fixed next time.
-func planEncodeBase(doc *PlanDocument, fixed []byte) ([]byte, []byte, error) {
+func planEncodeBase(doc *Document, fixed []byte) ([]byte, []byte, error) {
 	if fixed == nil {
 		head := *doc
 		head.Status = nil
@@ -498,12 +500,12 @@ func planEncodeBase(doc *PlanDocument, fixed []byte) ([]byte, []byte, error) {
 	}
 	out = append(out, '}')
 	if bytes.IndexByte(out[len(fixed):], '!') >= 0 && !json.Valid(out) {
-		return nil, nil, fmt.Errorf("converge: plan %q: a status timestamp is outside years 0 to 9999", doc.Spec.ID)
+		return nil, nil, fmt.Errorf("plan: %q: a status timestamp is outside years 0 to 9999", doc.Spec.ID)
 	}
 	return out, fixed, nil
 }
 
-func planStatusSizeHint(st *PlanStatus) int {
+func planStatusSizeHint(st *Status) int {
 	if st == nil {
 		return 0
 	}
@@ -516,9 +518,9 @@ func planStatusSizeHint(st *PlanStatus) int {
 	return n
 }
 
-// planAppendStatus appends the JSON of st, as PlanStatus.MarshalJSON
+// planAppendStatus appends the JSON of st, as Status.MarshalJSON
 // writes it.
-func planAppendStatus(b []byte, st *PlanStatus) []byte {
+func planAppendStatus(b []byte, st *Status) []byte {
 	b = append(b, `{"state":`...)
 	b = planAppendString(b, string(st.State.normal()))
 	if st.Reason != "" {
@@ -578,7 +580,7 @@ func planAppendCommandStatus(b []byte, cs *CommandStatus) []byte {
 }
 
 // planAppendTarget appends the JSON of t, as encoding/json writes it.
-func planAppendTarget(b []byte, t *PlanTargetStatus) []byte {
+func planAppendTarget(b []byte, t *TargetStatus) []byte {
 	b = append(b, `{"name":`...)
 	b = planAppendString(b, t.Name)
 	b = append(b, `,"state":`...)

@@ -1,4 +1,4 @@
-package converge
+package plan
 
 import (
 	"bytes"
@@ -10,35 +10,36 @@ import (
 	"strings"
 	"time"
 
+	"github.com/convergekit/converge/internal/wire"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// PlanDocument is a plan with its status, in the shape of a k0s autopilot
+// Document is a plan with its status, in the shape of a k0s autopilot
 // Plan object: `spec.commands[i].<kind>` and `status.commands[i]`. It encodes
 // to JSON with encoding/json and decodes from it strictly, naming the
 // culprit of a decode error (see UnmarshalJSON); the autopilot package
 // reads and writes it as YAML too. The zero value is an empty plan with no
 // status.
-type PlanDocument struct {
-	APIVersion string        `json:"apiVersion,omitempty"`
-	Kind       string        `json:"kind,omitempty"`
-	Metadata   *PlanMetadata `json:"metadata,omitempty"`
-	Spec       Plan          `json:"spec"`
+type Document struct {
+	APIVersion string    `json:"apiVersion,omitempty"`
+	Kind       string    `json:"kind,omitempty"`
+	Metadata   *Metadata `json:"metadata,omitempty"`
+	Spec       Plan      `json:"spec"`
 	// Status is nil until the plan starts.
-	Status *PlanStatus `json:"status,omitempty"`
+	Status *Status `json:"status,omitempty"`
 }
 
-// PlanMetadata is the part of an object's metadata that plans keep; other
+// Metadata is the part of an object's metadata that plans keep; other
 // metadata keys are accepted and dropped.
-type PlanMetadata struct {
+type Metadata struct {
 	Name        string            `json:"name,omitempty"`
 	Namespace   string            `json:"namespace,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// PlanDecodeError says which part of a plan document is wrong.
-type PlanDecodeError struct {
+// DecodeError says which part of a plan document is wrong.
+type DecodeError struct {
 	// Command is the index of the command (in spec.commands or
 	// status.commands) at fault, or -1 when the culprit is outside them.
 	Command int
@@ -49,18 +50,18 @@ type PlanDecodeError struct {
 }
 
 // Error describes the problem, naming its culprit.
-func (e *PlanDecodeError) Error() string {
+func (e *DecodeError) Error() string {
 	if e.Field == "" {
-		return "converge: plan document: " + causeText(e.Err)
+		return "plan: document: " + causeText(e.Err)
 	}
-	return fmt.Sprintf("converge: plan document: %s: %s", e.Field, causeText(e.Err))
+	return fmt.Sprintf("plan: document: %s: %s", e.Field, causeText(e.Err))
 }
 
 // Unwrap returns the underlying error.
-func (e *PlanDecodeError) Unwrap() error { return e.Err }
+func (e *DecodeError) Unwrap() error { return e.Err }
 
-// Is makes PlanDecodeError match ErrPlanDecode.
-func (e *PlanDecodeError) Is(target error) bool { return target == ErrPlanDecode }
+// Is makes DecodeError match ErrDecode.
+func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
 // Reserved keys of a command body; the rest is the kind's Spec.
 const (
@@ -74,10 +75,10 @@ const (
 var planInlineGroups = map[string]bool{"controllers": true, "workers": true}
 
 // decodePlan decodes a plan document from JSON (as the runner stores it)
-// and validates its spec. Errors are a *PlanDecodeError naming the command
-// index and the field, or a *PlanFieldError.
-func decodePlan(data []byte) (*PlanDocument, error) {
-	var doc PlanDocument
+// and validates its spec. Errors are a *DecodeError naming the command
+// index and the field, or a *FieldError.
+func decodePlan(data []byte) (*Document, error) {
+	var doc Document
 	if err := doc.UnmarshalJSON(data); err != nil {
 		return nil, err
 	}
@@ -90,29 +91,29 @@ func decodePlan(data []byte) (*PlanDocument, error) {
 // planCommandIndex matches the command index at the start of a path.
 var planCommandIndex = regexp.MustCompile(`^(?:spec|status)\.commands\[(\d+)\]`)
 
-// planErr is the *PlanDecodeError about the culprit at path (of the whole
+// planErr is the *DecodeError about the culprit at path (of the whole
 // document), with the command index the path names.
-func planErr(path string, err error) *PlanDecodeError {
+func planErr(path string, err error) *DecodeError {
 	cmd := -1
 	if m := planCommandIndex.FindStringSubmatch(path); m != nil {
 		cmd, _ = strconv.Atoi(m[1])
 	}
-	return &PlanDecodeError{Command: cmd, Field: path, Err: err}
+	return &DecodeError{Command: cmd, Field: path, Err: err}
 }
 
 // planRead reads the JSON document b strictly into in; a problem is a
-// *PlanDecodeError naming its path.
+// *DecodeError naming its path.
 func planRead(b []byte, in any) error {
-	we := wireDecode(b, in)
+	we := wire.Decode(b, in)
 	switch {
 	case we == nil:
 		return nil
-	case we.dup:
-		return planErr(we.path, fmt.Errorf("duplicate key %q", planLastKey(we.path)))
-	case we.unknown:
-		return planErr(we.path, fmt.Errorf("unknown field"))
+	case we.Dup:
+		return planErr(we.Path, fmt.Errorf("duplicate key %q", planLastKey(we.Path)))
+	case we.Unknown:
+		return planErr(we.Path, fmt.Errorf("unknown field"))
 	}
-	return planErr(we.path, we.err)
+	return planErr(we.Path, we.Err)
 }
 
 // planLastKey returns the last key of a path.
@@ -140,8 +141,8 @@ type (
 	}
 	// planMetadataIn drops the metadata keys plans do not keep.
 	planMetadataIn struct {
-		PlanMetadata `json:",inline"`
-		Other        jsontext.Value `json:",inline"`
+		Metadata `json:",inline"`
+		Other    jsontext.Value `json:",inline"`
 	}
 	planSpecIn struct {
 		ID        string          `json:"id"`
@@ -151,11 +152,11 @@ type (
 	// planCommandIn is `{<kind>: {<spec>, targets, timeout, targetTimeout}}`.
 	planCommandIn map[string]*planBodyIn
 	planBodyIn    struct {
-		Timeout       wireField[string]         `json:"timeout"`
-		TargetTimeout wireField[string]         `json:"targetTimeout"`
+		Timeout       wire.Field[string]        `json:"timeout"`
+		TargetTimeout wire.Field[string]        `json:"targetTimeout"`
 		Targets       map[string]planGroupIn    `json:"targets"`
-		Controllers   wireField[planGroupIn]    `json:"controllers"`
-		Workers       wireField[planGroupIn]    `json:"workers"`
+		Controllers   wire.Field[planGroupIn]   `json:"controllers"`
+		Workers       wire.Field[planGroupIn]   `json:"workers"`
 		Spec          map[string]jsontext.Value `json:",inline"`
 	}
 	planGroupIn struct {
@@ -172,7 +173,7 @@ type (
 		} `json:"discovery"`
 	}
 	planStatusIn struct {
-		State    PlanState         `json:"state"`
+		State    State             `json:"state"`
 		Reason   string            `json:"reason"`
 		Abort    string            `json:"abort"`
 		Commands []commandStatusIn `json:"commands"`
@@ -180,34 +181,34 @@ type (
 	// commandStatusIn holds the targets under the key of the command's kind.
 	commandStatusIn struct {
 		ID      int                                  `json:"id"`
-		State   PlanState                            `json:"state"`
+		State   State                                `json:"state"`
 		Reason  string                               `json:"reason"`
 		Started time.Time                            `json:"startedTimestamp"`
 		Kinds   map[string]map[string][]planTargetIn `json:",inline"`
 	}
-	// planTargetIn has the fields of PlanTargetStatus without its
+	// planTargetIn has the fields of TargetStatus without its
 	// UnmarshalJSON.
-	planTargetIn PlanTargetStatus
+	planTargetIn TargetStatus
 )
 
 // UnmarshalJSON decodes a plan document strictly (unknown fields are errors,
 // except inside metadata; so are repeated keys and data after the
-// document); errors are *PlanDecodeError.
-func (d *PlanDocument) UnmarshalJSON(b []byte) error {
+// document); errors are *DecodeError.
+func (d *Document) UnmarshalJSON(b []byte) error {
 	var in planDocIn
 	if err := planRead(b, &in); err != nil {
 		return err
 	}
-	doc := PlanDocument{APIVersion: in.APIVersion, Kind: in.Kind}
+	doc := Document{APIVersion: in.APIVersion, Kind: in.Kind}
 	if in.Metadata != nil {
-		doc.Metadata = &in.Metadata.PlanMetadata
+		doc.Metadata = &in.Metadata.Metadata
 	}
 	var err error
 	if doc.Spec, err = in.Spec.plan("spec"); err != nil {
 		return err
 	}
 	if in.Status != nil {
-		doc.Status = new(PlanStatus)
+		doc.Status = new(Status)
 		if *doc.Status, err = in.Status.status("status"); err != nil {
 			return err
 		}
@@ -230,7 +231,7 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes the `spec` of a document; errors are
-// *PlanDecodeError.
+// *DecodeError.
 func (p *Plan) UnmarshalJSON(b []byte) error {
 	var in planSpecIn
 	if err := planRead(b, &in); err != nil {
@@ -304,7 +305,7 @@ func (t CommandTargets) encode() map[string]any {
 	return m
 }
 
-// UnmarshalJSON decodes one command; errors are *PlanDecodeError (with
+// UnmarshalJSON decodes one command; errors are *DecodeError (with
 // Command -1, since the index is known only to the plan).
 func (c *Command) UnmarshalJSON(b []byte) error {
 	var in planCommandIn
@@ -321,7 +322,7 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 
 func (in planCommandIn) command(idx int, path string) (Command, error) {
 	fail := func(path string, err error) (Command, error) {
-		return Command{}, &PlanDecodeError{Command: idx, Field: path, Err: err}
+		return Command{}, &DecodeError{Command: idx, Field: path, Err: err}
 	}
 	if len(in) != 1 {
 		keys := planSortedKeys((in))
@@ -341,7 +342,7 @@ func (in planCommandIn) command(idx int, path string) (Command, error) {
 	}
 	for _, d := range []struct {
 		dst *time.Duration
-		in  wireField[string]
+		in  wire.Field[string]
 		key string
 	}{{&cmd.Timeout, body.Timeout, planKeyTimeout}, {&cmd.TargetTimeout, body.TargetTimeout, planKeyTargetTimeout}} {
 		if !d.in.Set {
@@ -376,7 +377,7 @@ func (in planCommandIn) command(idx int, path string) (Command, error) {
 	}
 	for _, g := range []struct {
 		name string
-		in   wireField[planGroupIn]
+		in   wire.Field[planGroupIn]
 	}{{"controllers", body.Controllers}, {"workers", body.Workers}} {
 		if !g.in.Set {
 			continue
@@ -407,7 +408,7 @@ func planSortedKeys[V any](m map[string]V) []string {
 
 func (in planGroupIn) targets(group string, idx int, path string) (CommandTargets, error) {
 	fail := func(path string, err error) (CommandTargets, error) {
-		return CommandTargets{}, &PlanDecodeError{Command: idx, Field: path, Err: err}
+		return CommandTargets{}, &DecodeError{Command: idx, Field: path, Err: err}
 	}
 	t := CommandTargets{Group: group, Order: in.Order, Concurrent: in.Limits.Concurrent}
 	if t.Concurrent < 0 {
@@ -447,13 +448,13 @@ func (in planGroupIn) targets(group string, idx int, path string) (CommandTarget
 }
 
 // MarshalJSON encodes the status with the zero state written as NewPlan.
-func (s PlanStatus) MarshalJSON() ([]byte, error) {
+func (s Status) MarshalJSON() ([]byte, error) {
 	cmds := s.Commands
 	if cmds == nil {
 		cmds = []CommandStatus{}
 	}
 	return json.Marshal(struct {
-		State    PlanState       `json:"state"`
+		State    State           `json:"state"`
 		Reason   string          `json:"reason,omitempty"`
 		Abort    string          `json:"abort,omitempty"`
 		Commands []CommandStatus `json:"commands"`
@@ -461,8 +462,8 @@ func (s PlanStatus) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes the `status` of a document; errors are
-// *PlanDecodeError.
-func (s *PlanStatus) UnmarshalJSON(b []byte) error {
+// *DecodeError.
+func (s *Status) UnmarshalJSON(b []byte) error {
 	var in planStatusIn
 	if err := planRead(b, &in); err != nil {
 		return err
@@ -475,12 +476,12 @@ func (s *PlanStatus) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (in planStatusIn) status(path string) (PlanStatus, error) {
-	s := PlanStatus{State: in.State, Reason: in.Reason, Abort: in.Abort, Commands: make([]CommandStatus, len(in.Commands))}
+func (in planStatusIn) status(path string) (Status, error) {
+	s := Status{State: in.State, Reason: in.Reason, Abort: in.Abort, Commands: make([]CommandStatus, len(in.Commands))}
 	for i, c := range in.Commands {
 		var err error
 		if s.Commands[i], err = c.status(i, fmt.Sprintf("%s[%d]", planJoin(path, "commands"), i)); err != nil {
-			return PlanStatus{}, err
+			return Status{}, err
 		}
 	}
 	return s, nil
@@ -497,10 +498,10 @@ func (s CommandStatus) MarshalJSON() ([]byte, error) {
 		m["startedTimestamp"] = s.Started
 	}
 	if s.Kind != "" {
-		groups := make(map[string][]PlanTargetStatus, len(s.Targets))
+		groups := make(map[string][]TargetStatus, len(s.Targets))
 		for g, ts := range s.Targets {
 			if ts == nil {
-				ts = []PlanTargetStatus{}
+				ts = []TargetStatus{}
 			}
 			groups[g] = ts
 		}
@@ -510,7 +511,7 @@ func (s CommandStatus) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes the status of one command; errors are
-// *PlanDecodeError.
+// *DecodeError.
 func (s *CommandStatus) UnmarshalJSON(b []byte) error {
 	var in commandStatusIn
 	if err := planRead(b, &in); err != nil {
@@ -529,16 +530,16 @@ func (in commandStatusIn) status(idx int, path string) (CommandStatus, error) {
 	for _, kind := range planSortedKeys((in.Kinds)) {
 		kpath := planJoin(path, kind)
 		if cs.Kind != "" {
-			return CommandStatus{}, &PlanDecodeError{Command: idx, Field: kpath, Err: fmt.Errorf("status already answers command kind %q", cs.Kind)}
+			return CommandStatus{}, &DecodeError{Command: idx, Field: kpath, Err: fmt.Errorf("status already answers command kind %q", cs.Kind)}
 		}
 		if kind == "" {
-			return CommandStatus{}, &PlanDecodeError{Command: idx, Field: path, Err: fmt.Errorf("command kind must not be empty")}
+			return CommandStatus{}, &DecodeError{Command: idx, Field: path, Err: fmt.Errorf("command kind must not be empty")}
 		}
 		cs.Kind = kind
-		cs.Targets = map[string][]PlanTargetStatus{}
+		cs.Targets = map[string][]TargetStatus{}
 		for _, g := range planSortedKeys((in.Kinds[kind])) {
 			ins := in.Kinds[kind][g]
-			ts := make([]PlanTargetStatus, len(ins))
+			ts := make([]TargetStatus, len(ins))
 			for i, t := range ins {
 				var err error
 				if ts[i], err = t.status(idx, fmt.Sprintf("%s[%d]", planJoin(kpath, g), i)); err != nil {
@@ -552,8 +553,8 @@ func (in commandStatusIn) status(idx int, path string) (CommandStatus, error) {
 }
 
 // UnmarshalJSON decodes the status of one target; errors are
-// *PlanDecodeError.
-func (t *PlanTargetStatus) UnmarshalJSON(b []byte) error {
+// *DecodeError.
+func (t *TargetStatus) UnmarshalJSON(b []byte) error {
 	var in planTargetIn
 	if err := planRead(b, &in); err != nil {
 		return err
@@ -566,14 +567,14 @@ func (t *PlanTargetStatus) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (in planTargetIn) status(idx int, path string) (PlanTargetStatus, error) {
-	t := PlanTargetStatus(in)
+func (in planTargetIn) status(idx int, path string) (TargetStatus, error) {
+	t := TargetStatus(in)
 	t.LastUpdatedTimestamp = t.LastUpdatedTimestamp.UTC()
 	if t.Name == "" {
-		return PlanTargetStatus{}, &PlanDecodeError{Command: idx, Field: planJoin(path, "name"), Err: fmt.Errorf("must not be empty")}
+		return TargetStatus{}, &DecodeError{Command: idx, Field: planJoin(path, "name"), Err: fmt.Errorf("must not be empty")}
 	}
 	if t.Attempt < 0 {
-		return PlanTargetStatus{}, &PlanDecodeError{Command: idx, Field: planJoin(path, "attempt"), Err: fmt.Errorf("must not be negative")}
+		return TargetStatus{}, &DecodeError{Command: idx, Field: planJoin(path, "attempt"), Err: fmt.Errorf("must not be negative")}
 	}
 	return t, nil
 }
