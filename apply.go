@@ -410,7 +410,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	workers := min(w.cfg.Parallelism, n)
 	ws.solo = workers <= 1
 	if !ws.solo {
-		ws.ready = newReadyQueue(sch.rank)
+		ws.ready = newReadyQueue(sch)
 	}
 	for k := 0; k < n; k++ {
 		if ws.remaining[k] == 0 {
@@ -565,6 +565,9 @@ type schedule struct {
 	// the item. Running the items with the longest chains first keeps the
 	// critical path moving when more items are ready than workers.
 	rank []int32
+	// rankAt[r:r+1] is where the items of rank r lie in an array of every
+	// item sorted by rank: the bucket of rank r in a walk's ready queue.
+	rankAt []int32
 	// solo is the order in which a walk of one worker runs the items: the
 	// lowest index first of the items whose wait is over. With one worker
 	// the order does not change how long the walk takes, and insertion
@@ -628,6 +631,17 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 			m = max(m, sch.rank[s])
 		}
 		sch.rank[k] = m + 1
+	}
+	var hi int32
+	for _, r := range sch.rank {
+		hi = max(hi, r)
+	}
+	sch.rankAt = make([]int32, hi+2)
+	for _, r := range sch.rank {
+		sch.rankAt[r+1]++
+	}
+	for r := 1; r < len(sch.rankAt); r++ {
+		sch.rankAt[r] += sch.rankAt[r-1]
 	}
 	sch.solo = lowestFirst(sch, n)
 	return sch
@@ -708,26 +722,17 @@ type readyQueue struct {
 	n       int
 }
 
-func newReadyQueue(rank []int32) readyQueue {
-	var hi int32
-	for _, r := range rank {
-		hi = max(hi, r)
-	}
+func newReadyQueue(sch *schedule) readyQueue {
 	// Every item is queued at most once per walk: one array holds every
-	// bucket, each with room for the items of its rank, so pushes never
-	// grow a bucket.
-	count := make([]int, hi+1)
-	for _, r := range rank {
-		count[r]++
+	// bucket, each with room for the items of its rank (the schedule
+	// counted them once for every walk), so pushes never grow a bucket.
+	ranks := len(sch.rankAt) - 1
+	all := make([]int, len(sch.rank))
+	buckets := make([][]int, ranks)
+	for r := range buckets {
+		buckets[r] = all[sch.rankAt[r]:sch.rankAt[r]:sch.rankAt[r+1]]
 	}
-	all := make([]int, len(rank))
-	buckets := make([][]int, hi+1)
-	at := 0
-	for r, c := range count {
-		buckets[r] = all[at : at : at+c]
-		at += c
-	}
-	return readyQueue{rank: rank, buckets: buckets, heads: make([]int, hi+1)}
+	return readyQueue{rank: sch.rank, buckets: buckets, heads: make([]int, ranks)}
 }
 
 func (q *readyQueue) len() int { return q.n }
@@ -785,6 +790,20 @@ type batch struct {
 	next, n int
 }
 
+// touchBatch fills in the ID and presence of the results of the items of
+// b before the first of them runs. The ready queue hands items out longest
+// chain first, so the results a worker writes lie far apart in memory and
+// each item's first write misses the cache; written here one after the
+// other, the misses of the whole batch overlap instead of each stalling its
+// item in turn. runItem writes the same values again, from the cache.
+// (Writing them is harmless for an item given back unstarted: they are
+// what any run or resolution of the item writes.)
+func (ws *walkState) touchBatch(b *batch) {
+	for _, k := range b.items[:b.n] {
+		ws.initResult(k)
+	}
+}
+
 // giveBack returns the items of b that have not started to the queue.
 func (ws *walkState) giveBack(b *batch) {
 	if b == nil || b.next >= b.n {
@@ -840,6 +859,9 @@ func (ws *walkState) work() {
 			b.items[i] = ws.ready.pop()
 		}
 		ws.mu.Unlock()
+		if b.n > 1 {
+			ws.touchBatch(&b)
+		}
 		start := last
 		if waited {
 			start = ws.clock.Now()
