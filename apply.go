@@ -410,7 +410,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	workers := min(w.cfg.Parallelism, n)
 	ws.solo = workers <= 1
 	if !ws.solo {
-		ws.ready = newReadyQueue(sch.rank)
+		ws.ready = newReadyQueue(sch)
 	}
 	for k := 0; k < n; k++ {
 		if ws.remaining[k] == 0 {
@@ -565,6 +565,9 @@ type schedule struct {
 	// the item. Running the items with the longest chains first keeps the
 	// critical path moving when more items are ready than workers.
 	rank []int32
+	// rankAt[r:r+1] is where the items of rank r lie in an array of every
+	// item sorted by rank: the bucket of rank r in a walk's ready queue.
+	rankAt []int32
 	// solo is the order in which a walk of one worker runs the items: the
 	// lowest index first of the items whose wait is over. With one worker
 	// the order does not change how long the walk takes, and insertion
@@ -628,6 +631,17 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 			m = max(m, sch.rank[s])
 		}
 		sch.rank[k] = m + 1
+	}
+	var hi int32
+	for _, r := range sch.rank {
+		hi = max(hi, r)
+	}
+	sch.rankAt = make([]int32, hi+2)
+	for _, r := range sch.rank {
+		sch.rankAt[r+1]++
+	}
+	for r := 1; r < len(sch.rankAt); r++ {
+		sch.rankAt[r] += sch.rankAt[r-1]
 	}
 	sch.solo = lowestFirst(sch, n)
 	return sch
@@ -708,26 +722,17 @@ type readyQueue struct {
 	n       int
 }
 
-func newReadyQueue(rank []int32) readyQueue {
-	var hi int32
-	for _, r := range rank {
-		hi = max(hi, r)
-	}
+func newReadyQueue(sch *schedule) readyQueue {
 	// Every item is queued at most once per walk: one array holds every
-	// bucket, each with room for the items of its rank, so pushes never
-	// grow a bucket.
-	count := make([]int, hi+1)
-	for _, r := range rank {
-		count[r]++
+	// bucket, each with room for the items of its rank (the schedule
+	// counted them once for every walk), so pushes never grow a bucket.
+	ranks := len(sch.rankAt) - 1
+	all := make([]int, len(sch.rank))
+	buckets := make([][]int, ranks)
+	for r := range buckets {
+		buckets[r] = all[sch.rankAt[r]:sch.rankAt[r]:sch.rankAt[r+1]]
 	}
-	all := make([]int, len(rank))
-	buckets := make([][]int, hi+1)
-	at := 0
-	for r, c := range count {
-		buckets[r] = all[at : at : at+c]
-		at += c
-	}
-	return readyQueue{rank: rank, buckets: buckets, heads: make([]int, hi+1)}
+	return readyQueue{rank: sch.rank, buckets: buckets, heads: make([]int, ranks)}
 }
 
 func (q *readyQueue) len() int { return q.n }
@@ -785,6 +790,20 @@ type batch struct {
 	next, n int
 }
 
+// touchBatch fills in the ID and presence of the results of the items of
+// b before the first of them runs. The ready queue hands items out longest
+// chain first, so the results a worker writes lie far apart in memory and
+// each item's first write misses the cache; written here one after the
+// other, the misses of the whole batch overlap instead of each stalling its
+// item in turn. runItem writes the same values again, from the cache.
+// (Writing them is harmless for an item given back unstarted: they are
+// what any run or resolution of the item writes.)
+func (ws *walkState) touchBatch(b *batch) {
+	for _, k := range b.items[:b.n] {
+		ws.initResult(k)
+	}
+}
+
 // giveBack returns the items of b that have not started to the queue.
 func (ws *walkState) giveBack(b *batch) {
 	if b == nil || b.next >= b.n {
@@ -807,15 +826,19 @@ func (ws *walkState) work() {
 	var b batch
 	var done [maxBatch]int
 	nDone := 0
+	// released are the items whose wait the items of done ended; the
+	// worker queues them, or resolves them as waiting, under ws.mu. A
+	// batch seldom releases more than the buffer holds.
+	var releasedBuf [4 * maxBatch]int32
+	released := releasedBuf[:0]
 	quick := false // the previous item took less than quickItem
 	workers := min(ws.cfg.Parallelism, len(ws.results))
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for {
-		for _, k := range done[:nDone] {
-			ws.complete(k)
-		}
+		ws.settle(done[:nDone], released)
 		nDone = 0
+		released = released[:0]
 		waited := last.IsZero()
 		for !ws.stop && ws.ready.len() == 0 && ws.resolved < len(ws.results) {
 			ws.cond.Wait()
@@ -840,6 +863,9 @@ func (ws *walkState) work() {
 			b.items[i] = ws.ready.pop()
 		}
 		ws.mu.Unlock()
+		if b.n > 1 {
+			ws.touchBatch(&b)
+		}
 		start := last
 		if waited {
 			start = ws.clock.Now()
@@ -861,9 +887,92 @@ func (ws *walkState) work() {
 			start = last
 			done[nDone] = k
 			nDone++
+			if res.Outcome != OutcomeFailed {
+				released = ws.releaseDone(k, res, released)
+			}
 		}
 		ws.mu.Lock()
 	}
+}
+
+// releaseDone ends item k's part in the wait of the items after it, and
+// appends those whose wait is over to released, without ws.mu: the
+// lock's holder does only what the other workers must see at once
+// (queueing, tallies, failures), so a worker holds it for less time and
+// the others wait less for it. Item k succeeded: its EventDone goes out
+// first, so that it precedes the EventQueued of every item after it,
+// whichever worker queues that. A failed item is accounted for under
+// ws.mu (settle), which records what it blocks before it lowers the wait
+// counts; the worker that lowers a count to zero finds that record there.
+// Only a walk of several workers calls it; the wait counts are then read
+// and written atomically.
+func (ws *walkState) releaseDone(k int, res *ItemResult, released []int32) []int32 {
+	if ws.em != nil {
+		ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
+	}
+	for _, s := range ws.sched.successors(k) {
+		if atomic.AddInt32(&ws.remaining[s], -1) == 0 {
+			released = append(released, s)
+		}
+	}
+	return released
+}
+
+// settle accounts, under ws.mu, for the items a worker ran (done) and
+// for the items whose wait they ended (released, see releaseDone): it
+// counts them, fails or stops the walk for a failed item and blocks the
+// items after it, queues the released items, or resolves as waiting those
+// that an item before them blocked, and wakes idle workers for what it
+// queued beyond the item its caller takes next.
+func (ws *walkState) settle(done []int, released []int32) {
+	if len(done) == 0 {
+		return
+	}
+	queued := 0
+	for _, k := range done {
+		ws.resolved++
+		if res := &ws.results[k]; res.Outcome == OutcomeFailed {
+			ws.failures++
+			ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
+			if ws.cfg.FailFast {
+				ws.failFast()
+			}
+			queued += ws.releaseCascade(k, true)
+		}
+	}
+	for _, s := range released {
+		queued += ws.readyLocked(int(s))
+	}
+	if ws.stop || ws.resolved == len(ws.results) {
+		ws.cond.Broadcast()
+		return
+	}
+	for range min(queued-1, ws.cfg.Parallelism) {
+		ws.cond.Signal()
+	}
+}
+
+// readyLocked takes item s, whose wait is over, into the walk: it queues
+// it, or, when an item before it failed or waits, resolves it as waiting
+// and blocks the items after it in turn. It returns the number of items
+// queued. Callers hold ws.mu.
+func (ws *walkState) readyLocked(s int) int {
+	if ws.blocked == nil || len(ws.blocked[s]) == 0 {
+		ws.pushReady(s)
+		return 1
+	}
+	ws.resolveWaiting(s)
+	return ws.releaseCascade(s, true)
+}
+
+// resolveWaiting resolves item s, which an item before it blocked, as
+// waiting.
+func (ws *walkState) resolveWaiting(s int) {
+	r := ws.initResult(s)
+	r.Outcome = OutcomeWaiting
+	r.WaitingFor = ws.blocked[s]
+	ws.resolved++
+	ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeWaiting, WaitingFor: r.WaitingFor})
 }
 
 // workSolo runs every item of a walk with one worker, in the order of
@@ -917,9 +1026,10 @@ func (ws *walkState) stopping() bool {
 	return ws.ctx.Err() != nil || (ws.yield != nil && ws.yield.Err() != nil)
 }
 
-// complete accounts for the result of item k, which the worker wrote into
-// ws.results[k], and releases or blocks the items after it. Callers hold
-// ws.mu, unless the walk is solo.
+// complete accounts for the result of item k, which the solo worker wrote
+// into ws.results[k], and releases or blocks the items after it. (The
+// workers of a walk of several do this in two steps: releaseDone and
+// settle.)
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
 	ws.resolved++
@@ -934,19 +1044,7 @@ func (ws *walkState) complete(k int) {
 			ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
 		}
 	}
-	queued := ws.release(k, res.Outcome == OutcomeFailed)
-	if ws.solo {
-		return // no other worker to wake
-	}
-	if ws.stop || ws.resolved == len(ws.results) {
-		ws.cond.Broadcast()
-		return
-	}
-	// The calling worker takes one of the queued items itself; wake one
-	// idle worker for each of the others.
-	for range min(queued-1, ws.cfg.Parallelism) {
-		ws.cond.Signal()
-	}
+	ws.release(k, res.Outcome == OutcomeFailed)
 }
 
 // failFast stops the walk after a failure. Callers hold ws.mu, unless the
@@ -965,23 +1063,21 @@ func (ws *walkState) failFast() {
 	}
 }
 
-// release decrements the wait counts of the items after k. When k did not
-// succeed they are blocked; an item whose wait is over is queued, or, when
-// blocked, resolved as waiting, which releases the items after it in turn.
-// It returns the number of items queued.
-func (ws *walkState) release(k int, failed bool) int {
+// release decrements the wait counts of the items after k, in a solo
+// walk. When k did not succeed they are blocked; an item whose wait is
+// over is queued, or, when blocked, resolved as waiting, which releases
+// the items after it in turn.
+func (ws *walkState) release(k int, failed bool) {
 	if failed || ws.failures > 0 {
-		return ws.releaseCascade(k, failed)
+		ws.releaseCascade(k, failed)
+		return
 	}
 	// No item failed so far: nothing is blocked and nothing cascades.
-	queued := 0
 	for _, s := range ws.sched.successors(k) {
 		if ws.remaining[s]--; ws.remaining[s] == 0 {
 			ws.pushReady(int(s))
-			queued++
 		}
 	}
-	return queued
 }
 
 // releaseCascade is release once an item failed: it records which items
@@ -1006,8 +1102,9 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 			if p.failed {
 				ws.blocked[s] = append(ws.blocked[s], id)
 			}
-			ws.remaining[s]--
-			if ws.remaining[s] > 0 {
+			// Atomic: in a walk of several workers, the others lower
+			// the counts without ws.mu (releaseDone).
+			if atomic.AddInt32(&ws.remaining[s], -1) > 0 {
 				continue
 			}
 			if len(ws.blocked[s]) == 0 {
@@ -1015,11 +1112,7 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 				queued++
 				continue
 			}
-			r := ws.initResult(s)
-			r.Outcome = OutcomeWaiting
-			r.WaitingFor = ws.blocked[s]
-			ws.resolved++
-			ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeWaiting, WaitingFor: r.WaitingFor})
+			ws.resolveWaiting(s)
 			stack = append(stack, pending{s, true})
 		}
 	}

@@ -2,6 +2,7 @@ package converge_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -89,4 +90,111 @@ func TestApplySlowObserverIsToldWhatWasDropped(t *testing.T) {
 		assert.Equal(t, converge.ID("i9"), last.ID)
 		assert.Equal(t, dropped, rep.EventsDropped)
 	})
+}
+
+// TestApplyEventsOrderFanIn: the workers of a parallel walk release the
+// items after theirs without the walk's lock, so two workers finishing
+// two dependencies of one item race to queue it; whichever queues it, the
+// EventDone of both precedes its EventQueued. Converged items run in
+// batches, so many items finish at once.
+func TestApplyEventsOrderFanIn(t *testing.T) {
+	const roots, sinks, fanIn = 200, 100, 8
+	r := rand.New(rand.NewPCG(11, 11))
+	g := converge.NewGraph()
+	deps := make(map[converge.ID][]converge.ID, sinks)
+	for k := range roots {
+		g.Add((&convergetest.Item{Key: converge.ID(fmt.Sprint("root-", k)), Value: "x", Goal: "x"}).Node(), converge.Present)
+	}
+	for k := range sinks {
+		id := converge.ID(fmt.Sprint("sink-", k))
+		for _, d := range r.Perm(roots)[:fanIn] {
+			deps[id] = append(deps[id], converge.ID(fmt.Sprint("root-", d)))
+		}
+		g.Add((&convergetest.Item{Key: id, Value: "x", Goal: "x"}).Node(), converge.Present, deps[id]...)
+	}
+	for round := range 20 {
+		var mu sync.Mutex
+		pos := map[converge.ID]map[converge.EventKind]int{}
+		n := 0
+		w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 8, Observer: converge.ObserverFunc(func(e converge.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			if pos[e.ID] == nil {
+				pos[e.ID] = map[converge.EventKind]int{}
+			}
+			pos[e.ID][e.Kind] = n
+			n++
+		})})
+		require.NoError(t, err)
+		rep, err := w.Apply(t.Context(), g)
+		require.NoError(t, err)
+		require.Equal(t, roots+sinks, rep.Count(converge.OutcomeUnchanged))
+		mu.Lock()
+		for id, ds := range deps {
+			queued, ok := pos[id][converge.EventQueued]
+			require.True(t, ok, "round %d: %s never queued", round, id)
+			for _, d := range ds {
+				done, ok := pos[d][converge.EventDone]
+				require.True(t, ok, "round %d: %s never done", round, d)
+				require.Less(t, done, queued, "round %d: %s queued before %s was done", round, id, d)
+			}
+		}
+		mu.Unlock()
+	}
+}
+
+// TestApplyWaitingFanIn: when a failed item and a converged one are the
+// last two dependencies of an item, the worker of the failed item records
+// the block under the walk's lock while the other lowers the wait count
+// without it; whichever ends the wait, the item is reported waiting for
+// exactly the failed ones, and so are the items after it.
+func TestApplyWaitingFanIn(t *testing.T) {
+	const roots, mids, tops, fanIn = 200, 100, 40, 6
+	r := rand.New(rand.NewPCG(12, 12))
+	g := converge.NewGraph()
+	deps := map[converge.ID][]converge.ID{}
+	failed := map[converge.ID]bool{}
+	for k := range roots {
+		id := converge.ID(fmt.Sprint("root-", k))
+		it := &convergetest.Item{Key: id, Value: "x", Goal: "x"}
+		if k%25 == 0 {
+			it.FailAt(converge.PhaseDiscover, -1, nil)
+			failed[id] = true
+		}
+		g.Add(it.Node(), converge.Present)
+	}
+	layer := func(name string, n, below int, prefix string) {
+		for k := range n {
+			id := converge.ID(fmt.Sprint(name, "-", k))
+			for _, d := range r.Perm(below)[:fanIn] {
+				deps[id] = append(deps[id], converge.ID(fmt.Sprint(prefix, "-", d)))
+			}
+			g.Add((&convergetest.Item{Key: id, Value: "x", Goal: "x"}).Node(), converge.Present, deps[id]...)
+		}
+	}
+	layer("mid", mids, roots, "root")
+	layer("top", tops, mids, "mid")
+	for round := range 20 {
+		w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 8})
+		require.NoError(t, err)
+		rep, err := w.Apply(t.Context(), g)
+		require.Error(t, err)
+		for _, it := range rep.Items {
+			var want []converge.ID
+			for _, d := range deps[it.ID] {
+				if dr, _ := rep.Item(d); dr.Outcome == converge.OutcomeFailed || dr.Outcome == converge.OutcomeWaiting {
+					want = append(want, d)
+				}
+			}
+			switch {
+			case failed[it.ID]:
+				require.Equal(t, converge.OutcomeFailed, it.Outcome, "round %d: %s", round, it.ID)
+			case len(want) > 0:
+				require.Equal(t, converge.OutcomeWaiting, it.Outcome, "round %d: %s", round, it.ID)
+				require.ElementsMatch(t, want, it.WaitingFor, "round %d: %s", round, it.ID)
+			default:
+				require.Equal(t, converge.OutcomeUnchanged, it.Outcome, "round %d: %s: %v", round, it.ID, it.Err)
+			}
+		}
+	}
 }

@@ -688,6 +688,10 @@ func TestWrapUnwrap(t *testing.T) {
 	// A state of the wrong type is a typed error, not a panic.
 	_, err := n.Check(t.Context(), "x", 1)
 	assert.ErrorIs(t, err, converge.ErrStateType)
+	var te *converge.StateTypeError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, converge.ID("num"), te.ID, "the error names the item")
+	assert.Equal(t, "string", te.Got)
 	_, err = n.Apply(t.Context(), 1, "x")
 	assert.ErrorIs(t, err, converge.ErrStateType)
 	_, err = n.ApplyDry(t.Context(), 1, "x")

@@ -163,11 +163,11 @@ func (n *node[S]) StateGoal(ctx context.Context, deps DepStates) (any, error) {
 }
 
 func (n *node[S]) Check(ctx context.Context, current, target any) (Decision, error) {
-	c, err := cast[S](n.item.ID(), current)
+	c, err := n.cast(current)
 	if err != nil {
 		return Decision{}, err
 	}
-	t, err := cast[S](n.item.ID(), target)
+	t, err := n.cast(target)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -175,11 +175,11 @@ func (n *node[S]) Check(ctx context.Context, current, target any) (Decision, err
 }
 
 func (n *node[S]) Apply(ctx context.Context, current, target any) (any, error) {
-	c, err := cast[S](n.item.ID(), current)
+	c, err := n.cast(current)
 	if err != nil {
 		return nil, err
 	}
-	t, err := cast[S](n.item.ID(), target)
+	t, err := n.cast(target)
 	if err != nil {
 		return nil, err
 	}
@@ -187,11 +187,11 @@ func (n *node[S]) Apply(ctx context.Context, current, target any) (any, error) {
 }
 
 func (n *node[S]) ApplyDry(ctx context.Context, current, target any) (any, error) {
-	c, err := cast[S](n.item.ID(), current)
+	c, err := n.cast(current)
 	if err != nil {
 		return nil, err
 	}
-	t, err := cast[S](n.item.ID(), target)
+	t, err := n.cast(target)
 	if err != nil {
 		return nil, err
 	}
@@ -208,15 +208,17 @@ func (n *cleanNode[S]) StateClean(ctx context.Context, deps DepStates) (any, err
 }
 
 // cast converts an untyped state back to S. A nil state (an unknown current
-// state) becomes the zero S.
-func cast[S any](id ID, v any) (S, error) {
+// state) becomes the zero S. It asks the item for its ID only to name it in
+// the error: a walk checks every item, and the ID call costs as much as the
+// conversion.
+func (n *node[S]) cast(v any) (S, error) {
 	var zero S
 	if v == nil {
 		return zero, nil
 	}
 	s, ok := v.(S)
 	if !ok {
-		return zero, &StateTypeError{ID: id, Want: fmt.Sprintf("%T", zero), Got: fmt.Sprintf("%T", v)}
+		return zero, &StateTypeError{ID: n.item.ID(), Want: fmt.Sprintf("%T", zero), Got: fmt.Sprintf("%T", v)}
 	}
 	return s, nil
 }
