@@ -90,10 +90,13 @@ func (g *group) do(c *call) error {
 	c.done = make(chan struct{})
 	g.mu.Lock()
 	if !g.running {
-		// Nothing in flight: send this write now, alone.
+		// Nothing in flight: send this write now, alone, on the
+		// caller's context (one that has ended sends nothing).
 		g.running = true
 		g.mu.Unlock()
-		g.send([]*call{c})
+		c.state.Store(callTaken)
+		g.run(c.ctx, []*call{c})
+		close(c.done)
 		g.next()
 		return c.err
 	}
@@ -184,6 +187,11 @@ func (g *group) send(batch []*call) {
 			close(c.done)
 		}
 	}()
+	g.run(ctx, taken)
+}
+
+// run runs the writes calls, taken, on ctx and sets their outcomes.
+func (g *group) run(ctx context.Context, taken []*call) {
 	if onlyFinishes(taken) {
 		g.sendFinishes(ctx, taken)
 		return

@@ -296,8 +296,8 @@ SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text EL
 	// claim of the released key, a fenced write) flushes the Finish's
 	// commit first. Tokens never go back, since only claims raise them
 	// and claims commit synchronously; fenced writes and claims never run
-	// in a transaction that sets it (Finish calls are batched apart from
-	// them).
+	// in a transaction that sets it (a Finish sent in a batch with Puts
+	// is sent as the single Finish, finish, which leaves it on).
 	s.finishMany = `WITH async AS (
 	SELECT set_config('synchronous_commit', 'off', true)
 ), a AS MATERIALIZED (
