@@ -29,7 +29,11 @@
 //	           converge.HistorySubject, NULL for the record itself)
 //	targets    name (primary key), value (bytea), updated_at
 //	leases     key (primary key), owner ('' once released), expires,
-//	           token (grows by one each time the key changes owner)
+//	           token (grows by one each time the key changes owner); a
+//	           new record gets a row with no owner and token 1, so that
+//	           the table's statistics (and the plans of the statements
+//	           that read a lease by its key) follow the records' from
+//	           the start, a bulk load included
 //	migrations version, applied_at: the migrations applied
 //
 // Migrations run in one transaction under an advisory lock, so replicas

@@ -148,7 +148,7 @@ func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
 	require.NoError(t, err)
 	l, err := s.Claim(ctx, "k", "me", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), l.Token)
+	token := int64(l.Token)
 
 	// setting runs sql with args in a transaction and returns
 	// synchronous_commit as that transaction would commit with it.
@@ -166,12 +166,12 @@ func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
 		return v
 	}
 	now := time.Now()
-	assert.Equal(t, "off", setting(s.sql.finishMany, []string{"k"}, []string{"me"}, []int64{1}, []*time.Time{&now}, s.channel), "FinishMany")
-	assert.Equal(t, "on", setting(s.sql.finish, "k", "me", int64(1), &now, s.channel, "k"), "Finish alone")
+	assert.Equal(t, "off", setting(s.sql.finishMany, []string{"k"}, []string{"me"}, []int64{token}, []*time.Time{&now}, s.channel), "FinishMany")
+	assert.Equal(t, "on", setting(s.sql.finish, "k", "me", token, &now, s.channel, "k"), "Finish alone")
 	assert.Equal(t, "on", setting(s.sql.claim, "k", "me", int64(60e6)), "Claim")
 	assert.Equal(t, "on", setting(s.sql.claimDue, "", int64(10), "me", int64(60e6)), "ClaimDue")
 	h, err := s.history("k", nil)
 	require.NoError(t, err)
-	args := append([]any{"k", int64(1), []byte(`1`), int64(1)}, h.args()...)
+	args := append([]any{"k", int64(1), []byte(`1`), token}, h.args()...)
 	assert.Equal(t, "on", setting(s.sql.put[putVariant(false, true)], args...), "fenced Put")
 }

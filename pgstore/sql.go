@@ -166,13 +166,30 @@ func buildStatements(schema string, keep int, ageUS int64) statements {
 			// update changes no due time, and a NOTIFY would cost more
 			// than the write: PostgreSQL serialises the commits of
 			// transactions that notify, fsync included.
+			// A new record gets a lease row with no owner (token 1, so
+			// that its first owner gets 2), unless its key has one: the
+			// leases table then holds a row per record from the start, and
+			// PostgreSQL's statistics of it (and the plans it keeps for the
+			// statements that read it by key) are those of a table as large
+			// as the records, not of the empty table that a bulk load of
+			// records left, which made it scan the table on every Finish
+			// and fenced write until autovacuum analyzed it again.
+			placeholder := ""
+			if create {
+				placeholder = `
+lease AS (
+	INSERT INTO ` + leases + ` (key, owner, expires, token)
+	SELECT w.key, '', '-infinity', 1 FROM w
+	ON CONFLICT (key) DO NOTHING
+),`
+			}
 			notify := "''"
 			if create {
 				notify = `pg_notify(` + p(b+histParams) + `, ` + p(b+histParams+1) + `)::text`
 			}
 			s.put[putVariant(create, fenced)] = `WITH ` + lock + `w AS (
 	` + w + `
-),` + historyCTE(hist, b, keep, ageUS) + `
+),` + placeholder + historyCTE(hist, b, keep, ageUS) + `
 SELECT w.version, ` + notify + ` FROM w`
 		}
 	}
