@@ -20,9 +20,11 @@ import (
 // fleet's first start does, and has the database analyze them before
 // any is claimed (as autovacuum does after a bulk load): the plans
 // PostgreSQL keeps for Finish and the fenced Put (generic plans, made
-// once per connection) must read the lease by its key, through the
-// primary key. A leases table that was empty when it was analyzed made
-// them scan the whole table on every call, until it was analyzed again.
+// once per connection) and for ClaimDue must read the lease by its
+// key, through the primary key. A leases table that was empty when it was analyzed made
+// them scan the whole table on every call, until it was analyzed again;
+// and statistics that say every lease is released (as they mostly are)
+// made ClaimDue scan it on every claim.
 // (FinishMany joins the leases with its arrays, and PostgreSQL rightly
 // scans a table this small for that.)
 func TestLeasesAreReadByKeyAfterABulkLoad(t *testing.T) {
@@ -55,6 +57,7 @@ func TestLeasesAreReadByKeyAfterABulkLoad(t *testing.T) {
 	}{
 		"Finish":     {s.sql.finish, []any{"obj/00001", "me", int64(2), &now, s.channel, "obj/00001"}},
 		"fenced Put": {s.sql.put[putVariant(false, true)], append([]any{"obj/00001", int64(1), []byte(`1`), int64(2)}, h.args()...)},
+		"ClaimDue":   {s.sql.claimDue, []any{"obj/", int64(16), "me", int64(60e6)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := conn.Exec(ctx, `DEALLOCATE ALL`)

@@ -248,13 +248,17 @@ SELECT pg_notify($3, $4)::text FROM w`
 	// claim whenever the statistics were stale, as after a bulk load.
 	// The claimed records are updated by key (= ANY of an array: the
 	// primary key), never by a join the planner may run as a scan of the
-	// table.
+	// table. The lease of each record walked is read by its key, in a
+	// scalar subquery (which PostgreSQL runs per record, through the
+	// primary key), not NOT EXISTS: with statistics that say every lease
+	// is released, as they mostly are, PostgreSQL ran NOT EXISTS as an
+	// anti join over a scan of the whole leases table on every claim.
 	s.claimDue = `WITH c AS (
 	SELECT r.key, r.version, r.value, least(r.due_at, r.claimed_due) AS due
 	FROM ` + records + ` r
 	WHERE least(r.due_at, r.claimed_due) <= now()
 		AND coalesce(starts_with(r.key, $1), false)
-		AND NOT EXISTS (SELECT 1 FROM ` + leases + ` x WHERE x.key = r.key AND x.owner <> '' AND x.expires > now())
+		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM ` + leases + ` x WHERE x.key = r.key), false)
 	ORDER BY least(r.due_at, r.claimed_due), r.key
 	LIMIT (SELECT $2::bigint)
 	FOR UPDATE OF r SKIP LOCKED
