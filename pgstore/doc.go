@@ -29,7 +29,11 @@
 //	           converge.HistorySubject, NULL for the record itself)
 //	targets    name (primary key), value (bytea), updated_at
 //	leases     key (primary key), owner ('' once released), expires,
-//	           token (grows by one each time the key changes owner)
+//	           token (grows by one each time the key changes owner); a
+//	           new record gets a row with no owner and token 1, so that
+//	           the table's statistics (and the plans of the statements
+//	           that read a lease by its key) follow the records' from
+//	           the start, a bulk load included
 //	migrations version, applied_at: the migrations applied
 //
 // Migrations run in one transaction under an advisory lock, so replicas
@@ -71,24 +75,28 @@
 // as constants, so PostgreSQL plans the statements once, generically,
 // whatever the tables' statistics.
 //
-// Puts are committed in groups: while one is on its way to the database,
-// those that the store's other callers (the workers of a controller)
-// make meanwhile wait, and are then sent together as one batch, which
-// PostgreSQL runs as one transaction: one round trip and one commit for
-// the group. Nothing waits for a timer, each statement is run as if alone
-// (its version check, fence and history unchanged), and each call
-// returns once its group has committed. When the database refuses one
-// statement of a group (and so rolls the group back), each is run again
-// alone, for its own outcome. Finish calls that come together are sent as
-// one statement over arrays (up to two such statements at once), which
-// commits without waiting for its WAL to be flushed
-// (synchronous_commit off, for that transaction only): a crash of the
-// server can lose such a Finish, which leaves the record claimed until
-// its lease expires, when it is due at once and claimed again with a
-// greater token (its handler runs again: at least once). Anything that
-// depends on a Finish (a claim of the released record) commits
-// synchronously and so flushes the Finish first. Claims and Puts always
-// wait for the flush.
+// Puts and Finish calls are committed in groups: while one write is on
+// its way to the database, those that the store's other callers (the
+// workers of a controller) make meanwhile wait, and are then sent
+// together, one round trip and one commit for the group. Nothing waits
+// for a timer, and each call returns once its group has committed. A
+// group that holds a Put is one batch, which PostgreSQL runs as one
+// transaction, committed synchronously: each statement is run as if
+// alone (its version check, fence and history unchanged; a Finish among
+// Puts is the statement of a single Finish), in the order of their keys.
+// When the database refuses one statement of a group (and so rolls the
+// group back), each is run again alone, for its own outcome. A group of
+// Finish calls only is one statement over arrays, which commits without
+// waiting for its WAL to be flushed (synchronous_commit off, for that
+// transaction only): a crash of the server can lose such a Finish, which
+// leaves the record claimed until its lease expires, when it is due at
+// once and claimed again with a greater token (its handler runs again:
+// at least once). Anything that depends on a Finish (a claim of the
+// released record) commits synchronously and so flushes the Finish
+// first. Claims and Puts always wait for the flush. A controller's
+// claimed object thus costs, besides its share of a ClaimDue, its share
+// of one group: its fenced Put rides with the Finish calls of the
+// objects handled before it.
 //
 // The writes that may make a record due (a Put that creates it, Schedule,
 // a Finish due at once) and Delete announce their key with pg_notify on

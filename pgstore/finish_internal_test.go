@@ -41,12 +41,12 @@ func (f *finishSizes) get() []int {
 	return append([]int(nil), f.sizes...)
 }
 
-// TestFinishCallsThatComeTogetherAreOneStatement holds the record of two
-// Finish calls locked, so that both FinishMany statements a store sends
-// at once wait, and checks that the Finish calls made meanwhile are sent
-// together in one statement once those return, each with its own
-// outcome: a lease that is not the current one fails with ErrLeaseLost,
-// the others are released with their due times.
+// TestFinishCallsThatComeTogetherAreOneStatement holds the record of a
+// Finish call locked, so that the FinishMany statement carrying it
+// waits, and checks that the Finish calls made meanwhile are sent
+// together in one statement once it returns, each with its own outcome:
+// a lease that is not the current one fails with ErrLeaseLost, the
+// others are released with their due times.
 func TestFinishCallsThatComeTogetherAreOneStatement(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -98,28 +98,28 @@ func TestFinishCallsThatComeTogetherAreOneStatement(t *testing.T) {
 	pending := func(n int) {
 		t.Helper()
 		require.Eventually(t, func() bool {
-			s.finishes.mu.Lock()
-			defer s.finishes.mu.Unlock()
-			return len(s.finishes.pending) == n && s.finishes.inFlight == finishInFlight
+			s.writes.mu.Lock()
+			defer s.writes.mu.Unlock()
+			return len(s.writes.pending) == n && s.writes.running
 		}, 30*time.Second, time.Millisecond, "%d Finish calls wait", n)
 	}
 	finish("a", leases["a"])
 	require.Eventually(t, func() bool { return len(tr.get()) == 1 }, 30*time.Second, time.Millisecond)
-	finish("b", leases["b"])
-	require.Eventually(t, func() bool { return len(tr.get()) == 2 }, 30*time.Second, time.Millisecond)
 	pending(0)
-	finish("c", leases["c"])
+	finish("b", leases["b"])
 	pending(1)
+	finish("c", leases["c"])
+	pending(2)
 	lost := leases["d"]
 	lost.Token++
 	finish("d", lost)
-	pending(2)
-	finish("e", leases["e"])
 	pending(3)
+	finish("e", leases["e"])
+	pending(4)
 	require.NoError(t, tx.Rollback(ctx))
 	wg.Wait()
 
-	assert.Equal(t, []int{1, 1, 3}, tr.get(), "a and b alone, then c, d and e in one statement")
+	assert.Equal(t, []int{1, 4}, tr.get(), "a alone, then b, c, d and e in one statement")
 	for _, k := range []string{"a", "b", "c", "e"} {
 		assert.NoError(t, results[k], k)
 	}
@@ -148,7 +148,7 @@ func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
 	require.NoError(t, err)
 	l, err := s.Claim(ctx, "k", "me", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), l.Token)
+	token := int64(l.Token)
 
 	// setting runs sql with args in a transaction and returns
 	// synchronous_commit as that transaction would commit with it.
@@ -166,12 +166,12 @@ func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
 		return v
 	}
 	now := time.Now()
-	assert.Equal(t, "off", setting(s.sql.finishMany, []string{"k"}, []string{"me"}, []int64{1}, []*time.Time{&now}, s.channel), "FinishMany")
-	assert.Equal(t, "on", setting(s.sql.finish, "k", "me", int64(1), &now, s.channel, "k"), "Finish alone")
+	assert.Equal(t, "off", setting(s.sql.finishMany, []string{"k"}, []string{"me"}, []int64{token}, []*time.Time{&now}, s.channel), "FinishMany")
+	assert.Equal(t, "on", setting(s.sql.finish, "k", "me", token, &now, s.channel, "k"), "Finish alone")
 	assert.Equal(t, "on", setting(s.sql.claim, "k", "me", int64(60e6)), "Claim")
 	assert.Equal(t, "on", setting(s.sql.claimDue, "", int64(10), "me", int64(60e6)), "ClaimDue")
 	h, err := s.history("k", nil)
 	require.NoError(t, err)
-	args := append([]any{"k", int64(1), []byte(`1`), int64(1)}, h.args()...)
+	args := append([]any{"k", int64(1), []byte(`1`), token}, h.args()...)
 	assert.Equal(t, "on", setting(s.sql.put[putVariant(false, true)], args...), "fenced Put")
 }

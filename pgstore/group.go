@@ -7,30 +7,45 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// finishBatch is the most Finish calls that one batch of a group carries.
+const finishBatch = 256
+
 // group commits the writes that a store's callers make at the same time
-// together: while one write is on its way to the database, the writes
-// that come meanwhile wait, and are then sent as one pgx.Batch, which
-// PostgreSQL runs as one implicit transaction. A dozen controller workers
-// writing objects at once thus cost one round trip and one commit (one
-// WAL flush) instead of a dozen. No write waits for a timer: a write that
-// finds nothing in flight is sent at once, alone.
+// together: Put and Finish. While one write is on its way to the
+// database, the writes that come meanwhile wait, and are then sent
+// together, in one round trip and one transaction. A dozen controller
+// workers writing objects and finishing others at once thus cost one
+// round trip and one commit (one WAL flush) instead of a dozen or two.
+// No write waits for a timer: a write that finds nothing in flight is
+// sent at once, alone.
 //
-// Each write is still one self-contained statement, run in the batch as
-// if alone and in turn, and its caller returns only once the batch has
-// committed: what a write promises (its version check, its fence, its
-// history) is unchanged. The statements of a batch are ordered by key,
-// so batches of replicas lock records in one order and cannot deadlock
-// with each other. When the database refuses one statement, the whole
-// transaction is rolled back, so the batch is run again one write at a
-// time, each with its own outcome.
+// A batch that holds a Put is sent as one pgx.Batch, which PostgreSQL
+// runs as one implicit transaction: each write is still one
+// self-contained statement (a Finish with it in the form of a single
+// Finish), run in the batch as if alone and in turn, and its caller
+// returns only once the batch has committed, synchronously: what a write
+// promises (its version check, its fence, its history) is unchanged. The
+// statements of a batch are ordered by key, so batches of replicas lock
+// records in one order and cannot deadlock with each other. When the
+// database refuses one statement, the whole transaction is rolled back,
+// so the batch is run again one write at a time, each with its own
+// outcome.
+//
+// A batch of Finish calls only (of distinct keys) is sent as one
+// FinishMany statement (statements.finishMany), which commits without
+// waiting for its WAL to be flushed: see finishMany for why that is
+// harmless for a Finish, and only for a Finish.
 type group struct {
-	pool *pgxpool.Pool
+	pool       *pgxpool.Pool
+	finishMany string // statements.finishMany
+	channel    string // the store's notification channel
 
 	mu      sync.Mutex
 	pending []*call
@@ -46,10 +61,20 @@ type call struct {
 	// scan reads the statement's row; it runs again when the batch is
 	// run again one write at a time.
 	scan func(pgx.Row) error
+	// fin, set for a Finish, is what a FinishMany needs of it; sql and
+	// args are then the single Finish, sent in a batch with Puts.
+	fin *finishArgs
 
 	state atomic.Int32 // callWaiting, callTaken or callAbandoned
 	err   error        // the outcome, once done is closed
 	done  chan struct{}
+}
+
+// finishArgs is a Finish call's lease and next due time (nil: not due).
+type finishArgs struct {
+	owner string
+	token int64
+	next  *time.Time
 }
 
 const (
@@ -58,29 +83,31 @@ const (
 	callAbandoned        // its caller stopped waiting before it was sent
 )
 
-// do runs the statement sql with args as a write of key, scanning its row
-// with scan, and returns scan's error (pgx.ErrNoRows when the statement
-// returned no row) or the database's.
-func (g *group) do(ctx context.Context, key, sql string, args []any, scan func(pgx.Row) error) error {
-	c := &call{ctx: ctx, key: key, sql: sql, args: args, scan: scan}
+// do runs the write c and returns its outcome: the error of c.scan
+// (pgx.ErrNoRows when the statement returned no row; for a Finish, when
+// the lease was not released) or the database's.
+func (g *group) do(c *call) error {
+	c.done = make(chan struct{})
 	g.mu.Lock()
 	if !g.running {
-		// Nothing in flight: send this write now, alone.
+		// Nothing in flight: send this write now, alone, on the
+		// caller's context (one that has ended sends nothing).
 		g.running = true
 		g.mu.Unlock()
-		c.err = scan(g.pool.QueryRow(ctx, sql, args...))
+		c.state.Store(callTaken)
+		g.run(c.ctx, []*call{c})
+		close(c.done)
 		g.next()
 		return c.err
 	}
-	c.done = make(chan struct{})
 	g.pending = append(g.pending, c)
 	g.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.err
-	case <-ctx.Done():
+	case <-c.ctx.Done():
 		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
-			return ctx.Err() // never sent
+			return c.ctx.Err() // never sent
 		}
 		<-c.done // sent: its batch ends once no caller waits for it
 		return c.err
@@ -91,8 +118,8 @@ func (g *group) do(ctx context.Context, key, sql string, args []any, scan func(p
 // or notes that nothing is in flight any more.
 func (g *group) next() {
 	g.mu.Lock()
-	batch := g.pending
-	g.pending = nil
+	batch, rest := take(g.pending)
+	g.pending = rest
 	if len(batch) == 0 {
 		g.running = false
 		g.mu.Unlock()
@@ -103,6 +130,30 @@ func (g *group) next() {
 		g.send(batch)
 		g.next()
 	}()
+}
+
+// take splits the pending calls into those the next batch carries and
+// the rest, dropping those abandoned: every Put, and at most finishBatch
+// Finish calls; when there is no Put, at most finishBatch Finish calls of
+// distinct keys, for one FinishMany. The order of the calls is kept.
+func take(pending []*call) (batch, rest []*call) {
+	puts := slices.ContainsFunc(pending, func(c *call) bool { return c.fin == nil && c.state.Load() == callWaiting })
+	seen := map[string]bool{}
+	finishes := 0
+	for _, c := range pending {
+		switch {
+		case c.state.Load() == callAbandoned:
+		case c.fin == nil:
+			batch = append(batch, c)
+		case finishes < finishBatch && (puts || !seen[c.key]):
+			seen[c.key] = true
+			finishes++
+			batch = append(batch, c)
+		default:
+			rest = append(rest, c)
+		}
+	}
+	return batch, rest
 }
 
 // send runs the writes of batch that are still wanted and hands each
@@ -136,6 +187,15 @@ func (g *group) send(batch []*call) {
 			close(c.done)
 		}
 	}()
+	g.run(ctx, taken)
+}
+
+// run runs the writes calls, taken, on ctx and sets their outcomes.
+func (g *group) run(ctx context.Context, taken []*call) {
+	if onlyFinishes(taken) {
+		g.sendFinishes(ctx, taken)
+		return
+	}
 	if len(taken) == 1 {
 		c := taken[0]
 		c.err = c.scan(g.pool.QueryRow(ctx, c.sql, c.args...))
@@ -159,6 +219,59 @@ func (g *group) send(batch []*call) {
 	if err := res.Close(); err != nil {
 		failed = cmp.Or(failed, err)
 	}
+	g.settle(taken, failed)
+}
+
+// onlyFinishes tells whether calls are Finish calls of distinct keys,
+// which one FinishMany carries.
+func onlyFinishes(calls []*call) bool {
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		if c.fin == nil || seen[c.key] {
+			return false
+		}
+		seen[c.key] = true
+	}
+	return true
+}
+
+// sendFinishes runs the Finish calls of distinct keys calls as one
+// FinishMany statement.
+func (g *group) sendFinishes(ctx context.Context, calls []*call) {
+	n := len(calls)
+	keys, owners := make([]string, n), make([]string, n)
+	tokens, nexts := make([]int64, n), make([]*time.Time, n)
+	for i, c := range calls {
+		keys[i], owners[i], tokens[i], nexts[i] = c.key, c.fin.owner, c.fin.token, c.fin.next
+	}
+	released := map[string]bool{}
+	rows, err := g.pool.Query(ctx, g.finishMany, keys, owners, tokens, nexts, g.channel)
+	if err == nil {
+		var key, ignored string
+		_, err = pgx.ForEachRow(rows, []any{&key, &ignored}, func() error {
+			released[key] = true
+			return nil
+		})
+	}
+	for _, c := range calls {
+		switch {
+		case err != nil:
+			c.err = err
+		case !released[c.key]:
+			c.err = pgx.ErrNoRows // the lease was not the current one
+		default:
+			c.err = nil
+		}
+	}
+	g.settle(calls, err)
+}
+
+// settle finishes the outcome of calls, sent together, whose statement or
+// batch failed with failed (nil: it did not). A connection that failed
+// leaves every call with its error; a statement the database refused
+// rolled the others back, so each call is run again alone, for its own
+// outcome.
+func (g *group) settle(calls []*call, failed error) {
 	if failed == nil {
 		return
 	}
@@ -166,14 +279,12 @@ func (g *group) send(batch []*call) {
 	if !errors.As(failed, &pe) {
 		// The connection failed: whether the batch committed is not
 		// known, as for a single statement.
-		for _, c := range taken {
+		for _, c := range calls {
 			c.err = failed
 		}
 		return
 	}
-	// The database refused a statement and rolled the batch back: run
-	// each write alone, for its own outcome.
-	for _, c := range taken {
+	for _, c := range calls {
 		c.err = c.scan(g.pool.QueryRow(c.ctx, c.sql, c.args...))
 	}
 }

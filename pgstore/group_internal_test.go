@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -256,4 +257,118 @@ func TestWriteGivenUpBeforeItIsSentIsNotWritten(t *testing.T) {
 	}, 30*time.Second, time.Millisecond)
 	_, err = s.Get(context.Background(), "b")
 	assert.ErrorIs(t, err, converge.ErrStoreNotFound, "the write given up was not sent")
+}
+
+// batchStatements records the statements of every pgx.Batch sent on a
+// pool, and the statements sent alone.
+type batchStatements struct {
+	batchSizes
+	mu      sync.Mutex
+	batches [][]string
+	alone   []string
+}
+
+func (b *batchStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	b.mu.Lock()
+	b.alone = append(b.alone, d.SQL)
+	b.mu.Unlock()
+	return ctx
+}
+
+func (b *batchStatements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var sqls []string
+	for _, q := range d.Batch.QueuedQueries {
+		sqls = append(sqls, q.SQL)
+	}
+	b.mu.Lock()
+	b.batches = append(b.batches, sqls)
+	b.mu.Unlock()
+	return ctx
+}
+
+func (b *batchStatements) get() (batches [][]string, alone []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.batches), slices.Clone(b.alone)
+}
+
+// TestFinishRidesWithPuts checks that Finish calls made while a write is
+// in flight are sent with the Puts that wait with them, in one batch
+// (one round trip, one transaction that commits synchronously), each as
+// a single Finish statement among the Puts in the order of keys, never
+// as the FinishMany that commits without waiting for the flush; and that
+// each still gets its own outcome.
+func TestFinishRidesWithPuts(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 8
+	tr := &batchStatements{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	s, err := New(ctx, pool, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, k := range []string{"a", "b", "c", "d"} {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)})
+		require.NoError(t, err)
+	}
+	claimed, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
+	require.NoError(t, err)
+	leases := map[string]converge.Lease{}
+	for _, c := range claimed {
+		leases[c.Record.Key] = c.Lease
+	}
+	require.Len(t, leases, 4)
+	f := &groupFixture{s: s, dsn: dsn}
+	release, aDone := f.holdA(t)
+	_, aloneBefore := tr.get()
+
+	results := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	write := func(name string, fn func() error) {
+		wg.Go(func() {
+			err := fn()
+			mu.Lock()
+			results[name] = err
+			mu.Unlock()
+		})
+	}
+	write("finish d", func() error { return s.Finish(ctx, leases["d"], time.Now().Add(-time.Second)) })
+	f.waitPending(t, 1)
+	write("put b", func() error {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: "b", Version: 1, Value: json.RawMessage(`1`), Token: leases["b"].Token},
+			converge.HistoryEntry{At: time.Now(), From: "x", To: "y"})
+		return err
+	})
+	f.waitPending(t, 2)
+	lost := leases["c"]
+	lost.Token++
+	write("lost c", func() error { return s.Finish(ctx, lost, time.Now().Add(-time.Second)) })
+	f.waitPending(t, 3)
+	release()
+	wg.Wait()
+	require.NoError(t, <-aDone)
+
+	batches, alone := tr.get()
+	require.Len(t, batches, 1, "the writes that came together are one batch")
+	assert.Equal(t, []string{s.sql.put[putVariant(false, true)], s.sql.finish, s.sql.finish}, batches[0],
+		"the fenced Put of b, then the single Finish of c and of d, in the order of keys")
+	assert.NotContains(t, alone[len(aloneBefore):], s.sql.finishMany, "no Finish was sent apart from the Put")
+	assert.NoError(t, results["put b"])
+	assert.NoError(t, results["finish d"])
+	assert.ErrorIs(t, results["lost c"], converge.ErrLeaseLost)
+
+	again, err := s.ClaimDue(ctx, "", "other", time.Minute, 10)
+	require.NoError(t, err)
+	var got []string
+	for _, c := range again {
+		got = append(got, c.Record.Key)
+	}
+	assert.Equal(t, []string{"d"}, got, "d is finished and due; a, b and c are still leased")
 }

@@ -120,12 +120,14 @@ func cmpOr(a, b error) error {
 
 // Finish implements converge.Queue in one statement: it releases the
 // lease and makes the key due at next (the zero time: not due until
-// scheduled) unless a Schedule made it due earlier meanwhile. The Finish
-// calls that come together are sent as one statement over arrays, up to
-// two such statements at once, committed without waiting for the WAL
-// flush, which can only lose a Finish to a crash of the server: the
-// lease then expires and the object is claimed again (at least once).
-// Claims and fenced writes always wait for the flush.
+// scheduled) unless a Schedule made it due earlier meanwhile. It is
+// committed with the writes that come at the same time (see group): with
+// the Puts of a batch, in their transaction, which waits for the WAL
+// flush; when only Finish calls come together, as one statement over
+// arrays that commits without waiting for the flush, which can only lose
+// a Finish to a crash of the server: the lease then expires and the
+// object is claimed again (at least once). Claims and fenced writes
+// always wait for the flush.
 func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -133,12 +135,23 @@ func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time
 	if !next.IsZero() {
 		at = &next
 	}
-	released, err := s.finishes.finish(ctx, lease.Key, lease.Owner, int64(lease.Token), at)
+	token := int64(lease.Token)
+	c := &call{
+		ctx: ctx, key: lease.Key,
+		sql:  s.sql.finish,
+		args: []any{lease.Key, lease.Owner, token, at, s.channel, payload(lease.Key)},
+		scan: func(r pgx.Row) error {
+			var ignored string
+			return r.Scan(&ignored)
+		},
+		fin: &finishArgs{owner: lease.Owner, token: token, next: at},
+	}
+	err := s.writes.do(c)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
+	}
 	if err != nil {
 		return s.dbError("finish", lease.Key, err)
-	}
-	if !released {
-		return fmt.Errorf("pgstore: finish lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
 	}
 	return nil
 }

@@ -166,13 +166,30 @@ func buildStatements(schema string, keep int, ageUS int64) statements {
 			// update changes no due time, and a NOTIFY would cost more
 			// than the write: PostgreSQL serialises the commits of
 			// transactions that notify, fsync included.
+			// A new record gets a lease row with no owner (token 1, so
+			// that its first owner gets 2), unless its key has one: the
+			// leases table then holds a row per record from the start, and
+			// PostgreSQL's statistics of it (and the plans it keeps for the
+			// statements that read it by key) are those of a table as large
+			// as the records, not of the empty table that a bulk load of
+			// records left, which made it scan the table on every Finish
+			// and fenced write until autovacuum analyzed it again.
+			placeholder := ""
+			if create {
+				placeholder = `
+lease AS (
+	INSERT INTO ` + leases + ` (key, owner, expires, token)
+	SELECT w.key, '', '-infinity', 1 FROM w
+	ON CONFLICT (key) DO NOTHING
+),`
+			}
 			notify := "''"
 			if create {
 				notify = `pg_notify(` + p(b+histParams) + `, ` + p(b+histParams+1) + `)::text`
 			}
 			s.put[putVariant(create, fenced)] = `WITH ` + lock + `w AS (
 	` + w + `
-),` + historyCTE(hist, b, keep, ageUS) + `
+),` + placeholder + historyCTE(hist, b, keep, ageUS) + `
 SELECT w.version, ` + notify + ` FROM w`
 		}
 	}
@@ -231,13 +248,17 @@ SELECT pg_notify($3, $4)::text FROM w`
 	// claim whenever the statistics were stale, as after a bulk load.
 	// The claimed records are updated by key (= ANY of an array: the
 	// primary key), never by a join the planner may run as a scan of the
-	// table.
+	// table. The lease of each record walked is read by its key, in a
+	// scalar subquery (which PostgreSQL runs per record, through the
+	// primary key), not NOT EXISTS: with statistics that say every lease
+	// is released, as they mostly are, PostgreSQL ran NOT EXISTS as an
+	// anti join over a scan of the whole leases table on every claim.
 	s.claimDue = `WITH c AS (
 	SELECT r.key, r.version, r.value, least(r.due_at, r.claimed_due) AS due
 	FROM ` + records + ` r
 	WHERE least(r.due_at, r.claimed_due) <= now()
 		AND coalesce(starts_with(r.key, $1), false)
-		AND NOT EXISTS (SELECT 1 FROM ` + leases + ` x WHERE x.key = r.key AND x.owner <> '' AND x.expires > now())
+		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM ` + leases + ` x WHERE x.key = r.key), false)
 	ORDER BY least(r.due_at, r.claimed_due), r.key
 	LIMIT (SELECT $2::bigint)
 	FOR UPDATE OF r SKIP LOCKED
@@ -296,8 +317,8 @@ SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text EL
 	// claim of the released key, a fenced write) flushes the Finish's
 	// commit first. Tokens never go back, since only claims raise them
 	// and claims commit synchronously; fenced writes and claims never run
-	// in a transaction that sets it (Finish calls are batched apart from
-	// them).
+	// in a transaction that sets it (a Finish sent in a batch with Puts
+	// is sent as the single Finish, finish, which leaves it on).
 	s.finishMany = `WITH async AS (
 	SELECT set_config('synchronous_commit', 'off', true)
 ), a AS MATERIALIZED (

@@ -121,8 +121,7 @@ type Store struct {
 	keep     int           // history entries kept per key; < 0: all
 	ageUS    int64         // history age bound in microseconds; 0: none
 	sql      statements
-	writes   group    // Put, committed together when they come at once
-	finishes finisher // Finish, sent as FinishMany
+	writes   group // Put and Finish, committed together when they come at once
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
 	closed   bool
@@ -229,7 +228,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		return nil, err
 	}
 	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize(), s.keep, s.ageUS)
-	s.finishes.s = s
+	s.writes.finishMany, s.writes.channel = s.sql.finishMany, s.channel
 	return s, nil
 }
 
@@ -457,7 +456,7 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	}
 	var v int64
 	var ignored string
-	err = s.writes.do(ctx, rec.Key, sql, args, func(r pgx.Row) error { return r.Scan(&v, &ignored) })
+	err = s.writes.do(&call{ctx: ctx, key: rec.Key, sql: sql, args: args, scan: func(r pgx.Row) error { return r.Scan(&v, &ignored) }})
 	if err == nil {
 		return uint64(v), nil
 	}
