@@ -44,6 +44,10 @@ func TestReleaseWithoutControllerWakesARunningOne(t *testing.T) {
 		var broken atomic.Bool
 		broken.Store(true)
 		var runs atomic.Int32
+		// The run after the release waits for gate, so that a replica woken
+		// by the release cannot end it (and reset the failures) before the
+		// test has read what Release stored.
+		gate := make(chan struct{})
 		c, err := controller.New(controller.Config{
 			Kind: "vm", Store: store, Owner: owner,
 			Resync: 10 * time.Minute, ResyncJitter: -1,
@@ -57,6 +61,7 @@ func TestReleaseWithoutControllerWakesARunningOne(t *testing.T) {
 				if broken.Load() {
 					return controller.Result{}, errors.New("connection refused")
 				}
+				<-gate
 				return controller.Transition("ready").Because("provisioned"), nil
 			})})
 		require.NoError(t, err)
@@ -78,6 +83,7 @@ func TestReleaseWithoutControllerWakesARunningOne(t *testing.T) {
 		assert.Empty(t, o.Halted)
 		assert.Zero(t, o.Retries)
 		assert.Equal(t, 2, o.Failures, "the failures in the state are kept")
+		close(gate)
 		synctest.Wait()
 		if owner == "" {
 			assert.Equal(t, int32(2), runs.Load(), "a controller on its own sees the release when it lists the store")
