@@ -194,15 +194,20 @@ func addAll(ctx context.Context, c *controller.Controller, keys []string) error 
 //   - the figures are over median times: one drain lasts tens of
 //     milliseconds, and on a shared machine one that a neighbour's burst
 //     stretched would move a mean by more than the difference between the
-//     queues.
+//     queues;
+//   - cpu-ns/reconcile is the process's CPU time (user and system) over
+//     the timed part, per key, median of the batches (on unix only): what
+//     the work costs, which other processes on a shared machine disturb
+//     far less than the elapsed time, so that twins are compared on it
+//     too.
 //
 // ns/op is the mean of the timed part of the batches (the drain, or the
 // racing batch), as the testing package measures it.
 func measureBatches(b *testing.B, cnt *batchCounter, keys []string, add func(string)) {
 	// batch runs one batch with the timer stopped when it is called and
 	// when it returns; it returns how long the enqueue (held batches only)
-	// and the timed part took.
-	batch := func() (enqueue, timed time.Duration) {
+	// and the timed part took, and the CPU time of the timed part.
+	batch := func() (enqueue, timed time.Duration, cpu int64) {
 		cnt.expect(cnt.n.Load() + fleetSize)
 		if !cnt.racing {
 			cnt.hold()
@@ -215,6 +220,7 @@ func measureBatches(b *testing.B, cnt *batchCounter, keys []string, add func(str
 		}
 		runtime.GC()
 		b.StartTimer()
+		cpu0, _ := cpuTime()
 		start := time.Now()
 		if cnt.racing {
 			for _, k := range keys {
@@ -225,18 +231,21 @@ func measureBatches(b *testing.B, cnt *batchCounter, keys []string, add func(str
 		}
 		<-cnt.done
 		timed = time.Since(start)
+		cpu1, _ := cpuTime()
 		b.StopTimer()
-		return enqueue, timed
+		return enqueue, timed, cpu1 - cpu0
 	}
 	b.StopTimer()
 	batch()
 	timed := make([]time.Duration, 0, b.N)
 	whole := make([]time.Duration, 0, b.N)
+	cpus := make([]int64, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		e, t := batch()
+		e, t, cpu := batch()
 		timed = append(timed, t)
 		whole = append(whole, e+t)
+		cpus = append(cpus, cpu)
 	}
 	median := func(d []time.Duration) float64 {
 		slices.Sort(d)
@@ -245,6 +254,10 @@ func measureBatches(b *testing.B, cnt *batchCounter, keys []string, add func(str
 	b.ReportMetric(fleetSize/median(timed), "reconciles/s")
 	if !cnt.racing {
 		b.ReportMetric(fleetSize/median(whole), "batch-reconciles/s")
+	}
+	if _, ok := cpuTime(); ok {
+		slices.Sort(cpus)
+		b.ReportMetric(float64(cpus[len(cpus)/2])/fleetSize, "cpu-ns/reconcile")
 	}
 }
 
