@@ -47,9 +47,10 @@ type Controller struct {
 	// stats gathers the queue's and the handlers' counts on the hot path
 	// (see publish).
 	stats ctrlStats
-	// stateLabels caches {Kind, state} per state for MetricHandlerDuration
-	// (copied on write: read without a lock).
-	stateLabels atomic.Pointer[map[State][]string]
+	// handlerObs caches, per state, the function that records a handler
+	// run's duration in MetricHandlerDuration (see handlerObserver;
+	// copied on write: read without a lock).
+	handlerObs atomic.Pointer[map[State]func(float64)]
 
 	// terminal counts the objects of the view halted by a terminal error,
 	// so that Enqueue looks for one to wake only when there is one.

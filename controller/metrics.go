@@ -153,3 +153,54 @@ func AllMetrics() []*converge.Metric {
 		MetricReconciles, MetricLastSuccess,
 	}
 }
+
+// seriesObserver is a Metrics that can find a histogram series once and
+// hand back a function that records values into it, as the prometheus
+// module's Metrics does with its Observer method. A controller whose
+// Config.Metrics has it times its handler runs through such functions,
+// one per state, and not through Observe, which looks the series up on
+// every call.
+type seriesObserver interface {
+	Observer(d *converge.Metric, labels ...string) (func(float64), error)
+}
+
+// handlerObserver returns the function that records how long a handler
+// run took for an object in state (MetricHandlerDuration, labels {Kind,
+// state}), made once per state, for up to maxCachedStates states.
+func (c *Controller) handlerObserver(state State) func(float64) {
+	old := c.handlerObs.Load()
+	if old != nil {
+		if f, ok := (*old)[state]; ok {
+			return f
+		}
+	}
+	f := c.newHandlerObserver(state)
+	if old != nil && len(*old) >= maxCachedStates {
+		return f
+	}
+	next := make(map[State]func(float64), 1)
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	next[state] = f
+	c.handlerObs.Store(&next) // a racing writer may drop an entry: it is made again
+	return f
+}
+
+// maxCachedStates bounds handlerObserver's cache.
+const maxCachedStates = 64
+
+// newHandlerObserver makes handlerObserver's function for state: the
+// Metrics' own when it is a seriesObserver that accepts the series, else
+// one that calls Observe (which panics on what Observer rejected).
+func (c *Controller) newHandlerObserver(state State) func(float64) {
+	labels := []string{c.cfg.Kind, string(state)}
+	if so, ok := c.metrics.(seriesObserver); ok {
+		if f, err := so.Observer(MetricHandlerDuration, labels...); err == nil {
+			return f
+		}
+	}
+	return func(v float64) { c.metrics.Observe(MetricHandlerDuration, v, labels...) }
+}

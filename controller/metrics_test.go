@@ -204,3 +204,75 @@ func TestLoggerRecordsEveryOutcomeWithItsObject(t *testing.T) {
 		}
 	})
 }
+
+// observerMetrics is ctrlMetrics with an Observer method, as the
+// prometheus module's Metrics has: it counts the series it is asked to
+// resolve and the values recorded through what it returns; with fail, it
+// rejects every series.
+type observerMetrics struct {
+	ctrlMetrics
+	fail bool
+
+	mu       sync.Mutex
+	resolved map[string]int // "kind/state": Observer calls
+	via      map[string]int // "kind/state": values recorded through them
+}
+
+func (m *observerMetrics) Observer(d *converge.Metric, labels ...string) (func(float64), error) {
+	key := strings.Join(labels, "/")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.resolved[key]++
+	if m.fail {
+		return nil, errors.New("rejected")
+	}
+	kept := append([]string(nil), labels...)
+	return func(v float64) {
+		m.mu.Lock()
+		m.via[key]++
+		m.mu.Unlock()
+		m.ctrlMetrics.Observe(d, v, kept...)
+	}, nil
+}
+
+func TestHandlerRunsAreTimedThroughAnObserverResolvedOncePerState(t *testing.T) {
+	tests := []struct {
+		name string
+		fail bool
+	}{
+		{"the metrics' observer", false},
+		{"Observe when the observer is refused", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inEachMode(t, func(t *testing.T, owner string) {
+				ctx := context.Background()
+				m := &observerMetrics{fail: tt.fail, resolved: map[string]int{}, via: map[string]int{}}
+				c, err := controller.New(controller.Config{
+					Kind: "vm", Owner: owner, Metrics: m, Handler: lifecycleHandler(),
+					Backoff: converge.Backoff{Base: time.Second, Max: time.Minute},
+				})
+				require.NoError(t, err)
+				require.NoError(t, c.Add(ctx, "a", "new", nil))
+				require.NoError(t, c.Add(ctx, "b", "new", nil))
+				stop := startController(t, c)
+				time.Sleep(10 * time.Minute)
+				synctest.Wait()
+				require.NoError(t, stop())
+
+				assert.Len(t, m.observed(controller.MetricHandlerDuration, "vm", "provisioning"), 6, "two objects, three runs each")
+				require.Contains(t, m.resolved, "vm/provisioning")
+				for key, n := range m.resolved {
+					assert.Equal(t, 1, n, "%s resolved once", key)
+					state := strings.TrimPrefix(key, "vm/")
+					runs := len(m.observed(controller.MetricHandlerDuration, "vm", state))
+					if tt.fail {
+						assert.Zero(t, m.via[key], "%s: nothing through a refused observer", key)
+					} else {
+						assert.Equal(t, runs, m.via[key], "%s: every run through the observer", key)
+					}
+				}
+			})
+		})
+	}
+}

@@ -230,32 +230,6 @@ func (c *Controller) publish(final bool) {
 	}
 }
 
-// handlerLabels returns {Kind, state}, the labels of MetricHandlerDuration,
-// built once per state.
-func (c *Controller) handlerLabels(state State) []string {
-	if p := c.stateLabels.Load(); p != nil {
-		if l, ok := (*p)[state]; ok {
-			return l
-		}
-	}
-	next := map[State][]string{}
-	if p := c.stateLabels.Load(); p != nil {
-		if len(*p) >= maxCachedStates {
-			return []string{c.cfg.Kind, string(state)}
-		}
-		for k, v := range *p {
-			next[k] = v
-		}
-	}
-	l := []string{c.cfg.Kind, string(state)}
-	next[state] = l
-	c.stateLabels.Store(&next) // a racing writer may drop an entry: it is rebuilt
-	return l
-}
-
-// maxCachedStates bounds handlerLabels' cache.
-const maxCachedStates = 64
-
 // logRun logs, at level, what a handler run on obj came to: its outcome,
 // herr when it failed, and attrs.
 func (c *Controller) logRun(ctx context.Context, level slog.Level, obj *Object, outcome string, herr error, attrs ...slog.Attr) {
@@ -426,7 +400,7 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duratio
 	res, err := c.handle(ctx, *obj)
 	if c.timed {
 		end := c.mono()
-		c.metrics.Observe(MetricHandlerDuration, (end - start).Seconds(), c.handlerLabels(obj.State)...)
+		c.handlerObserver(obj.State)((end - start).Seconds())
 		return res, end, err
 	}
 	return res, 0, err

@@ -56,5 +56,10 @@
 // the converge.Metrics interface with label values written out, the
 // caller allocates their slice (one allocation, 16 bytes per label), since
 // the compiler cannot see that it does not escape; passing a slice the
-// caller keeps avoids that.
+// caller keeps avoids that. A caller that observes one histogram series
+// over and over can find it once with Observer and call the function it
+// returns, which is client_golang's own Observe (compare
+// BenchmarkObserveKeptLabelsParallel with
+// BenchmarkClientGolangObserveParallel): a controller times its handler
+// runs that way.
 package prometheus

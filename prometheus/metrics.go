@@ -268,6 +268,32 @@ func (m *Metrics) Observe(d *converge.Metric, value float64, labels ...string) {
 	s.histogram.Observe(value)
 }
 
+// Observer returns a function that records one value of the histogram
+// d's series with the label values labels, as Observe does, the series
+// being found once, here, rather than on every call: for a caller that
+// observes the same series over and over, such as a controller timing its
+// handler runs (the controller package calls it when its Config.Metrics
+// has it). The series exists from this call on, empty until the first
+// value. It returns a *MetricError (ErrInvalidMetric, ErrConflict,
+// ErrMisuse) where Observe would panic with one, and then creates nothing.
+func (m *Metrics) Observer(d *converge.Metric, labels ...string) (func(float64), error) {
+	f, err := m.family(d)
+	if err != nil {
+		return nil, err
+	}
+	if f.kind != converge.MetricHistogram {
+		return nil, f.misuse(fmt.Sprintf("Observer of a %s; only a histogram observes", f.kind))
+	}
+	if len(labels) != len(f.labels) {
+		return nil, f.misuse(fmt.Sprintf("%d label values %q for the labels %q", len(labels), labels, f.labels))
+	}
+	o, err := f.histogram.GetMetricWithLabelValues(labels...)
+	if err != nil {
+		return nil, f.misuse(err.Error())
+	}
+	return o.Observe, nil
+}
+
 // Describe implements prometheus.Collector. It sends nothing, which makes
 // Metrics an unchecked collector (see Metrics).
 func (m *Metrics) Describe(chan<- *prom.Desc) {}

@@ -515,3 +515,58 @@ func TestReportingToAnExistingSeriesDoesNotAllocate(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+func TestObserverRecordsIntoTheSeriesObserveUses(t *testing.T) {
+	hist := &converge.Metric{Name: "converge_test_run_seconds", Help: "Runs.", Kind: converge.MetricHistogram,
+		Labels: []string{"kind", "state"}, Buckets: []float64{0.1, 1}}
+	m, reg := newRegistry(t, prometheus.Options{})
+	labels := []string{"vm", "ready"}
+	observe, err := m.Observer(hist, labels...)
+	require.NoError(t, err)
+	labels[1] = "gone" // the caller's slice, reused: the series stays resolved
+	observe(0.05)
+	observe(0.5)
+	m.Observe(hist, 2, "vm", "ready")
+
+	want := `
+# HELP converge_test_run_seconds Runs.
+# TYPE converge_test_run_seconds histogram
+converge_test_run_seconds_bucket{kind="vm",state="ready",le="0.1"} 1
+converge_test_run_seconds_bucket{kind="vm",state="ready",le="1"} 2
+converge_test_run_seconds_bucket{kind="vm",state="ready",le="+Inf"} 3
+converge_test_run_seconds_sum{kind="vm",state="ready"} 2.55
+converge_test_run_seconds_count{kind="vm",state="ready"} 3
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
+}
+
+func TestObserverOfWhatObserveRejectsIsAnError(t *testing.T) {
+	counter := &converge.Metric{Name: "converge_test_oc_total", Help: "C.", Kind: converge.MetricCounter, Labels: []string{"kind"}}
+	hist := &converge.Metric{Name: "converge_test_oh_seconds", Help: "H.", Kind: converge.MetricHistogram, Labels: []string{"kind"}}
+	tests := []struct {
+		name   string
+		d      *converge.Metric
+		labels []string
+		want   error
+	}{
+		{"a counter", counter, []string{"x"}, prometheus.ErrMisuse},
+		{"too few label values", hist, nil, prometheus.ErrMisuse},
+		{"too many label values", hist, []string{"x", "y"}, prometheus.ErrMisuse},
+		{"label value not UTF-8", hist, []string{"\xff"}, prometheus.ErrMisuse},
+		{"an invalid name", &converge.Metric{Name: "bad name", Kind: converge.MetricHistogram}, nil, prometheus.ErrInvalidMetric},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, reg := newRegistry(t, prometheus.Options{})
+			observe, err := m.Observer(tt.d, tt.labels...)
+			assert.Nil(t, observe)
+			var me *prometheus.MetricError
+			require.ErrorAs(t, err, &me)
+			assert.ErrorIs(t, err, tt.want)
+			assert.Equal(t, tt.d.Name, me.Name)
+			n, err := testutil.GatherAndCount(reg, tt.d.Name)
+			require.NoError(t, err)
+			assert.Zero(t, n, "an error creates no series")
+		})
+	}
+}

@@ -58,7 +58,12 @@ var rows = []row{
 	// passes 0.95 on this graph (TestCriticalPathBound).
 	{"WalkCriticalPath", "schedule-efficiency", "", "", false, 0.97},
 	{"WalkCriticalPath", "efficiency", "", "", false, 0},
-	{"ControllerThroughput", "reconciles/s", "WorkqueueBaseline", "reconciles/s", false, 1.1},
+	// The controller against client-go's workqueue on the whole batch
+	// (the enqueue of 100,000 keys and their drain), as issue 18 measured
+	// it; the drain alone, which reconciles/s times since 2026-11-28, is
+	// reported beside it without a goal.
+	{"ControllerThroughput", "batch-reconciles/s", "WorkqueueBaseline", "batch-reconciles/s", false, 1.1},
+	{"ControllerThroughput", "reconciles/s", "WorkqueueBaseline", "reconciles/s", false, 0},
 	{"ControllerThroughputDurable", "reconciles/s", "ControllerThroughput", "reconciles/s", false, 0.5},
 	// The same load with the workers racing the enqueue for the queue.
 	{"ControllerThroughputRacing", "reconciles/s", "WorkqueueBaselineRacing", "reconciles/s", false, 1.1},
