@@ -198,6 +198,17 @@ func TestPagesShowAsOfAndAges(t *testing.T) {
 	var v statuspage.OverviewView
 	getJSON(t, h, "/", &v)
 	assert.True(t, now.Equal(v.AsOf), "%s", v.AsOf)
+	for _, path := range []string{"/plans", "/plans/rollout", "/controllers/host", "/controllers/host/states/ready", "/controllers/host/objects/bad-1"} {
+		t.Run("json"+path, func(t *testing.T) {
+			var v struct {
+				AsOf time.Time `json:"asOf"`
+			}
+			code, body := get(t, h, path, true)
+			require.Equal(t, http.StatusOK, code, body)
+			require.NoError(t, json.Unmarshal([]byte(body), &v), body)
+			assert.True(t, now.Equal(v.AsOf), "%s: asOf %s", path, v.AsOf)
+		})
+	}
 }
 
 func TestPagesRefreshUntilTurnedOff(t *testing.T) {

@@ -35,7 +35,8 @@
 // the overview). When nothing needs anyone it says "Nothing needs
 // attention." in one line.
 //
-// Every HTML page shows the time it was made ("as of", Options.Now) and
+// Every page shows the time it was made ("as of", Options.Now; asOf in
+// its JSON) and
 // ages ("3 min ago", the exact time on hover), and reloads itself every
 // Options.Refresh with a meta refresh, which the viewer turns off with
 // the query parameter refresh=off (the page's links keep it; no

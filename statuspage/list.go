@@ -89,7 +89,7 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request) {
 	if state == "" {
 		state = r.URL.Query().Get("state")
 	}
-	v := StateView{Kind: kind, State: state, Status: r.URL.Query().Get("status"), Objects: []ObjectSummary{}}
+	v := StateView{AsOf: h.opts.Now(), Kind: kind, State: state, Status: r.URL.Query().Get("status"), Objects: []ObjectSummary{}}
 	keep, err := statusMatch(v.Status)
 	if err != nil {
 		h.failQuery(w, r, err)
@@ -126,7 +126,7 @@ func (h *Handler) plans(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	v := PlansView{State: r.URL.Query().Get("state"), States: []string{}, Plans: []PlanSummary{}}
+	v := PlansView{AsOf: h.opts.Now(), State: r.URL.Query().Get("state"), States: []string{}, Plans: []PlanSummary{}}
 	var picked []PlanSummary
 	for _, s := range all {
 		if s.State != "" && !slices.Contains(v.States, s.State) {

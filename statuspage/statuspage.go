@@ -543,7 +543,9 @@ func (h *Handler) target(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("statuspage: no target %q", r.PathValue("name")))
 		return
 	}
-	h.write(w, r, http.StatusOK, "target", t.view())
+	v := t.view()
+	v.AsOf = h.opts.Now()
+	h.write(w, r, http.StatusOK, "target", v)
 }
 
 // stages builds the graphs of target name, or writes why it cannot.
@@ -570,7 +572,7 @@ func (h *Handler) graph(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v := GraphView{Target: t.name, Revision: t.revision(), Stages: []StageGraph{}, SVG: h.dot != ""}
+	v := GraphView{AsOf: h.opts.Now(), Target: t.name, Revision: t.revision(), Stages: []StageGraph{}, SVG: h.dot != ""}
 	for _, st := range stages {
 		v.Stages = append(v.Stages, stageGraph(st, t.report(st.Name)))
 	}
@@ -772,7 +774,7 @@ func (h *Handler) controller(w http.ResponseWriter, r *http.Request) {
 	kind := c.Controller.Kind()
 	objs := c.Controller.Objects()
 	above := aboveSLA(c.Controller)
-	v := ControllerView{
+	v := ControllerView{AsOf: h.opts.Now(),
 		ControllerSummary:  summarize(c, objs, above),
 		AboveSLAObjects:    []ObjectSummary{},
 		QuarantinedObjects: []ObjectSummary{},
@@ -820,7 +822,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 	if hist == nil {
 		hist = []converge.HistoryEntry{}
 	}
-	v := ObjectView{
+	v := ObjectView{AsOf: h.opts.Now(),
 		Kind:          kind,
 		ObjectSummary: objectSummary(kind, o, aboveSLA(c.Controller)[key]),
 		Intents:       o.Intents,
@@ -970,7 +972,7 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		hist = []converge.HistoryEntry{}
 	}
 	s, cmds := planViews(id, doc)
-	v := PlanView{PlanSummary: s, Version: version, CommandViews: cmds, History: hist}
+	v := PlanView{AsOf: h.opts.Now(), PlanSummary: s, Version: version, CommandViews: cmds, History: hist}
 	if h.opts.Actions {
 		path := "plans/" + url.PathEscape(id)
 		st := doc.State()

@@ -65,6 +65,7 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		var v statuspage.TargetView
 		getJSON(t, h, "/targets/device", &v)
 		assert.Equal(t, uint64(1), v.Revision)
+		assert.True(t, v.AsOf.Equal(watched), "as of: %s", v.AsOf)
 		assert.True(t, v.Since.Equal(watched), "the counts are since WatchTarget: %s", v.Since)
 		assert.True(t, v.Graph)
 		assert.True(t, v.Locked, "the first pass stopped at the update lock")
@@ -97,6 +98,9 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		var ov statuspage.OverviewView
 		getJSON(t, h, "/", &ov)
 		require.Len(t, ov.Targets, 1)
+		assert.True(t, v.AsOf.Equal(ov.AsOf), "as of: %s", v.AsOf)
+		assert.Zero(t, ov.Targets[0].AsOf, "the overview says as of once, not per target")
+		v.AsOf = time.Time{}
 		assert.Equal(t, v, ov.Targets[0])
 		code, body = get(t, h, "/", false)
 		require.Equal(t, http.StatusOK, code)
@@ -107,6 +111,7 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 
 		var gv statuspage.GraphView
 		getJSON(t, h, "/targets/device/graph", &gv)
+		assert.True(t, gv.AsOf.Equal(time.Now()), "as of: %s", gv.AsOf)
 		assert.False(t, gv.SVG)
 		require.Len(t, gv.Stages, 1)
 		assert.Equal(t, []statuspage.GraphItem{

@@ -78,7 +78,10 @@ type AttentionItem struct {
 
 // TargetView is the snapshot of a target reconciler, at "/targets/{name}".
 type TargetView struct {
-	Name string `json:"name"`
+	// AsOf is when the target's own page read what it shows; it is
+	// left out where the view is part of another page (the overview).
+	AsOf time.Time `json:"asOf,omitzero"`
+	Name string    `json:"name"`
 	// Revision is the revision of the current target (0: none set). The
 	// reconciler's Store keeps it with the target, so it goes on growing
 	// after a restart of the program.
@@ -163,7 +166,9 @@ type ActionRequiredView struct {
 
 // GraphView is the graph of a target's stages, at "/targets/{name}/graph".
 type GraphView struct {
-	Target string `json:"target"`
+	// AsOf is when the page read what it shows.
+	AsOf   time.Time `json:"asOf"`
+	Target string    `json:"target"`
 	// Revision is the target the stages were built from.
 	Revision uint64       `json:"revision"`
 	Stages   []StageGraph `json:"stages"`
@@ -221,6 +226,8 @@ type StateCount struct {
 // ControllerView is the page of a controller, at "/controllers/{kind}":
 // its counts and the objects that need a look.
 type ControllerView struct {
+	// AsOf is when the page read what it shows.
+	AsOf time.Time `json:"asOf"`
 	ControllerSummary
 	// AboveSLAObjects are the objects above their state's SLA.
 	AboveSLAObjects []ObjectSummary `json:"aboveSLAObjects"`
@@ -237,7 +244,9 @@ type ControllerView struct {
 // state; status: quarantined, terminal, halted or above-sla). Both take
 // q, text the key must contain, and page.
 type StateView struct {
-	Kind string `json:"kind"`
+	// AsOf is when the page read what it shows.
+	AsOf time.Time `json:"asOf"`
+	Kind string    `json:"kind"`
 	// State is the lifecycle state the objects are in, "" for any.
 	State string `json:"state"`
 	// Status is the status filter (StatusQuarantined and so on), "" for
@@ -301,7 +310,9 @@ type FailureView struct {
 // ObjectView is one object with its history, at
 // "/controllers/{kind}/objects/{key}".
 type ObjectView struct {
-	Kind string `json:"kind"`
+	// AsOf is when the page read what it shows.
+	AsOf time.Time `json:"asOf"`
+	Kind string    `json:"kind"`
 	ObjectSummary
 	Data    json.RawMessage `json:"data,omitempty"`
 	Intents []string        `json:"intents,omitempty"`
@@ -338,6 +349,8 @@ type PlanSummary struct {
 // query parameters state (a plan state) and q (text the ID must contain)
 // filter it.
 type PlansView struct {
+	// AsOf is when the page read what it shows.
+	AsOf time.Time `json:"asOf"`
 	// State is the plan state the plans are in, "" for any.
 	State string `json:"state,omitempty"`
 	// States are the plan states of the listed plans, to filter by.
@@ -349,6 +362,8 @@ type PlansView struct {
 // PlanView is one plan, per command and per target, with its history, at
 // "/plans/{id}".
 type PlanView struct {
+	// AsOf is when the page read what it shows.
+	AsOf time.Time `json:"asOf"`
 	PlanSummary
 	Version      uint64                  `json:"version"`
 	CommandViews []CommandView           `json:"commandStatus"`
