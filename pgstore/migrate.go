@@ -85,6 +85,21 @@ ALTER TABLE {schema}.history ADD COLUMN subject jsonb;
 	{version: 5, what: "keep who made the history entries", sql: `
 ALTER TABLE {schema}.history ADD COLUMN made_by text NOT NULL DEFAULT '';
 `},
+	// ClaimDue takes the records in flight whose lease time is over
+	// (claimed_due, now the lease's expiry, in the past) before the due
+	// records, each from an index in the order it takes them, so that
+	// it reads no index entry of a record whose lease runs: the index on
+	// least(due_at, claimed_due), where the records in flight sat first
+	// (-infinity), made every claim walk them all. Records in flight
+	// before this step keep -infinity and are taken over first, as
+	// before. The indexes are not partial: with no statistics of the
+	// table (after a bulk load), PostgreSQL took a partial index for
+	// nearly empty and read and sorted every due record on each claim.
+	{version: 6, what: "index the records in flight apart from the due records", sql: `
+CREATE INDEX records_takeover ON {schema}.records (claimed_due, key);
+CREATE INDEX records_waiting ON {schema}.records (due_at, key);
+DROP INDEX {schema}.records_due;
+`},
 }
 
 // schemaVersion is the newest schema version this pgstore knows: the
