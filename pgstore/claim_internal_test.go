@@ -17,7 +17,7 @@ import (
 
 // TestClaimDueReadsNoMoreThanItTakes checks the plan of ClaimDue on many
 // records due at the same time (made in one transaction, or taken over
-// from a dead owner, which makes them all due at -infinity): it must walk
+// from a dead owner, which makes them all due at their lease's expiry): it must walk
 // an index in the order it takes records (due time, key) and stop at its
 // limit, not read and sort every due record on each claim, which made a
 // claim cost as much as the whole backlog. It must do so before the
