@@ -22,11 +22,8 @@
 // Everything lives in one schema (Options.Schema, "converge" by default):
 //
 //	records    key (primary key, bytewise order), version, value (bytea:
-//	           the JSON document, or its sealed form), due_at (when
-//	           it is next due, NULL: not due) and claimed_due (set
-//	           while ClaimDue's lease on it runs: that lease's expiry,
-//	           -infinity once released; NULL once finished), each
-//	           indexed with key (records_waiting, records_takeover)
+//	           the JSON document, or its sealed form), due_at and
+//	           claimed_due (the queue's due times)
 //	history    id (identity: the order of appends), key, at, from_state,
 //	           to_state, reason, subject (jsonb: the entry's
 //	           converge.HistorySubject, NULL for the record itself)
@@ -71,10 +68,7 @@
 // its transaction. ClaimDue takes a batch of due records with FOR UPDATE
 // SKIP LOCKED: replicas claiming at once get disjoint batches and never
 // wait for each other; a record whose owner died is due again once its
-// lease ran out, and taken before the due records (by the index on
-// claimed_due, whose entries for the leases that run lie in the future:
-// a claim reads no index entry of a record in flight); a record whose
-// lease was released is due at once. It returns each record with its newest history entries
+// lease ran out. It returns each record with its newest history entries
 // (converge.ClaimHistoryEntries), so a controller needs no other call to
 // show them to its handler. Finish releases the lease and sets the next
 // due time in one statement. The retention bounds are built into the SQL

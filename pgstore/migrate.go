@@ -85,26 +85,6 @@ ALTER TABLE {schema}.history ADD COLUMN subject jsonb;
 	{version: 5, what: "keep who made the history entries", sql: `
 ALTER TABLE {schema}.history ADD COLUMN made_by text NOT NULL DEFAULT '';
 `},
-	// ClaimDue takes the records in flight whose lease time is over
-	// (claimed_due, now the lease's expiry, in the past) before the due
-	// records, each from an index in the order it takes them, so that
-	// it reads no index entry of a record whose lease runs: the index on
-	// least(due_at, claimed_due), where the records in flight sat first
-	// (-infinity), made every claim walk them all. Records in flight
-	// before this step keep -infinity and are taken over first, as
-	// before. Each index holds only the records with its time set, so
-	// that a write that clears one (a claim clears due_at, Finish
-	// claimed_due) adds no entry to its index: a claimed object adds as
-	// many index entries as with the one index. Neither is limited to
-	// records whose other time is NULL: with no statistics of the table
-	// (after a bulk load), PostgreSQL takes "IS NULL" for one record in
-	// two hundred, took such an index for nearly empty, and read and
-	// sorted every due record on each claim.
-	{version: 6, what: "index the records in flight apart from the due records", sql: `
-CREATE INDEX records_takeover ON {schema}.records (claimed_due, key) WHERE claimed_due IS NOT NULL;
-CREATE INDEX records_waiting ON {schema}.records (due_at, key) WHERE due_at IS NOT NULL;
-DROP INDEX {schema}.records_due;
-`},
 }
 
 // schemaVersion is the newest schema version this pgstore knows: the

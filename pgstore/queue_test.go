@@ -177,8 +177,8 @@ func TestClaimDueConcurrentNeverHandsARecordTwice(t *testing.T) {
 // TestQueueTakeoverComesBeforeTheBacklog checks the order ClaimDue takes
 // records in: a record whose lease ran out without Finish, and one whose
 // lease was released, come before the due records, even those due
-// earlier than that lease's expiry (which is what the record in flight
-// keeps as its claimed_due).
+// earlier than that lease's expiry: the order a store keeping the
+// lease's expiry as the record's due time would get wrong.
 func TestQueueTakeoverComesBeforeTheBacklog(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)

@@ -223,31 +223,14 @@ SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `):
 	WHERE l.owner = '' OR l.owner = EXCLUDED.owner OR l.expires <= now()
 	RETURNING owner, expires, token`
 	s.holder = `SELECT owner, expires, owner = '' OR expires <= now() FROM ` + leases + ` WHERE key = $1`
-	// Release makes a record in flight (claimed by ClaimDue) due at
-	// once, before the backlog; it locks the record before the lease, in
-	// the order ClaimDue and Finish take them. It returns a row when it
-	// released the lease.
-	s.release = `WITH locked AS (
-	SELECT key FROM ` + records + ` WHERE key = $1 FOR UPDATE
-), l AS (
-	UPDATE ` + leases + ` l SET owner = ''
-	FROM (SELECT count(*) FROM locked) AS record_first
-	WHERE l.key = $1 AND l.owner = $2 AND l.owner <> '' AND l.token = $3
-	RETURNING l.key
-), u AS (
-	UPDATE ` + records + ` r SET claimed_due = '-infinity'
-	FROM l WHERE r.key = l.key AND r.claimed_due IS NOT NULL
-)
-SELECT l.key FROM l`
+	s.release = `UPDATE ` + leases + ` SET owner = '' WHERE key = $1 AND owner = $2 AND owner <> '' AND token = $3`
 
 	// Due times: due_at is when the record is next due (NULL: not due).
-	// ClaimDue clears it and sets claimed_due to the expiry of the lease
-	// it takes, which makes the record due again when that lease ends
-	// without Finish (the owner died), before every record of the
-	// backlog: a dead replica's objects are taken over first, not after
-	// the backlog. Release sets it to -infinity, which makes the record
-	// due at once, first. It also lets Finish tell a Schedule made
-	// meanwhile (due_at set again).
+	// ClaimDue clears it and sets claimed_due to -infinity, which makes
+	// the record due again, before every other record, when its lease
+	// ends without Finish (the owner died or released it): a dead
+	// replica's objects are taken over first, not after the backlog. It
+	// also lets Finish tell a Schedule made meanwhile (due_at set again).
 	s.schedule = `WITH w AS (
 	UPDATE ` + records + ` SET due_at = least(due_at, $2) WHERE key = $1 RETURNING key
 )
@@ -257,61 +240,28 @@ SELECT pg_notify($3, $4)::text FROM w`
 	// entries (converge.ClaimHistoryEntries), as arrays, read through the
 	// index history_key: the handler's input costs no other call.
 	//
-	// ClaimDue takes records from two indexes, each walked in its order
-	// and stopped at the limit: first the records in flight whose lease
-	// time is over (records_takeover, by claimed_due then key), then the
-	// due records not in flight (records_waiting, by due_at then key).
-	// The records in flight whose lease runs have a claimed_due in the
-	// future, outside the range walked: a claim reads no index entry of
-	// them, where one index on least(due_at, claimed_due), with
-	// -infinity for the records in flight, made every claim walk all the
-	// records in flight and read each one's lease before it reached a
-	// due record. The second part is read only as far as the first
-	// leaves room under the limit (the CTEs are read on demand), so that
-	// it locks no more records than are taken. The lease of each record
-	// walked is still read, as a record may be held by Claim, or by a
-	// lease renewed past the claimed_due ClaimDue wrote. The second part
-	// skips the records in flight that Schedule made due (the first part
-	// takes them when their lease time is over); coalesce hides that
-	// condition from the planner, which, with no statistics of the table,
-	// took it for one in two hundred records and read and sorted every
-	// due record on each claim.
-	//
-	// The prefix is a filter on that walk, written so that the planner
-	// can neither turn it into a range of the primary key nor take it for
-	// a selective one (coalesce hides it): either made PostgreSQL read
-	// and sort every due record under the prefix on each claim whenever
-	// the statistics were stale, as after a bulk load. The claimed
-	// records are updated by key (= ANY of an array: the primary key),
-	// never by a join the planner may run as a scan of the table. The
-	// lease of each record walked is read by its key, in a scalar
-	// subquery (which PostgreSQL runs per record, through the primary
-	// key), not NOT EXISTS: with statistics that say every lease is
-	// released, as they mostly are, PostgreSQL ran NOT EXISTS as an anti
-	// join over a scan of the whole leases table on every claim.
-	free := `coalesce(starts_with(r.key, $1), false)
-		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM ` + leases + ` x WHERE x.key = r.key), false)`
-	s.claimDue = `WITH takeover AS (
-	SELECT r.key, r.version, r.value, 0 AS part, r.claimed_due AS due
+	// ClaimDue walks the index records_due in its order and stops at its
+	// limit. The prefix is a filter on that walk, written so that the
+	// planner can neither turn it into a range of the primary key nor
+	// take it for a selective one (coalesce hides it): either made
+	// PostgreSQL read and sort every due record under the prefix on each
+	// claim whenever the statistics were stale, as after a bulk load.
+	// The claimed records are updated by key (= ANY of an array: the
+	// primary key), never by a join the planner may run as a scan of the
+	// table. The lease of each record walked is read by its key, in a
+	// scalar subquery (which PostgreSQL runs per record, through the
+	// primary key), not NOT EXISTS: with statistics that say every lease
+	// is released, as they mostly are, PostgreSQL ran NOT EXISTS as an
+	// anti join over a scan of the whole leases table on every claim.
+	s.claimDue = `WITH c AS (
+	SELECT r.key, r.version, r.value, least(r.due_at, r.claimed_due) AS due
 	FROM ` + records + ` r
-	WHERE r.claimed_due <= now()
-		AND ` + free + `
-	ORDER BY r.claimed_due, r.key
+	WHERE least(r.due_at, r.claimed_due) <= now()
+		AND coalesce(starts_with(r.key, $1), false)
+		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM ` + leases + ` x WHERE x.key = r.key), false)
+	ORDER BY least(r.due_at, r.claimed_due), r.key
 	LIMIT (SELECT $2::bigint)
 	FOR UPDATE OF r SKIP LOCKED
-), waiting AS (
-	SELECT r.key, r.version, r.value, 1 AS part, r.due_at AS due
-	FROM ` + records + ` r
-	WHERE r.due_at <= now() AND coalesce(r.claimed_due IS NULL, false)
-		AND ` + free + `
-	ORDER BY r.due_at, r.key
-	LIMIT (SELECT $2::bigint)
-	FOR UPDATE OF r SKIP LOCKED
-), c AS (
-	SELECT * FROM takeover
-	UNION ALL
-	SELECT * FROM waiting
-	LIMIT (SELECT $2::bigint)
 ), l AS (
 	INSERT INTO ` + leases + ` AS l (key, owner, expires, token)
 	SELECT c.key, $3, now() + $4::bigint * interval '1 microsecond', 1 FROM c
@@ -319,7 +269,7 @@ SELECT pg_notify($3, $4)::text FROM w`
 	WHERE l.owner = '' OR l.expires <= now()
 	RETURNING l.key, l.owner, l.expires, l.token
 ), u AS (
-	UPDATE ` + records + ` r SET claimed_due = now() + $4::bigint * interval '1 microsecond', due_at = NULL
+	UPDATE ` + records + ` r SET claimed_due = '-infinity', due_at = NULL
 	WHERE r.key = ANY (ARRAY(SELECT l.key FROM l))
 )
 SELECT c.key, c.version, c.value, l.owner, l.expires, l.token, h.at, h.f, h.t, h.r, h.s, h.b
@@ -331,7 +281,7 @@ CROSS JOIN LATERAL (
 	FROM (SELECT id, at, from_state, to_state, reason, subject, made_by FROM ` + hist + `
 		WHERE key = c.key ORDER BY id DESC LIMIT ` + strconv.Itoa(converge.ClaimHistoryEntries) + `) n
 ) h
-ORDER BY c.part, c.due, c.key`
+ORDER BY c.due, c.key`
 	// Finish releases the lease and sets the next due time, keeping an
 	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
 	// it is (NULL unless scheduled meanwhile).

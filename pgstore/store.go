@@ -674,13 +674,12 @@ func (s *Store) Claim(ctx context.Context, key, owner string, ttl time.Duration)
 func (s *Store) Release(ctx context.Context, lease converge.Lease) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var released string
-	err := s.pool.QueryRow(ctx, s.sql.release, lease.Key, lease.Owner, int64(lease.Token)).Scan(&released)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("pgstore: lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
-	}
+	tag, err := s.pool.Exec(ctx, s.sql.release, lease.Key, lease.Owner, int64(lease.Token))
 	if err != nil {
 		return s.dbError("release", lease.Key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgstore: lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
 	}
 	return nil
 }
