@@ -173,3 +173,46 @@ func TestClaimDueConcurrentNeverHandsARecordTwice(t *testing.T) {
 	}
 	t.Logf("records per worker: %v", owners)
 }
+
+// TestQueueTakeoverComesBeforeTheBacklog checks the order ClaimDue takes
+// records in: a record whose lease ran out without Finish, and one whose
+// lease was released, come before the due records, even those due
+// earlier than that lease's expiry: the order a store keeping the
+// lease's expiry as the record's due time would get wrong.
+func TestQueueTakeoverComesBeforeTheBacklog(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := open(t, dsn, pgstore.Options{})
+	ctx := ctxT(t)
+	_, err := s.Put(ctx, converge.StoreRecord{Key: "t/a", Value: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	dead, err := s.ClaimDue(ctx, "t/", "dead", 300*time.Millisecond, 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"t/a"}, keysOf(dead))
+	for _, k := range []string{"t/b", "t/c"} {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`1`)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Schedule(ctx, "t/c", time.Now().Add(-time.Hour)))
+	// Wait, by the database's clock, for the dead owner's lease to run
+	// out; claiming meanwhile would take the backlog.
+	require.Eventually(t, func() bool {
+		var over bool
+		query(t, dsn, `SELECT expires <= now() FROM converge.leases WHERE key = 't/a'`, nil, &over)
+		return over
+	}, 10*time.Second, 20*time.Millisecond)
+
+	taken, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"t/a"}, keysOf(taken), "the expired lease's record first")
+	assert.Greater(t, taken[0].Lease.Token, dead[0].Lease.Token)
+
+	require.NoError(t, s.Release(ctx, taken[0].Lease))
+	again, err := s.ClaimDue(ctx, "t/", "third", time.Minute, 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"t/a"}, keysOf(again), "the released record first")
+
+	rest, err := s.ClaimDue(ctx, "t/", "third", time.Minute, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"t/c", "t/b"}, keysOf(rest), "then the backlog, earliest due first")
+}
