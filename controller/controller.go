@@ -51,6 +51,9 @@ type Controller struct {
 	// run's duration in MetricHandlerDuration (see handlerObserver;
 	// copied on write: read without a lock).
 	handlerObs atomic.Pointer[map[State]func(float64)]
+	// handlerObsMu serialises the misses of handlerObs, so that a state's
+	// series is resolved once even when workers miss it at the same time.
+	handlerObsMu sync.Mutex
 
 	// terminal counts the objects of the view halted by a terminal error,
 	// so that Enqueue looks for one to wake only when there is one.

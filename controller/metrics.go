@@ -1,6 +1,10 @@
 package controller
 
-import "github.com/convergekit/converge"
+import (
+	"maps"
+
+	"github.com/convergekit/converge"
+)
 
 // The metrics a Controller reports through Config.Metrics, named after
 // controller-runtime's and client-go's workqueue habits. Every one has a
@@ -174,18 +178,26 @@ func (c *Controller) handlerObserver(state State) func(float64) {
 			return f
 		}
 	}
+	// A miss: under the lock, look again (another worker may have just
+	// resolved it), then resolve it once and publish a new map.
+	c.handlerObsMu.Lock()
+	defer c.handlerObsMu.Unlock()
+	old = c.handlerObs.Load()
+	if old != nil {
+		if f, ok := (*old)[state]; ok {
+			return f
+		}
+	}
 	f := c.newHandlerObserver(state)
 	if old != nil && len(*old) >= maxCachedStates {
 		return f
 	}
-	next := make(map[State]func(float64), 1)
+	next := map[State]func(float64){}
 	if old != nil {
-		for k, v := range *old {
-			next[k] = v
-		}
+		maps.Copy(next, *old)
 	}
 	next[state] = f
-	c.handlerObs.Store(&next) // a racing writer may drop an entry: it is made again
+	c.handlerObs.Store(&next)
 	return f
 }
 
