@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,11 +66,15 @@ func TestLeasesAreReadByKeyAfterABulkLoad(t *testing.T) {
 			tx, err := conn.Begin(ctx)
 			require.NoError(t, err)
 			defer tx.Rollback(ctx) //nolint:errcheck // nothing to keep
-			_, err = tx.Exec(ctx, `PREPARE stmt AS `+st.sql)
+			// pgx prepares the statement and says its parameters' types;
+			// its type map writes each argument as PostgreSQL's text
+			// form, which EXPLAIN EXECUTE takes as a quoted literal.
+			desc, err := tx.Prepare(ctx, "stmt", st.sql)
 			require.NoError(t, err)
+			require.Len(t, desc.ParamOIDs, len(st.args))
 			params := make([]string, len(st.args))
 			for i, a := range st.args {
-				params[i] = literal(t, a)
+				params[i] = literal(t, conn.TypeMap(), desc.ParamOIDs[i], a)
 			}
 			_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
 			require.NoError(t, err)
@@ -84,63 +89,15 @@ func TestLeasesAreReadByKeyAfterABulkLoad(t *testing.T) {
 	}
 }
 
-// literal returns v as an SQL literal of unknown type, which EXECUTE
-// coerces to the type of its parameter.
-func literal(t *testing.T, v any) string {
+// literal returns v, an argument of a parameter of type oid, as a quoted
+// SQL literal in PostgreSQL's text form, written by pgx's type map m
+// (NULL for nil).
+func literal(t *testing.T, m *pgtype.Map, oid uint32, v any) string {
 	t.Helper()
-	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-	elem := func(s string) string { return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"` }
-	array := func(items []string) string { return quote("{" + strings.Join(items, ",") + "}") }
-	ts := func(x time.Time) string { return x.Format(time.RFC3339Nano) }
-	switch x := v.(type) {
-	case string:
-		return quote(x)
-	case int64:
-		return quote(fmt.Sprint(x))
-	case []byte:
-		return quote(fmt.Sprintf(`\x%x`, x))
-	case *time.Time:
-		if x == nil {
-			return "NULL"
-		}
-		return quote(ts(*x))
-	case []string:
-		items := make([]string, len(x))
-		for i, e := range x {
-			items[i] = elem(e)
-		}
-		return array(items)
-	case []int64:
-		items := make([]string, len(x))
-		for i, e := range x {
-			items[i] = fmt.Sprint(e)
-		}
-		return array(items)
-	case []time.Time:
-		items := make([]string, len(x))
-		for i, e := range x {
-			items[i] = elem(ts(e))
-		}
-		return array(items)
-	case []*time.Time:
-		items := make([]string, len(x))
-		for i, e := range x {
-			items[i] = "NULL"
-			if e != nil {
-				items[i] = elem(ts(*e))
-			}
-		}
-		return array(items)
-	case []*string:
-		items := make([]string, len(x))
-		for i, e := range x {
-			items[i] = "NULL"
-			if e != nil {
-				items[i] = elem(*e)
-			}
-		}
-		return array(items)
+	text, err := m.Encode(oid, pgtype.TextFormatCode, v, nil)
+	require.NoError(t, err)
+	if text == nil {
+		return "NULL"
 	}
-	t.Fatalf("no literal for %T", v)
-	return ""
+	return "'" + strings.ReplaceAll(string(text), "'", "''") + "'"
 }
