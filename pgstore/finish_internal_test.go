@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -48,37 +47,19 @@ func (f *finishSizes) get() []int {
 // a lease that is not the current one fails with ErrLeaseLost, the
 // others are released with their due times.
 func TestFinishCallsThatComeTogetherAreOneStatement(t *testing.T) {
-	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
 	tr := &finishSizes{}
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	s, err := New(ctx, pool, Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	s, _ := tracedStore(t, tr)
 	tr.mu.Lock()
 	tr.sql = s.sql.finishMany
 	tr.mu.Unlock()
 	keys := []string{"a", "b", "c", "d", "e"}
-	for _, k := range keys {
-		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)})
-		require.NoError(t, err)
-	}
-	claimed, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
-	require.NoError(t, err)
-	require.Len(t, claimed, len(keys))
-	leases := map[string]converge.Lease{}
-	for _, c := range claimed {
-		leases[c.Record.Key] = c.Lease
-	}
+	leases := storeAndClaim(t, s, keys...)
+	require.Len(t, leases, len(keys))
 
 	// Another transaction locks a and b: their Finish calls wait.
-	tx, err := pool.Begin(ctx)
+	tx, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // rolled back below, or nothing to keep
 	_, err = tx.Exec(ctx, `SELECT 1 FROM converge.records WHERE key IN ('a', 'b') FOR UPDATE`)

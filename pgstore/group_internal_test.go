@@ -56,23 +56,50 @@ type groupFixture struct {
 
 func newGroupFixture(t *testing.T) *groupFixture {
 	t.Helper()
+	b := &batchSizes{}
+	s, dsn := tracedStore(t, b)
+	_, err := s.Put(context.Background(), converge.StoreRecord{Key: "a", Value: json.RawMessage(`0`)})
+	require.NoError(t, err)
+	return &groupFixture{s: s, batches: b, dsn: dsn}
+}
+
+// tracedStore opens a store on a database of its own, whose pool (of 8
+// connections) reports its statements and batches to tracer; it returns
+// the store and the database's DSN. Both are closed when the test ends.
+func tracedStore(t *testing.T, tracer pgx.QueryTracer) (*Store, string) {
+	t.Helper()
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
+	defer cancel()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
 	cfg.MaxConns = 8
-	b := &batchSizes{}
-	cfg.ConnConfig.Tracer = b
+	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s, err := New(ctx, pool, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	_, err = s.Put(ctx, converge.StoreRecord{Key: "a", Value: json.RawMessage(`0`)})
+	return s, dsn
+}
+
+// storeAndClaim stores the records keys (value 0), claims every due
+// record of s for the owner "me", and returns the leases by key.
+func storeAndClaim(t *testing.T, s *Store, keys ...string) map[string]converge.Lease {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range keys {
+		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)})
+		require.NoError(t, err)
+	}
+	claimed, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
 	require.NoError(t, err)
-	return &groupFixture{s: s, batches: b, dsn: dsn}
+	leases := map[string]converge.Lease{}
+	for _, c := range claimed {
+		leases[c.Record.Key] = c.Lease
+	}
+	return leases
 }
 
 // holdA locks the record "a" until the returned function is called, and
@@ -127,16 +154,7 @@ func TestWritesThatComeTogetherAreSentAsOneBatch(t *testing.T) {
 	f := newGroupFixture(t)
 	s := f.s
 	ctx := context.Background()
-	for _, k := range []string{"b", "c", "d"} {
-		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)})
-		require.NoError(t, err)
-	}
-	claimed, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
-	require.NoError(t, err)
-	leases := map[string]converge.Lease{}
-	for _, c := range claimed {
-		leases[c.Record.Key] = c.Lease
-	}
+	leases := storeAndClaim(t, s, "b", "c", "d")
 	require.Contains(t, leases, "b")
 	require.Contains(t, leases, "c")
 
@@ -299,30 +317,11 @@ func (b *batchStatements) get() (batches [][]string, alone []string) {
 // as the FinishMany that commits without waiting for the flush; and that
 // each still gets its own outcome.
 func TestFinishRidesWithPuts(t *testing.T) {
-	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
-	cfg.MaxConns = 8
 	tr := &batchStatements{}
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	s, err := New(ctx, pool, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	for _, k := range []string{"a", "b", "c", "d"} {
-		_, err := s.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)})
-		require.NoError(t, err)
-	}
-	claimed, err := s.ClaimDue(ctx, "", "me", time.Minute, 10)
-	require.NoError(t, err)
-	leases := map[string]converge.Lease{}
-	for _, c := range claimed {
-		leases[c.Record.Key] = c.Lease
-	}
+	s, dsn := tracedStore(t, tr)
+	leases := storeAndClaim(t, s, "a", "b", "c", "d")
 	require.Len(t, leases, 4)
 	f := &groupFixture{s: s, dsn: dsn}
 	release, aDone := f.holdA(t)
