@@ -284,14 +284,14 @@ func (m *Metrics) Observer(d *converge.Metric, labels ...string) (func(float64),
 	if f.kind != converge.MetricHistogram {
 		return nil, f.misuse(fmt.Sprintf("Observer of a %s; only a histogram observes", f.kind))
 	}
-	if len(labels) != len(f.labels) {
-		return nil, f.misuse(fmt.Sprintf("%d label values %q for the labels %q", len(labels), labels, f.labels))
+	if err := f.wrongLabels(labels); err != nil {
+		return nil, err
 	}
-	o, err := f.histogram.GetMetricWithLabelValues(labels...)
+	s, err := f.lookup(labels)
 	if err != nil {
 		return nil, f.misuse(err.Error())
 	}
-	return o.Observe, nil
+	return s.histogram.Observe, nil
 }
 
 // Describe implements prometheus.Collector. It sends nothing, which makes
@@ -431,12 +431,21 @@ func (f *family) differs(want *family) string {
 // checkLabels returns labels, panicking when their number is not that of
 // the family's labels.
 func (f *family) checkLabels(labels []string) []string {
-	if len(labels) != len(f.labels) {
-		// A copy, so that labels does not escape on the hot path.
-		vals := append([]string(nil), labels...)
-		panic(f.misuse(fmt.Sprintf("%d label values %q for the labels %q", len(vals), vals, f.labels)))
+	if err := f.wrongLabels(labels); err != nil {
+		panic(err)
 	}
 	return labels
+}
+
+// wrongLabels returns the *MetricError of label values that do not fit
+// f's labels, or nil.
+func (f *family) wrongLabels(labels []string) error {
+	if len(labels) == len(f.labels) {
+		return nil
+	}
+	// A copy, so that labels does not escape on the hot path.
+	vals := append([]string(nil), labels...)
+	return f.misuse(fmt.Sprintf("%d label values %q for the labels %q", len(vals), vals, f.labels))
 }
 
 func (f *family) misuse(reason string) *MetricError {
