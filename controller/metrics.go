@@ -177,6 +177,9 @@ func (c *Controller) handlerObserver(state State) func(float64) {
 		if f, ok := (*old)[state]; ok {
 			return f
 		}
+		if len(*old) >= maxCachedStates {
+			return c.newHandlerObserver(state) // the cache is full: no lock
+		}
 	}
 	// A miss: under the lock, look again (another worker may have just
 	// resolved it), then resolve it once and publish a new map.
