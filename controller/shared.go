@@ -55,11 +55,17 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	}()
 	defer func() { <-rescanned }()
 
-	// Claims wait in work until a worker takes them; the fetcher claims
-	// again when at least Workers places are free, so claims come in
-	// batches even when handlers are quick.
+	// Claims wait in work until a worker takes them. Up to three times
+	// Workers objects are claimed and not finished; the fetcher claims
+	// again when at least twice Workers places are free (no more than
+	// Workers objects remain, running or waiting), so claims come in
+	// batches of twice Workers or more even when handlers are quick: one
+	// ClaimDue per 2×Workers objects, not per Workers, which halves the
+	// round trips that claims cost, at the price of up to 2×Workers
+	// objects held under lease while they wait for a worker (the renew
+	// deadline covers that wait: see renewWaiting).
 	n := c.cfg.Workers
-	work := make(chan claim, 2*n)
+	work := make(chan claim, 3*n)
 	var outstanding atomic.Int64 // claimed and not finished
 	// waiting is the number of claims in work, for MetricQueueDepth: it
 	// changes and is reported under depthMu, so the gauge ends at the
@@ -119,8 +125,8 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	poll := time.NewTimer(c.cfg.Poll)
 	defer poll.Stop()
 	for failures := 0; ctx.Err() == nil; {
-		free := 2*n - int(outstanding.Load())
-		if free >= n {
+		free := 3*n - int(outstanding.Load())
+		if free >= 2*n {
 			asked := time.Now()
 			claimed, err := sq.ClaimDue(ctx, c.prefix, c.cfg.Owner, c.cfg.LeaseTTL, free)
 			switch {

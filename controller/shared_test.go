@@ -692,3 +692,71 @@ func TestReplicaWorksBeforeItHasListedEveryObject(t *testing.T) {
 		require.NoError(t, stop())
 	})
 }
+
+// limitQueue is a Queue that records the limit of every ClaimDue.
+type limitQueue struct {
+	*converge.MemStore
+	mu     sync.Mutex
+	limits []int
+}
+
+func (q *limitQueue) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
+	q.mu.Lock()
+	q.limits = append(q.limits, limit)
+	q.mu.Unlock()
+	return q.MemStore.ClaimDue(ctx, prefix, owner, ttl, limit)
+}
+
+func (q *limitQueue) seen() []int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]int(nil), q.limits...)
+}
+
+// TestReplicaClaimsTwiceItsWorkersAtOnce checks that a replica holds at
+// most 3×Workers claimed objects and claims again only when 2×Workers
+// places are free, so that each ClaimDue asks for 2×Workers objects or
+// more: a replica that claimed whenever Workers places were free made a
+// round trip per Workers objects.
+func TestReplicaClaimsTwiceItsWorkersAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const workers, objects = 2, 40
+		store := &limitQueue{MemStore: converge.NewMemStore()}
+		gate := make(chan struct{})
+		var handled atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "host", Store: store, Owner: "a", Workers: workers, Poll: time.Hour, Resync: time.Hour,
+			Handler: controller.HandlerFunc(func(ctx context.Context, _ controller.Object) (controller.Result, error) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return controller.Result{}, ctx.Err()
+				}
+				handled.Add(1)
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		for i := range objects {
+			require.NoError(t, c.Add(ctx, fmt.Sprintf("h%02d", i), "ready", nil))
+		}
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, []int{3 * workers}, store.seen(), "the first claim fills 3×Workers places")
+		for range workers + 1 {
+			gate <- struct{}{}
+			synctest.Wait()
+		}
+		assert.Len(t, store.seen(), 1, "no claim while fewer than 2×Workers places are free")
+		gate <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, []int{3 * workers, 2 * workers}, store.seen(), "a claim once 2×Workers places are free")
+		close(gate)
+		synctest.Wait()
+		assert.Equal(t, int32(objects), handled.Load())
+		for i, l := range store.seen() {
+			assert.GreaterOrEqual(t, l, 2*workers, "claim %d", i)
+		}
+		require.NoError(t, stop())
+	})
+}
