@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -68,6 +69,12 @@ func newGroupFixture(t *testing.T) *groupFixture {
 // the store and the database's DSN. Both are closed when the test ends.
 func tracedStore(t *testing.T, tracer pgx.QueryTracer) (*Store, string) {
 	t.Helper()
+	return tracedStoreWith(t, tracer, Options{})
+}
+
+// tracedStoreWith is tracedStore with the options opts.
+func tracedStoreWith(t *testing.T, tracer pgx.QueryTracer, opts Options) (*Store, string) {
+	t.Helper()
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -78,7 +85,7 @@ func tracedStore(t *testing.T, tracer pgx.QueryTracer) (*Store, string) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	s, err := New(ctx, pool, Options{})
+	s, err := New(ctx, pool, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s, dsn
@@ -370,4 +377,119 @@ func TestFinishRidesWithPuts(t *testing.T) {
 		got = append(got, c.Record.Key)
 	}
 	assert.Equal(t, []string{"d"}, got, "d is finished and due; a, b and c are still leased")
+}
+
+// TestPutsSentTogetherWriteWhatPutsAloneWrite runs the same Puts, with
+// several history entries each (some older than the age bound), on two
+// stores with the same retention: on one, the last Puts come together
+// and are sent as one batch; on the other, each is sent alone. The
+// outcomes, records and histories must be the same: a batch applies each
+// put's version check, fence, history and retention exactly as a Put
+// sent alone does.
+func TestPutsSentTogetherWriteWhatPutsAloneWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ret  converge.Retention
+	}{
+		{"default", converge.Retention{}},
+		{"entries", converge.Retention{Entries: 3}},
+		{"one entry", converge.Retention{Entries: 1}},
+		{"entries and age", converge.Retention{Entries: 3, Age: time.Hour}},
+		{"age only", converge.Retention{Entries: -1, Age: time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tr := &batchStatements{}
+			s, dsn := tracedStoreWith(t, tr, Options{Retention: tc.ret})
+			alone, err := New(ctx, s.pool, Options{Schema: "alone", Retention: tc.ret})
+			require.NoError(t, err)
+			defer alone.Close()
+			now := time.Now().Truncate(time.Microsecond)
+			entries := func(key string, n int, old ...int) []converge.HistoryEntry {
+				var out []converge.HistoryEntry
+				for i := range n {
+					e := converge.HistoryEntry{At: now.Add(time.Duration(i) * time.Microsecond), From: key, To: fmt.Sprint(i), Reason: "r", By: "me"}
+					if slices.Contains(old, i) {
+						e.At = now.Add(-2*time.Hour + time.Duration(i)*time.Microsecond)
+						e.Subject = &converge.HistorySubject{Command: i, Group: "g"}
+					}
+					out = append(out, e)
+				}
+				return out
+			}
+			keys := []string{"b", "c", "d", "e"}
+			// Before: each key stored with an old entry and a new one, then
+			// written again with two more.
+			for _, st := range []*Store{s, alone} {
+				_, err := st.Put(ctx, converge.StoreRecord{Key: "a", Value: json.RawMessage(`0`)})
+				require.NoError(t, err)
+				for _, k := range keys {
+					_, err := st.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`0`)}, entries(k, 2, 0)...)
+					require.NoError(t, err)
+					_, err = st.Put(ctx, converge.StoreRecord{Key: k, Version: 1, Value: json.RawMessage(`1`)}, entries(k, 2)...)
+					require.NoError(t, err)
+				}
+			}
+			leases := map[string]converge.Lease{}
+			for _, st := range []*Store{s, alone} {
+				claimed, err := st.ClaimDue(ctx, "", "me", time.Minute, 10)
+				require.NoError(t, err)
+				for _, c := range claimed {
+					if st == s {
+						leases[c.Record.Key] = c.Lease
+					}
+				}
+			}
+			// The Puts: b without history, c with two entries (the first
+			// old), d fenced with five (the first three and the last old),
+			// e stale.
+			type put struct {
+				rec  converge.StoreRecord
+				hist []converge.HistoryEntry
+			}
+			puts := []put{
+				{converge.StoreRecord{Key: "b", Version: 2, Value: json.RawMessage(`2`)}, nil},
+				{converge.StoreRecord{Key: "c", Version: 2, Value: json.RawMessage(`2`)}, entries("c", 2, 0)},
+				{converge.StoreRecord{Key: "d", Version: 2, Value: json.RawMessage(`2`), Token: leases["d"].Token}, entries("d", 5, 0, 1, 2, 4)},
+				{converge.StoreRecord{Key: "e", Version: 1, Value: json.RawMessage(`2`)}, entries("e", 1)},
+			}
+			f := &groupFixture{s: s, dsn: dsn}
+			release, aDone := f.holdA(t)
+			batchesBefore, _ := tr.get()
+			var wg sync.WaitGroup
+			together := make([]error, len(puts))
+			for i, p := range puts {
+				wg.Go(func() { _, together[i] = s.Put(ctx, p.rec, p.hist...) })
+				f.waitPending(t, i+1)
+			}
+			release()
+			wg.Wait()
+			require.NoError(t, <-aDone)
+			batches, _ := tr.get()
+			require.Len(t, batches[len(batchesBefore):], 1, "the Puts came together: one batch")
+
+			for i, p := range puts {
+				_, err := alone.Put(ctx, p.rec, p.hist...)
+				if err == nil {
+					assert.NoError(t, together[i], p.rec.Key)
+					continue
+				}
+				var ve *converge.StoreVersionError
+				require.ErrorAs(t, err, &ve, p.rec.Key)
+				assert.ErrorAs(t, together[i], &ve, p.rec.Key)
+			}
+			for _, k := range keys {
+				want, err := alone.Get(ctx, k)
+				require.NoError(t, err)
+				got, err := s.Get(ctx, k)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, k)
+				wantH, err := alone.History(ctx, k)
+				require.NoError(t, err)
+				gotH, err := s.History(ctx, k)
+				require.NoError(t, err)
+				assert.Equal(t, wantH, gotH, "history of %s", k)
+			}
+		})
+	}
 }
