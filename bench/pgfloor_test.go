@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/pgstore"
 	"github.com/convergekit/converge/pgstore/pgtest"
@@ -86,11 +87,31 @@ const (
 // and total CPU µs per object.
 func BenchmarkPGFloor(b *testing.B) {
 	for _, batch := range pgFloorBatches {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchPGFloor(b, batch) })
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchPGFloor(b, batch, 1) })
 	}
 }
 
-func benchPGFloor(b *testing.B, batch int) {
+// pgFloorLoops is how many loops each client of BenchmarkPGFloorPipelined
+// runs at once.
+const pgFloorLoops = 4
+
+// BenchmarkPGFloorPipelined is BenchmarkPGFloor with pgFloorLoops loops
+// at once in each of its clients (on the client's pool, with its owner):
+// the same statements, so the same work per object, but a client's
+// batches overlap, as the batches of a replica's workers do, instead of
+// waiting for each other's commits. BenchmarkPGFloor runs one batch per
+// client at a time, so its objects/s is bound by the latency of its
+// statements (two of them wait for a WAL flush) more than by the work;
+// this one tells how far the same work goes when that latency is
+// hidden.
+func BenchmarkPGFloorPipelined(b *testing.B) {
+	for _, batch := range pgFloorBatches {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchPGFloor(b, batch, pgFloorLoops) })
+	}
+}
+
+// benchPGFloor runs BenchmarkPGFloor with loops loops per client.
+func benchPGFloor(b *testing.B, batch, loops int) {
 	dsn := pgtest.DSN(b)
 	ctx := context.Background()
 	n := b.N
@@ -109,7 +130,7 @@ func benchPGFloor(b *testing.B, batch int) {
 		b.Fatal(err)
 	}
 	analyze(b, ctx, dsn)
-	floor := newPGFloor(s.Schema(), batch)
+	floor := newPGFloor(s.Schema(), batch, loops)
 
 	usage := startUsage(b, ctx, dsn, rt)
 	b.ResetTimer()
@@ -220,15 +241,16 @@ SELECT count(*) FROM l`
 type pgFloor struct {
 	claim, put, finish string
 	batch              int
+	loops              int // loops at once per client
 }
 
 // newPGFloor returns the floor on the tables of schema, claiming up to
-// batch objects at a time.
-func newPGFloor(schema string, batch int) *pgFloor {
+// batch objects at a time, in loops loops per client.
+func newPGFloor(schema string, batch, loops int) *pgFloor {
 	sub := func(sql string) string {
 		return strings.ReplaceAll(sql, "{s}", pgx.Identifier{schema}.Sanitize())
 	}
-	return &pgFloor{claim: sub(pgFloorClaimSQL), put: sub(pgFloorPutSQL), finish: sub(pgFloorFinishSQL), batch: batch}
+	return &pgFloor{claim: sub(pgFloorClaimSQL), put: sub(pgFloorPutSQL), finish: sub(pgFloorFinishSQL), batch: batch, loops: loops}
 }
 
 // errPGFloor means a put or finish of the floor did not write every
@@ -236,10 +258,10 @@ func newPGFloor(schema string, batch int) *pgFloor {
 // should have refused.
 var errPGFloor = errors.New("pgfloor: a claimed object was not written")
 
-// run runs one client per pool (owner "replica-i") until n objects have
-// been finished, and returns how many were. A client whose claim finds
-// nothing while others hold the rest waits a millisecond and claims
-// again.
+// run runs one client per pool (owner "replica-i"), each running f.loops
+// loops at once, until n objects have been finished, and returns how
+// many were. A loop whose claim finds nothing while others hold the rest
+// waits a millisecond and claims again.
 func (f *pgFloor) run(ctx context.Context, pools []*pgxpool.Pool, n int) (int, error) {
 	var (
 		finished atomic.Int64
@@ -251,19 +273,21 @@ func (f *pgFloor) run(ctx context.Context, pools []*pgxpool.Pool, n int) (int, e
 	defer cancel()
 	for i, pool := range pools {
 		owner := fmt.Sprintf("replica-%d", i)
-		wg.Go(func() {
-			for finished.Load() < int64(n) {
-				done, err := f.once(ctx, pool, owner)
-				if err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
+		for range f.loops {
+			wg.Go(func() {
+				for finished.Load() < int64(n) {
+					done, err := f.once(ctx, pool, owner)
+					if err != nil {
+						once.Do(func() { first = err; cancel() })
+						return
+					}
+					if done == 0 {
+						time.Sleep(time.Millisecond)
+					}
+					finished.Add(int64(done))
 				}
-				if done == 0 {
-					time.Sleep(time.Millisecond)
-				}
-				finished.Add(int64(done))
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
 	return int(finished.Load()), first
@@ -334,10 +358,12 @@ func TestPGFloor(t *testing.T) {
 		objects int
 		batch   int
 		clients int
+		loops   int
 	}{
-		{name: "batch=16", objects: 200, batch: 16, clients: pgReplicas},
-		{name: "batch=64", objects: 200, batch: 64, clients: pgReplicas},
-		{name: "batch larger than the objects", objects: 10, batch: 64, clients: 1},
+		{name: "batch=16", objects: 200, batch: 16, clients: pgReplicas, loops: 1},
+		{name: "batch=64", objects: 200, batch: 64, clients: pgReplicas, loops: 1},
+		{name: "pipelined", objects: 200, batch: 16, clients: pgReplicas, loops: pgFloorLoops},
+		{name: "batch larger than the objects", objects: 10, batch: 64, clients: 1, loops: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := pgtest.DSN(t)
@@ -353,7 +379,7 @@ func TestPGFloor(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { s.Close() })
 			require.NoError(t, addPGFloorObjects(ctx, s, tc.objects))
-			floor := newPGFloor(s.Schema(), tc.batch)
+			floor := newPGFloor(s.Schema(), tc.batch, tc.loops)
 
 			finished, err := floor.run(ctx, pools, tc.objects)
 			require.NoError(t, err)
@@ -412,4 +438,122 @@ func TestPGFloor(t *testing.T) {
 			assert.Equal(t, uint64(2), rec.Version, "the refused put wrote")
 		})
 	}
+}
+
+// BenchmarkPGStoreLoop is BenchmarkPGFloor's loop on pgstore's own
+// calls instead of the floor's statements: each of the pgReplicas
+// clients (each its own pgstore.Store on its own pool, with its owner)
+// claims up to batch objects with ClaimDue, then calls Put (fenced by the
+// claim's token, with the history entry of the transition "new" →
+// "done") for all of them at once, one goroutine each, and waits, then
+// Finish for all of them at once, and waits; the store's group sends the
+// calls that meet in one batch. It is converge's store doing converge's
+// work with the floor's batching and no controller: between the floor
+// and BenchmarkPGControllerReplicas, it tells the cost of the store's
+// statements (and its batching of calls) from the controller's.
+func BenchmarkPGStoreLoop(b *testing.B) {
+	for _, batch := range pgFloorBatches {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchPGStoreLoop(b, batch) })
+	}
+}
+
+func benchPGStoreLoop(b *testing.B, batch int) {
+	dsn := pgtest.DSN(b)
+	ctx := context.Background()
+	n := b.N
+	rt := &roundTrips{}
+	stores := make([]*pgstore.Store, pgReplicas)
+	for i := range stores {
+		pool := tracedPool(b, ctx, dsn, rt)
+		defer pool.Close()
+		s, err := pgstore.New(ctx, pool, pgstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	if err := addPGFloorObjects(ctx, stores[0], n); err != nil {
+		b.Fatal(err)
+	}
+	analyze(b, ctx, dsn)
+
+	usage := startUsage(b, ctx, dsn, rt)
+	b.ResetTimer()
+	finished, err := runPGStoreLoop(ctx, stores, batch, n)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if finished != n {
+		b.Fatalf("%d of %d objects were finished", finished, n)
+	}
+	usage.report(b, ctx, n)
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
+}
+
+// runPGStoreLoop runs BenchmarkPGStoreLoop's clients, one per store,
+// until n objects have been finished, and returns how many were.
+func runPGStoreLoop(ctx context.Context, stores []*pgstore.Store, batch, n int) (int, error) {
+	var (
+		finished atomic.Int64
+		wg       sync.WaitGroup
+		once     sync.Once
+		first    error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i, s := range stores {
+		owner := fmt.Sprintf("replica-%d", i)
+		wg.Go(func() {
+			for finished.Load() < int64(n) {
+				done, err := pgStoreLoopOnce(ctx, s, owner, batch)
+				if err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+				if done == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				finished.Add(int64(done))
+			}
+		})
+	}
+	wg.Wait()
+	return int(finished.Load()), first
+}
+
+// pgStoreLoopOnce claims up to batch objects on s for owner, writes and
+// finishes them, each call in its own goroutine, and returns how many it
+// finished.
+func pgStoreLoopOnce(ctx context.Context, s *pgstore.Store, owner string, batch int) (int, error) {
+	claimed, err := s.ClaimDue(ctx, pgFloorKind+"/", owner, pgFloorTTL, batch)
+	if err != nil || len(claimed) == 0 {
+		return 0, err
+	}
+	now := time.Now()
+	value, err := json.Marshal(controller.Object{State: "done", Since: now})
+	if err != nil {
+		return 0, err
+	}
+	errs := make([]error, len(claimed))
+	var wg sync.WaitGroup
+	for i, c := range claimed {
+		wg.Go(func() {
+			rec := converge.StoreRecord{Key: c.Record.Key, Version: c.Record.Version, Value: value, Token: c.Lease.Token}
+			_, errs[i] = s.Put(ctx, rec, converge.HistoryEntry{At: now, From: "new", To: "done"})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	for i, c := range claimed {
+		wg.Go(func() { errs[i] = s.Finish(ctx, c.Lease, now.Add(pgFloorNext)) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return len(claimed), nil
 }
