@@ -40,12 +40,22 @@ const (
 // BenchmarkPGFloor is the floor of BenchmarkPGControllerReplicas: the
 // database work that converge does per object, with the same guarantees,
 // on the same tables, sent in ideal batches by a loop with no controller,
-// no handler and no store around it. It is a floor in that any correct
-// implementation of these guarantees on this schema makes PostgreSQL do
-// at least this per object, and in at least as many statements and
-// synchronous commits per batch; converge, whose claims, writes and
-// finishes are batched only when they happen to meet, can at best match
-// it.
+// no handler and no store around it. It is a floor in that a correct
+// implementation of these guarantees on this schema writes at least these
+// rows per object (the record at the claim, the write and the finish;
+// the lease at the claim and the finish; one history row), and needs at
+// least these commits per batch: the claim's must be durable before a
+// handler acts on its token, the write's before it returns, and only the
+// finish may commit without waiting for its WAL (pgstore's FinishMany
+// argues why). A claim of B objects, one statement writing all B and one
+// finishing all B is the fewest statements that can carry them, so
+// converge, whose calls are batched only when they happen to meet, cannot
+// make PostgreSQL do less per object; its objects/s could pass the
+// floor's only by overlapping more batches at once
+// (BenchmarkPGFloorPipelined), since each client here waits for each of
+// its statements. The sub-benchmarks take batches of 16 objects (the most
+// a replica of BenchmarkPGControllerReplicas claims at once: twice its 8
+// workers) and 64.
 //
 // The database and the objects are those of BenchmarkPGControllerReplicas:
 // the schema is made by pgstore's migration (a pgstore.Store opened on
@@ -53,15 +63,16 @@ const (
 // due at once, a lease row with no owner, one history entry), then
 // ANALYZE. The timed span runs pgReplicas clients (each with its own pool
 // and owner, like the replicas), each in a loop of three statements, each
-// its own transaction, on up to batch objects, until every object has
-// been finished once:
+// its own transaction, on up to batch objects, one batch at a time, until
+// every object has been finished once:
 //
 //   - claim (pgFloorClaimSQL, committed synchronously): takes the
 //     earliest due records of the kind, whose lease is free or expired,
 //     FOR UPDATE SKIP LOCKED, walking the index records_due like
 //     ClaimDue; takes their leases (owner, expiry pgFloorTTL from now)
 //     and raises their tokens; and clears their due time (claimed_due
-//     -infinity: due again, first, if the lease ends without a finish);
+//     -infinity: due again, first, if the lease ends without a finish;
+//     due_at NULL: a Schedule made meanwhile is kept by the finish);
 //   - put (pgFloorPutSQL, committed synchronously): for each object, the
 //     fenced versioned write of a transition "new" → "done": the record
 //     is written (version + 1, the new value) only if its version is the
