@@ -10,7 +10,8 @@
 // benchstat's summary and the table of figures, baselines, ratios and goals
 // (cmd/benchtable). BENCH='Walk|Plan' bench/run runs a subset.
 //
-// The PostgreSQL benchmarks (controller replicas on pgstore against River)
+// The PostgreSQL benchmarks (controller replicas on pgstore against River
+// and against the floor of their database work, BenchmarkPGFloor)
 // take their databases from pgstore/pgtest: a throw-away cluster when
 // CONVERGE_PG_DSN is not set; without PostgreSQL they are skipped, or fail
 // when CONVERGE_REQUIRE_PG=1. Their figures are in results/*-pg.txt.
