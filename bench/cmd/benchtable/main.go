@@ -97,6 +97,12 @@ var rows = []row{
 	{"PGControllerReplicas", "roundtrips/object", "", "", true, 0.4},
 	{"PGControllerReplicas", "writetx/object", "RiverNoop", "writetx/object", true, 0},
 	{"PGControllerReplicas", "cpu-µs/object", "RiverNoop", "cpu-µs/object", true, 0},
+	// The floor of converge's database work (its statements' rows and
+	// guarantees in ideal batches of 16, no controller): whether a goal
+	// against River is within reach, and how far the replicas are from it.
+	{"PGFloor/batch=16", "objects/s", "RiverNoop", "objects/s", false, 0},
+	{"PGFloor/batch=16", "cpu-µs/object", "RiverNoop", "cpu-µs/object", true, 0},
+	{"PGControllerReplicas", "cpu-µs/object", "PGFloor/batch=16", "cpu-µs/object", true, 0},
 	// The replica curve, against one replica.
 	{"PGControllerScaling/replicas=2", "objects/s", "PGControllerScaling/replicas=1", "objects/s", false, 0},
 	{"PGControllerScaling/replicas=3", "objects/s", "PGControllerScaling/replicas=1", "objects/s", false, 0},
