@@ -294,7 +294,10 @@ type walkState struct {
 	labels     *walkLabels
 	results    []ItemResult
 	// published[k] is set once results[k].After is final: a DepStates reads
-	// After only then. (A flag, not a pointer, keeps the GC off it.)
+	// After only then. (A flag, not a pointer, keeps the GC off it.) Only
+	// an Apply or ApplyDry of a graph with Absent items keeps it: only there
+	// may an item read the state of a dependency that no order constraint
+	// puts before or after it (see depView.State); nil otherwise.
 	published []atomic.Bool
 	views     []depView
 	em        *emitter
@@ -360,11 +363,13 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		rev:       opts.rev,
 		log:       w.cfg.Logger,
 		results:   make([]ItemResult, n),
-		published: make([]atomic.Bool, n),
 		views:     make([]depView, n),
 		remaining: make([]int32, n),
 	}
 	ws.cond.L = &ws.mu
+	if mode != ModeClean && c.hasAbsent {
+		ws.published = make([]atomic.Bool, n)
+	}
 	if w.cfg.Metrics != nil {
 		ws.kinds = c.kinds()
 		ws.kindLabels = ws.kinds.labelsFor(w.cfg.Name)
@@ -1143,18 +1148,31 @@ type depView struct {
 	k  int
 }
 
+// State reads dependency j's result only when it is final. A Present item
+// starts after its dependencies succeeded: their results are final. An
+// Absent item starts before its Absent dependencies: they have no state
+// yet. Only the Present dependencies of an Absent item (in an Apply or
+// ApplyDry) may run at any time, before, during or after it: for those the
+// walk keeps the published flags.
 func (d *depView) State(id ID) (any, bool) {
-	j, ok := d.ws.c.index[id]
+	ws := d.ws
+	j, ok := ws.c.index[id]
 	if !ok {
 		return nil, false
 	}
-	for _, dep := range d.ws.c.items[d.k].deps {
-		if dep == j {
-			if d.ws.published[j].Load() {
-				return d.ws.results[j].After, true
-			}
-			return nil, false
+	for _, dep := range ws.c.items[d.k].deps {
+		if dep != j {
+			continue
 		}
+		switch {
+		case ws.presence(d.k) == Present:
+			return ws.results[j].After, true
+		case ws.presence(j) == Absent:
+			return nil, false
+		case ws.published[j].Load():
+			return ws.results[j].After, true
+		}
+		return nil, false
 	}
 	return nil, false
 }
@@ -1288,7 +1306,11 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 }
 
 // publish makes the state item k reached, its result's After, visible to
-// the items that read it. The worker does not write After again.
+// the items that read it. The worker does not write After again. Where no
+// item can read a dependency's state before that dependency ends (see
+// depView.State), the order of the walk publishes it, without a flag.
 func (ws *walkState) publish(k int) {
-	ws.published[k].Store(true)
+	if ws.published != nil {
+		ws.published[k].Store(true)
+	}
 }
