@@ -783,8 +783,11 @@ func (ws *walkState) pushReady(k int) {
 // started yet go back to the queue as soon as one of its items is about to
 // Apply, or took quickItem or more, or failed, or the walk is stopping: a
 // batch holds other items back only while one item discovers and checks.
+// A batch of 16 rather than 4 pays for the lock, and for the wait for the
+// results' memory (touchBatch), once per 16 items when the queue holds
+// enough for every worker.
 const (
-	maxBatch  = 4
+	maxBatch  = 16
 	quickItem = 20 * time.Microsecond
 )
 
@@ -796,16 +799,23 @@ type batch struct {
 }
 
 // touchBatch fills in the ID and presence of the results of the items of
-// b before the first of them runs. The ready queue hands items out longest
-// chain first, so the results a worker writes lie far apart in memory and
-// each item's first write misses the cache; written here one after the
-// other, the misses of the whole batch overlap instead of each stalling its
-// item in turn. runItem writes the same values again, from the cache.
-// (Writing them is harmless for an item given back unstarted: they are
-// what any run or resolution of the item writes.)
+// b before the first of them runs, and writes the zero values they still
+// hold into a field on each other cache line a run writes. The ready queue
+// hands items out longest chain first, so the results a worker writes lie
+// far apart in memory and each item's first writes miss the cache; the
+// next locked instruction (a wait count's decrement) waits for those
+// writes to reach the cache. Written here one after the other, the misses
+// of the whole batch overlap instead of each stalling its item in turn.
+// runItem writes the same lines again, from the cache. (Writing them is
+// harmless for an item given back unstarted: the ID and presence are what
+// any run or resolution of the item writes, the rest is still zero.)
 func (ws *walkState) touchBatch(b *batch) {
 	for _, k := range b.items[:b.n] {
-		ws.initResult(k)
+		r := ws.initResult(k)
+		// A result is 200 bytes at any offset from a cache line: the
+		// bytes a run writes, up to Duration, span two or three lines,
+		// which these fields reach whatever the offset.
+		r.Outcome, r.Started, r.Duration = outcomePending, time.Time{}, 0
 	}
 }
 
