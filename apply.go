@@ -803,12 +803,13 @@ type batch struct {
 // hold into a field on each other cache line a run writes. The ready queue
 // hands items out longest chain first, so the results a worker writes lie
 // far apart in memory and each item's first writes miss the cache; the
-// next locked instruction (a wait count's decrement) waits for those
-// writes to reach the cache. Written here one after the other, the misses
-// of the whole batch overlap instead of each stalling its item in turn.
-// runItem writes the same lines again, from the cache. (Writing them is
-// harmless for an item given back unstarted: the ID and presence are what
-// any run or resolution of the item writes, the rest is still zero.)
+// writes that miss hold the core's store buffer, which stalls the worker
+// when it fills and which every locked instruction drains. Written here
+// one after the other, the misses of the whole batch overlap instead of
+// each stalling its item in turn. runItem writes the same lines again,
+// from the cache. (Writing them is harmless for an item given back
+// unstarted: the ID and presence are what any run or resolution of the
+// item writes, the rest is still zero.)
 func (ws *walkState) touchBatch(b *batch) {
 	for _, k := range b.items[:b.n] {
 		r := ws.initResult(k)
@@ -841,19 +842,13 @@ func (ws *walkState) work() {
 	var b batch
 	var done [maxBatch]int
 	nDone := 0
-	// released are the items whose wait the items of done ended; the
-	// worker queues them, or resolves them as waiting, under ws.mu. A
-	// batch seldom releases more than the buffer holds.
-	var releasedBuf [4 * maxBatch]int32
-	released := releasedBuf[:0]
 	quick := false // the previous item took less than quickItem
 	workers := min(ws.cfg.Parallelism, len(ws.results))
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for {
-		ws.settle(done[:nDone], released)
+		ws.settle(done[:nDone])
 		nDone = 0
-		released = released[:0]
 		waited := last.IsZero()
 		for !ws.stop && ws.ready.len() == 0 && ws.resolved < len(ws.results) {
 			ws.cond.Wait()
@@ -902,61 +897,48 @@ func (ws *walkState) work() {
 			start = last
 			done[nDone] = k
 			nDone++
-			if res.Outcome != OutcomeFailed {
-				released = ws.releaseDone(k, res, released)
+			if res.Outcome != OutcomeFailed && ws.em != nil {
+				// Before the EventQueued of every item after k, which
+				// only this worker's settle can queue.
+				ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
 			}
 		}
 		ws.mu.Lock()
 	}
 }
 
-// releaseDone ends item k's part in the wait of the items after it, and
-// appends those whose wait is over to released, without ws.mu: the
-// lock's holder does only what the other workers must see at once
-// (queueing, tallies, failures), so a worker holds it for less time and
-// the others wait less for it. Item k succeeded: its EventDone goes out
-// first, so that it precedes the EventQueued of every item after it,
-// whichever worker queues that. A failed item is accounted for under
-// ws.mu (settle), which records what it blocks before it lowers the wait
-// counts; the worker that lowers a count to zero finds that record there.
-// Only a walk of several workers calls it; the wait counts are then read
-// and written atomically.
-func (ws *walkState) releaseDone(k int, res *ItemResult, released []int32) []int32 {
-	if ws.em != nil {
-		ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
-	}
-	for _, s := range ws.sched.successors(k) {
-		if atomic.AddInt32(&ws.remaining[s], -1) == 0 {
-			released = append(released, s)
-		}
-	}
-	return released
-}
-
-// settle accounts, under ws.mu, for the items a worker ran (done) and
-// for the items whose wait they ended (released, see releaseDone): it
-// counts them, fails or stops the walk for a failed item and blocks the
-// items after it, queues the released items, or resolves as waiting those
-// that an item before them blocked, and wakes idle workers for what it
-// queued beyond the item its caller takes next.
-func (ws *walkState) settle(done []int, released []int32) {
+// settle accounts, under ws.mu, for the items a worker ran (done), in
+// the order it ran them: it counts them, fails or stops the walk for a
+// failed item and blocks the items after it, lowers the wait counts of the
+// items after a successful one and queues those whose wait is over, or
+// resolves as waiting those that an item before them blocked, and wakes
+// idle workers for what it queued beyond the item its caller takes next.
+// The wait counts are read and written only here and in releaseCascade,
+// under ws.mu, with plain instructions: a quick worker settles a batch of
+// up to maxBatch items at once, so the lock is taken once per batch, and a
+// locked decrement per wait count would cost more than the lock.
+func (ws *walkState) settle(done []int) {
 	if len(done) == 0 {
 		return
 	}
 	queued := 0
 	for _, k := range done {
 		ws.resolved++
-		if res := &ws.results[k]; res.Outcome == OutcomeFailed {
-			ws.failures++
-			ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
-			if ws.cfg.FailFast {
-				ws.failFast()
+		res := &ws.results[k]
+		if res.Outcome != OutcomeFailed {
+			for _, s := range ws.sched.successors(k) {
+				if ws.remaining[s]--; ws.remaining[s] == 0 {
+					queued += ws.readyLocked(int(s))
+				}
 			}
-			queued += ws.releaseCascade(k, true)
+			continue
 		}
-	}
-	for _, s := range released {
-		queued += ws.readyLocked(int(s))
+		ws.failures++
+		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
+		if ws.cfg.FailFast {
+			ws.failFast()
+		}
+		queued += ws.releaseCascade(k, true)
 	}
 	if ws.stop || ws.resolved == len(ws.results) {
 		ws.cond.Broadcast()
@@ -1043,8 +1025,7 @@ func (ws *walkState) stopping() bool {
 
 // complete accounts for the result of item k, which the solo worker wrote
 // into ws.results[k], and releases or blocks the items after it. (The
-// workers of a walk of several do this in two steps: releaseDone and
-// settle.)
+// workers of a walk of several do this in settle.)
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
 	ws.resolved++
@@ -1117,9 +1098,7 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 			if p.failed {
 				ws.blocked[s] = append(ws.blocked[s], id)
 			}
-			// Atomic: in a walk of several workers, the others lower
-			// the counts without ws.mu (releaseDone).
-			if atomic.AddInt32(&ws.remaining[s], -1) > 0 {
+			if ws.remaining[s]--; ws.remaining[s] > 0 {
 				continue
 			}
 			if len(ws.blocked[s]) == 0 {
