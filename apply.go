@@ -294,7 +294,10 @@ type walkState struct {
 	labels     *walkLabels
 	results    []ItemResult
 	// published[k] is set once results[k].After is final: a DepStates reads
-	// After only then. (A flag, not a pointer, keeps the GC off it.)
+	// After only then. (A flag, not a pointer, keeps the GC off it.) Only
+	// an Apply or ApplyDry of a graph with Absent items keeps it: only there
+	// may an item read the state of a dependency that no order constraint
+	// puts before or after it (see depView.State); nil otherwise.
 	published []atomic.Bool
 	views     []depView
 	em        *emitter
@@ -360,11 +363,13 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		rev:       opts.rev,
 		log:       w.cfg.Logger,
 		results:   make([]ItemResult, n),
-		published: make([]atomic.Bool, n),
 		views:     make([]depView, n),
 		remaining: make([]int32, n),
 	}
 	ws.cond.L = &ws.mu
+	if mode != ModeClean && c.hasAbsent {
+		ws.published = make([]atomic.Bool, n)
+	}
 	if w.cfg.Metrics != nil {
 		ws.kinds = c.kinds()
 		ws.kindLabels = ws.kinds.labelsFor(w.cfg.Name)
@@ -778,8 +783,11 @@ func (ws *walkState) pushReady(k int) {
 // started yet go back to the queue as soon as one of its items is about to
 // Apply, or took quickItem or more, or failed, or the walk is stopping: a
 // batch holds other items back only while one item discovers and checks.
+// A batch of 16 rather than 4 pays for the lock, and for the wait for the
+// results' memory (touchBatch), once per 16 items when the queue holds
+// enough for every worker.
 const (
-	maxBatch  = 4
+	maxBatch  = 16
 	quickItem = 20 * time.Microsecond
 )
 
@@ -791,16 +799,24 @@ type batch struct {
 }
 
 // touchBatch fills in the ID and presence of the results of the items of
-// b before the first of them runs. The ready queue hands items out longest
-// chain first, so the results a worker writes lie far apart in memory and
-// each item's first write misses the cache; written here one after the
-// other, the misses of the whole batch overlap instead of each stalling its
-// item in turn. runItem writes the same values again, from the cache.
-// (Writing them is harmless for an item given back unstarted: they are
-// what any run or resolution of the item writes.)
+// b before the first of them runs, and writes the zero values they still
+// hold into a field on each other cache line a run writes. The ready queue
+// hands items out longest chain first, so the results a worker writes lie
+// far apart in memory and each item's first writes miss the cache; the
+// writes that miss hold the core's store buffer, which stalls the worker
+// when it fills and which every locked instruction drains. Written here
+// one after the other, the misses of the whole batch overlap instead of
+// each stalling its item in turn. runItem writes the same lines again,
+// from the cache. (Writing them is harmless for an item given back
+// unstarted: the ID and presence are what any run or resolution of the
+// item writes, the rest is still zero.)
 func (ws *walkState) touchBatch(b *batch) {
 	for _, k := range b.items[:b.n] {
-		ws.initResult(k)
+		r := ws.initResult(k)
+		// A result is 200 bytes at any offset from a cache line: the
+		// bytes a run writes, up to Duration, span two or three lines,
+		// which these fields reach whatever the offset.
+		r.Outcome, r.Started, r.Duration = outcomePending, time.Time{}, 0
 	}
 }
 
@@ -826,19 +842,13 @@ func (ws *walkState) work() {
 	var b batch
 	var done [maxBatch]int
 	nDone := 0
-	// released are the items whose wait the items of done ended; the
-	// worker queues them, or resolves them as waiting, under ws.mu. A
-	// batch seldom releases more than the buffer holds.
-	var releasedBuf [4 * maxBatch]int32
-	released := releasedBuf[:0]
 	quick := false // the previous item took less than quickItem
 	workers := min(ws.cfg.Parallelism, len(ws.results))
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for {
-		ws.settle(done[:nDone], released)
+		ws.settle(done[:nDone])
 		nDone = 0
-		released = released[:0]
 		waited := last.IsZero()
 		for !ws.stop && ws.ready.len() == 0 && ws.resolved < len(ws.results) {
 			ws.cond.Wait()
@@ -887,61 +897,48 @@ func (ws *walkState) work() {
 			start = last
 			done[nDone] = k
 			nDone++
-			if res.Outcome != OutcomeFailed {
-				released = ws.releaseDone(k, res, released)
+			if res.Outcome != OutcomeFailed && ws.em != nil {
+				// Before the EventQueued of every item after k, which
+				// only this worker's settle can queue.
+				ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
 			}
 		}
 		ws.mu.Lock()
 	}
 }
 
-// releaseDone ends item k's part in the wait of the items after it, and
-// appends those whose wait is over to released, without ws.mu: the
-// lock's holder does only what the other workers must see at once
-// (queueing, tallies, failures), so a worker holds it for less time and
-// the others wait less for it. Item k succeeded: its EventDone goes out
-// first, so that it precedes the EventQueued of every item after it,
-// whichever worker queues that. A failed item is accounted for under
-// ws.mu (settle), which records what it blocks before it lowers the wait
-// counts; the worker that lowers a count to zero finds that record there.
-// Only a walk of several workers calls it; the wait counts are then read
-// and written atomically.
-func (ws *walkState) releaseDone(k int, res *ItemResult, released []int32) []int32 {
-	if ws.em != nil {
-		ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
-	}
-	for _, s := range ws.sched.successors(k) {
-		if atomic.AddInt32(&ws.remaining[s], -1) == 0 {
-			released = append(released, s)
-		}
-	}
-	return released
-}
-
-// settle accounts, under ws.mu, for the items a worker ran (done) and
-// for the items whose wait they ended (released, see releaseDone): it
-// counts them, fails or stops the walk for a failed item and blocks the
-// items after it, queues the released items, or resolves as waiting those
-// that an item before them blocked, and wakes idle workers for what it
-// queued beyond the item its caller takes next.
-func (ws *walkState) settle(done []int, released []int32) {
+// settle accounts, under ws.mu, for the items a worker ran (done), in
+// the order it ran them: it counts them, fails or stops the walk for a
+// failed item and blocks the items after it, lowers the wait counts of the
+// items after a successful one and queues those whose wait is over, or
+// resolves as waiting those that an item before them blocked, and wakes
+// idle workers for what it queued beyond the item its caller takes next.
+// The wait counts are read and written only here and in releaseCascade,
+// under ws.mu, with plain instructions: a quick worker settles a batch of
+// up to maxBatch items at once, so the lock is taken once per batch, and a
+// locked decrement per wait count would cost more than the lock.
+func (ws *walkState) settle(done []int) {
 	if len(done) == 0 {
 		return
 	}
 	queued := 0
 	for _, k := range done {
 		ws.resolved++
-		if res := &ws.results[k]; res.Outcome == OutcomeFailed {
-			ws.failures++
-			ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
-			if ws.cfg.FailFast {
-				ws.failFast()
+		res := &ws.results[k]
+		if res.Outcome != OutcomeFailed {
+			for _, s := range ws.sched.successors(k) {
+				if ws.remaining[s]--; ws.remaining[s] == 0 {
+					queued += ws.readyLocked(int(s))
+				}
 			}
-			queued += ws.releaseCascade(k, true)
+			continue
 		}
-	}
-	for _, s := range released {
-		queued += ws.readyLocked(int(s))
+		ws.failures++
+		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
+		if ws.cfg.FailFast {
+			ws.failFast()
+		}
+		queued += ws.releaseCascade(k, true)
 	}
 	if ws.stop || ws.resolved == len(ws.results) {
 		ws.cond.Broadcast()
@@ -1028,8 +1025,7 @@ func (ws *walkState) stopping() bool {
 
 // complete accounts for the result of item k, which the solo worker wrote
 // into ws.results[k], and releases or blocks the items after it. (The
-// workers of a walk of several do this in two steps: releaseDone and
-// settle.)
+// workers of a walk of several do this in settle.)
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
 	ws.resolved++
@@ -1102,9 +1098,7 @@ func (ws *walkState) releaseCascade(k int, failed bool) int {
 			if p.failed {
 				ws.blocked[s] = append(ws.blocked[s], id)
 			}
-			// Atomic: in a walk of several workers, the others lower
-			// the counts without ws.mu (releaseDone).
-			if atomic.AddInt32(&ws.remaining[s], -1) > 0 {
+			if ws.remaining[s]--; ws.remaining[s] > 0 {
 				continue
 			}
 			if len(ws.blocked[s]) == 0 {
@@ -1143,18 +1137,31 @@ type depView struct {
 	k  int
 }
 
+// State reads dependency j's result only when it is final. A Present item
+// starts after its dependencies succeeded: their results are final. An
+// Absent item starts before its Absent dependencies: they have no state
+// yet. Only the Present dependencies of an Absent item (in an Apply or
+// ApplyDry) may run at any time, before, during or after it: for those the
+// walk keeps the published flags.
 func (d *depView) State(id ID) (any, bool) {
-	j, ok := d.ws.c.index[id]
+	ws := d.ws
+	j, ok := ws.c.index[id]
 	if !ok {
 		return nil, false
 	}
-	for _, dep := range d.ws.c.items[d.k].deps {
-		if dep == j {
-			if d.ws.published[j].Load() {
-				return d.ws.results[j].After, true
-			}
-			return nil, false
+	for _, dep := range ws.c.items[d.k].deps {
+		if dep != j {
+			continue
 		}
+		switch {
+		case ws.presence(d.k) == Present:
+			return ws.results[j].After, true
+		case ws.presence(j) == Absent:
+			return nil, false
+		case ws.published[j].Load():
+			return ws.results[j].After, true
+		}
+		return nil, false
 	}
 	return nil, false
 }
@@ -1288,7 +1295,11 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 }
 
 // publish makes the state item k reached, its result's After, visible to
-// the items that read it. The worker does not write After again.
+// the items that read it. The worker does not write After again. Where no
+// item can read a dependency's state before that dependency ends (see
+// depView.State), the order of the walk publishes it, without a flag.
 func (ws *walkState) publish(k int) {
-	ws.published[k].Store(true)
+	if ws.published != nil {
+		ws.published[k].Store(true)
+	}
 }

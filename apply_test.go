@@ -818,3 +818,88 @@ func TestApplyOneWorkerRunsInInsertionOrder(t *testing.T) {
 		})
 	}
 }
+
+// depSeer is an untyped Node whose goal and clean state are "seen:" and the
+// state its dependency dep reached, or "none" when DepStates has none.
+type depSeer struct {
+	id, dep converge.ID
+	value   any
+}
+
+func (s *depSeer) ID() converge.ID { return s.id }
+func (s *depSeer) StateCurrent(context.Context, converge.DepStates) (any, error) {
+	return s.value, nil
+}
+func (s *depSeer) StateGoal(_ context.Context, d converge.DepStates) (any, error) {
+	return s.seen(d), nil
+}
+func (s *depSeer) StateClean(_ context.Context, d converge.DepStates) (any, error) {
+	return s.seen(d), nil
+}
+func (s *depSeer) seen(d converge.DepStates) any {
+	if s.dep == "" {
+		return "base-state"
+	}
+	if v, ok := d.State(s.dep); ok {
+		return fmt.Sprintf("seen:%v", v)
+	}
+	return "none"
+}
+func (s *depSeer) Check(_ context.Context, c, t any) (converge.Decision, error) {
+	if c == t {
+		return converge.NotRequired(), nil
+	}
+	return converge.Required(1), nil
+}
+func (s *depSeer) Apply(_ context.Context, _, t any) (any, error)    { s.value = t; return t, nil }
+func (s *depSeer) ApplyDry(_ context.Context, _, t any) (any, error) { return t, nil }
+
+// TestDepStatesFollowTheWalksOrder: an item sees the state of a dependency
+// that the walk's order puts before it, never one that comes after it, and
+// that of a dependency with no order to it once that dependency finished
+// (at Parallelism 1 the one added first runs first). Each case runs with one
+// worker and with several, on a chain of items so the workers share it.
+func TestDepStatesFollowTheWalksOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		clean         bool
+		base, derived converge.Presence
+		want          string
+	}{
+		{"apply: Present after its Present dependency", false, converge.Present, converge.Present, "seen:base-state"},
+		{"apply: Absent with a Present dependency that ran first", false, converge.Present, converge.Absent, "seen:base-state"},
+		{"apply: Absent before its Absent dependency", false, converge.Absent, converge.Absent, "none"},
+		{"clean: removed before its dependency", true, converge.Present, converge.Present, "none"},
+	} {
+		for _, par := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%s/parallelism %d", tc.name, par), func(t *testing.T) {
+				const n = 20
+				g := converge.NewGraph()
+				for i := range n {
+					base := converge.ID(fmt.Sprintf("base-%02d", i))
+					g.Add(&depSeer{id: base}, tc.base)
+					g.Add(&depSeer{id: converge.ID(fmt.Sprintf("derived-%02d", i)), dep: base}, tc.derived, base)
+				}
+				w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: par})
+				require.NoError(t, err)
+				walk := w.Apply
+				if tc.clean {
+					walk = w.Clean
+				}
+				rep, err := walk(t.Context(), g)
+				require.NoError(t, err)
+				for i := range n {
+					it, ok := rep.Item(converge.ID(fmt.Sprintf("derived-%02d", i)))
+					require.True(t, ok)
+					if par == 1 || tc.want == "none" || tc.derived == converge.Present {
+						assert.Equal(t, tc.want, it.Target, it.ID)
+					} else {
+						// No order between the two: the dependency's
+						// state is seen only if it finished first.
+						assert.Contains(t, []any{tc.want, "none"}, it.Target, it.ID)
+					}
+				}
+			})
+		}
+	}
+}
