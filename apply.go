@@ -41,7 +41,7 @@ type WalkerConfig struct {
 	// DefaultParallelism. Negative values are invalid. Of the items ready
 	// to run, those heading the longest chain of items after them start
 	// first. When items are quick (converged, checked in well under a
-	// millisecond) a worker takes a few at once to save synchronisation;
+	// millisecond) a worker takes up to 16 at once to save synchronisation;
 	// it hands those it has not started back before any Apply, so no item
 	// waits for another's Apply unless it depends on it. With Parallelism
 	// 1, where the order cannot change how long the walk takes, the items
