@@ -267,6 +267,11 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Schema returns the name of the schema holding the store's tables.
 func (s *Store) Schema() string { return s.schema }
 
+// badText tells whether checkText refuses v.
+func badText(v string) bool {
+	return !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0
+}
+
 // checkText refuses a string PostgreSQL cannot store as text.
 func checkText(key, field, v string) error {
 	if !utf8.ValidString(v) {
@@ -400,15 +405,18 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 	h.subjects = make([]*string, n)
 	h.bys = make([]string, n)
 	for i, e := range entries {
-		fields := []struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}, {"By", e.By}}
+		fields := [...]struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}, {"By", e.By}, {"Subject.Group", ""}, {"Subject.Host", ""}}
+		n := 4
 		if e.Subject != nil {
 			// JSON would replace bad UTF-8 and jsonb refuses NUL: either
 			// would not come back as written.
-			fields = append(fields, struct{ name, v string }{"Subject.Group", e.Subject.Group}, struct{ name, v string }{"Subject.Host", e.Subject.Host})
+			fields[4].v, fields[5].v = e.Subject.Group, e.Subject.Host
+			n = 6
 		}
-		for _, f := range fields {
-			if err := checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v); err != nil {
-				return h, err
+		for _, f := range fields[:n] {
+			if badText(f.v) {
+				// The field's name is spelled out only for the error.
+				return h, checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v)
 			}
 		}
 		h.ats[i], h.froms[i], h.tos[i], h.reasons[i], h.bys[i] = e.At, e.From, e.To, e.Reason, e.By
@@ -425,7 +433,12 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 }
 
 func (h histArgs) args() []any {
-	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.bys}
+	return h.appendTo(make([]any, 0, 6))
+}
+
+// appendTo appends the history's arguments to args.
+func (h histArgs) appendTo(args []any) []any {
+	return append(args, h.ats, h.froms, h.tos, h.reasons, h.subjects, h.bys)
 }
 
 // Put implements converge.Store. The version check, the fence on
@@ -446,11 +459,12 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 		return 0, err
 	}
 	sql := s.sql.put[putVariant(rec.Version == 0, rec.Token != 0)]
-	args := []any{rec.Key, int64(rec.Version), stored}
+	args := make([]any, 3, 12) // the most arguments a put has
+	args[0], args[1], args[2] = rec.Key, int64(rec.Version), stored
 	if rec.Token != 0 {
 		args = append(args, int64(rec.Token))
 	}
-	args = append(args, h.args()...)
+	args = h.appendTo(args)
 	if rec.Version == 0 {
 		args = append(args, s.channel, payload(rec.Key)) // a new record is announced
 	}
