@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convergekit/converge"
@@ -436,9 +437,12 @@ func (h histArgs) args() []any {
 	return h.appendTo(make([]any, 0, 6))
 }
 
-// appendTo appends the history's arguments to args.
+// appendTo appends the history's arguments to args, as arrays that pgx
+// encodes as they are (a plain slice it wraps first, for each call, and
+// a slice of pointers by reflection).
 func (h histArgs) appendTo(args []any) []any {
-	return append(args, h.ats, h.froms, h.tos, h.reasons, h.subjects, h.bys)
+	return append(args, pgtype.FlatArray[time.Time](h.ats), pgtype.FlatArray[string](h.froms), pgtype.FlatArray[string](h.tos),
+		pgtype.FlatArray[string](h.reasons), pgtype.FlatArray[*string](h.subjects), pgtype.FlatArray[string](h.bys))
 }
 
 // Put implements converge.Store. The version check, the fence on
