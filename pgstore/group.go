@@ -174,17 +174,21 @@ func (g *group) send(batch []*call) {
 	defer cancel()
 	var left atomic.Int64
 	left.Store(int64(len(taken)))
-	for _, c := range taken {
-		stop := context.AfterFunc(c.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-		defer stop()
+	ended := func() {
+		if left.Add(-1) == 0 {
+			cancel()
+		}
+	}
+	stops := make([]func() bool, len(taken))
+	for i, c := range taken {
+		stops[i] = context.AfterFunc(c.ctx, ended)
 	}
 	defer func() {
 		for _, c := range taken {
 			close(c.done)
+		}
+		for _, stop := range stops {
+			stop()
 		}
 	}()
 	g.run(ctx, taken)
