@@ -292,15 +292,16 @@ func checkKey(key, field string) error {
 }
 
 // seal turns a JSON value into what is stored: the value itself, or its
-// sealed form when the store has a Sealer. ad binds it to its key.
-func (s *Store) seal(key, field, ad string, v json.RawMessage) ([]byte, error) {
+// sealed form when the store has a Sealer. ad(key) binds it to its key
+// (made only then).
+func (s *Store) seal(key, field string, ad func(string) string, v json.RawMessage) ([]byte, error) {
 	if !json.Valid(v) {
 		return nil, &converge.StoreRequestError{Key: key, Field: field, Reason: "not valid JSON"}
 	}
 	if s.sealer == nil {
 		return v, nil
 	}
-	sealed, err := s.sealer.Seal(ad, v)
+	sealed, err := s.sealer.Seal(ad(key), v)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: key %q: seal %s: %w", key, field, err)
 	}
@@ -310,11 +311,12 @@ func (s *Store) seal(key, field, ad string, v json.RawMessage) ([]byte, error) {
 	return sealed, nil
 }
 
-// open turns a stored value back into JSON. ad is the associated data
-// the value is sealed under, legacy the one pgstore used before sealed
-// values named their key (see legacyAD). With a Sealer it fails closed:
-// a clear value is refused unless AllowClear.
-func (s *Store) open(key, ad, legacy string, stored []byte) (json.RawMessage, error) {
+// open turns a stored value back into JSON. ad(key) is the associated
+// data the value is sealed under, legacy(key) the one pgstore used before
+// sealed values named their key (see legacyAD); both are made only for a
+// sealed value. With a Sealer it fails closed: a clear value is refused
+// unless AllowClear.
+func (s *Store) open(key string, ad, legacy func(string) string, stored []byte) (json.RawMessage, error) {
 	if len(stored) == 0 || stored[0] != 0 {
 		if s.sealer != nil && !s.clear {
 			return nil, fmt.Errorf("pgstore: key %q: value is not sealed and the store has a Sealer (Options.AllowClear reads clear values while migrating): %w", key, converge.ErrNotSealed)
@@ -324,9 +326,9 @@ func (s *Store) open(key, ad, legacy string, stored []byte) (json.RawMessage, er
 	if s.sealer == nil {
 		return nil, fmt.Errorf("pgstore: key %q: value is sealed and the store has no Sealer: %w", key, converge.ErrSealed)
 	}
-	plain, err := s.sealer.Open(ad, stored)
+	plain, err := s.sealer.Open(ad(key), stored)
 	if err != nil && len(stored) > 1 && stored[1] == legacySealFormat {
-		if p, lerr := s.sealer.Open(legacy, stored); lerr == nil {
+		if p, lerr := s.sealer.Open(legacy(key), stored); lerr == nil {
 			plain, err = p, nil
 		}
 	}
@@ -379,7 +381,7 @@ func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, erro
 	if err != nil {
 		return rec, s.dbError("get", key, err)
 	}
-	val, err := s.open(key, recordAD(key), legacyRecordAD(key), stored)
+	val, err := s.open(key, recordAD, legacyRecordAD, stored)
 	if err != nil {
 		return rec, err
 	}
@@ -454,7 +456,7 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	if err := checkKey(rec.Key, "Key"); err != nil {
 		return 0, err
 	}
-	stored, err := s.seal(rec.Key, "Value", recordAD(rec.Key), rec.Value)
+	stored, err := s.seal(rec.Key, "Value", recordAD, rec.Value)
 	if err != nil {
 		return 0, err
 	}
@@ -547,7 +549,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]converge.StoreRecord
 	var v int64
 	var stored []byte
 	_, err = pgx.ForEachRow(rows, []any{&key, &v, &stored}, func() error {
-		val, err := s.open(key, recordAD(key), legacyRecordAD(key), slices.Clone(stored))
+		val, err := s.open(key, recordAD, legacyRecordAD, slices.Clone(stored))
 		if err != nil {
 			return err
 		}
@@ -605,7 +607,7 @@ func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessa
 	}
 	var stored any // NULL: take a revision, keep the target
 	if len(target) > 0 {
-		v, err := s.seal(name, "target", targetAD(name), target)
+		v, err := s.seal(name, "target", targetAD, target)
 		if err != nil {
 			return 0, err
 		}
@@ -631,7 +633,7 @@ func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint6
 	if err != nil {
 		return nil, 0, s.dbError("target", name, err)
 	}
-	v, err := s.open(name, targetAD(name), legacyTargetAD(name), stored)
+	v, err := s.open(name, targetAD, legacyTargetAD, stored)
 	if err != nil {
 		return nil, 0, err
 	}
