@@ -227,20 +227,19 @@ func sleep(ctx context.Context, d time.Duration) {
 // handler and ends the run with nothing more written.
 func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time, finishing *sync.WaitGroup) {
 	lease := cl.Lease
-	obj, err := c.decode(cl.Record)
-	if err != nil {
+	e := c.viewClaimed(cl.Record)
+	if e == nil {
 		// A record we cannot read is not ours to fix: count it and look
 		// again at the next periodic pass.
 		c.metrics.Add(MetricErrors, 1, c.cfg.Kind, "")
 		c.finish(finishing, sq, lease, c.now().Add(c.resync()))
 		return
 	}
-	e := c.view(obj)
 	if cl.HasHistory {
 		c.histClaimed(e, cl.Record.Version, cl.History)
 	}
 	cur := e.load()
-	obj = &cur
+	obj := &cur
 	hctx, stop := c.keep(ctx, sq, lease, asked, obj.State)
 	defer stop()
 	var next time.Time
@@ -343,7 +342,9 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 	ttl, deadline := c.cfg.LeaseTTL, c.cfg.RenewDeadline
 	done := make(chan struct{})
 	stopped := make(chan struct{})
-	go func() {
+	// The renewal starts when the first renewal is due: most handlers
+	// return long before, and then no goroutine or other timer is made.
+	first := time.AfterFunc(time.Until(asked.Add(deadline/2)), func() {
 		defer close(stopped)
 		var overrun *time.Timer
 		defer func() {
@@ -407,12 +408,15 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 				wait.Reset(deadline / 10) // the store failed: try again soon
 			}
 		}
-	}()
+	})
 	var once sync.Once
 	return hctx, func() {
 		once.Do(func() {
-			close(done)
-			<-stopped
+			if !first.Stop() {
+				// The renewal started: stop it and wait for it.
+				close(done)
+				<-stopped
+			}
 			cancel(nil)
 		})
 	}
@@ -430,6 +434,26 @@ func (c *Controller) overran(key string, state State) {
 		c.log.LogAttrs(context.Background(), slog.LevelError, "controller: handler ignored its cancelled context after its lease was lost; another replica may run the object too",
 			slog.String("controller", c.cfg.Kind), slog.String("key", strings.TrimPrefix(key, c.prefix)), slog.String("state", string(state)))
 	}
+}
+
+// viewClaimed returns the entry of rec, a record that a claim read, with
+// rec installed in it unless the view holds that version of the object
+// or a newer one already: the handler runs on the view's object, so rec
+// is decoded only when the view does not have it (view would keep the
+// entry's object then too). It returns nil when rec must be decoded and
+// cannot be.
+func (c *Controller) viewClaimed(rec converge.StoreRecord) *ctrlEntry {
+	c.mu.RLock()
+	e := c.objs[strings.TrimPrefix(rec.Key, c.prefix)]
+	c.mu.RUnlock()
+	if e != nil && e.version() >= rec.Version {
+		return e
+	}
+	obj, err := c.decode(rec)
+	if err != nil {
+		return nil
+	}
+	return c.view(obj)
 }
 
 // view installs obj, read from the store, in the controller's view of the

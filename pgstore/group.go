@@ -115,21 +115,34 @@ func (g *group) do(c *call) error {
 }
 
 // next sends the writes that came while one was in flight, as one batch,
-// or notes that nothing is in flight any more.
+// or notes that nothing is in flight any more. The batches that come
+// meanwhile are sent in turn by the same goroutine, whose stack has grown
+// to what pgx needs by then: a new goroutine per batch would grow its
+// own each time.
 func (g *group) next() {
+	batch := g.nextBatch()
+	if batch == nil {
+		return
+	}
+	go func() {
+		for ; batch != nil; batch = g.nextBatch() {
+			g.send(batch)
+		}
+	}()
+}
+
+// nextBatch takes the next batch of the writes pending, or notes that
+// nothing is in flight any more and returns nil.
+func (g *group) nextBatch() []*call {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	batch, rest := take(g.pending)
 	g.pending = rest
 	if len(batch) == 0 {
 		g.running = false
-		g.mu.Unlock()
-		return
+		return nil
 	}
-	g.mu.Unlock()
-	go func() {
-		g.send(batch)
-		g.next()
-	}()
+	return batch
 }
 
 // take splits the pending calls into those the next batch carries and
@@ -174,17 +187,21 @@ func (g *group) send(batch []*call) {
 	defer cancel()
 	var left atomic.Int64
 	left.Store(int64(len(taken)))
-	for _, c := range taken {
-		stop := context.AfterFunc(c.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-		defer stop()
+	ended := func() {
+		if left.Add(-1) == 0 {
+			cancel()
+		}
+	}
+	stops := make([]func() bool, len(taken))
+	for i, c := range taken {
+		stops[i] = context.AfterFunc(c.ctx, ended)
 	}
 	defer func() {
 		for _, c := range taken {
 			close(c.done)
+		}
+		for _, stop := range stops {
+			stop()
 		}
 	}()
 	g.run(ctx, taken)

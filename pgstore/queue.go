@@ -91,7 +91,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 	var bad error
 	for _, x := range got {
 		l := converge.Lease{Key: x.key, Owner: x.owner, Expires: x.expires, Token: uint64(x.token)}
-		val, err := s.open(x.key, recordAD(x.key), legacyRecordAD(x.key), x.stored)
+		val, err := s.open(x.key, recordAD, legacyRecordAD, x.stored)
 		if err != nil {
 			// This record stays leased until its lease runs out (then it
 			// is due again, for an owner with the right Sealer).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convergekit/converge"
@@ -267,6 +268,11 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Schema returns the name of the schema holding the store's tables.
 func (s *Store) Schema() string { return s.schema }
 
+// badText tells whether checkText refuses v.
+func badText(v string) bool {
+	return !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0
+}
+
 // checkText refuses a string PostgreSQL cannot store as text.
 func checkText(key, field, v string) error {
 	if !utf8.ValidString(v) {
@@ -286,15 +292,16 @@ func checkKey(key, field string) error {
 }
 
 // seal turns a JSON value into what is stored: the value itself, or its
-// sealed form when the store has a Sealer. ad binds it to its key.
-func (s *Store) seal(key, field, ad string, v json.RawMessage) ([]byte, error) {
+// sealed form when the store has a Sealer. ad(key) binds it to its key
+// (made only then).
+func (s *Store) seal(key, field string, ad func(string) string, v json.RawMessage) ([]byte, error) {
 	if !json.Valid(v) {
 		return nil, &converge.StoreRequestError{Key: key, Field: field, Reason: "not valid JSON"}
 	}
 	if s.sealer == nil {
 		return v, nil
 	}
-	sealed, err := s.sealer.Seal(ad, v)
+	sealed, err := s.sealer.Seal(ad(key), v)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: key %q: seal %s: %w", key, field, err)
 	}
@@ -304,11 +311,12 @@ func (s *Store) seal(key, field, ad string, v json.RawMessage) ([]byte, error) {
 	return sealed, nil
 }
 
-// open turns a stored value back into JSON. ad is the associated data
-// the value is sealed under, legacy the one pgstore used before sealed
-// values named their key (see legacyAD). With a Sealer it fails closed:
-// a clear value is refused unless AllowClear.
-func (s *Store) open(key, ad, legacy string, stored []byte) (json.RawMessage, error) {
+// open turns a stored value back into JSON. ad(key) is the associated
+// data the value is sealed under, legacy(key) the one pgstore used before
+// sealed values named their key (see legacyAD); both are made only for a
+// sealed value. With a Sealer it fails closed: a clear value is refused
+// unless AllowClear.
+func (s *Store) open(key string, ad, legacy func(string) string, stored []byte) (json.RawMessage, error) {
 	if len(stored) == 0 || stored[0] != 0 {
 		if s.sealer != nil && !s.clear {
 			return nil, fmt.Errorf("pgstore: key %q: value is not sealed and the store has a Sealer (Options.AllowClear reads clear values while migrating): %w", key, converge.ErrNotSealed)
@@ -318,9 +326,9 @@ func (s *Store) open(key, ad, legacy string, stored []byte) (json.RawMessage, er
 	if s.sealer == nil {
 		return nil, fmt.Errorf("pgstore: key %q: value is sealed and the store has no Sealer: %w", key, converge.ErrSealed)
 	}
-	plain, err := s.sealer.Open(ad, stored)
+	plain, err := s.sealer.Open(ad(key), stored)
 	if err != nil && len(stored) > 1 && stored[1] == legacySealFormat {
-		if p, lerr := s.sealer.Open(legacy, stored); lerr == nil {
+		if p, lerr := s.sealer.Open(legacy(key), stored); lerr == nil {
 			plain, err = p, nil
 		}
 	}
@@ -373,7 +381,7 @@ func (s *Store) Get(ctx context.Context, key string) (converge.StoreRecord, erro
 	if err != nil {
 		return rec, s.dbError("get", key, err)
 	}
-	val, err := s.open(key, recordAD(key), legacyRecordAD(key), stored)
+	val, err := s.open(key, recordAD, legacyRecordAD, stored)
 	if err != nil {
 		return rec, err
 	}
@@ -400,15 +408,18 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 	h.subjects = make([]*string, n)
 	h.bys = make([]string, n)
 	for i, e := range entries {
-		fields := []struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}, {"By", e.By}}
+		fields := [...]struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}, {"By", e.By}, {"Subject.Group", ""}, {"Subject.Host", ""}}
+		n := 4
 		if e.Subject != nil {
 			// JSON would replace bad UTF-8 and jsonb refuses NUL: either
 			// would not come back as written.
-			fields = append(fields, struct{ name, v string }{"Subject.Group", e.Subject.Group}, struct{ name, v string }{"Subject.Host", e.Subject.Host})
+			fields[4].v, fields[5].v = e.Subject.Group, e.Subject.Host
+			n = 6
 		}
-		for _, f := range fields {
-			if err := checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v); err != nil {
-				return h, err
+		for _, f := range fields[:n] {
+			if badText(f.v) {
+				// The field's name is spelled out only for the error.
+				return h, checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v)
 			}
 		}
 		h.ats[i], h.froms[i], h.tos[i], h.reasons[i], h.bys[i] = e.At, e.From, e.To, e.Reason, e.By
@@ -425,7 +436,15 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 }
 
 func (h histArgs) args() []any {
-	return []any{h.ats, h.froms, h.tos, h.reasons, h.subjects, h.bys}
+	return h.appendTo(make([]any, 0, 6))
+}
+
+// appendTo appends the history's arguments to args, as arrays that pgx
+// encodes as they are (a plain slice it wraps first, for each call, and
+// a slice of pointers by reflection).
+func (h histArgs) appendTo(args []any) []any {
+	return append(args, pgtype.FlatArray[time.Time](h.ats), pgtype.FlatArray[string](h.froms), pgtype.FlatArray[string](h.tos),
+		pgtype.FlatArray[string](h.reasons), pgtype.FlatArray[*string](h.subjects), pgtype.FlatArray[string](h.bys))
 }
 
 // Put implements converge.Store. The version check, the fence on
@@ -437,7 +456,7 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	if err := checkKey(rec.Key, "Key"); err != nil {
 		return 0, err
 	}
-	stored, err := s.seal(rec.Key, "Value", recordAD(rec.Key), rec.Value)
+	stored, err := s.seal(rec.Key, "Value", recordAD, rec.Value)
 	if err != nil {
 		return 0, err
 	}
@@ -446,11 +465,12 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 		return 0, err
 	}
 	sql := s.sql.put[putVariant(rec.Version == 0, rec.Token != 0)]
-	args := []any{rec.Key, int64(rec.Version), stored}
+	args := make([]any, 3, 12) // the most arguments a put has
+	args[0], args[1], args[2] = rec.Key, int64(rec.Version), stored
 	if rec.Token != 0 {
 		args = append(args, int64(rec.Token))
 	}
-	args = append(args, h.args()...)
+	args = h.appendTo(args)
 	if rec.Version == 0 {
 		args = append(args, s.channel, payload(rec.Key)) // a new record is announced
 	}
@@ -529,7 +549,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]converge.StoreRecord
 	var v int64
 	var stored []byte
 	_, err = pgx.ForEachRow(rows, []any{&key, &v, &stored}, func() error {
-		val, err := s.open(key, recordAD(key), legacyRecordAD(key), slices.Clone(stored))
+		val, err := s.open(key, recordAD, legacyRecordAD, slices.Clone(stored))
 		if err != nil {
 			return err
 		}
@@ -587,7 +607,7 @@ func (s *Store) PutTarget(ctx context.Context, name string, target json.RawMessa
 	}
 	var stored any // NULL: take a revision, keep the target
 	if len(target) > 0 {
-		v, err := s.seal(name, "target", targetAD(name), target)
+		v, err := s.seal(name, "target", targetAD, target)
 		if err != nil {
 			return 0, err
 		}
@@ -613,7 +633,7 @@ func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint6
 	if err != nil {
 		return nil, 0, s.dbError("target", name, err)
 	}
-	v, err := s.open(name, targetAD(name), legacyTargetAD(name), stored)
+	v, err := s.open(name, targetAD, legacyTargetAD, stored)
 	if err != nil {
 		return nil, 0, err
 	}
