@@ -111,6 +111,23 @@ func parallel(n int, fn func(i int) error) error {
 	return first
 }
 
+// tracedStores opens pgReplicas stores on dsn, each on a pool of its own
+// that counts its round trips in rt; they are closed when b ends.
+func tracedStores(b *testing.B, ctx context.Context, dsn string, rt *roundTrips) []*pgstore.Store {
+	stores := make([]*pgstore.Store, pgReplicas)
+	for i := range stores {
+		pool := tracedPool(b, ctx, dsn, rt)
+		b.Cleanup(pool.Close)
+		s, err := pgstore.New(ctx, pool, pgstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		stores[i] = s
+	}
+	return stores
+}
+
 // BenchmarkPGControllerReplicas: 3 controller replicas (distinct Owner,
 // each on its own pgstore.Store, so its own pool; 8 workers each) share
 // one PostgreSQL database. b.N objects in state "new" are added first;
@@ -163,17 +180,7 @@ func benchPGController(b *testing.B, pgReplicas int) {
 	})
 
 	rt := &roundTrips{}
-	stores := make([]*pgstore.Store, pgReplicas)
-	for i := range stores {
-		pool := tracedPool(b, ctx, dsn, rt)
-		defer pool.Close()
-		s, err := pgstore.New(ctx, pool, pgstore.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		stores[i] = s
-	}
+	stores := tracedStores(b, ctx, dsn, rt)
 	cfg := controller.Config{Kind: "obj", Handler: handler, Workers: pgWorkers, Resync: time.Hour, Poll: pgPoll}
 
 	// A controller that never runs stores the objects.

@@ -143,9 +143,16 @@ func benchPGFloor(b *testing.B, batch, loops int) {
 	analyze(b, ctx, dsn)
 	floor := newPGFloor(s.Schema(), batch, loops)
 
+	timeObjects(b, ctx, dsn, rt, n, func() (int, error) { return floor.run(ctx, pools, n) })
+}
+
+// timeObjects times run, which must finish n objects, and reports the
+// usage per object (round trips in rt, CPU of this process and of the
+// cluster at dsn) and objects/s.
+func timeObjects(b *testing.B, ctx context.Context, dsn string, rt *roundTrips, n int, run func() (int, error)) {
 	usage := startUsage(b, ctx, dsn, rt)
 	b.ResetTimer()
-	finished, err := floor.run(ctx, pools, n)
+	finished, err := run()
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
@@ -271,25 +278,34 @@ var errPGFloor = errors.New("pgfloor: a claimed object was not written")
 
 // run runs one client per pool (owner "replica-i"), each running f.loops
 // loops at once, until n objects have been finished, and returns how
-// many were. A loop whose claim finds nothing while others hold the rest
-// waits a millisecond and claims again.
+// many were.
 func (f *pgFloor) run(ctx context.Context, pools []*pgxpool.Pool, n int) (int, error) {
+	return runClients(ctx, len(pools), f.loops, n, func(ctx context.Context, i int) (int, error) {
+		return f.once(ctx, pools[i], fmt.Sprintf("replica-%d", i))
+	})
+}
+
+// runClients runs clients clients, each running loops loops at once,
+// each loop calling once (with its client's index) until n objects have
+// been finished, and returns how many were. A loop whose call finds
+// nothing while others hold the rest waits a millisecond and calls again;
+// the first error stops every loop.
+func runClients(ctx context.Context, clients, loops, n int, once func(ctx context.Context, client int) (int, error)) (int, error) {
 	var (
 		finished atomic.Int64
 		wg       sync.WaitGroup
-		once     sync.Once
+		stop     sync.Once
 		first    error
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i, pool := range pools {
-		owner := fmt.Sprintf("replica-%d", i)
-		for range f.loops {
+	for i := range clients {
+		for range loops {
 			wg.Go(func() {
 				for finished.Load() < int64(n) {
-					done, err := f.once(ctx, pool, owner)
+					done, err := once(ctx, i)
 					if err != nil {
-						once.Do(func() { first = err; cancel() })
+						stop.Do(func() { first = err; cancel() })
 						return
 					}
 					if done == 0 {
@@ -473,65 +489,21 @@ func benchPGStoreLoop(b *testing.B, batch int) {
 	ctx := context.Background()
 	n := b.N
 	rt := &roundTrips{}
-	stores := make([]*pgstore.Store, pgReplicas)
-	for i := range stores {
-		pool := tracedPool(b, ctx, dsn, rt)
-		defer pool.Close()
-		s, err := pgstore.New(ctx, pool, pgstore.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		stores[i] = s
-	}
+	stores := tracedStores(b, ctx, dsn, rt)
 	if err := addPGFloorObjects(ctx, stores[0], n); err != nil {
 		b.Fatal(err)
 	}
 	analyze(b, ctx, dsn)
 
-	usage := startUsage(b, ctx, dsn, rt)
-	b.ResetTimer()
-	finished, err := runPGStoreLoop(ctx, stores, batch, n)
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if finished != n {
-		b.Fatalf("%d of %d objects were finished", finished, n)
-	}
-	usage.report(b, ctx, n)
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
+	timeObjects(b, ctx, dsn, rt, n, func() (int, error) { return runPGStoreLoop(ctx, stores, batch, n) })
 }
 
 // runPGStoreLoop runs BenchmarkPGStoreLoop's clients, one per store,
 // until n objects have been finished, and returns how many were.
 func runPGStoreLoop(ctx context.Context, stores []*pgstore.Store, batch, n int) (int, error) {
-	var (
-		finished atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		first    error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for i, s := range stores {
-		owner := fmt.Sprintf("replica-%d", i)
-		wg.Go(func() {
-			for finished.Load() < int64(n) {
-				done, err := pgStoreLoopOnce(ctx, s, owner, batch)
-				if err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-				if done == 0 {
-					time.Sleep(time.Millisecond)
-				}
-				finished.Add(int64(done))
-			}
-		})
-	}
-	wg.Wait()
-	return int(finished.Load()), first
+	return runClients(ctx, len(stores), 1, n, func(ctx context.Context, i int) (int, error) {
+		return pgStoreLoopOnce(ctx, stores[i], fmt.Sprintf("replica-%d", i), batch)
+	})
 }
 
 // pgStoreLoopOnce claims up to batch objects on s for owner, writes and
