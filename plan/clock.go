@@ -66,11 +66,7 @@ func (c *planClock) read() (time.Time, time.Duration) {
 func (c *planClock) set(id string, at time.Time, m time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := c.anchors[id]
-	if a == nil {
-		a = map[int64]time.Duration{}
-		c.anchors[id] = a
-	}
+	a := c.planAnchors(id)
 	a[at.UnixNano()] = m
 }
 
@@ -80,17 +76,24 @@ func (c *planClock) set(id string, at time.Time, m time.Duration) {
 func (c *planClock) since(id string, at time.Time, m time.Duration) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := c.anchors[id]
-	if a == nil {
-		a = map[int64]time.Duration{}
-		c.anchors[id] = a
-	}
+	a := c.planAnchors(id)
 	k := at.UnixNano()
 	if t, ok := a[k]; ok {
 		return m - t
 	}
 	a[k] = m
 	return 0
+}
+
+// planAnchors returns the anchors of plan id, made empty the first time;
+// c.mu must be held.
+func (c *planClock) planAnchors(id string) map[int64]time.Duration {
+	a := c.anchors[id]
+	if a == nil {
+		a = map[int64]time.Duration{}
+		c.anchors[id] = a
+	}
+	return a
 }
 
 // drop forgets the anchors of plan id (it ended).
