@@ -72,21 +72,30 @@ func lifecycleHandler() controller.Handler {
 	})
 }
 
+// runLifecycle runs a controller of kind "vm" with lifecycleHandler and
+// cfg's Owner, Metrics and Logger on the objects (key, state, key,
+// state, ...) for ten minutes of the bubble's clock, until every run
+// settled, and returns the function that stops it.
+func runLifecycle(t *testing.T, cfg controller.Config, objects ...string) (stop func() error) {
+	t.Helper()
+	ctx := context.Background()
+	cfg.Kind, cfg.Handler = "vm", lifecycleHandler()
+	cfg.Backoff = converge.Backoff{Base: time.Second, Max: time.Minute}
+	c, err := controller.New(cfg)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(objects); i += 2 {
+		require.NoError(t, c.Add(ctx, objects[i], controller.State(objects[i+1]), nil))
+	}
+	stop = startController(t, c)
+	time.Sleep(10 * time.Minute)
+	synctest.Wait()
+	return stop
+}
+
 func TestMetricsFollowTheLifecycleInEachMode(t *testing.T) {
 	inEachMode(t, func(t *testing.T, owner string) {
-		ctx := context.Background()
 		m := newCtrlMetrics()
-		c, err := controller.New(controller.Config{
-			Kind: "vm", Owner: owner, Metrics: m, Handler: lifecycleHandler(),
-			Backoff: converge.Backoff{Base: time.Second, Max: time.Minute},
-		})
-		require.NoError(t, err)
-		require.NoError(t, c.Add(ctx, "a", "new", nil))
-		require.NoError(t, c.Add(ctx, "b", "new", nil))
-		require.NoError(t, c.Add(ctx, "d", "doomed", nil))
-		stop := startController(t, c)
-		time.Sleep(10 * time.Minute)
-		synctest.Wait()
+		stop := runLifecycle(t, controller.Config{Owner: owner, Metrics: m}, "a", "new", "b", "new", "d", "doomed")
 		lastOK := time.Now()
 		require.NoError(t, stop())
 
@@ -167,19 +176,9 @@ func TestMetricsSeriesStayBoundedHoweverManyObjects(t *testing.T) {
 
 func TestLoggerRecordsEveryOutcomeWithItsObject(t *testing.T) {
 	inEachMode(t, func(t *testing.T, owner string) {
-		ctx := context.Background()
 		var buf bytes.Buffer // the JSON handler serializes its writes
 		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		c, err := controller.New(controller.Config{
-			Kind: "vm", Owner: owner, Logger: logger, Handler: lifecycleHandler(),
-			Backoff: converge.Backoff{Base: time.Second, Max: time.Minute},
-		})
-		require.NoError(t, err)
-		require.NoError(t, c.Add(ctx, "a", "new", nil))
-		require.NoError(t, c.Add(ctx, "d", "doomed", nil))
-		stop := startController(t, c)
-		time.Sleep(10 * time.Minute)
-		synctest.Wait()
+		stop := runLifecycle(t, controller.Config{Owner: owner, Logger: logger}, "a", "new", "d", "doomed")
 		require.NoError(t, stop())
 
 		type record struct {
@@ -246,18 +245,8 @@ func TestHandlerRunsAreTimedThroughAnObserverResolvedOncePerState(t *testing.T) 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inEachMode(t, func(t *testing.T, owner string) {
-				ctx := context.Background()
 				m := &observerMetrics{fail: tt.fail, resolved: map[string]int{}, via: map[string]int{}}
-				c, err := controller.New(controller.Config{
-					Kind: "vm", Owner: owner, Metrics: m, Handler: lifecycleHandler(),
-					Backoff: converge.Backoff{Base: time.Second, Max: time.Minute},
-				})
-				require.NoError(t, err)
-				require.NoError(t, c.Add(ctx, "a", "new", nil))
-				require.NoError(t, c.Add(ctx, "b", "new", nil))
-				stop := startController(t, c)
-				time.Sleep(10 * time.Minute)
-				synctest.Wait()
+				stop := runLifecycle(t, controller.Config{Owner: owner, Metrics: m}, "a", "new", "b", "new")
 				require.NoError(t, stop())
 
 				assert.Len(t, m.observed(controller.MetricHandlerDuration, "vm", "provisioning"), 6, "two objects, three runs each")
