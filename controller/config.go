@@ -109,7 +109,12 @@ type Config struct {
 	// Metrics receives the controller's measurements, the metrics
 	// declared in this package (MetricObjects, MetricErrors, ... see
 	// AllMetrics), with the controller's Kind as their "controller" label;
-	// nil means converge.MetricsNop.
+	// nil means converge.MetricsNop. A Metrics that also has the method
+	// Observer(d *converge.Metric, labels ...string) (func(float64), error),
+	// as the prometheus module's has, times handler runs
+	// (MetricHandlerDuration) through the function it returns, asked for
+	// once per state; where it returns an error, the controller calls
+	// Observe instead.
 	Metrics converge.Metrics
 	// Logger, when set, receives a record of every handler run and of
 	// what followed, with the attributes "controller" (Kind), "key",
