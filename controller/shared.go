@@ -342,9 +342,7 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 	ttl, deadline := c.cfg.LeaseTTL, c.cfg.RenewDeadline
 	done := make(chan struct{})
 	stopped := make(chan struct{})
-	// The renewal starts when the first renewal is due: most handlers
-	// return long before, and then no goroutine or other timer is made.
-	first := time.AfterFunc(time.Until(asked.Add(deadline/2)), func() {
+	go func() {
 		defer close(stopped)
 		var overrun *time.Timer
 		defer func() {
@@ -408,15 +406,12 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 				wait.Reset(deadline / 10) // the store failed: try again soon
 			}
 		}
-	})
+	}()
 	var once sync.Once
 	return hctx, func() {
 		once.Do(func() {
-			if !first.Stop() {
-				// The renewal started: stop it and wait for it.
-				close(done)
-				<-stopped
-			}
+			close(done)
+			<-stopped
 			cancel(nil)
 		})
 	}
