@@ -133,7 +133,9 @@ type Config struct {
 	// Owner, when set, names this controller among replicas that share
 	// one Store, which must then implement converge.Queue (MemStore and
 	// the durable stores do). The store is the queue: each replica claims
-	// due objects in batches (converge.Queue.ClaimDue), handles them under
+	// due objects in batches (converge.Queue.ClaimDue; it holds up to
+	// 3×Workers claimed objects, running or waiting for a worker, and
+	// claims again when 2×Workers places are free), handles them under
 	// a lease renewed while the handler runs and fencing every write, and
 	// finishes the lease with the time the object is due next. A
 	// replica's Enqueue or Request wakes the replica that will run the

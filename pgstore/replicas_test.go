@@ -255,14 +255,15 @@ func TestReplicasShareObjectsAcrossProcesses(t *testing.T) {
 	// Each held object is taken over once its lease expired, before the
 	// backlog: from its lease's expiry until its takeover, the live
 	// replicas start no more runs of other objects than the claims they
-	// had made before (at most 2×Workers each, running or waiting for a
-	// worker) and one more batch of claims each (2×Workers), in which it
-	// comes first, can make: two runs a claim ("new", then "ready" at
-	// once under the same lease). Both times are the database's clock; the
-	// check needs no bound on how long anything takes. With the dead
-	// replica's objects due only after the backlog (or once a later poll
-	// found them), many runs of other objects come in between.
-	const perReplica = 2 * (2*replicaWorkers + 2*replicaWorkers)
+	// had made before (at most 3×Workers each, running or waiting for a
+	// worker: see controller's Config) and one more batch of claims each
+	// (at most 3×Workers), in which it comes first, can make: two runs a
+	// claim ("new", then "ready" at once under the same lease). Both
+	// times are the database's clock; the check needs no bound on how
+	// long anything takes. With the dead replica's objects due only after
+	// the backlog (or once a later poll found them), many runs of other
+	// objects come in between.
+	const perReplica = 2 * (3*replicaWorkers + 3*replicaWorkers)
 	bound := perReplica * (len(owners) - 1)
 	most := 0
 	for _, key := range held {
