@@ -80,12 +80,16 @@
 // workers of a controller) make meanwhile wait, and are then sent
 // together, one round trip and one commit for the group. Nothing waits
 // for a timer, and each call returns once its group has committed. A
-// group that holds a Put is one batch, which PostgreSQL runs as one
-// transaction, committed synchronously: each statement is run as if
-// alone (its version check, fence and history unchanged; a Finish among
-// Puts is the statement of a single Finish), in the order of their keys.
-// When the database refuses one statement of a group (and so rolls the
-// group back), each is run again alone, for its own outcome. A group of
+// group that holds a Put is one transaction, committed synchronously, in
+// which each write is checked and applied as if alone (its version
+// check, fence, history and retention unchanged; each call gets its own
+// outcome), and the records are locked in the order of their keys. When
+// its Puts all update records and all its writes are of distinct keys
+// (a controller's: each worker writes the object it holds, then
+// finishes it), the group is one statement over arrays; otherwise one
+// batch of the single statements. When the database refuses the group's
+// statement, or one statement of its batch (and so rolls the group
+// back), each write is run again alone, for its own outcome. A group of
 // Finish calls only is one statement over arrays, which commits without
 // waiting for its WAL to be flushed (synchronous_commit off, for that
 // transaction only): a crash of the server can lose such a Finish, which
@@ -95,8 +99,8 @@
 // released record) commits synchronously and so flushes the Finish
 // first. Claims and Puts always wait for the flush. A controller's
 // claimed object thus costs, besides its share of a ClaimDue, its share
-// of one group: its fenced Put rides with the Finish calls of the
-// objects handled before it.
+// of one group's statement: its fenced Put rides with the Puts of the
+// other workers and the Finish calls of the objects handled before it.
 //
 // The writes that may make a record due (a Put that creates it, Schedule,
 // a Finish due at once) and Delete announce their key with pg_notify on

@@ -116,8 +116,9 @@ func TestFinishCallsThatComeTogetherAreOneStatement(t *testing.T) {
 
 // TestOnlyFinishCommitsAsynchronously checks that the FinishMany
 // statement sets synchronous_commit off for its own transaction, and that
-// the fenced Put, claims and the single Finish do not: see finishMany for
-// why a lost Finish is harmless, which holds for no other write.
+// the fenced Put, claims, the single Finish and WriteMany (Puts with
+// Finish calls) do not: see finishMany for why a lost Finish is
+// harmless, which holds for no other write.
 func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -155,4 +156,9 @@ func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
 	require.NoError(t, err)
 	args := append([]any{"k", int64(1), []byte(`1`), token}, h.args()...)
 	assert.Equal(t, "on", setting(s.sql.put[putVariant(false, true)], args...), "fenced Put")
+	many := s.writes.manyArgs([]*call{
+		{key: "k", put: &putArgs{version: 1, token: token, value: []byte(`1`), hist: h}},
+		{key: "other", fin: &finishArgs{owner: "me", token: 1}},
+	})
+	assert.Equal(t, "on", setting(s.sql.writeMany, many...), "WriteMany")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,17 +27,21 @@ const finishBatch = 256
 // No write waits for a timer: a write that finds nothing in flight is
 // sent at once, alone.
 //
-// A batch that holds a Put is sent as one pgx.Batch, which PostgreSQL
-// runs as one implicit transaction: each write is still one
-// self-contained statement (a Finish with it in the form of a single
-// Finish), run in the batch as if alone and in turn, and its caller
-// returns only once the batch has committed, synchronously: what a write
-// promises (its version check, its fence, its history) is unchanged. The
-// statements of a batch are ordered by key, so batches of replicas lock
-// records in one order and cannot deadlock with each other. When the
-// database refuses one statement, the whole transaction is rolled back,
-// so the batch is run again one write at a time, each with its own
-// outcome.
+// A batch that holds a Put commits synchronously, and its callers return
+// only once it has: what a write promises (its version check, its fence,
+// its history) is unchanged. Each write is checked and applied as if it
+// ran alone, in turn, and gets its own outcome. The records of a batch
+// are locked in the order of their keys, so batches of replicas cannot
+// deadlock with each other. A batch whose Puts all update a record, with
+// Finish calls or not, all of distinct keys (the controller's: each
+// worker writes the object it holds, then finishes it), is sent as one
+// WriteMany statement over arrays (statements.writeMany): a statement
+// costs PostgreSQL a fixed price whatever it carries, which a statement
+// per write paid once per write. Any other batch is sent as one pgx.Batch
+// of the single statements, ordered by key, which PostgreSQL runs as one
+// implicit transaction. When the database refuses the statement or one
+// statement of the batch, the whole transaction is rolled back, so the
+// batch is run again one write at a time, each with its own outcome.
 //
 // A batch of Finish calls only (of distinct keys) is sent as one
 // FinishMany statement (statements.finishMany), which commits without
@@ -45,6 +50,7 @@ const finishBatch = 256
 type group struct {
 	pool       *pgxpool.Pool
 	finishMany string // statements.finishMany
+	writeMany  string // statements.writeMany
 	channel    string // the store's notification channel
 
 	mu      sync.Mutex
@@ -61,9 +67,14 @@ type call struct {
 	// scan reads the statement's row; it runs again when the batch is
 	// run again one write at a time.
 	scan func(pgx.Row) error
-	// fin, set for a Finish, is what a FinishMany needs of it; sql and
-	// args are then the single Finish, sent in a batch with Puts.
+	// fin, set for a Finish, is what a FinishMany or a WriteMany needs
+	// of it; sql and args are then the single Finish.
 	fin *finishArgs
+	// put, set for a Put that updates a record, is what a WriteMany
+	// needs of it.
+	put *putArgs
+	// version is the version a Put wrote, once done is closed.
+	version int64
 
 	state atomic.Int32 // callWaiting, callTaken or callAbandoned
 	err   error        // the outcome, once done is closed
@@ -75,6 +86,14 @@ type finishArgs struct {
 	owner string
 	token int64
 	next  *time.Time
+}
+
+// putArgs is a Put's version read, lease token (0: not fenced), value
+// as stored and history.
+type putArgs struct {
+	version, token int64
+	value          []byte
+	hist           histArgs
 }
 
 const (
@@ -218,6 +237,10 @@ func (g *group) run(ctx context.Context, taken []*call) {
 		c.err = c.scan(g.pool.QueryRow(ctx, c.sql, c.args...))
 		return
 	}
+	if updatesAndFinishes(taken) {
+		g.sendMany(ctx, taken)
+		return
+	}
 	// One order of keys for every batch (stable: writes of one key stay
 	// in the order they came).
 	slices.SortStableFunc(taken, func(a, b *call) int { return cmp.Compare(a.key, b.key) })
@@ -250,6 +273,82 @@ func onlyFinishes(calls []*call) bool {
 		seen[c.key] = true
 	}
 	return true
+}
+
+// updatesAndFinishes tells whether calls are Puts that update a record
+// and Finish calls, of distinct keys, which one WriteMany carries.
+func updatesAndFinishes(calls []*call) bool {
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		if c.put == nil && c.fin == nil || seen[c.key] {
+			return false
+		}
+		seen[c.key] = true
+	}
+	return true
+}
+
+// sendMany runs calls, Puts that update a record and Finish calls of
+// distinct keys, as one WriteMany statement.
+func (g *group) sendMany(ctx context.Context, calls []*call) {
+	written := make(map[string]int64, len(calls))
+	rows, err := g.pool.Query(ctx, g.writeMany, g.manyArgs(calls)...)
+	if err == nil {
+		var key, ignored string
+		var version int64
+		_, err = pgx.ForEachRow(rows, []any{&key, &version, &ignored}, func() error {
+			written[key] = version
+			return nil
+		})
+	}
+	for _, c := range calls {
+		v, ok := written[c.key]
+		switch {
+		case err != nil:
+			c.err = err
+		case !ok:
+			c.err = pgx.ErrNoRows // stale, fenced off, or the lease was not the current one
+		default:
+			c.version, c.err = v, nil
+		}
+	}
+	g.settle(calls, err)
+}
+
+// manyArgs returns the arguments of the WriteMany statement that carries
+// calls, Puts that update a record and Finish calls of distinct keys.
+func (g *group) manyArgs(calls []*call) []any {
+	var (
+		keys, fkeys, fowners      []string
+		versions, tokens, ftokens []int64
+		values                    [][]byte
+		ns                        []int32
+		fnexts                    []*time.Time
+		ekeys                     []string
+		eords                     []int32
+		h                         histArgs
+	)
+	for _, c := range calls {
+		if f := c.fin; f != nil {
+			fkeys, fowners, ftokens, fnexts = append(fkeys, c.key), append(fowners, f.owner), append(ftokens, f.token), append(fnexts, f.next)
+			continue
+		}
+		p := c.put
+		n := len(p.hist.ats)
+		keys, versions, tokens = append(keys, c.key), append(versions, p.version), append(tokens, p.token)
+		values, ns = append(values, p.value), append(ns, int32(n))
+		for i := range n {
+			ekeys, eords = append(ekeys, c.key), append(eords, int32(i+1))
+		}
+		h.ats, h.froms, h.tos = append(h.ats, p.hist.ats...), append(h.froms, p.hist.froms...), append(h.tos, p.hist.tos...)
+		h.reasons, h.subjects, h.bys = append(h.reasons, p.hist.reasons...), append(h.subjects, p.hist.subjects...), append(h.bys, p.hist.bys...)
+	}
+	args := []any{pgtype.FlatArray[string](keys), pgtype.FlatArray[int64](versions), pgtype.FlatArray[int64](tokens),
+		pgtype.FlatArray[[]byte](values), pgtype.FlatArray[int32](ns), pgtype.FlatArray[string](ekeys), pgtype.FlatArray[int32](eords)}
+	args = h.appendTo(args)
+	args = append(args, pgtype.FlatArray[string](fkeys), pgtype.FlatArray[string](fowners), pgtype.FlatArray[int64](ftokens),
+		pgtype.FlatArray[*time.Time](fnexts), g.channel)
+	return args
 }
 
 // sendFinishes runs the Finish calls of distinct keys calls as one

@@ -19,7 +19,7 @@ type statements struct {
 	putTarget, target          string
 	claim, holder, release     string
 	schedule, claimDue, finish string
-	finishMany                 string
+	finishMany, writeMany      string
 }
 
 func putVariant(create, fenced bool) int {
@@ -44,14 +44,26 @@ func p(i int) string { return fmt.Sprintf("$%d", i) }
 // older than that many microseconds are dropped, 0: no bound), so that
 // the statement's plan does not depend on its parameters: a NULL bound
 // passed as a parameter made PostgreSQL plan the statement afresh on
-// every call. When entries are added, the key's older entries are kept up
-// to keep minus the number added and the new entries beyond keep are
-// skipped (the oldest first); entries older than the age bound are
-// dropped, but never the newest new entry. The CTEs see the table as it
-// was before the statement, which is why old and new entries are trimmed
-// apart. It takes histParams parameters.
+// every call. It takes histParams parameters. See historyRows for how
+// the entries are added and retention applied.
 func historyCTE(hist string, b, keep int, ageUS int64) string {
-	n := "coalesce(cardinality(" + p(b) + "::timestamptz[]), 0)"
+	at := p(b) + "::timestamptz[]"
+	src := "w, unnest(" + at + ", " + p(b+1) + "::text[], " + p(b+2) + "::text[], " + p(b+3) + "::text[], " +
+		p(b+4) + "::text[], " + p(b+5) + "::text[]) WITH ORDINALITY AS e(at, f, t, r, s, b, ord)"
+	return historyRows(hist, "coalesce(cardinality("+at+"), 0)", src, keep, ageUS)
+}
+
+// historyRows is the part of a write that appends to the history of each
+// key written by the CTE w the entries that src yields for it (a FROM
+// list joining w to e(at, f, t, r, s, b, ord): the entry's fields and its
+// place among the write's entries, from 1), n of them (an expression on
+// w), and applies retention (keep and ageUS as for historyCTE). When
+// entries are added, the key's older entries are kept up to keep minus
+// the number added and the new entries beyond keep are skipped (the
+// oldest first); entries older than the age bound are dropped, but never
+// the newest new entry. The CTEs see the table as it was before the
+// statement, which is why old and new entries are trimmed apart.
+func historyRows(hist, n, src string, keep int, ageUS int64) string {
 	var drop []string
 	skip := "0"
 	if keep >= 0 {
@@ -72,20 +84,14 @@ gone AS (
 	WHERE h.key = w.key AND (` + strings.Join(drop, "\n\t\tOR ") + `)
 ),`
 	}
-	r := strings.NewReplacer(
-		"{h}", hist,
-		"{at}", p(b)+"::timestamptz[]", "{from}", p(b+1)+"::text[]", "{to}", p(b+2)+"::text[]", "{reason}", p(b+3)+"::text[]",
-		"{subject}", p(b+4)+"::text[]",
-		"{by}", p(b+5)+"::text[]",
-	)
-	return r.Replace(gone + `
+	return strings.ReplaceAll(gone+`
 added AS (
 	INSERT INTO {h} (key, at, from_state, to_state, reason, subject, made_by)
 	SELECT w.key, e.at, e.f, e.t, e.r, e.s::jsonb, e.b
-	FROM w, unnest({at}, {from}, {to}, {reason}, {subject}, {by}) WITH ORDINALITY AS e(at, f, t, r, s, b, ord)
-	WHERE e.ord > ` + skip + ` AND ` + young + `
-	ORDER BY e.ord
-)`)
+	FROM `+src+`
+	WHERE e.ord > `+skip+` AND `+young+`
+	ORDER BY w.key, e.ord
+)`, "{h}", hist)
 }
 
 // histParams is the number of parameters historyCTE takes (histArgs.args).
@@ -96,21 +102,21 @@ const histParams = 6
 // Put lock the record in a CTE that the lease's part reads, which makes
 // it run first), so that they cannot deadlock.
 
-// fence is the condition that the lease with the token in parameter t is
-// the current, unexpired lease on the key named by keyExpr, by the
-// database's clock when the statement reads the lease: clock_timestamp(),
-// not now(), which is the start of the transaction, and a group of
-// writes (group) runs as one transaction, so that a write late in a
-// batch would have been checked against the time the batch started, up
-// to a batch's duration after its lease expired. FOR SHARE holds the
-// lease row until the write commits, so that no claim can take the key
-// in between. On an update, keyExpr must name the locked record's column
-// (not $1): a condition that does not depend on the record's row is run
-// once before the join (an InitPlan), which would lock the lease before
-// the record, against the order ClaimDue and Finish lock them in, and
-// deadlock with them.
-func fence(leases, keyExpr string, t int) string {
-	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = %s AND l.token = %s AND l.owner <> '' AND l.expires > clock_timestamp() FOR SHARE)`, leases, keyExpr, p(t))
+// fence is the condition that the lease with the token named by the
+// expression token is the current, unexpired lease on the key named by
+// keyExpr, by the database's clock when the statement reads the lease:
+// clock_timestamp(), not now(), which is the start of the transaction,
+// and a group of writes (group) runs as one transaction, so that a write
+// late in a batch would have been checked against the time the batch
+// started, up to a batch's duration after its lease expired. FOR SHARE
+// holds the lease row until the write commits, so that no claim can take
+// the key in between. On an update, keyExpr must name the locked record's
+// column (not $1): a condition that does not depend on the record's row
+// is run once before the join (an InitPlan), which would lock the lease
+// before the record, against the order ClaimDue and Finish lock them in,
+// and deadlock with them.
+func fence(leases, keyExpr, token string) string {
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = %s AND l.token = %s AND l.owner <> '' AND l.expires > clock_timestamp() FOR SHARE)`, leases, keyExpr, token)
 }
 
 // buildStatements returns the statements of a store on the tables of
@@ -135,7 +141,7 @@ func buildStatements(schema string, keep int, ageUS int64) statements {
 				if create {
 					key = "$1" // no record to lock yet
 				}
-				cond = " AND " + fence(leases, key, 4)
+				cond = " AND " + fence(leases, key, p(4))
 			}
 			var w string
 			if create {
@@ -338,6 +344,62 @@ SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text EL
 	RETURNING r.key, r.due_at
 )
 SELECT l.key, CASE WHEN u.due_at <= now() THEN pg_notify($5, CASE WHEN octet_length(l.key) <= ` + strconv.Itoa(maxPayload) + ` THEN l.key ELSE '' END)::text ELSE '' END
+FROM l LEFT JOIN u ON u.key = l.key`
+	// WriteMany is the Puts that update a record (fenced or not) and the
+	// Finish calls of a batch of writes (group), of distinct keys, in one
+	// statement over arrays: the Puts as key, version read, lease token (0:
+	// not fenced), value and number of history entries; their history
+	// entries as key, place among the Put's entries (from 1), at, from,
+	// to, reason, subject (JSON text or NULL) and by; the Finish calls as
+	// key, owner, token and next due time (NULL: not due). Each row is
+	// checked as the single statement checks it: a Put writes only if the
+	// record is at the version read and, when fenced, the lease holds its
+	// token (fence), and appends its entries with the store's retention
+	// (historyRows); a Finish releases only the lease of its owner and
+	// token. It returns a row per Put written (key, new version, '') and
+	// per lease released (key, 0, its notification). It locks every
+	// record of the batch first, in the order of their keys, then the
+	// leases (each after its record), as the statements of a batch sent
+	// one by one would, and commits synchronously: it carries Puts. Its
+	// arrays are read through materialized CTEs so that its plan does not
+	// depend on their lengths.
+	s.writeMany = `WITH pa AS MATERIALIZED (
+	SELECT $1::text[] AS keys, $2::bigint[] AS versions, $3::bigint[] AS tokens, $4::bytea[] AS vals, $5::int[] AS ns
+), pw AS (
+	SELECT u.* FROM pa, unnest(pa.keys, pa.versions, pa.tokens, pa.vals, pa.ns) AS u(key, version, token, val, n)
+), ea AS MATERIALIZED (
+	SELECT $6::text[] AS keys, $7::int[] AS ords, $8::timestamptz[] AS ats, $9::text[] AS fs, $10::text[] AS ts,
+		$11::text[] AS rs, $12::text[] AS ss, $13::text[] AS bs
+), e AS (
+	SELECT u.* FROM ea, unnest(ea.keys, ea.ords, ea.ats, ea.fs, ea.ts, ea.rs, ea.ss, ea.bs) AS u(key, ord, at, f, t, r, s, b)
+), fa AS MATERIALIZED (
+	SELECT $14::text[] AS keys, $15::text[] AS owners, $16::bigint[] AS tokens, $17::timestamptz[] AS nexts
+), fw AS (
+	SELECT u.* FROM fa, unnest(fa.keys, fa.owners, fa.tokens, fa.nexts) AS u(key, owner, token, next)
+), locked AS (
+	SELECT r.key FROM ` + records + ` r
+	WHERE r.key IN (SELECT pw.key FROM pw UNION ALL SELECT fw.key FROM fw)
+	ORDER BY r.key FOR UPDATE
+), w AS (
+	UPDATE ` + records + ` r SET version = r.version + 1, value = pw.val
+	FROM locked k JOIN pw ON pw.key = k.key
+	WHERE r.key = k.key AND r.version = pw.version
+		AND (pw.token = 0 OR ` + fence(leases, "k.key", "pw.token") + `)
+	RETURNING r.key, r.version, pw.n
+),` + historyRows(hist, "w.n", "w JOIN e ON e.key = w.key", keep, ageUS) + `,
+l AS (
+	UPDATE ` + leases + ` l SET owner = ''
+	FROM fw, (SELECT count(*) FROM locked) AS record_first
+	WHERE l.key = fw.key AND l.owner = fw.owner AND l.owner <> '' AND l.token = fw.token
+	RETURNING l.key, fw.next
+), u AS (
+	UPDATE ` + records + ` r SET due_at = least(r.due_at, l.next), claimed_due = NULL
+	FROM l WHERE r.key = l.key
+	RETURNING r.key, r.due_at
+)
+SELECT w.key, w.version, '' FROM w
+UNION ALL
+SELECT l.key, 0, CASE WHEN u.due_at <= now() THEN pg_notify($18, CASE WHEN octet_length(l.key) <= ` + strconv.Itoa(maxPayload) + ` THEN l.key ELSE '' END)::text ELSE '' END
 FROM l LEFT JOIN u ON u.key = l.key`
 	return s
 }

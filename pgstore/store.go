@@ -229,7 +229,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		return nil, err
 	}
 	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize(), s.keep, s.ageUS)
-	s.writes.finishMany, s.writes.channel = s.sql.finishMany, s.channel
+	s.writes.finishMany, s.writes.writeMany, s.writes.channel = s.sql.finishMany, s.sql.writeMany, s.channel
 	return s, nil
 }
 
@@ -474,11 +474,17 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	if rec.Version == 0 {
 		args = append(args, s.channel, payload(rec.Key)) // a new record is announced
 	}
-	var v int64
-	var ignored string
-	err = s.writes.do(&call{ctx: ctx, key: rec.Key, sql: sql, args: args, scan: func(r pgx.Row) error { return r.Scan(&v, &ignored) }})
+	c := &call{ctx: ctx, key: rec.Key, sql: sql, args: args}
+	c.scan = func(r pgx.Row) error {
+		var ignored string
+		return r.Scan(&c.version, &ignored)
+	}
+	if rec.Version != 0 {
+		c.put = &putArgs{version: int64(rec.Version), token: int64(rec.Token), value: stored, hist: h}
+	}
+	err = s.writes.do(c)
 	if err == nil {
-		return uint64(v), nil
+		return uint64(c.version), nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return 0, s.dbError("put", rec.Key, err)
