@@ -47,6 +47,19 @@ type WalkerConfig struct {
 	// 1, where the order cannot change how long the walk takes, the items
 	// run in the order they were added to the graph as far as their order
 	// constraints allow (of the items ready to run, the one added first).
+	//
+	// A walk of a Walker whose last walk was quick (no item applied, and
+	// the items that took 20µs or more took less than a millisecond
+	// together or were fewer than one in 64) starts as a walk of Parallelism 1, on one worker and in
+	// that order, since coordinating workers costs quick items more than
+	// it saves, and grows to Parallelism workers as soon as an item is
+	// about to Apply, or the items that took 20µs or more took a
+	// millisecond together, or its worker has been in one item for one to
+	// two milliseconds: a slow discovery or check holds the items after
+	// it back for at most about two milliseconds, once per walk. A walk
+	// that was not quick makes the next one start on every worker. A
+	// converged system is thus checked at the cost of one worker, and a
+	// changing one at full parallelism.
 	Parallelism int
 	// FailFast stops scheduling new items after the first failure. Items
 	// already running finish; the rest are reported as not run.
@@ -117,6 +130,9 @@ func (c WalkerConfig) Validate() error {
 type Walker struct {
 	cfg    WalkerConfig
 	labels *walkLabels // when cfg.Metrics is set
+	// quick: this walker's last walk ran every item quickly on one
+	// worker (see walkState.grow), so its next walk starts that way too.
+	quick atomic.Bool
 }
 
 // NewWalker validates cfg and returns a Walker that uses it.
@@ -306,8 +322,30 @@ type walkState struct {
 	// solo: the walk has one worker, which runs on the walk's goroutine
 	// (workSolo) in the order of schedule.solo, without the ready queue.
 	// The wait counts and the tallies below are then the worker's alone,
-	// and it takes mu only to stop.
+	// and it takes mu only to stop. solo is written by that worker only,
+	// under mu when it grows the walk.
 	solo bool
+	// grow, in a solo walk that may use more workers, is how many it may
+	// use (0: it may not): it starts the others (growFrom) once an item
+	// is about to Apply, or items were slow (slowItem), or its worker
+	// spent longer than slowBudget in one item (watchSolo), and is no
+	// longer solo from then on; grew is set by whoever grows it, once.
+	// inItem is k+1 while the solo worker runs item k, 0 between items,
+	// and -(k+1) once watchSolo grew the walk during item k. workers
+	// waits for the workers it started.
+	grow    int
+	grew    atomic.Bool
+	inItem  atomic.Int64
+	workers sync.WaitGroup
+	// applied: an item of the walk is about to Apply or applied.
+	// slowItems counts the items that took quickItem or more, slowTime
+	// their time in nanoseconds. A solo walk that may grow grows once an
+	// item is about to Apply or slowTime reaches slowBudget; the walker's
+	// next walk starts solo unless an item applied or slowTime reached
+	// slowBudget with at least one item in slowShare slow (see slow).
+	applied   atomic.Bool
+	slowItems atomic.Int32
+	slowTime  atomic.Int64
 	// soloStopped: workSolo failed fast (it reads ws.stop under ws.mu).
 	soloStopped bool
 
@@ -415,7 +453,13 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	workers := min(w.cfg.Parallelism, n)
 	ws.solo = workers <= 1
 	if !ws.solo {
-		ws.ready = newReadyQueue(sch)
+		if w.quick.Load() {
+			// The last walk was quick: start on one worker, and grow
+			// (with a ready queue) when an item is not quick.
+			ws.solo, ws.grow = true, workers
+		} else {
+			ws.ready = newReadyQueue(sch)
+		}
 	}
 	for k := 0; k < n; k++ {
 		if ws.remaining[k] == 0 {
@@ -429,17 +473,26 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		ws.mu.Unlock()
 	})
 	if ws.solo {
-		ws.workSolo()
-	} else {
-		var wg sync.WaitGroup
-		wg.Add(workers)
-		for range workers {
-			go func() {
-				defer wg.Done()
-				ws.work()
-			}()
+		var stop chan struct{}
+		var watched sync.WaitGroup
+		if ws.grow > 0 {
+			stop = make(chan struct{})
+			watched.Go(func() { ws.watchSolo(stop) })
 		}
-		wg.Wait()
+		k, grew := ws.workSolo()
+		if stop != nil {
+			close(stop)
+			watched.Wait()
+		}
+		if grew {
+			ws.work(k)
+		}
+		ws.workers.Wait()
+	} else {
+		for range workers {
+			ws.workers.Go(func() { ws.work(-1) })
+		}
+		ws.workers.Wait()
 	}
 	stopWatch()
 	ws.mu.Lock()
@@ -448,7 +501,13 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		ws.grace.Stop()
 	}
 	interrupted := ws.interrupted
+	stopped := ws.stop
 	ws.mu.Unlock()
+	if slow := ws.slow(); workers > 1 && (!stopped || slow) {
+		// A walk cut short says nothing of its items' pace unless it was
+		// slow.
+		w.quick.Store(!slow)
+	}
 
 	// Whatever was not resolved was never started. (A result is filled in
 	// when its item runs or is resolved, in one pass over its memory.)
@@ -789,6 +848,14 @@ func (ws *walkState) pushReady(k int) {
 const (
 	maxBatch  = 16
 	quickItem = 20 * time.Microsecond
+	// A solo walk that may grow (see walkState.grow) grows once its items
+	// that took quickItem or more took slowBudget together, or its worker
+	// spent one to two slowBudget in one item: a few items made slow by a
+	// garbage collection or the operating system's scheduler do not make
+	// a walk of quick items parallel, and ready items wait at most about
+	// two slowBudget for a solo walk to grow.
+	slowBudget = time.Millisecond
+	slowShare  = 64
 )
 
 // batch is the items a worker took from the queue at once; items[next:n]
@@ -834,7 +901,10 @@ func (ws *walkState) giveBack(b *batch) {
 	b.n = b.next
 }
 
-func (ws *walkState) work() {
+// work is one worker of a walk of several. first, when not negative, is
+// an item that the worker ran before (the one a solo walk grew at) and
+// that it accounts for first.
+func (ws *walkState) work(first int) {
 	// last is when this worker finished its previous item: when it takes
 	// the next one without waiting, that is when the next one starts, which
 	// saves reading the clock once per item.
@@ -842,6 +912,12 @@ func (ws *walkState) work() {
 	var b batch
 	var done [maxBatch]int
 	nDone := 0
+	if first >= 0 {
+		if res := &ws.results[first]; res.Outcome != OutcomeFailed && ws.em != nil {
+			ws.em.emit(Event{ID: res.ID, Kind: EventDone, Outcome: res.Outcome})
+		}
+		done[0], nDone = first, 1
+	}
 	quick := false // the previous item took less than quickItem
 	workers := min(ws.cfg.Parallelism, len(ws.results))
 	ws.mu.Lock()
@@ -894,6 +970,9 @@ func (ws *walkState) work() {
 				ws.observeItem(k, res, applied)
 			}
 			quick = res.Outcome != OutcomeFailed && applied < 0 && last.Sub(start) < quickItem
+			if !quick && applied < 0 && res.Outcome != OutcomeFailed {
+				ws.slowItem(last.Sub(start))
+			}
 			start = last
 			done[nDone] = k
 			nDone++
@@ -981,7 +1060,12 @@ func (ws *walkState) resolveWaiting(s int) {
 // the AfterFuncs of an interrupt or a yield — stop and its cause — it
 // reads and writes under ws.mu, which it takes only when the walk's
 // context or yield context ended or the walk stops failing fast.
-func (ws *walkState) workSolo() {
+//
+// A walk that may grow (ws.grow) grows once an item is about to Apply or
+// took quickItem or more (growFrom): workSolo then returns that item, run
+// but not accounted for, and true, and its caller goes on as one of the
+// walk's workers.
+func (ws *walkState) workSolo() (int, bool) {
 	var last time.Time // when the previous item ended; zero before the first
 	for _, k32 := range ws.sched.solo {
 		k := int(k32)
@@ -1000,7 +1084,7 @@ func (ws *walkState) workSolo() {
 			stop := ws.stop
 			ws.mu.Unlock()
 			if stop {
-				return
+				return 0, false
 			}
 		}
 		start := last
@@ -1008,11 +1092,101 @@ func (ws *walkState) workSolo() {
 			start = ws.clock.Now()
 		}
 		var applied time.Duration
+		if ws.grow > 0 {
+			ws.inItem.Store(int64(k) + 1)
+		}
 		last, applied = ws.runItem(k, res, start, nil)
 		if ws.kinds != nil || ws.log != nil {
 			ws.observeItem(k, res, applied)
 		}
+		if ws.grow > 0 {
+			grewDuringK := !ws.inItem.CompareAndSwap(int64(k)+1, 0)
+			if ws.slowItem(last.Sub(start)) && !grewDuringK {
+				ws.growFrom(k)
+			}
+			if grewDuringK {
+				// watchSolo grew the walk during k: see what it did.
+				ws.mu.Lock()
+				ws.mu.Unlock() //nolint:staticcheck // an empty critical section orders us after growFrom
+				return k, true
+			}
+		}
+		if !ws.solo {
+			return k, true
+		}
 		ws.complete(k)
+	}
+	return 0, false
+}
+
+// slowItem counts an item that took d, and reports whether a solo walk
+// that may grow should grow (see walkState.applied).
+func (ws *walkState) slowItem(d time.Duration) bool {
+	if d < quickItem {
+		return false
+	}
+	ws.slowItems.Add(1)
+	return ws.slowTime.Add(int64(d)) >= int64(slowBudget)
+}
+
+// slow tells whether the walk's items were not quick: an item applied,
+// or slowBudget went by in items that took quickItem or more and at least
+// one item in slowShare did. A walk of quick items whose worker the
+// garbage collector or the operating system held up in a few items, for
+// however long, is still quick.
+func (ws *walkState) slow() bool {
+	return ws.applied.Load() || ws.slowTime.Load() >= int64(slowBudget) && int(ws.slowItems.Load())*slowShare >= len(ws.results)
+}
+
+// watchSolo grows a solo walk that may grow once its worker spent longer
+// than slowBudget in one item (between two and three of its ticks), until
+// stop is closed or the walk grew. It only grows the walk while the
+// worker is inside an item (runItem), which reads no wait count: the
+// worker finds out when it leaves the item (inItem).
+func (ws *walkState) watchSolo(stop <-chan struct{}) {
+	t := time.NewTimer(slowBudget)
+	defer t.Stop()
+	var seen int64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if ws.grew.Load() {
+			return
+		}
+		cur := ws.inItem.Load()
+		if cur > 0 && cur == seen && ws.inItem.CompareAndSwap(cur, -cur) {
+			ws.growFrom(int(cur - 1))
+			return
+		}
+		seen = cur
+		t.Reset(slowBudget)
+	}
+}
+
+// growFrom makes a solo walk that may grow a walk of ws.grow workers, while
+// its worker runs item k, unless it grew already: it queues every item
+// whose wait is over but k (their EventQueued was sent when their wait
+// ended) and starts the other workers. From then on the walk is not solo:
+// the wait counts and the tallies are read and written under ws.mu.
+func (ws *walkState) growFrom(k int) {
+	if !ws.grew.CompareAndSwap(false, true) {
+		return
+	}
+	ws.mu.Lock()
+	ws.ready = newReadyQueue(ws.sched)
+	for _, j32 := range ws.sched.solo {
+		if j := int(j32); j != k && ws.remaining[j] == 0 && ws.results[j].Outcome == outcomePending {
+			ws.ready.push(j)
+		}
+	}
+	others := ws.grow - 1
+	ws.solo = false
+	ws.mu.Unlock()
+	for range others {
+		ws.workers.Go(func() { ws.work(-1) })
 	}
 }
 
@@ -1241,8 +1415,13 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 		return end, applied
 	}
 
-	// The rest of the worker's batch must not wait for an Apply.
+	// The rest of the worker's batch, or of a solo walk that may grow,
+	// must not wait for an Apply.
 	ws.giveBack(b)
+	ws.applied.Store(true)
+	if ws.grow > 0 && !ws.grew.Load() {
+		ws.growFrom(k) // a solo walk that may grow
+	}
 
 	// Only items that change get a context of their own, to report
 	// progress and required host actions.
