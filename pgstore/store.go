@@ -233,13 +233,20 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	return s, nil
 }
 
-// bound returns ctx bounded by the statement timeout, if any.
+// bound returns ctx bounded by the statement timeout, if any: ctx itself
+// when it has no such bound or ends by then anyway (a controller's calls
+// mostly do), which spares a context and its timer per call.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.stmt <= 0 {
-		return ctx, func() {}
+		return ctx, nop
+	}
+	if d, ok := ctx.Deadline(); ok && !d.After(time.Now().Add(s.stmt)) {
+		return ctx, nop
 	}
 	return context.WithTimeout(ctx, s.stmt)
 }
+
+func nop() {}
 
 // Close stops the store's watches and, when Open made the pool, closes it,
 // waiting for its connections to close. It returns an error, as

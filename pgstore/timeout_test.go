@@ -121,6 +121,20 @@ func TestStatementsAreBounded(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded, name)
 		assert.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond, name)
 	}
+	// A caller's deadline later than the timeout does not lift it; an
+	// earlier one is kept.
+	later, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = st.Get(later, "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 4*time.Second, "bounded by the statement timeout, not the caller's later deadline")
+	earlier, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = st.Get(earlier, "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 400*time.Millisecond, "bounded by the caller's earlier deadline")
 	p.Partition(convergetest.PartitionNone)
 	_, err = st.Get(ctx, "k")
 	require.NoError(t, err, "healed: the pool makes new connections")
