@@ -25,7 +25,9 @@
 //
 // Apply walks the graph: Present items start when their dependencies have
 // finished, Absent items when their dependents are gone, independent
-// branches run in parallel up to WalkerConfig.Parallelism. Every changed item is
+// branches run in parallel up to WalkerConfig.Parallelism (after a walk of
+// quick items, on one worker until an item is slow or changes: see
+// WalkerConfig.Parallelism). Every changed item is
 // verified by reading it again. ApplyDry does the same with no writes, and
 // Clean removes everything in reverse order. The Report says, per item,
 // what was decided and what happened; its Err aggregates the failures as
