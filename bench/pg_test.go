@@ -111,10 +111,10 @@ func parallel(n int, fn func(i int) error) error {
 	return first
 }
 
-// tracedStores opens pgReplicas stores on dsn, each on a pool of its own
-// that counts its round trips in rt; they are closed when b ends.
-func tracedStores(b *testing.B, ctx context.Context, dsn string, rt *roundTrips) []*pgstore.Store {
-	stores := make([]*pgstore.Store, pgReplicas)
+// tracedStores opens n stores on dsn, each on a pool of its own that
+// counts its round trips in rt; they are closed when b ends.
+func tracedStores(b *testing.B, ctx context.Context, dsn string, rt *roundTrips, n int) []*pgstore.Store {
+	stores := make([]*pgstore.Store, n)
 	for i := range stores {
 		pool := tracedPool(b, ctx, dsn, rt)
 		b.Cleanup(pool.Close)
@@ -162,11 +162,12 @@ func analyze(b *testing.B, ctx context.Context, dsn string) {
 	}
 }
 
-func benchPGController(b *testing.B, pgReplicas int) {
+// benchPGController runs BenchmarkPGControllerReplicas with n replicas.
+func benchPGController(b *testing.B, n int) {
 	dsn := pgtest.DSN(b)
 	ctx := context.Background()
-	n := b.N
-	cnt := newDoneOnce(n)
+	objects := b.N
+	cnt := newDoneOnce(objects)
 	handler := controller.HandlerFunc(func(_ context.Context, obj controller.Object) (controller.Result, error) {
 		if obj.State == "new" {
 			return controller.Transition("done"), nil
@@ -180,7 +181,7 @@ func benchPGController(b *testing.B, pgReplicas int) {
 	})
 
 	rt := &roundTrips{}
-	stores := tracedStores(b, ctx, dsn, rt)
+	stores := tracedStores(b, ctx, dsn, rt, n)
 	cfg := controller.Config{Kind: "obj", Handler: handler, Workers: pgWorkers, Resync: time.Hour, Poll: pgPoll}
 
 	// A controller that never runs stores the objects.
@@ -190,13 +191,13 @@ func benchPGController(b *testing.B, pgReplicas int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := parallel(n, func(i int) error { return loader.Add(ctx, pgKey(i), "new", nil) }); err != nil {
+	if err := parallel(objects, func(i int) error { return loader.Add(ctx, pgKey(i), "new", nil) }); err != nil {
 		b.Fatal(err)
 	}
 
 	analyze(b, ctx, dsn)
 
-	replicas := make([]*controller.Controller, pgReplicas)
+	replicas := make([]*controller.Controller, n)
 	for i := range replicas {
 		rc := cfg
 		rc.Store = stores[i]
@@ -209,7 +210,7 @@ func benchPGController(b *testing.B, pgReplicas int) {
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
-	stopped := make(chan error, pgReplicas)
+	stopped := make(chan error, n)
 	defer func() {
 		cancel()
 		for range replicas {
@@ -225,8 +226,8 @@ func benchPGController(b *testing.B, pgReplicas int) {
 	}
 	cnt.wait(b, 10*time.Minute)
 	b.StopTimer()
-	usage.report(b, ctx, n)
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/s")
+	usage.report(b, ctx, objects)
+	b.ReportMetric(float64(objects)/b.Elapsed().Seconds(), "objects/s")
 	if again := cnt.again.Load(); again > 0 {
 		b.Logf("%d objects were handled in \"done\" more than once", again)
 	}

@@ -489,7 +489,7 @@ func benchPGStoreLoop(b *testing.B, batch int) {
 	ctx := context.Background()
 	n := b.N
 	rt := &roundTrips{}
-	stores := tracedStores(b, ctx, dsn, rt)
+	stores := tracedStores(b, ctx, dsn, rt, pgReplicas)
 	if err := addPGFloorObjects(ctx, stores[0], n); err != nil {
 		b.Fatal(err)
 	}
