@@ -119,6 +119,35 @@ func fence(leases, keyExpr, token string) string {
 	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s l WHERE l.key = %s AND l.token = %s AND l.owner <> '' AND l.expires > clock_timestamp() FOR SHARE)`, leases, keyExpr, token)
 }
 
+// releaseCTEs is the part of a statement that finishes the leases that
+// src (a CTE with the columns key, owner, token, next) names: l releases
+// each lease that is still its owner's with its token, after the CTE
+// locked has locked the records (and after whatever also, a FROM item,
+// evaluates), and u sets the released records' next due time (next, or
+// an earlier one a Schedule set meanwhile; NULL keeps due_at as it is)
+// and clears claimed_due. l returns the released keys with next, u the
+// released records' keys and due times.
+func releaseCTEs(records, leases, src, also string) string {
+	return strings.NewReplacer("{records}", records, "{leases}", leases, "{src}", src, "{also}", also).Replace(`l AS (
+	UPDATE {leases} l SET owner = ''
+	FROM {src}, (SELECT count(*) FROM locked) AS record_first{also}
+	WHERE l.key = {src}.key AND l.owner = {src}.owner AND l.owner <> '' AND l.token = {src}.token
+	RETURNING l.key, {src}.next
+), u AS (
+	UPDATE {records} r SET due_at = least(r.due_at, l.next), claimed_due = NULL
+	FROM l WHERE r.key = l.key
+	RETURNING r.key, r.due_at
+)`)
+}
+
+// notifyReleased is the notification of a released lease whose record is
+// due now (u.due_at, from releaseCTEs), on the channel in parameter ch,
+// its payload the key unless too long for one: the text of pg_notify's
+// result, or the empty string.
+func notifyReleased(ch int) string {
+	return `CASE WHEN u.due_at <= now() THEN pg_notify(` + p(ch) + `, CASE WHEN octet_length(l.key) <= ` + strconv.Itoa(maxPayload) + ` THEN l.key ELSE '' END)::text ELSE '' END`
+}
+
 // buildStatements returns the statements of a store on the tables of
 // schema, keeping keep history entries per key (negative: all) and none
 // older than ageUS microseconds (0: no bound).
@@ -323,8 +352,9 @@ SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text EL
 	// claim of the released key, a fenced write) flushes the Finish's
 	// commit first. Tokens never go back, since only claims raise them
 	// and claims commit synchronously; fenced writes and claims never run
-	// in a transaction that sets it (a Finish sent in a batch with Puts
-	// is sent as the single Finish, finish, which leaves it on).
+	// in a transaction that sets it (a Finish sent with Puts rides in
+	// their WriteMany, or as the single Finish, finish, in their batch:
+	// both leave it on).
 	s.finishMany = `WITH async AS (
 	SELECT set_config('synchronous_commit', 'off', true)
 ), a AS MATERIALIZED (
@@ -333,17 +363,8 @@ SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text EL
 	SELECT u.* FROM a, unnest(a.keys, a.owners, a.tokens, a.nexts) AS u(key, owner, token, next)
 ), locked AS (
 	SELECT r.key FROM ` + records + ` r WHERE r.key IN (SELECT f.key FROM f) ORDER BY r.key FOR UPDATE
-), l AS (
-	UPDATE ` + leases + ` l SET owner = ''
-	FROM f, (SELECT count(*) FROM locked) AS record_first, (SELECT count(*) FROM async) AS commit_async
-	WHERE l.key = f.key AND l.owner = f.owner AND l.owner <> '' AND l.token = f.token
-	RETURNING l.key, f.next
-), u AS (
-	UPDATE ` + records + ` r SET due_at = least(r.due_at, l.next), claimed_due = NULL
-	FROM l WHERE r.key = l.key
-	RETURNING r.key, r.due_at
-)
-SELECT l.key, CASE WHEN u.due_at <= now() THEN pg_notify($5, CASE WHEN octet_length(l.key) <= ` + strconv.Itoa(maxPayload) + ` THEN l.key ELSE '' END)::text ELSE '' END
+), ` + releaseCTEs(records, leases, "f", ", (SELECT count(*) FROM async) AS commit_async") + `
+SELECT l.key, ` + notifyReleased(5) + `
 FROM l LEFT JOIN u ON u.key = l.key`
 	// WriteMany is the Puts that update a record (fenced or not) and the
 	// Finish calls of a batch of writes (group), of distinct keys, in one
@@ -387,19 +408,10 @@ FROM l LEFT JOIN u ON u.key = l.key`
 		AND (pw.token = 0 OR ` + fence(leases, "k.key", "pw.token") + `)
 	RETURNING r.key, r.version, pw.n
 ),` + historyRows(hist, "w.n", "w JOIN e ON e.key = w.key", keep, ageUS) + `,
-l AS (
-	UPDATE ` + leases + ` l SET owner = ''
-	FROM fw, (SELECT count(*) FROM locked) AS record_first
-	WHERE l.key = fw.key AND l.owner = fw.owner AND l.owner <> '' AND l.token = fw.token
-	RETURNING l.key, fw.next
-), u AS (
-	UPDATE ` + records + ` r SET due_at = least(r.due_at, l.next), claimed_due = NULL
-	FROM l WHERE r.key = l.key
-	RETURNING r.key, r.due_at
-)
+` + releaseCTEs(records, leases, "fw", "") + `
 SELECT w.key, w.version, '' FROM w
 UNION ALL
-SELECT l.key, 0, CASE WHEN u.due_at <= now() THEN pg_notify($18, CASE WHEN octet_length(l.key) <= ` + strconv.Itoa(maxPayload) + ` THEN l.key ELSE '' END)::text ELSE '' END
+SELECT l.key, 0, ` + notifyReleased(18) + `
 FROM l LEFT JOIN u ON u.key = l.key`
 	return s
 }
