@@ -50,16 +50,16 @@ type WalkerConfig struct {
 	//
 	// A walk of a Walker whose last walk was quick (no item applied, and
 	// the items that took 20µs or more took less than a millisecond
-	// together or were fewer than one in 64) starts as a walk of Parallelism 1, on one worker and in
-	// that order, since coordinating workers costs quick items more than
-	// it saves, and grows to Parallelism workers as soon as an item is
-	// about to Apply, or the items that took 20µs or more took a
-	// millisecond together, or its worker has been in one item for one to
-	// two milliseconds: a slow discovery or check holds the items after
-	// it back for at most about two milliseconds, once per walk. A walk
-	// that was not quick makes the next one start on every worker. A
-	// converged system is thus checked at the cost of one worker, and a
-	// changing one at full parallelism.
+	// together or were fewer than one in 64) starts as a walk of
+	// Parallelism 1, on one worker and in that order, since coordinating
+	// workers costs quick items more than it saves, and grows to
+	// Parallelism workers as soon as an item is about to Apply, or the
+	// items that took 20µs or more took a millisecond together, or its
+	// worker has been in one item for one to two milliseconds: a slow
+	// discovery or check holds the items after it back for at most about
+	// two milliseconds, once per walk. A walk that was not quick makes the
+	// next one start on every worker. A converged system is thus checked
+	// at the cost of one worker, and a changing one at full parallelism.
 	Parallelism int
 	// FailFast stops scheduling new items after the first failure. Items
 	// already running finish; the rest are reported as not run.
@@ -130,8 +130,9 @@ func (c WalkerConfig) Validate() error {
 type Walker struct {
 	cfg    WalkerConfig
 	labels *walkLabels // when cfg.Metrics is set
-	// quick: this walker's last walk ran every item quickly on one
-	// worker (see walkState.grow), so its next walk starts that way too.
+	// quick: this walker's last walk of more than one worker was quick
+	// (walkState.slow), so its next one starts on one worker and grows
+	// (walkState.grow).
 	quick atomic.Bool
 }
 
@@ -1061,10 +1062,11 @@ func (ws *walkState) resolveWaiting(s int) {
 // reads and writes under ws.mu, which it takes only when the walk's
 // context or yield context ended or the walk stops failing fast.
 //
-// A walk that may grow (ws.grow) grows once an item is about to Apply or
-// took quickItem or more (growFrom): workSolo then returns that item, run
-// but not accounted for, and true, and its caller goes on as one of the
-// walk's workers.
+// A walk that may grow (ws.grow) grows (growFrom) once an item is about
+// to Apply, or its slow items took slowBudget (slowItem), or watchSolo
+// found its worker in one item for too long: workSolo then returns the
+// item it was in, run but not accounted for, and true, and its caller
+// goes on as one of the walk's workers.
 func (ws *walkState) workSolo() (int, bool) {
 	var last time.Time // when the previous item ended; zero before the first
 	for _, k32 := range ws.sched.solo {
@@ -1138,11 +1140,12 @@ func (ws *walkState) slow() bool {
 	return ws.applied.Load() || ws.slowTime.Load() >= int64(slowBudget) && int(ws.slowItems.Load())*slowShare >= len(ws.results)
 }
 
-// watchSolo grows a solo walk that may grow once its worker spent longer
-// than slowBudget in one item (between two and three of its ticks), until
-// stop is closed or the walk grew. It only grows the walk while the
-// worker is inside an item (runItem), which reads no wait count: the
-// worker finds out when it leaves the item (inItem).
+// watchSolo grows a solo walk that may grow once its worker has been in
+// one item for one to two slowBudget (it finds the worker in the same
+// item at two of its ticks in a row), until stop is closed or the walk
+// grew. It only grows the walk while the worker is inside an item
+// (runItem), which touches no wait count: the worker finds out when it
+// leaves the item (inItem).
 func (ws *walkState) watchSolo(stop <-chan struct{}) {
 	t := time.NewTimer(slowBudget)
 	defer t.Stop()
