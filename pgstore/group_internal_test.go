@@ -451,7 +451,10 @@ func TestFinishRidesWithPuts(t *testing.T) {
 
 	batches, alone := tr.get()
 	assert.Empty(t, batches, "no batch of single statements")
-	assert.Equal(t, []string{s.sql.writeMany}, alone[len(aloneBefore):],
+	// The Put of a, which holdA sent alone, may be traced after
+	// aloneBefore was read: it is the only unfenced Put of the test.
+	sent := slices.DeleteFunc(slices.Clone(alone[len(aloneBefore):]), func(q string) bool { return q == s.sql.put[putVariant(false, false)] })
+	assert.Equal(t, []string{s.sql.writeMany}, sent,
 		"the fenced Put of b and the Finish of c and of d are one WriteMany, which commits synchronously")
 	assert.Equal(t, []int{3}, tr.getMany())
 	assert.NoError(t, results["put b"])
