@@ -228,17 +228,17 @@ func (g *group) send(batch []*call) {
 
 // run runs the writes calls, taken, on ctx and sets their outcomes.
 func (g *group) run(ctx context.Context, taken []*call) {
-	if onlyFinishes(taken) {
+	switch statementFor(taken) {
+	case viaFinishMany:
 		g.sendFinishes(ctx, taken)
+		return
+	case viaWriteMany:
+		g.sendMany(ctx, taken)
 		return
 	}
 	if len(taken) == 1 {
 		c := taken[0]
 		c.err = c.scan(g.pool.QueryRow(ctx, c.sql, c.args...))
-		return
-	}
-	if updatesAndFinishes(taken) {
-		g.sendMany(ctx, taken)
 		return
 	}
 	// One order of keys for every batch (stable: writes of one key stay
@@ -262,30 +262,36 @@ func (g *group) run(ctx context.Context, taken []*call) {
 	g.settle(taken, failed)
 }
 
-// onlyFinishes tells whether calls are Finish calls of distinct keys,
-// which one FinishMany carries.
-func onlyFinishes(calls []*call) bool {
-	seen := make(map[string]bool, len(calls))
-	for _, c := range calls {
-		if c.fin == nil || seen[c.key] {
-			return false
-		}
-		seen[c.key] = true
-	}
-	return true
-}
+// via is how a batch of writes is sent.
+type via int
 
-// updatesAndFinishes tells whether calls are Puts that update a record
-// and Finish calls, of distinct keys, which one WriteMany carries.
-func updatesAndFinishes(calls []*call) bool {
+const (
+	viaFinishMany via = iota // Finish calls only: one FinishMany
+	viaWriteMany             // Puts that update a record, and Finish calls: one WriteMany
+	viaSingles               // anything else: each write's own statement
+)
+
+// statementFor tells how calls, taken together, are sent: as one
+// FinishMany or one WriteMany when they are of distinct keys and each of
+// the kinds that statement carries (a single Put is sent as its own
+// statement), as their own statements otherwise.
+func statementFor(calls []*call) via {
 	seen := make(map[string]bool, len(calls))
+	finishes := true
 	for _, c := range calls {
-		if c.put == nil && c.fin == nil || seen[c.key] {
-			return false
+		if seen[c.key] || c.put == nil && c.fin == nil {
+			return viaSingles
 		}
 		seen[c.key] = true
+		finishes = finishes && c.fin != nil
 	}
-	return true
+	switch {
+	case finishes:
+		return viaFinishMany
+	case len(calls) > 1:
+		return viaWriteMany
+	}
+	return viaSingles
 }
 
 // sendMany runs calls, Puts that update a record and Finish calls of
