@@ -617,24 +617,8 @@ func putsTogetherAndAlone(t *testing.T, ret converge.Retention, many bool) {
 // TestHotStatementsArePlannedGenerically does for the single
 // statements): its plan must not depend on how many writes it carries.
 func TestWriteManyIsPlannedGenerically(t *testing.T) {
-	dsn := pgtest.DSN(t)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
-	cfg.MaxConns = 1 // every statement prepared on the connection read below
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	s, err := New(ctx, pool, Options{Schema: "writemany_plans"})
-	require.NoError(t, err)
-	defer s.Close()
-	for _, tbl := range []string{"records", "history", "leases"} {
-		_, err := pool.Exec(ctx, "ALTER TABLE writemany_plans."+tbl+" SET (autovacuum_enabled = false)")
-		require.NoError(t, err)
-	}
-	_, err = pool.Exec(ctx, `INSERT INTO writemany_plans.records (key, version, value, due_at)
-		SELECT 'bulk-' || i, 1, '{}'::bytea, now() + interval '1 day' FROM generate_series(1, 5000) i`)
-	require.NoError(t, err)
+	pool, s := openUnplanned(t, pgtest.DSN(t), Options{Schema: "writemany_plans"})
 
 	const rounds = 30
 	for i := range rounds {

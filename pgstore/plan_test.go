@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,29 +37,9 @@ func TestHotStatementsArePlannedGenerically(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctxT(t)
-			cfg, err := pgxpool.ParseConfig(dsn)
-			require.NoError(t, err)
-			cfg.MaxConns = 1 // every statement prepared on the connection read below
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			defer pool.Close()
 			schema := "plans_" + strings.ReplaceAll(tc.name, " ", "_")
-			s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: schema, Retention: tc.ret})
-			require.NoError(t, err)
-			defer s.Close()
-
-			// A bulk load that no ANALYZE (nor autovacuum) has seen.
+			pool, s := pgstore.OpenUnplanned(t, dsn, pgstore.Options{Schema: schema, Retention: tc.ret})
 			q := pgx.Identifier{schema}.Sanitize()
-			for _, tbl := range []string{"records", "history", "leases"} {
-				_, err := pool.Exec(ctx, "ALTER TABLE "+q+"."+tbl+" SET (autovacuum_enabled = false)")
-				require.NoError(t, err)
-			}
-			_, err = pool.Exec(ctx, `INSERT INTO `+q+`.records (key, version, value, due_at)
-				SELECT 'bulk-' || i, 1, '{}'::bytea, now() + interval '1 day' FROM generate_series(1, 5000) i`)
-			require.NoError(t, err)
-			_, err = pool.Exec(ctx, `INSERT INTO `+q+`.history (key, at, from_state, to_state, reason)
-				SELECT 'bulk-' || (i % 5000), now(), 'a', 'b', '' FROM generate_series(1, 20000) i`)
-			require.NoError(t, err)
 
 			const rounds = 30
 			hist := converge.HistoryEntry{At: time.Now(), From: "new", To: "done"}
