@@ -349,6 +349,15 @@ type walkState struct {
 	slowTime  atomic.Int64
 	// soloStopped: workSolo failed fast (it reads ws.stop under ws.mu).
 	soloStopped bool
+	// deferring: the solo worker of a walk without an Observer leaves the
+	// wait counts alone while every item succeeds, since it reaches each
+	// item after the items it waits for anyway; deferred is how many items
+	// at the head of sched.solo it completed so. The first failure, or
+	// growth, settles them (settleDeferred), which ends the deferring: a
+	// cascade and a ready queue need the counts. (With an Observer the
+	// counts tell when an item's wait ends, for its EventQueued.)
+	deferring bool
+	deferred  int
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -467,6 +476,7 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 			ws.pushReady(k)
 		}
 	}
+	ws.deferring = ws.solo && ws.em == nil
 
 	stopWatch := context.AfterFunc(ctx, func() {
 		ws.mu.Lock()
@@ -542,6 +552,9 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	}
 	if w.cfg.Metrics != nil || ws.log != nil {
 		ws.observeWalk(rep)
+	}
+	if ws.failures == 0 && notRun == 0 {
+		return rep, nil // what rep.Err finds, without a pass over the items
 	}
 	return rep, rep.Err()
 }
@@ -1179,6 +1192,7 @@ func (ws *walkState) growFrom(k int) {
 		return
 	}
 	ws.mu.Lock()
+	ws.settleDeferred()
 	ws.ready = newReadyQueue(ws.sched)
 	for _, j32 := range ws.sched.solo {
 		if j := int(j32); j != k && ws.remaining[j] == 0 && ws.results[j].Outcome == outcomePending {
@@ -1206,6 +1220,11 @@ func (ws *walkState) stopping() bool {
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
 	ws.resolved++
+	if ws.deferring && res.Outcome != OutcomeFailed {
+		ws.deferred++
+		return
+	}
+	ws.settleDeferred()
 	if res.Outcome == OutcomeFailed {
 		ws.failures++
 		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
@@ -1218,6 +1237,21 @@ func (ws *walkState) complete(k int) {
 		}
 	}
 	ws.release(k, res.Outcome == OutcomeFailed)
+}
+
+// settleDeferred decrements the wait counts that the solo worker left
+// alone (see walkState.deferring) and ends the deferring. It runs on the
+// solo worker, or in growFrom while that worker is inside an item.
+func (ws *walkState) settleDeferred() {
+	if !ws.deferring {
+		return
+	}
+	for _, j := range ws.sched.solo[:ws.deferred] {
+		for _, s := range ws.sched.successors(int(j)) {
+			ws.remaining[s]--
+		}
+	}
+	ws.deferring, ws.deferred = false, 0
 }
 
 // failFast stops the walk after a failure. Callers hold ws.mu, unless the

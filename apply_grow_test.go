@@ -65,11 +65,21 @@ func (p *pacedItem) startedAt(t0 time.Time) time.Duration {
 
 // pacedGraph returns a graph of n independent pacedItems, and the items.
 func pacedGraph(n int) (*converge.Graph, []*pacedItem) {
+	return pacedGraphWith(n, nil)
+}
+
+// pacedGraphWith is pacedGraph with dependencies: deps[k] lists the items
+// item k depends on.
+func pacedGraphWith(n int, deps map[int][]int) (*converge.Graph, []*pacedItem) {
 	g := converge.NewGraph()
 	items := make([]*pacedItem, n)
 	for k := range items {
 		items[k] = &pacedItem{id: converge.ID(fmt.Sprintf("item-%02d", k))}
-		g.Add(converge.Wrap[bool](items[k]), converge.Present)
+		var ids []converge.ID
+		for _, d := range deps[k] {
+			ids = append(ids, items[d].id)
+		}
+		g.Add(converge.Wrap[bool](items[k]), converge.Present, ids...)
 	}
 	return g, items
 }
@@ -255,6 +265,58 @@ func TestWalkerRemembersWhetherItsItemsWereQuick(t *testing.T) {
 					want = 300 * time.Microsecond
 				}
 				assert.Equal(t, want, items[1].startedAt(t0))
+			})
+		})
+	}
+}
+
+// TestGrownWalkRunsItemsThatWaitedForItemsRunBefore checks that a walk
+// that started on one worker and grew runs the items whose wait ended
+// before it grew, at once: items 5 to 7 wait for items 0 to 3, which the
+// one worker ran before it came to item 4, and item 5 must run while item
+// 4 waits for it, whichever way the walk grows at item 4.
+func TestGrownWalkRunsItemsThatWaitedForItemsRunBefore(t *testing.T) {
+	deps := map[int][]int{5: {0, 1, 2, 3}, 6: {1, 5}, 7: {2, 3}}
+	for _, tc := range []struct {
+		name string
+		at4  func(items []*pacedItem, met <-chan struct{})
+	}{
+		{
+			name: "item 4 is about to Apply",
+			at4: func(items []*pacedItem, met <-chan struct{}) {
+				items[4].change, items[4].apply = true, meet(met)
+			},
+		},
+		{
+			name: "items 0 to 3 took a millisecond",
+			at4: func(items []*pacedItem, met <-chan struct{}) {
+				for _, it := range items[:4] {
+					it.discover = func(context.Context) error { time.Sleep(300 * time.Microsecond); return nil }
+				}
+				items[4].discover = meet(met)
+			},
+		},
+		{
+			name: "the worker stays in item 4",
+			at4: func(items []*pacedItem, met <-chan struct{}) {
+				items[4].discover = meet(met)
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				g, items := pacedGraphWith(8, deps)
+				w, err := converge.NewWalker(converge.WalkerConfig{Parallelism: 4})
+				require.NoError(t, err)
+				_, err = w.Apply(ctx, g) // quick
+				require.NoError(t, err)
+				met := make(chan struct{})
+				tc.at4(items, met)
+				items[5].discover = func(context.Context) error { close(met); return nil }
+				rep, err := w.Apply(ctx, g)
+				require.NoError(t, err, "item 5 ran while item 4 waited for it")
+				assert.Equal(t, 8, rep.Count(converge.OutcomeUnchanged)+rep.Count(converge.OutcomeChanged))
 			})
 		})
 	}
