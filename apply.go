@@ -1215,8 +1215,10 @@ func (ws *walkState) stopping() bool {
 }
 
 // complete accounts for the result of item k, which the solo worker wrote
-// into ws.results[k], and releases or blocks the items after it. (The
-// workers of a walk of several do this in settle.)
+// into ws.results[k], and releases or blocks the items after it, or, while
+// the worker defers the wait counts (walkState.deferring) and k succeeded,
+// counts it among the deferred. (The workers of a walk of several do this
+// in settle.)
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
 	ws.resolved++
