@@ -107,17 +107,27 @@ func tracedStoreWith(t *testing.T, tracer pgx.QueryTracer, opts Options) (*Store
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	_, s := storeOnPool(t, ctx, dsn, opts, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 8
+		cfg.ConnConfig.Tracer = tracer
+	})
+	return s, dsn
+}
+
+// storeOnPool opens a store with opts on a pool of its own to dsn, which
+// configure sets up first, and returns both; they are closed when t ends.
+func storeOnPool(t testing.TB, ctx context.Context, dsn string, opts Options, configure func(*pgxpool.Config)) (*pgxpool.Pool, *Store) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
-	cfg.MaxConns = 8
-	cfg.ConnConfig.Tracer = tracer
+	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s, err := New(ctx, pool, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s, dsn
+	return pool, s
 }
 
 // storeAndClaim stores the records keys (value 0), claims every due

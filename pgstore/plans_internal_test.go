@@ -18,21 +18,13 @@ import (
 func openUnplanned(t testing.TB, dsn string, opts Options) (*pgxpool.Pool, *Store) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	s, err := New(ctx, pool, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	pool, s := storeOnPool(t, ctx, dsn, opts, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	q := pgx.Identifier{s.schema}.Sanitize()
 	for _, tbl := range []string{"records", "history", "leases"} {
 		_, err := pool.Exec(ctx, "ALTER TABLE "+q+"."+tbl+" SET (autovacuum_enabled = false)")
 		require.NoError(t, err)
 	}
-	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.records (key, version, value, due_at)
+	_, err := pool.Exec(ctx, `INSERT INTO `+q+`.records (key, version, value, due_at)
 		SELECT 'bulk-' || i, 1, '{}'::bytea, now() + interval '1 day' FROM generate_series(1, 5000) i`)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.history (key, at, from_state, to_state, reason)
