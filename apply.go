@@ -351,13 +351,12 @@ type walkState struct {
 	soloStopped bool
 	// deferring: the solo worker of a walk without an Observer leaves the
 	// wait counts alone while every item succeeds, since it reaches each
-	// item after the items it waits for anyway; deferred is how many items
-	// at the head of sched.solo it completed so. The first failure, or
+	// item after the items it waits for anyway: the items it completed so
+	// are then the first resolved of sched.solo. The first failure, or
 	// growth, settles them (settleDeferred), which ends the deferring: a
 	// cascade and a ready queue need the counts. (With an Observer the
 	// counts tell when an item's wait ends, for its EventQueued.)
 	deferring bool
-	deferred  int
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -1217,16 +1216,16 @@ func (ws *walkState) stopping() bool {
 // complete accounts for the result of item k, which the solo worker wrote
 // into ws.results[k], and releases or blocks the items after it, or, while
 // the worker defers the wait counts (walkState.deferring) and k succeeded,
-// counts it among the deferred. (The workers of a walk of several do this
+// only counts it as resolved. (The workers of a walk of several do this
 // in settle.)
 func (ws *walkState) complete(k int) {
 	res := &ws.results[k]
-	ws.resolved++
 	if ws.deferring && res.Outcome != OutcomeFailed {
-		ws.deferred++
+		ws.resolved++
 		return
 	}
-	ws.settleDeferred()
+	ws.settleDeferred() // before k counts among the resolved
+	ws.resolved++
 	if res.Outcome == OutcomeFailed {
 		ws.failures++
 		ws.emit(Event{ID: res.ID, Kind: EventFailed, Outcome: res.Outcome, Err: res.Err, Phase: res.Phase})
@@ -1242,18 +1241,20 @@ func (ws *walkState) complete(k int) {
 }
 
 // settleDeferred decrements the wait counts that the solo worker left
-// alone (see walkState.deferring) and ends the deferring. It runs on the
-// solo worker, or in growFrom while that worker is inside an item.
+// alone (see walkState.deferring): those of the items after the first
+// ws.resolved of sched.solo, every one of which succeeded. It ends the
+// deferring. It runs on the solo worker, or in growFrom while that worker
+// is inside an item.
 func (ws *walkState) settleDeferred() {
 	if !ws.deferring {
 		return
 	}
-	for _, j := range ws.sched.solo[:ws.deferred] {
+	for _, j := range ws.sched.solo[:ws.resolved] {
 		for _, s := range ws.sched.successors(int(j)) {
 			ws.remaining[s]--
 		}
 	}
-	ws.deferring, ws.deferred = false, 0
+	ws.deferring = false
 }
 
 // failFast stops the walk after a failure. Callers hold ws.mu, unless the
