@@ -2,7 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,15 +18,15 @@ import (
 )
 
 // TestClaimDueReadsNoMoreThanItTakes checks the plan of ClaimDue on many
-// records due at the same time (made in one transaction, or taken over
-// from a dead owner, which makes them all due at -infinity): it must walk
-// an index in the order it takes records (due time, key) and stop at its
-// limit, not read and sort every due record on each claim, which made a
-// claim cost as much as the whole backlog. It must do so before the
-// table's statistics know of the records (as right after a bulk load) and
-// after. Both
-// plans PostgreSQL may use for the prepared statement are checked: the
-// one for these arguments and the generic one.
+// records due at the same time (made in one transaction) and many whose
+// claim ran out at the same time (taken over from a dead owner): it must
+// walk the indexes in the order it takes records ((claimed_due, key),
+// then (due_at, key)) and stop at its limit, not read and sort every due
+// record on each claim, which made a claim cost as much as the whole
+// backlog. It must do so before the table's statistics know of the
+// records (as right after a bulk load) and after. Both plans PostgreSQL
+// may use for the prepared statement are checked: the one for these
+// arguments and the generic one.
 func TestClaimDueReadsNoMoreThanItTakes(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -30,8 +34,10 @@ func TestClaimDueReadsNoMoreThanItTakes(t *testing.T) {
 	s, err := Open(ctx, dsn, Options{})
 	require.NoError(t, err)
 	defer s.Close()
-	_, err = s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at)
-		SELECT 'obj/' || lpad(i::text, 6, '0'), 1, '{}', now() FROM generate_series(1, 5000) i`)
+	_, err = s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at, claimed_due)
+		SELECT 'obj/' || lpad(i::text, 6, '0'), 1, '{}',
+			CASE WHEN i % 2 = 0 THEN now() END, CASE WHEN i % 2 = 1 THEN now() - interval '1 minute' END
+		FROM generate_series(1, 5000) i`)
 	require.NoError(t, err)
 	for _, stats := range []string{"stale", "analyzed"} {
 		if stats == "analyzed" {
@@ -40,21 +46,79 @@ func TestClaimDueReadsNoMoreThanItTakes(t *testing.T) {
 		}
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			t.Run(stats+"/"+mode, func(t *testing.T) {
-				tx, err := s.pool.Begin(ctx)
-				require.NoError(t, err)
-				defer tx.Rollback(ctx) //nolint:errcheck // nothing to keep
-				_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
-				require.NoError(t, err)
-				_, err = tx.Exec(ctx, "PREPARE claim_due_"+stats+mode+" AS "+s.sql.claimDue)
-				require.NoError(t, err)
-				rows, err := tx.Query(ctx, "EXPLAIN EXECUTE claim_due_"+stats+mode+"('obj/', 8, 'o', 60000000)")
-				require.NoError(t, err)
-				lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				require.NoError(t, err)
-				plan := strings.Join(lines, "\n")
+				plan := explainClaimDue(t, ctx, s, mode, "EXPLAIN")
 				assert.NotContains(t, plan, "Seq Scan on records", plan)
-				assert.NotContains(t, plan, "Sort Key: (LEAST", plan)
+				assert.NotContains(t, plan, "Sort Key: r", plan)
+				assert.Contains(t, plan, "Index Scan using records_claimed on records", plan)
+				assert.Contains(t, plan, "Index Scan using records_due on records", plan)
 			})
 		}
 	}
+}
+
+// TestClaimDueWalksNoRecordInFlight checks that ClaimDue does not read the
+// records that other claims hold: a claim that walked them (they were
+// due first, at -infinity) read, and looked up the lease of, every record
+// in flight before it reached one it could take.
+func TestClaimDueWalksNoRecordInFlight(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, dsn, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at)
+		SELECT 'obj/' || lpad(i::text, 6, '0'), 1, '{}', now() - interval '1 hour' FROM generate_series(1, 300) i`)
+	require.NoError(t, err)
+	held, err := s.ClaimDue(ctx, "obj/", "other", time.Minute, 200)
+	require.NoError(t, err)
+	require.Len(t, held, 200)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		t.Run(mode, func(t *testing.T) {
+			plan := explainClaimDue(t, ctx, s, mode, "EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF)")
+			// Each walk read as many records as it took (none of the
+			// first) and looked up the lease of each of those only: 8
+			// lookups in all, where a walk past the records in flight
+			// looks up theirs too.
+			assert.Regexp(t, `Index Scan using records_claimed on records \S+ \(actual rows=0 loops=1\)`, plan)
+			assert.Regexp(t, `Index Scan using records_due on records \S+ \(actual rows=8 loops=1\)`, plan)
+			lookups := 0
+			for _, m := range leaseLookups.FindAllStringSubmatch(plan, -1) {
+				n, err := strconv.Atoi(m[1])
+				require.NoError(t, err)
+				lookups += n
+			}
+			assert.Equal(t, 8, lookups, plan)
+		})
+	}
+}
+
+// leaseLookups matches the lookups of a lease by ClaimDue's walks (the
+// scalar subquery on leases x) in a plan that EXPLAIN ANALYZE shows, the
+// number of lookups its group.
+var leaseLookups = regexp.MustCompile(`Index Scan using leases_pkey on leases x\S* \(actual rows=\d+ loops=(\d+)\)`)
+
+// explained counts the statements that explainClaimDue prepared.
+var explained atomic.Int64
+
+// explainClaimDue returns the plan that explain (an EXPLAIN command with
+// its options) shows for ClaimDue of 8 records under "obj/" with
+// plan_cache_mode set to mode, in a transaction that it rolls back.
+func explainClaimDue(t *testing.T, ctx context.Context, s *Store, mode, explain string) string {
+	t.Helper()
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing to keep
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
+	require.NoError(t, err)
+	// A prepared statement outlives the transaction: each gets a name of
+	// its own on the pool's connections.
+	name := fmt.Sprintf("claim_due_%d", explained.Add(1))
+	_, err = tx.Exec(ctx, "PREPARE "+name+" AS "+s.sql.claimDue)
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, explain+" EXECUTE "+name+"('obj/', 8, 'o', 60000000)")
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
 }

@@ -68,7 +68,12 @@
 // its transaction. ClaimDue takes a batch of due records with FOR UPDATE
 // SKIP LOCKED: replicas claiming at once get disjoint batches and never
 // wait for each other; a record whose owner died is due again once its
-// lease ran out. It returns each record with its newest history entries
+// lease ran out, before the records due by their due time (Release makes
+// it so at once). A claim reads as many records as it takes, however
+// many other claims hold: a record in flight is kept out of the indexes
+// that ClaimDue walks (records_due, on the due time, and
+// records_claimed, on the expiry of the claim) until its claim runs out.
+// It returns each record with its newest history entries
 // (converge.ClaimHistoryEntries), so a controller needs no other call to
 // show them to its handler. Finish releases the lease and sets the next
 // due time in one statement. The retention bounds are built into the SQL

@@ -81,3 +81,13 @@ func (s *testSealer) Open(key string, sealed []byte) ([]byte, error) {
 	}
 	return plain, nil
 }
+
+// undoMigration6 makes the records of schema indexed as schema version 5
+// left them, and forgets migration 6 (and any later one).
+func undoMigration6(t testing.TB, dsn, schema string) {
+	t.Helper()
+	query(t, dsn, `DROP INDEX `+schema+`.records_claimed`, nil)
+	query(t, dsn, `DROP INDEX `+schema+`.records_due`, nil)
+	query(t, dsn, `CREATE INDEX records_due ON `+schema+`.records ((least(due_at, claimed_due)), key)`, nil)
+	query(t, dsn, `DELETE FROM `+schema+`.migrations WHERE version >= 6`, nil)
+}

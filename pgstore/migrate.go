@@ -85,6 +85,21 @@ ALTER TABLE {schema}.history ADD COLUMN subject jsonb;
 	{version: 5, what: "keep who made the history entries", sql: `
 ALTER TABLE {schema}.history ADD COLUMN made_by text NOT NULL DEFAULT '';
 `},
+	// ClaimDue walked records_due from its start, where every record in
+	// flight sat (claimed_due -infinity): each claim read, and looked up
+	// the lease of, every record the replicas held before it reached one
+	// it could take. A claim now sets claimed_due to its lease's expiry,
+	// and ClaimDue walks two indexes: records_claimed, for the records
+	// whose claim has run out (taken over first), and records_due, for
+	// the records due by due_at. A record in flight is in neither walk
+	// until its claim runs out. Records claimed before keep -infinity:
+	// they are taken over first once their lease is gone. Building the
+	// indexes locks the table against writes for as long.
+	{version: 6, what: "index the due and the claimed records apart", sql: `
+DROP INDEX {schema}.records_due;
+CREATE INDEX records_due ON {schema}.records (due_at, key) WHERE due_at IS NOT NULL;
+CREATE INDEX records_claimed ON {schema}.records (claimed_due, key) WHERE claimed_due IS NOT NULL;
+`},
 }
 
 // schemaVersion is the newest schema version this pgstore knows: the

@@ -194,6 +194,9 @@ func TestQueueTakeoverComesBeforeTheBacklog(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Schedule(ctx, "t/c", time.Now().Add(-time.Hour)))
+	// A Schedule while the dead owner holds t/a makes it due by its due
+	// time too: it must still be taken once.
+	require.NoError(t, s.Schedule(ctx, "t/a", time.Now().Add(-2*time.Hour)))
 	// Wait, by the database's clock, for the dead owner's lease to run
 	// out; claiming meanwhile would take the backlog.
 	require.Eventually(t, func() bool {
@@ -202,9 +205,9 @@ func TestQueueTakeoverComesBeforeTheBacklog(t *testing.T) {
 		return over
 	}, 10*time.Second, 20*time.Millisecond)
 
-	taken, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 1)
+	taken, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 2)
 	require.NoError(t, err)
-	require.Equal(t, []string{"t/a"}, keysOf(taken), "the expired lease's record first")
+	require.Equal(t, []string{"t/a", "t/c"}, keysOf(taken), "the expired lease's record first, then the backlog")
 	assert.Greater(t, taken[0].Lease.Token, dead[0].Lease.Token)
 
 	require.NoError(t, s.Release(ctx, taken[0].Lease))
@@ -214,5 +217,49 @@ func TestQueueTakeoverComesBeforeTheBacklog(t *testing.T) {
 
 	rest, err := s.ClaimDue(ctx, "t/", "third", time.Minute, 10)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"t/c", "t/b"}, keysOf(rest), "then the backlog, earliest due first")
+	assert.Equal(t, []string{"t/b"}, keysOf(rest), "then the rest of the backlog")
+}
+
+// TestQueueTakeoverAcrossMigration6 checks a store migrated to schema
+// version 6 while a record was in flight under version 5, which marked
+// it claimed at -infinity: once its lease has run out it is taken over
+// before the backlog, as a record claimed since is, and a record in
+// flight is not taken while its lease holds.
+func TestQueueTakeoverAcrossMigration6(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := ctxT(t)
+	old := open(t, dsn, pgstore.Options{Schema: "before6"})
+	for _, k := range []string{"t/a", "t/b", "t/c", "t/d"} {
+		_, err := old.Put(ctx, converge.StoreRecord{Key: k, Value: json.RawMessage(`1`)})
+		require.NoError(t, err)
+	}
+	dead, err := old.ClaimDue(ctx, "t/", "dead", 300*time.Millisecond, 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"t/a"}, keysOf(dead))
+	live, err := old.ClaimDue(ctx, "t/", "live", time.Minute, 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"t/b"}, keysOf(live))
+	// Make the schema what version 5 left, with both records claimed as
+	// version 5 claimed them.
+	undoMigration6(t, dsn, "before6")
+	query(t, dsn, `UPDATE before6.records SET claimed_due = '-infinity' WHERE key IN ('t/a', 't/b')`, nil)
+	require.NoError(t, old.Schedule(ctx, "t/d", time.Now().Add(-time.Hour)))
+
+	s := open(t, dsn, pgstore.Options{Schema: "before6"})
+	var version int
+	query(t, dsn, `SELECT max(version) FROM before6.migrations`, nil, &version)
+	require.Equal(t, 6, version)
+	require.Eventually(t, func() bool {
+		var over bool
+		query(t, dsn, `SELECT expires <= now() FROM before6.leases WHERE key = 't/a'`, nil, &over)
+		return over
+	}, 10*time.Second, 20*time.Millisecond)
+
+	taken, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"t/a"}, keysOf(taken), "the expired lease's record first")
+	rest, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"t/d", "t/c"}, keysOf(rest), "then the backlog, earliest due first, without the record in flight")
 }

@@ -258,14 +258,30 @@ SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `):
 	WHERE l.owner = '' OR l.owner = EXCLUDED.owner OR l.expires <= now()
 	RETURNING owner, expires, token`
 	s.holder = `SELECT owner, expires, owner = '' OR expires <= now() FROM ` + leases + ` WHERE key = $1`
-	s.release = `UPDATE ` + leases + ` SET owner = '' WHERE key = $1 AND owner = $2 AND owner <> '' AND token = $3`
+	// Release gives the lease back and makes a record that ClaimDue took
+	// under it due at once, first (claimed_due -infinity), as when a
+	// claim runs out; it locks the record first, as Finish does. It
+	// returns the key released, or no row.
+	s.release = `WITH locked AS (
+	SELECT key FROM ` + records + ` WHERE key = $1 FOR UPDATE
+), l AS (
+	UPDATE ` + leases + ` l SET owner = ''
+	FROM (SELECT count(*) FROM locked) AS record_first
+	WHERE l.key = $1 AND l.owner = $2 AND l.owner <> '' AND l.token = $3
+	RETURNING l.key
+), u AS (
+	UPDATE ` + records + ` r SET claimed_due = '-infinity'
+	FROM l WHERE r.key = l.key AND r.claimed_due IS NOT NULL
+)
+SELECT key FROM l`
 
 	// Due times: due_at is when the record is next due (NULL: not due).
-	// ClaimDue clears it and sets claimed_due to -infinity, which makes
-	// the record due again, before every other record, when its lease
-	// ends without Finish (the owner died or released it): a dead
-	// replica's objects are taken over first, not after the backlog. It
-	// also lets Finish tell a Schedule made meanwhile (due_at set again).
+	// ClaimDue clears it and sets claimed_due to the expiry of the lease
+	// it takes, which makes the record due again, before every record due
+	// by due_at, when its claim runs out without Finish (the owner died):
+	// a dead replica's objects are taken over first, not after the
+	// backlog; Release sets it to -infinity, due at once. It also lets
+	// Finish tell a Schedule made meanwhile (due_at set again).
 	s.schedule = `WITH w AS (
 	UPDATE ` + records + ` SET due_at = least(due_at, $2) WHERE key = $1 RETURNING key
 )
@@ -275,28 +291,44 @@ SELECT pg_notify($3, $4)::text FROM w`
 	// entries (converge.ClaimHistoryEntries), as arrays, read through the
 	// index history_key: the handler's input costs no other call.
 	//
-	// ClaimDue walks the index records_due in its order and stops at its
-	// limit. The prefix is a filter on that walk, written so that the
-	// planner can neither turn it into a range of the primary key nor
-	// take it for a selective one (coalesce hides it): either made
-	// PostgreSQL read and sort every due record under the prefix on each
-	// claim whenever the statistics were stale, as after a bulk load.
-	// The claimed records are updated by key (= ANY of an array: the
-	// primary key), never by a join the planner may run as a scan of the
-	// table. The lease of each record walked is read by its key, in a
-	// scalar subquery (which PostgreSQL runs per record, through the
-	// primary key), not NOT EXISTS: with statistics that say every lease
-	// is released, as they mostly are, PostgreSQL ran NOT EXISTS as an
-	// anti join over a scan of the whole leases table on every claim.
-	s.claimDue = `WITH c AS (
-	SELECT r.key, r.version, r.value, least(r.due_at, r.claimed_due) AS due
+	// ClaimDue takes first the records whose claim has run out (taken,
+	// walking the index records_claimed, in the order (claimed_due, key)),
+	// then the records due by due_at (cd, walking records_due in the
+	// order (due_at, key), for what the first walk left of the limit).
+	// Each walk stops at its limit, and neither sees a record in flight
+	// (its claimed_due is in the future, its due_at NULL) unless a
+	// Schedule made it due meanwhile; a record whose claim has run out is
+	// only the first walk's, so that the two never take the same one.
+	// The prefix is a filter on each walk, written so that the planner
+	// can neither turn it into a range of the primary key nor take it for
+	// a selective one (coalesce hides it): either made PostgreSQL read and
+	// sort every due record under the prefix on each claim whenever the
+	// statistics were stale, as after a bulk load. The claimed records
+	// are updated by key (= ANY of an array: the primary key), never by a
+	// join the planner may run as a scan of the table. The lease of each
+	// record walked is read by its key, in a scalar subquery (which
+	// PostgreSQL runs per record, through the primary key), not NOT
+	// EXISTS: with statistics that say every lease is released, as they
+	// mostly are, PostgreSQL ran NOT EXISTS as an anti join over a scan
+	// of the whole leases table on every claim.
+	free := `coalesce(starts_with(r.key, $1), false)
+		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM ` + leases + ` x WHERE x.key = r.key), false)`
+	s.claimDue = `WITH taken AS (
+	SELECT r.key, r.version, r.value, 0 AS tier, r.claimed_due AS due
 	FROM ` + records + ` r
-	WHERE least(r.due_at, r.claimed_due) <= now()
-		AND coalesce(starts_with(r.key, $1), false)
-		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM ` + leases + ` x WHERE x.key = r.key), false)
-	ORDER BY least(r.due_at, r.claimed_due), r.key
+	WHERE r.claimed_due <= now() AND ` + free + `
+	ORDER BY r.claimed_due, r.key
 	LIMIT (SELECT $2::bigint)
 	FOR UPDATE OF r SKIP LOCKED
+), cd AS (
+	SELECT r.key, r.version, r.value, 1 AS tier, r.due_at AS due
+	FROM ` + records + ` r
+	WHERE r.due_at <= now() AND coalesce(r.claimed_due > now(), true) AND ` + free + `
+	ORDER BY r.due_at, r.key
+	LIMIT (SELECT $2::bigint - count(*) FROM taken)
+	FOR UPDATE OF r SKIP LOCKED
+), c AS (
+	SELECT * FROM taken UNION ALL SELECT * FROM cd
 ), l AS (
 	INSERT INTO ` + leases + ` AS l (key, owner, expires, token)
 	SELECT c.key, $3, now() + $4::bigint * interval '1 microsecond', 1 FROM c
@@ -304,7 +336,7 @@ SELECT pg_notify($3, $4)::text FROM w`
 	WHERE l.owner = '' OR l.expires <= now()
 	RETURNING l.key, l.owner, l.expires, l.token
 ), u AS (
-	UPDATE ` + records + ` r SET claimed_due = '-infinity', due_at = NULL
+	UPDATE ` + records + ` r SET claimed_due = now() + $4::bigint * interval '1 microsecond', due_at = NULL
 	WHERE r.key = ANY (ARRAY(SELECT l.key FROM l))
 )
 SELECT c.key, c.version, c.value, l.owner, l.expires, l.token, h.at, h.f, h.t, h.r, h.s, h.b
@@ -316,7 +348,7 @@ CROSS JOIN LATERAL (
 	FROM (SELECT id, at, from_state, to_state, reason, subject, made_by FROM ` + hist + `
 		WHERE key = c.key ORDER BY id DESC LIMIT ` + strconv.Itoa(converge.ClaimHistoryEntries) + `) n
 ) h
-ORDER BY c.due, c.key`
+ORDER BY c.tier, c.due, c.key`
 	// Finish releases the lease and sets the next due time, keeping an
 	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
 	// it is (NULL unless scheduled meanwhile).

@@ -703,16 +703,19 @@ func (s *Store) Claim(ctx context.Context, key, owner string, ttl time.Duration)
 }
 
 // Release implements converge.Store. The lease row stays, with no owner,
-// so that the key's next token is higher.
+// so that the key's next token is higher. A record that ClaimDue took
+// under the lease is due again at once, before the records due by their
+// due time.
 func (s *Store) Release(ctx context.Context, lease converge.Lease) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, s.sql.release, lease.Key, lease.Owner, int64(lease.Token))
+	var released string
+	err := s.pool.QueryRow(ctx, s.sql.release, lease.Key, lease.Owner, int64(lease.Token)).Scan(&released)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgstore: lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
+	}
 	if err != nil {
 		return s.dbError("release", lease.Key, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("pgstore: lease on %q by %q (token %d): %w", lease.Key, lease.Owner, lease.Token, converge.ErrLeaseLost)
 	}
 	return nil
 }

@@ -90,6 +90,7 @@ func TestTargetsOfAnOlderSchema(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	// Back to schema version 2, with a target written then.
+	undoMigration6(t, dsn, "converge")
 	query(t, dsn, `DELETE FROM converge.migrations WHERE version >= 3`, nil)
 	query(t, dsn, `ALTER TABLE converge.history DROP COLUMN subject, DROP COLUMN made_by`, nil) // migrations 4 and 5
 	query(t, dsn, `ALTER TABLE converge.targets DROP COLUMN revision, DROP COLUMN last_revision, ALTER COLUMN value SET NOT NULL`, nil)
