@@ -493,22 +493,8 @@ func TestPGFloor(t *testing.T) {
 // statements (and its batching of calls) from the controller's.
 func BenchmarkPGStoreLoop(b *testing.B) {
 	for _, batch := range pgFloorBatches {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchPGStoreLoop(b, batch) })
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchPGStoreLoop(b, batch, 0) })
 	}
-}
-
-func benchPGStoreLoop(b *testing.B, batch int) {
-	dsn := pgtest.DSN(b)
-	ctx := context.Background()
-	n := b.N
-	rt := &roundTrips{}
-	stores := tracedStores(b, ctx, dsn, rt, pgReplicas)
-	if err := addPGFloorObjects(ctx, stores[0], n); err != nil {
-		b.Fatal(err)
-	}
-	analyze(b, ctx, dsn)
-
-	timeObjects(b, ctx, dsn, rt, n, func() (int, error) { return runPGStoreLoop(ctx, stores, batch, n) })
 }
 
 // BenchmarkPGStoreLoopInFlight is BenchmarkPGStoreLoop (batches of 16)
@@ -519,11 +505,13 @@ func benchPGStoreLoop(b *testing.B, batch int) {
 // cost more with each; inflight=0 is the baseline of the same run.
 func BenchmarkPGStoreLoopInFlight(b *testing.B) {
 	for _, inflight := range []int{0, 1000, 10000} {
-		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) { benchPGStoreLoopInFlight(b, inflight) })
+		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) { benchPGStoreLoop(b, 16, inflight) })
 	}
 }
 
-func benchPGStoreLoopInFlight(b *testing.B, inflight int) {
+// benchPGStoreLoop runs BenchmarkPGStoreLoop in batches of batch
+// objects, while another owner holds inflight more in flight.
+func benchPGStoreLoop(b *testing.B, batch, inflight int) {
 	dsn := pgtest.DSN(b)
 	ctx := context.Background()
 	n := b.N
@@ -543,7 +531,7 @@ func benchPGStoreLoopInFlight(b *testing.B, inflight int) {
 	}
 	analyze(b, ctx, dsn)
 
-	timeObjects(b, ctx, dsn, rt, n, func() (int, error) { return runPGStoreLoop(ctx, stores, 16, n) })
+	timeObjects(b, ctx, dsn, rt, n, func() (int, error) { return runPGStoreLoop(ctx, stores, batch, n) })
 }
 
 // runPGStoreLoop runs BenchmarkPGStoreLoop's clients, one per store,

@@ -13,8 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/convergekit/converge/pgstore/pgtest"
 )
 
 // TestClaimDueReadsNoMoreThanItTakes checks the plan of ClaimDue on many
@@ -28,13 +26,8 @@ import (
 // may use for the prepared statement are checked: the one for these
 // arguments and the generic one.
 func TestClaimDueReadsNoMoreThanItTakes(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, dsn, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at, claimed_due)
+	ctx, s, _ := openInternal(t)
+	_, err := s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at, claimed_due)
 		SELECT 'obj/' || lpad(i::text, 6, '0'), 1, '{}',
 			CASE WHEN i % 2 = 0 THEN now() END, CASE WHEN i % 2 = 1 THEN now() - interval '1 minute' END
 		FROM generate_series(1, 5000) i`)
@@ -61,13 +54,8 @@ func TestClaimDueReadsNoMoreThanItTakes(t *testing.T) {
 // due first, at -infinity) read, and looked up the lease of, every record
 // in flight before it reached one it could take.
 func TestClaimDueWalksNoRecordInFlight(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, dsn, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at)
+	ctx, s, _ := openInternal(t)
+	_, err := s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at)
 		SELECT 'obj/' || lpad(i::text, 6, '0'), 1, '{}', now() - interval '1 hour' FROM generate_series(1, 300) i`)
 	require.NoError(t, err)
 	held, err := s.ClaimDue(ctx, "obj/", "other", time.Minute, 200)

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
-	"github.com/convergekit/converge/pgstore/pgtest"
 )
 
 // TestFenceIsCheckedWhenTheWriteRuns runs each fenced write in a
@@ -22,12 +20,7 @@ import (
 // transaction) such a write was accepted up to a batch's duration after
 // its lease had expired.
 func TestFenceIsCheckedWhenTheWriteRuns(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, dsn, Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	ctx, s, _ := openInternal(t)
 
 	for _, tc := range []struct {
 		name   string

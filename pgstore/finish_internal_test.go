@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
-	"github.com/convergekit/converge/pgstore/pgtest"
 )
 
 // finishSizes records how many leases each FinishMany carried.
@@ -120,13 +119,8 @@ func TestFinishCallsThatComeTogetherAreOneStatement(t *testing.T) {
 // Finish calls) do not: see finishMany for why a lost Finish is
 // harmless, which holds for no other write.
 func TestOnlyFinishCommitsAsynchronously(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, dsn, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`0`)})
+	ctx, s, _ := openInternal(t)
+	_, err := s.Put(ctx, converge.StoreRecord{Key: "k", Value: json.RawMessage(`0`)})
 	require.NoError(t, err)
 	l, err := s.Claim(ctx, "k", "me", time.Minute)
 	require.NoError(t, err)

@@ -114,6 +114,21 @@ func tracedStoreWith(t *testing.T, tracer pgx.QueryTracer, opts Options) (*Store
 	return s, dsn
 }
 
+// openInternal opens a store with the default options on a database of
+// its own and returns a context that ends after a minute, the store and
+// the database's DSN; the store is closed and the context ended when t
+// ends.
+func openInternal(t *testing.T) (context.Context, *Store, string) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	s, err := Open(ctx, dsn, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return ctx, s, dsn
+}
+
 // storeOnPool opens a store with opts on a pool of its own to dsn, which
 // configure sets up first, and returns both; they are closed when t ends.
 func storeOnPool(t testing.TB, ctx context.Context, dsn string, opts Options, configure func(*pgxpool.Config)) (*pgxpool.Pool, *Store) {

@@ -91,3 +91,14 @@ func undoMigration6(t testing.TB, dsn, schema string) {
 	query(t, dsn, `CREATE INDEX records_due ON `+schema+`.records ((least(due_at, claimed_due)), key)`, nil)
 	query(t, dsn, `DELETE FROM `+schema+`.migrations WHERE version >= 6`, nil)
 }
+
+// awaitExpired waits until the lease on key in schema has run out by the
+// database's clock.
+func awaitExpired(t testing.TB, dsn, schema, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var over bool
+		query(t, dsn, `SELECT expires <= now() FROM `+schema+`.leases WHERE key = $1`, []any{key}, &over)
+		return over
+	}, 10*time.Second, 20*time.Millisecond)
+}

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
-	"github.com/convergekit/converge/pgstore/pgtest"
 )
 
 // TestLeasesAreReadByKeyAfterABulkLoad stores records in bulk, as a
@@ -29,12 +27,7 @@ import (
 // (FinishMany joins the leases with its arrays, and PostgreSQL rightly
 // scans a table this small for that.)
 func TestLeasesAreReadByKeyAfterABulkLoad(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, dsn, Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	ctx, s, dsn := openInternal(t)
 	const n = 2000
 	for i := range n {
 		_, err := s.Put(ctx, converge.StoreRecord{Key: fmt.Sprintf("obj/%05d", i), Value: json.RawMessage(`0`)})

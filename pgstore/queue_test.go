@@ -199,11 +199,7 @@ func TestQueueTakeoverComesBeforeTheBacklog(t *testing.T) {
 	require.NoError(t, s.Schedule(ctx, "t/a", time.Now().Add(-2*time.Hour)))
 	// Wait, by the database's clock, for the dead owner's lease to run
 	// out; claiming meanwhile would take the backlog.
-	require.Eventually(t, func() bool {
-		var over bool
-		query(t, dsn, `SELECT expires <= now() FROM converge.leases WHERE key = 't/a'`, nil, &over)
-		return over
-	}, 10*time.Second, 20*time.Millisecond)
+	awaitExpired(t, dsn, "converge", "t/a")
 
 	taken, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 2)
 	require.NoError(t, err)
@@ -250,11 +246,7 @@ func TestQueueTakeoverAcrossMigration6(t *testing.T) {
 	var version int
 	query(t, dsn, `SELECT max(version) FROM before6.migrations`, nil, &version)
 	require.Equal(t, 6, version)
-	require.Eventually(t, func() bool {
-		var over bool
-		query(t, dsn, `SELECT expires <= now() FROM before6.leases WHERE key = 't/a'`, nil, &over)
-		return over
-	}, 10*time.Second, 20*time.Millisecond)
+	awaitExpired(t, dsn, "before6", "t/a")
 
 	taken, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 1)
 	require.NoError(t, err)

@@ -140,6 +140,21 @@ func releaseCTEs(records, leases, src, also string) string {
 )`)
 }
 
+// releaseOne is the part of a statement that releases the lease on the
+// key in parameter $1 if it is still owner $2's with token $3: locked
+// locks the key's record, if any, and l, after it, releases the lease and
+// returns its key.
+func releaseOne(records, leases string) string {
+	return `locked AS (
+	SELECT key FROM ` + records + ` WHERE key = $1 FOR UPDATE
+), l AS (
+	UPDATE ` + leases + ` l SET owner = ''
+	FROM (SELECT count(*) FROM locked) AS record_first
+	WHERE l.key = $1 AND l.owner = $2 AND l.owner <> '' AND l.token = $3
+	RETURNING l.key
+)`
+}
+
 // notifyReleased is the notification of a released lease whose record is
 // due now (u.due_at, from releaseCTEs), on the channel in parameter ch,
 // its payload the key unless too long for one: the text of pg_notify's
@@ -262,14 +277,7 @@ SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `):
 	// under it due at once, first (claimed_due -infinity), as when a
 	// claim runs out; it locks the record first, as Finish does. It
 	// returns the key released, or no row.
-	s.release = `WITH locked AS (
-	SELECT key FROM ` + records + ` WHERE key = $1 FOR UPDATE
-), l AS (
-	UPDATE ` + leases + ` l SET owner = ''
-	FROM (SELECT count(*) FROM locked) AS record_first
-	WHERE l.key = $1 AND l.owner = $2 AND l.owner <> '' AND l.token = $3
-	RETURNING l.key
-), u AS (
+	s.release = `WITH ` + releaseOne(records, leases) + `, u AS (
 	UPDATE ` + records + ` r SET claimed_due = '-infinity'
 	FROM l WHERE r.key = l.key AND r.claimed_due IS NOT NULL
 )
@@ -352,14 +360,7 @@ ORDER BY c.tier, c.due, c.key`
 	// Finish releases the lease and sets the next due time, keeping an
 	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
 	// it is (NULL unless scheduled meanwhile).
-	s.finish = `WITH locked AS (
-	SELECT key FROM ` + records + ` WHERE key = $1 FOR UPDATE
-), l AS (
-	UPDATE ` + leases + ` l SET owner = ''
-	FROM (SELECT count(*) FROM locked) AS record_first
-	WHERE l.key = $1 AND l.owner = $2 AND l.owner <> '' AND l.token = $3
-	RETURNING l.key
-), u AS (
+	s.finish = `WITH ` + releaseOne(records, leases) + `, u AS (
 	UPDATE ` + records + ` r SET due_at = least(r.due_at, $4::timestamptz), claimed_due = NULL
 	FROM l WHERE r.key = l.key
 	RETURNING r.due_at
