@@ -50,9 +50,9 @@ func TestClaimDueReadsNoMoreThanItTakes(t *testing.T) {
 }
 
 // TestClaimDueWalksNoRecordInFlight checks that ClaimDue does not read the
-// records that other claims hold: a claim that walked them (they were
-// due first, at -infinity) read, and looked up the lease of, every record
-// in flight before it reached one it could take.
+// records that other claims hold, renewed claims included: a claim that
+// walked them (they were due first, at -infinity) read, and looked up the
+// lease of, every record in flight before it reached one it could take.
 func TestClaimDueWalksNoRecordInFlight(t *testing.T) {
 	ctx, s, _ := openInternal(t)
 	_, err := s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at)
@@ -61,6 +61,22 @@ func TestClaimDueWalksNoRecordInFlight(t *testing.T) {
 	held, err := s.ClaimDue(ctx, "obj/", "other", time.Minute, 200)
 	require.NoError(t, err)
 	require.Len(t, held, 200)
+	// 50 more are claimed for a moment and renewed (as a controller
+	// renews the lease of a handler that runs long), then held past the
+	// first lease's end.
+	renewed, err := s.ClaimDue(ctx, "obj/", "other", 300*time.Millisecond, 50)
+	require.NoError(t, err)
+	require.Len(t, renewed, 50)
+	for _, c := range renewed {
+		l, err := s.Claim(ctx, c.Record.Key, "other", time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, c.Lease.Token, l.Token, "renewed, not taken anew")
+	}
+	require.Eventually(t, func() bool {
+		var over bool
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT now() > $1`, renewed[0].Lease.Expires).Scan(&over))
+		return over
+	}, 10*time.Second, 20*time.Millisecond)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		t.Run(mode, func(t *testing.T) {
 			plan := explainClaimDue(t, ctx, s, mode, "EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF)")

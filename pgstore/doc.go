@@ -72,7 +72,8 @@
 // it so at once). A claim reads as many records as it takes, however
 // many other claims hold: a record in flight is kept out of the indexes
 // that ClaimDue walks (records_due, on the due time, and
-// records_claimed, on the expiry of the claim) until its claim runs out.
+// records_claimed, on the expiry of the claim, which Claim moves when it
+// renews the lease) until its claim runs out.
 // It returns each record with its newest history entries
 // (converge.ClaimHistoryEntries), so a controller needs no other call to
 // show them to its handler. Finish releases the lease and sets the next

@@ -73,7 +73,7 @@ func TestHotStatementsArePlannedGenerically(t *testing.T) {
 				{"Put (create)", "INSERT INTO " + q + ".records"},
 				{"Put (fenced)", "FROM locked WHERE r.key = locked.key"},
 				{"ClaimDue", "FOR UPDATE OF r SKIP LOCKED"},
-				{"Claim", "VALUES ($1, $2, now()"},
+				{"Claim", "SELECT $1, $2, now()"},
 				{"Finish", "UPDATE " + q + ".leases l SET owner = ''"},
 			} {
 				var found []plans

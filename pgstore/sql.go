@@ -264,14 +264,28 @@ SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `):
 	// A claim succeeds when the key is free, its lease expired, or the
 	// owner renews it; the token grows unless the owner renews a lease
 	// that has not expired.
-	s.claim = `INSERT INTO ` + leases + ` AS l (key, owner, expires, token)
-	VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond', 1)
+	//
+	// A record in flight (claimed_due set by ClaimDue) gets the new
+	// expiry as its claimed_due, so that a renewed claim stays out of
+	// ClaimDue's walks until it runs out; the record is locked first, as
+	// every statement that locks a record and its lease does.
+	s.claim = `WITH locked AS (
+	SELECT key FROM ` + records + ` WHERE key = $1 FOR UPDATE
+), l AS (
+	INSERT INTO ` + leases + ` AS l (key, owner, expires, token)
+	SELECT $1, $2, now() + $3::bigint * interval '1 microsecond', 1
+	FROM (SELECT count(*) FROM locked) AS record_first
 	ON CONFLICT (key) DO UPDATE SET
 		token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires > now() THEN l.token ELSE l.token + 1 END,
 		owner = EXCLUDED.owner,
 		expires = EXCLUDED.expires
 	WHERE l.owner = '' OR l.owner = EXCLUDED.owner OR l.expires <= now()
-	RETURNING owner, expires, token`
+	RETURNING l.key, l.owner, l.expires, l.token
+), u AS (
+	UPDATE ` + records + ` r SET claimed_due = l.expires
+	FROM l WHERE r.key = l.key AND r.claimed_due IS NOT NULL
+)
+SELECT owner, expires, token FROM l`
 	s.holder = `SELECT owner, expires, owner = '' OR expires <= now() FROM ` + leases + ` WHERE key = $1`
 	// Release gives the lease back and makes a record that ClaimDue took
 	// under it due at once, first (claimed_due -infinity), as when a
