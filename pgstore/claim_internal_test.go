@@ -72,10 +72,10 @@ func TestClaimDueWalksNoRecordInFlight(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, c.Lease.Token, l.Token, "renewed, not taken anew")
 	}
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var over bool
-		require.NoError(t, s.pool.QueryRow(ctx, `SELECT now() > $1`, renewed[0].Lease.Expires).Scan(&over))
-		return over
+		assert.NoError(c, s.pool.QueryRow(ctx, `SELECT now() > $1`, renewed[0].Lease.Expires).Scan(&over))
+		assert.True(c, over, "the first lease has run out by the database's clock")
 	}, 10*time.Second, 20*time.Millisecond)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		t.Run(mode, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
@@ -96,9 +97,18 @@ func undoMigration6(t testing.TB, dsn, schema string) {
 // database's clock.
 func awaitExpired(t testing.TB, dsn, schema, key string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	// The condition runs on a goroutine of its own, on a connection of
+	// its own: it reports what fails to c, never to t.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if !assert.NoError(c, err) {
+			return
+		}
+		defer conn.Close(ctx)
 		var over bool
-		query(t, dsn, `SELECT expires <= now() FROM `+schema+`.leases WHERE key = $1`, []any{key}, &over)
-		return over
+		assert.NoError(c, conn.QueryRow(ctx, `SELECT expires <= now() FROM `+schema+`.leases WHERE key = $1`, key).Scan(&over))
+		assert.True(c, over, "the lease on %s has run out by the database's clock", key)
 	}, 10*time.Second, 20*time.Millisecond)
 }
