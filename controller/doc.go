@@ -52,9 +52,14 @@
 // others take its objects over at once. A replica starts claiming at
 // once and loads the view that Get, Objects and AboveSLA return
 // meanwhile, then refreshes it from the store every Resync. A claim
-// brings the object's newest history with it (converge.Claimed.History),
-// and a worker does not wait for the Finish that hands the object back:
-// the lease stays held until it commits.
+// brings the object's newest history with it (converge.Claimed.History).
+// At most Workers handlers run at once, but an object holds its worker
+// only while its handler runs: while the write of what the handler
+// returned commits, another object's handler runs, so that the writes of
+// the objects a replica holds reach the store together. Nor does an
+// object wait for the Finish that hands it back: the lease stays held
+// until it commits. A replica that is stopping starts no handler, and
+// hands back, due at once, the objects whose handler does not run.
 //
 // # Seeing it work
 //

@@ -55,21 +55,26 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	}()
 	defer func() { <-rescanned }()
 
-	// Claims wait in work until a worker takes them. Up to three times
-	// Workers objects are claimed and not finished; the fetcher claims
-	// again when at least twice Workers places are free (no more than
-	// Workers objects remain, running or waiting), so claims come in
-	// batches of twice Workers or more even when handlers are quick: one
-	// ClaimDue per 2×Workers objects, not per Workers, which halves the
-	// round trips that claims cost, at the price of up to 2×Workers
-	// objects held under lease while they wait for a worker (the renew
-	// deadline covers that wait: see renewWaiting).
+	// Claims wait in work until a goroutine takes them, one goroutine
+	// for each of the 3×Workers objects that may be claimed and not
+	// finished at once; Workers handler slots (slots) bound the handlers
+	// that run. An object holds a slot only while its handler runs, not
+	// while the write of what the handler returned commits: the objects
+	// of a replica whose handlers have returned write together, in the
+	// store's batches, while other objects' handlers run. The fetcher
+	// claims again when at least twice Workers places are free (no more
+	// than Workers objects remain), so claims come in batches of twice
+	// Workers or more even when handlers are quick: one ClaimDue per
+	// 2×Workers objects, not per Workers, which halves the round trips
+	// that claims cost, at the price of up to 2×Workers objects held
+	// under lease while they wait for a slot (keep renews their leases
+	// meanwhile).
 	n := c.cfg.Workers
 	work := make(chan claim, 3*n)
 	var outstanding atomic.Int64 // claimed and not finished
-	// waiting is the number of claims in work, for MetricQueueDepth: it
-	// changes and is reported under depthMu, so the gauge ends at the
-	// last value.
+	// waiting is the number of claimed objects whose handler has not
+	// started, for MetricQueueDepth: it changes and is reported under
+	// depthMu, so the gauge ends at the last value.
 	var depthMu sync.Mutex
 	waiting := 0
 	addWaiting := func(delta int) {
@@ -78,19 +83,31 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 		c.metrics.Set(MetricQueueDepth, float64(waiting), c.cfg.Kind)
 		depthMu.Unlock()
 	}
-	// running holds the keys a worker is handling: a key claimed twice
-	// (a store that hands out a key again while it is held, or a batch
-	// naming it twice) is never handled twice at once by this replica.
+	slots := &handlerSlots{ch: make(chan struct{}, n), stop: ctx.Done(), started: func() { addWaiting(-1) }}
+	// running holds the keys being handled: a key claimed twice (a store
+	// that hands out a key again while it is held, or a batch naming it
+	// twice) is never handled twice at once by this replica.
 	var runningMu sync.Mutex
 	running := map[string]bool{}
 	var wg sync.WaitGroup
 	// finishing holds the Finish calls on their way: a worker does not
 	// wait for them (see finish), Run does before it returns.
 	var finishing sync.WaitGroup
-	for range n {
+	// turn makes the objects start in the order they were claimed (the
+	// order they were due): a worker holds it (a place in the channel)
+	// from taking a claim until the object's first handler run has its
+	// slot, or needs none. A channel, not a mutex: a goroutine waiting
+	// for it waits durably, as testing/synctest needs.
+	turn := make(chan struct{}, 1)
+	for range 3 * n {
 		wg.Go(func() {
-			for cl := range work {
-				addWaiting(-1)
+			for {
+				turn <- struct{}{}
+				cl, ok := <-work
+				if !ok {
+					<-turn
+					return
+				}
 				key := cl.Lease.Key
 				runningMu.Lock()
 				busy := running[key]
@@ -99,17 +116,19 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 				switch {
 				case busy:
 					// Handled by another worker right now: leave this claim.
+					<-turn
+					addWaiting(-1)
 				case hctx.Err() != nil || ctx.Err() != nil:
 					// Stopping: hand the object back for another replica.
+					<-turn
+					addWaiting(-1)
 					c.finish(&finishing, sq, cl.Lease, c.now())
-				case time.Since(cl.asked) >= c.cfg.RenewDeadline/2:
-					// Waited for a worker until the lease needs renewing:
-					// renew it before the handler starts, or leave it.
-					if asked, ok := c.renewWaiting(hctx, sq, cl.Lease); ok {
-						c.runClaimed(hctx, sq, cl.Claimed, asked, &finishing)
-					}
 				default:
-					c.runClaimed(hctx, sq, cl.Claimed, cl.asked, &finishing)
+					hr := &handlerRun{slots: slots, turn: turn}
+					c.runClaimed(hctx, sq, cl.Claimed, cl.asked, &finishing, hr)
+					if hr.endTurn() {
+						addWaiting(-1) // ended before its handler ran
+					}
 				}
 				if !busy {
 					runningMu.Lock()
@@ -172,39 +191,12 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	return err
 }
 
-// claim is a claimed object waiting for a worker, with the time (on the
+// claim is a claimed object waiting for a goroutine to handle it, with the time (on the
 // monotonic clock) when the ClaimDue that claimed it started: the renew
 // deadline counts from there.
 type claim struct {
 	converge.Claimed
 	asked time.Time
-}
-
-// renewWaiting renews lease, claimed a while ago and not handled yet,
-// and returns when the renewal started; false when the lease lapsed (it
-// expired, or another owner holds the key) or the store did not answer
-// within the renew deadline, which leaves the lease to expire. A lease
-// renewed with its own token never lapsed, however long ago it was
-// claimed, so nobody else can have handled the object meanwhile.
-//
-// A renewal that returns another token found the old lease lapsed, and
-// the lease it returns is left to expire, never given back (Release):
-// Claim renews whatever lease the owner holds, and one owner name covers
-// every worker of the replica, so when the lapsed claim waited while the
-// replica claimed the object again, the lease returned is that newer
-// claim, which another worker handles or is about to. Releasing it would
-// let another replica take the object while that worker handles it. A
-// lease the renewal made itself costs at most one LeaseTTL before the
-// object is due again. keep does the same.
-func (c *Controller) renewWaiting(ctx context.Context, sq converge.Queue, lease converge.Lease) (time.Time, bool) {
-	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.RenewDeadline)
-	defer cancel()
-	l, err := sq.Claim(rctx, lease.Key, c.cfg.Owner, c.cfg.LeaseTTL)
-	if err == nil && l.Token == lease.Token {
-		return start, true
-	}
-	return time.Time{}, false
 }
 
 // sleep waits for d or until ctx ends.
@@ -225,7 +217,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // finishing (see finish). A lease lost (not
 // renewed by the renew deadline, or held by another owner) cancels the
 // handler and ends the run with nothing more written.
-func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time, finishing *sync.WaitGroup) {
+func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl converge.Claimed, asked time.Time, finishing *sync.WaitGroup, hr *handlerRun) {
 	lease := cl.Lease
 	e := c.viewClaimed(cl.Record)
 	if e == nil {
@@ -240,7 +232,7 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 	}
 	cur := e.load()
 	obj := &cur
-	hctx, stop := c.keep(ctx, sq, lease, asked, obj.State)
+	hctx, stop := c.keep(ctx, sq, lease, asked, obj.State, hr)
 	defer stop()
 	var next time.Time
 	for round := 1; ; round++ {
@@ -264,6 +256,8 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 			next = time.Time{} // not due until woken (Enqueue, Request, Release)
 		case errors.Is(err, converge.ErrLeaseLost):
 			return // someone else holds the object now
+		case errors.Is(err, errStopping):
+			next = c.now() // hand it back: another replica takes it at once
 		case hctx.Err() != nil && ctx.Err() == nil:
 			return // the lease was lost while the handler ran
 		case errors.Is(err, converge.ErrStoreStale):
@@ -335,10 +329,9 @@ func (c *Controller) finish(finishing *sync.WaitGroup, sq converge.Queue, lease 
 // the renewal and cancels the context; it may be called more than once.
 // A handler still running when its lease may have expired, after a lost
 // lease cancelled its context, is reported (MetricHandlerOverruns).
-func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge.Lease, asked time.Time, state State) (context.Context, func()) {
+func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge.Lease, asked time.Time, state State, hr *handlerRun) (context.Context, func()) {
 	hctx, cancel := context.WithCancelCause(ctx)
-	running := &atomic.Bool{} // the handler runs (see Controller.run)
-	hctx = context.WithValue(hctx, handlerRunningKey{}, running)
+	hctx = context.WithValue(hctx, handlerRunKey{}, hr)
 	ttl, deadline := c.cfg.LeaseTTL, c.cfg.RenewDeadline
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -358,7 +351,7 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 			// lease found held by another owner has expired already, so
 			// the handler gets the time between deadline and TTL to return.
 			overrun = time.AfterFunc(max(time.Until(asked.Add(ttl)), ttl-deadline), func() {
-				if running.Load() {
+				if hr.running.Load() {
 					c.overran(lease.Key, state)
 				}
 			})
@@ -417,9 +410,79 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 	}
 }
 
-// handlerRunningKey is the context key of the *atomic.Bool that keep
-// gives a claimed object's handler context: true while the handler runs.
-type handlerRunningKey struct{}
+// handlerRunKey is the context key of the *handlerRun that keep gives a
+// claimed object's handler context.
+type handlerRunKey struct{}
+
+// errStopping means that a claimed object's handler did not start
+// because the replica is stopping: the object is handed back.
+var errStopping = errors.New("controller: stopping")
+
+// handlerSlots bounds the handlers that a replica runs at once
+// (Config.Workers), whatever the number of objects it holds.
+type handlerSlots struct {
+	ch chan struct{} // a place for each handler running
+	// stop is closed when Run's context ends: no handler starts after.
+	stop <-chan struct{}
+	// started is called when an object's first handler run gets a slot
+	// (MetricQueueDepth counts the objects waiting for it).
+	started func()
+}
+
+// handlerRun is one claimed object's use of its replica's handler slots,
+// which keep gives its handler context (handlerRunKey): Controller.run
+// enters before the handler runs and leaves after. A handler holds a slot
+// only while it runs, not while what it returned is written.
+type handlerRun struct {
+	slots   *handlerSlots
+	running atomic.Bool // the handler runs (keep's overrun watch reads it)
+	// turn is the replica's turn to start an object, held until the
+	// object's first handler run has its slot (nil after): objects start
+	// in the order they were claimed. It is used on the goroutine of the
+	// worker that handles the object, where its handler runs are.
+	turn chan struct{}
+}
+
+// endTurn gives the replica's turn to start an object back, if this
+// object still holds it, and tells whether it did: the object's handler
+// never got a slot.
+func (r *handlerRun) endTurn() bool {
+	if r.turn == nil {
+		return false
+	}
+	<-r.turn
+	r.turn = nil
+	return true
+}
+
+// enter waits for a handler slot and marks the handler running. It
+// returns errStopping, starting nothing, once the replica is stopping,
+// and ctx's cause when ctx ends first (the lease was lost).
+func (r *handlerRun) enter(ctx context.Context) error {
+	select {
+	case <-r.slots.stop:
+		return errStopping
+	default:
+	}
+	select {
+	case r.slots.ch <- struct{}{}:
+	case <-r.slots.stop:
+		return errStopping
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if r.endTurn() {
+		r.slots.started()
+	}
+	r.running.Store(true)
+	return nil
+}
+
+// leave marks the handler returned and frees its slot.
+func (r *handlerRun) leave() {
+	r.running.Store(false)
+	<-r.slots.ch
+}
 
 // overran reports a handler of key, in state, that was cancelled when its
 // lease was lost and is still running when the lease may have expired.

@@ -106,6 +106,9 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		// replica may own the object by now.
 		return stepStore, 0, context.Cause(ctx)
 	}
+	if errors.Is(herr, errStopping) {
+		return stepStore, 0, herr // not run: the replica is stopping
+	}
 	if herr == nil {
 		how, d, err := c.settle(ctx, e, obj, res, token)
 		switch {
@@ -382,14 +385,18 @@ func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.Hi
 // is timed; it returns when the handler returned, on the controller's
 // monotonic clock (0 when not timed).
 func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duration, error) {
-	if running, ok := ctx.Value(handlerRunningKey{}).(*atomic.Bool); ok {
-		// A replica's handler under a lease: not started once the lease
-		// is lost, and watched for running on after that (keep).
-		running.Store(true)
-		defer running.Store(false)
+	if hr, ok := ctx.Value(handlerRunKey{}).(*handlerRun); ok {
+		// A replica's handler under a lease: it runs in one of the
+		// replica's handler slots, is not started once the lease is lost
+		// or the replica is stopping, and is watched for running on after
+		// the lease is lost (keep).
 		if ctx.Err() != nil {
 			return Result{}, 0, context.Cause(ctx)
 		}
+		if err := hr.enter(ctx); err != nil {
+			return Result{}, 0, err
+		}
+		defer hr.leave()
 	}
 	// The monotonic clock: with time.Now it reads one clock where
 	// time.Now reads two, and a handler run takes two readings.

@@ -1,0 +1,202 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/convergetest"
+)
+
+// heldPut is a MemStore whose Puts of key, once armed, wait until
+// release is closed; started is closed when the first of them starts.
+type heldPut struct {
+	*converge.MemStore
+	key              string
+	armed            atomic.Bool
+	started, release chan struct{}
+	once             sync.Once
+}
+
+func newHeldPut(key string) *heldPut {
+	return &heldPut{MemStore: converge.NewMemStore(), key: key, started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *heldPut) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
+	if rec.Key == s.key && s.armed.Load() {
+		s.once.Do(func() { close(s.started) })
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return s.MemStore.Put(ctx, rec, h...)
+}
+
+// concurrency counts the handlers running at once and the most seen.
+type concurrency struct{ now, most atomic.Int32 }
+
+func (c *concurrency) enter() {
+	n := c.now.Add(1)
+	for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+	}
+}
+
+func (c *concurrency) leave() { c.now.Add(-1) }
+
+// TestReplicaHandlerSlotIsFreeWhileItsWriteCommits: with one worker, the
+// next claimed object's handler runs while the write of what the first
+// object's handler returned waits for the store; the first object then
+// goes on once its write commits. One handler runs at a time throughout.
+func TestReplicaHandlerSlotIsFreeWhileItsWriteCommits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := newHeldPut("vm/a")
+		var running concurrency
+		var mu sync.Mutex
+		var runs []string
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: store, Owner: "r", Workers: 1,
+			Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
+				running.enter()
+				defer running.leave()
+				mu.Lock()
+				runs = append(runs, o.Key+":"+string(o.State))
+				mu.Unlock()
+				if o.State == "new" {
+					return controller.Transition("done"), nil
+				}
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "new", nil))
+		time.Sleep(time.Millisecond) // b is due after a
+		require.NoError(t, c.Add(ctx, "b", "new", nil))
+		store.armed.Store(true) // a's transition waits for the store
+		stop := startController(t, c)
+		<-store.started
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []string{"a:new", "b:new", "b:done"}, runs, "b ran while a's write waited for the store")
+		mu.Unlock()
+		close(store.release)
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []string{"a:new", "b:new", "b:done", "a:done"}, runs, "a went on once its write committed")
+		mu.Unlock()
+		assert.Equal(t, int32(1), running.most.Load(), "one handler at a time")
+		require.NoError(t, stop())
+	})
+}
+
+// TestReplicaRunsAtMostWorkersHandlers: a replica holds up to 3×Workers
+// claimed objects but runs at most Workers handlers at once; the objects
+// waiting for a handler are its queue depth, and they start in the order
+// they were due.
+func TestReplicaRunsAtMostWorkersHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const workers, objects = 2, 9
+		m := &convergetest.Metrics{}
+		var running concurrency
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var order []string
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: converge.NewMemStore(), Owner: "r", Workers: workers, Metrics: m,
+			Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+				running.enter()
+				defer running.leave()
+				mu.Lock()
+				order = append(order, o.Key)
+				mu.Unlock()
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		var want []string
+		for i := range objects {
+			key := fmt.Sprintf("o%d", i)
+			want = append(want, key)
+			require.NoError(t, c.Add(ctx, key, "new", nil))
+			time.Sleep(time.Millisecond) // due in this order
+		}
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(workers), running.now.Load(), "Workers handlers run")
+		assert.Equal(t, float64(3*workers-workers), m.Value(controller.MetricQueueDepth.Name, "vm"),
+			"the other claimed objects wait for a handler")
+		close(release)
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, want, order, "objects start in the order they were due")
+		mu.Unlock()
+		assert.Equal(t, int32(workers), running.most.Load(), "never more than Workers handlers at once")
+		assert.Zero(t, m.Value(controller.MetricQueueDepth.Name, "vm"), "nothing waits at the end")
+		require.NoError(t, stop())
+	})
+}
+
+// TestReplicaStopStartsNoWaitingHandler: once a replica is stopping, an
+// object that has returned from its handler and wrote a transition does
+// run its handler again: it is handed back, due at once, like an object
+// that never started.
+func TestReplicaStopStartsNoWaitingHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := newHeldPut("vm/a")
+		var mu sync.Mutex
+		var runs []string
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: store, Owner: "r", Workers: 1, LeaseTTL: time.Hour, ShutdownTimeout: time.Minute,
+			Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
+				mu.Lock()
+				runs = append(runs, o.Key+":"+string(o.State))
+				mu.Unlock()
+				if o.Key == "b" {
+					<-ctx.Done() // holds the only slot until the shutdown timeout
+					return controller.NoChange(), nil
+				}
+				if o.State == "new" {
+					return controller.Transition("done"), nil
+				}
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		require.NoError(t, c.Add(ctx, "a", "new", nil))
+		time.Sleep(time.Millisecond)
+		require.NoError(t, c.Add(ctx, "b", "new", nil))
+		store.armed.Store(true)
+		stop := startController(t, c)
+		<-store.started // a's write waits; b holds the slot
+		synctest.Wait()
+		stopped := make(chan error, 1)
+		go func() { stopped <- stop() }()
+		synctest.Wait()
+		close(store.release) // a's write commits while the replica stops
+		require.ErrorIs(t, <-stopped, controller.ErrShutdownTimeout, "b ran until the shutdown timeout")
+		mu.Lock()
+		assert.Equal(t, []string{"a:new", "b:new"}, runs, "a's handler did not run again once stopping")
+		mu.Unlock()
+		rec, err := store.Get(ctx, "vm/a")
+		require.NoError(t, err)
+		assert.Contains(t, string(rec.Value), `"done"`, "a's transition was written")
+		got, err := store.ClaimDue(ctx, "vm/", "other", time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "a is handed back, due at once")
+		assert.Equal(t, "vm/a", got[0].Lease.Key)
+	})
+}
