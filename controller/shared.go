@@ -67,8 +67,8 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	// Workers or more even when handlers are quick: one ClaimDue per
 	// 2×Workers objects, not per Workers, which halves the round trips
 	// that claims cost, at the price of up to 2×Workers objects held
-	// under lease while they wait for a slot (keep renews their leases
-	// meanwhile).
+	// under lease while they wait to start (the renew deadline covers
+	// that wait: see renewWaiting, then keep).
 	n := c.cfg.Workers
 	work := make(chan claim, 3*n)
 	var outstanding atomic.Int64 // claimed and not finished
@@ -124,8 +124,20 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 					addWaiting(-1)
 					c.finish(&finishing, sq, cl.Lease, c.now())
 				default:
+					asked := cl.asked
+					if time.Since(asked) >= c.cfg.RenewDeadline/2 {
+						// Waited for its turn until the lease needs
+						// renewing: renew it before going on, or leave it.
+						// (Once its turn comes, keep renews it.)
+						var ok bool
+						if asked, ok = c.renewWaiting(hctx, sq, cl.Lease); !ok {
+							<-turn
+							addWaiting(-1)
+							break
+						}
+					}
 					hr := &handlerRun{slots: slots, turn: turn}
-					c.runClaimed(hctx, sq, cl.Claimed, cl.asked, &finishing, hr)
+					c.runClaimed(hctx, sq, cl.Claimed, asked, &finishing, hr)
 					if hr.endTurn() {
 						addWaiting(-1) // ended before its handler ran
 					}
@@ -197,6 +209,33 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 type claim struct {
 	converge.Claimed
 	asked time.Time
+}
+
+// renewWaiting renews lease, claimed a while ago and not started yet,
+// and returns when the renewal started; false when the lease lapsed (it
+// expired, or another owner holds the key) or the store did not answer
+// within the renew deadline, which leaves the lease to expire. A lease
+// renewed with its own token never lapsed, however long ago it was
+// claimed, so nobody else can have handled the object meanwhile.
+//
+// A renewal that returns another token found the old lease lapsed, and
+// the lease it returns is left to expire, never given back (Release):
+// Claim renews whatever lease the owner holds, and one owner name covers
+// every worker of the replica, so when the lapsed claim waited while the
+// replica claimed the object again, the lease returned is that newer
+// claim, which another worker handles or is about to. Releasing it would
+// let another replica take the object while that worker handles it. A
+// lease the renewal made itself costs at most one LeaseTTL before the
+// object is due again. keep does the same.
+func (c *Controller) renewWaiting(ctx context.Context, sq converge.Queue, lease converge.Lease) (time.Time, bool) {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RenewDeadline)
+	defer cancel()
+	l, err := sq.Claim(rctx, lease.Key, c.cfg.Owner, c.cfg.LeaseTTL)
+	if err == nil && l.Token == lease.Token {
+		return start, true
+	}
+	return time.Time{}, false
 }
 
 // sleep waits for d or until ctx ends.

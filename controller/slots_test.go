@@ -200,3 +200,53 @@ func TestReplicaStopStartsNoWaitingHandler(t *testing.T) {
 		assert.Equal(t, "vm/a", got[0].Lease.Key)
 	})
 }
+
+// TestReplicaRenewsAClaimThatWaitedPastTheRenewDeadline: with one worker
+// held past the renew deadline by the first object, the third object
+// waited for its turn to start (behind the second, whose lease is renewed
+// while it waits for the worker) longer than the renew deadline but not
+// the lease's TTL: its lease is renewed before it goes on, so it runs as
+// soon as the worker is free and is finished, not left to expire. (Left
+// to keep alone, such a claim lost the lease or kept it depending on
+// which of keep's timers fired first: the test runs several times.)
+func TestReplicaRenewsAClaimThatWaitedPastTheRenewDeadline(t *testing.T) {
+	for range 6 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			const ttl, deadline, held = 30 * time.Second, 20 * time.Second, 25 * time.Second
+			store := converge.NewMemStore()
+			var mu sync.Mutex
+			started := map[string]time.Duration{}
+			var begin time.Time
+			c, err := controller.New(controller.Config{
+				Kind: "vm", Store: store, Owner: "r", Workers: 1, LeaseTTL: ttl, RenewDeadline: deadline,
+				Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
+					mu.Lock()
+					started[o.Key] = time.Since(begin)
+					mu.Unlock()
+					if o.Key == "a" {
+						time.Sleep(held)
+					}
+					return controller.NoChange().After(time.Hour), nil
+				})})
+			require.NoError(t, err)
+			for _, key := range []string{"a", "b", "c"} {
+				require.NoError(t, c.Add(ctx, key, "new", nil))
+				time.Sleep(time.Millisecond) // due in this order
+			}
+			begin = time.Now()
+			stop := startController(t, c)
+			time.Sleep(held + time.Second)
+			synctest.Wait()
+			mu.Lock()
+			assert.Less(t, started["b"], held+time.Second, "b ran once a returned")
+			at, ok := started["c"]
+			mu.Unlock()
+			require.True(t, ok, "c ran")
+			assert.Less(t, at, held+time.Second, "c ran once b returned")
+			_, err = store.Claim(ctx, "vm/c", "other", ttl)
+			require.NoError(t, err, "c was finished under its renewed lease, which is released")
+			require.NoError(t, stop())
+		})
+	}
+}
