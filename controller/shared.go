@@ -56,21 +56,25 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	defer func() { <-rescanned }()
 
 	// Claims wait in work until a goroutine takes them, one goroutine
-	// for each of the 3×Workers objects that may be claimed and not
+	// for each of the 4×Workers objects that may be claimed and not
 	// finished at once; Workers handler slots (slots) bound the handlers
 	// that run. An object holds a slot only while its handler runs, not
 	// while the write of what the handler returned commits: the objects
 	// of a replica whose handlers have returned write together, in the
 	// store's batches, while other objects' handlers run. The fetcher
-	// claims again when at least twice Workers places are free (no more
-	// than Workers objects remain), so claims come in batches of twice
-	// Workers or more even when handlers are quick: one ClaimDue per
-	// 2×Workers objects, not per Workers, which halves the round trips
-	// that claims cost, at the price of up to 2×Workers objects held
-	// under lease while they wait to start (the renew deadline covers
-	// that wait: see renewWaiting, then keep).
+	// claims 2×Workers objects at a time, once none of the objects it
+	// holds waits to start and it holds at most 2×Workers (running their
+	// handler, or writing what it returned): one ClaimDue per 2×Workers
+	// objects, not per Workers, which halves the round trips that claims
+	// cost, at the price of up to 2×Workers objects held under lease
+	// while they wait to start (the renew deadline covers that wait: see
+	// renewWaiting, then keep). Objects writing do not count against
+	// that: with quick handlers a replica holds up to 4×Workers objects,
+	// most of them on their way to the store, whose writes thus meet in
+	// fuller batches; with slow handlers, no more wait to start than
+	// with a replica that held 3×Workers objects and claimed 2×Workers.
 	n := c.cfg.Workers
-	work := make(chan claim, 3*n)
+	work := make(chan claim, 4*n)
 	var outstanding atomic.Int64 // claimed and not finished
 	// waiting is the number of claimed objects whose handler has not
 	// started, for MetricQueueDepth: it changes and is reported under
@@ -83,7 +87,8 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 		c.metrics.Set(MetricQueueDepth, float64(waiting), c.cfg.Kind)
 		depthMu.Unlock()
 	}
-	slots := &handlerSlots{ch: make(chan struct{}, n), stop: ctx.Done(), started: func() { addWaiting(-1) }}
+	// An object that starts may let the fetcher claim again.
+	slots := &handlerSlots{ch: make(chan struct{}, n), stop: ctx.Done(), started: func() { addWaiting(-1); poke() }}
 	// running holds the keys being handled: a key claimed twice (a store
 	// that hands out a key again while it is held, or a batch naming it
 	// twice) is never handled twice at once by this replica.
@@ -99,7 +104,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	// slot, or needs none. A channel, not a mutex: a goroutine waiting
 	// for it waits durably, as testing/synctest needs.
 	turn := make(chan struct{}, 1)
-	for range 3 * n {
+	for range 4 * n {
 		wg.Go(func() {
 			for {
 				turn <- struct{}{}
@@ -156,10 +161,12 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	poll := time.NewTimer(c.cfg.Poll)
 	defer poll.Stop()
 	for failures := 0; ctx.Err() == nil; {
-		free := 3*n - int(outstanding.Load())
-		if free >= 2*n {
+		depthMu.Lock()
+		started := waiting == 0
+		depthMu.Unlock()
+		if want := 2 * n; started && outstanding.Load() <= int64(want) {
 			asked := time.Now()
-			claimed, err := sq.ClaimDue(ctx, c.prefix, c.cfg.Owner, c.cfg.LeaseTTL, free)
+			claimed, err := sq.ClaimDue(ctx, c.prefix, c.cfg.Owner, c.cfg.LeaseTTL, want)
 			switch {
 			case err != nil && ctx.Err() != nil:
 			case err != nil:
@@ -177,8 +184,8 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 				for _, cl := range claimed {
 					work <- claim{cl, asked}
 				}
-				if len(claimed) == free {
-					continue // there may be more due
+				if len(claimed) == want {
+					continue // there may be more due, once these start
 				}
 			}
 		}

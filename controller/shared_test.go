@@ -713,11 +713,12 @@ func (q *limitQueue) seen() []int {
 	return append([]int(nil), q.limits...)
 }
 
-// TestReplicaClaimsTwiceItsWorkersAtOnce checks that a replica holds at
-// most 3×Workers claimed objects and claims again only when 2×Workers
-// places are free, so that each ClaimDue asks for 2×Workers objects or
-// more: a replica that claimed whenever Workers places were free made a
-// round trip per Workers objects.
+// TestReplicaClaimsTwiceItsWorkersAtOnce checks that a replica claims
+// 2×Workers objects at a time, and only once none of the objects it holds
+// waits to start and it holds at most 2×Workers: a replica that claimed
+// whenever Workers places were free made a round trip per Workers
+// objects, and with slow handlers no more than 2×Workers objects wait
+// behind them, under lease, while another replica might run them.
 func TestReplicaClaimsTwiceItsWorkersAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -742,20 +743,20 @@ func TestReplicaClaimsTwiceItsWorkersAtOnce(t *testing.T) {
 		}
 		stop := startController(t, c)
 		synctest.Wait()
-		assert.Equal(t, []int{3 * workers}, store.seen(), "the first claim fills 3×Workers places")
-		for range workers + 1 {
+		assert.Equal(t, []int{2 * workers}, store.seen(), "the first claim asks for 2×Workers")
+		for range workers - 1 {
 			gate <- struct{}{}
 			synctest.Wait()
 		}
-		assert.Len(t, store.seen(), 1, "no claim while fewer than 2×Workers places are free")
+		assert.Len(t, store.seen(), 1, "no claim while a claimed object waits to start")
 		gate <- struct{}{}
 		synctest.Wait()
-		assert.Equal(t, []int{3 * workers, 2 * workers}, store.seen(), "a claim once 2×Workers places are free")
+		assert.Equal(t, []int{2 * workers, 2 * workers}, store.seen(), "a claim once every claimed object has started")
 		close(gate)
 		synctest.Wait()
 		assert.Equal(t, int32(objects), handled.Load())
 		for i, l := range store.seen() {
-			assert.GreaterOrEqual(t, l, 2*workers, "claim %d", i)
+			assert.Equal(t, 2*workers, l, "claim %d", i)
 		}
 		require.NoError(t, stop())
 	})

@@ -17,8 +17,9 @@ import (
 	"github.com/convergekit/converge/convergetest"
 )
 
-// heldPut is a MemStore whose Puts of key, once armed, wait until
-// release is closed; started is closed when the first of them starts.
+// heldPut is a MemStore whose Puts of key (any key when key is ""), once
+// armed, wait until release is closed; started is closed when the first
+// of them starts.
 type heldPut struct {
 	*converge.MemStore
 	key              string
@@ -32,7 +33,7 @@ func newHeldPut(key string) *heldPut {
 }
 
 func (s *heldPut) Put(ctx context.Context, rec converge.StoreRecord, h ...converge.HistoryEntry) (uint64, error) {
-	if rec.Key == s.key && s.armed.Load() {
+	if (s.key == "" || rec.Key == s.key) && s.armed.Load() {
 		s.once.Do(func() { close(s.started) })
 		select {
 		case <-s.release:
@@ -99,10 +100,10 @@ func TestReplicaHandlerSlotIsFreeWhileItsWriteCommits(t *testing.T) {
 	})
 }
 
-// TestReplicaRunsAtMostWorkersHandlers: a replica holds up to 3×Workers
-// claimed objects but runs at most Workers handlers at once; the objects
-// waiting for a handler are its queue depth, and they start in the order
-// they were due.
+// TestReplicaRunsAtMostWorkersHandlers: a replica runs at most Workers
+// handlers at once, whatever it holds; the claimed objects waiting for a
+// handler are its queue depth, and they start in the order they were
+// due.
 func TestReplicaRunsAtMostWorkersHandlers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -137,7 +138,7 @@ func TestReplicaRunsAtMostWorkersHandlers(t *testing.T) {
 		stop := startController(t, c)
 		synctest.Wait()
 		assert.Equal(t, int32(workers), running.now.Load(), "Workers handlers run")
-		assert.Equal(t, float64(3*workers-workers), m.Value(controller.MetricQueueDepth.Name, "vm"),
+		assert.Equal(t, float64(2*workers-workers), m.Value(controller.MetricQueueDepth.Name, "vm"),
 			"the other claimed objects wait for a handler")
 		close(release)
 		synctest.Wait()
@@ -249,4 +250,40 @@ func TestReplicaRenewsAClaimThatWaitedPastTheRenewDeadline(t *testing.T) {
 			require.NoError(t, stop())
 		})
 	}
+}
+
+// TestReplicaClaimsWhileItsObjectsWrite: objects whose handler has
+// returned and whose write waits for the store do not hold back the next
+// claim (they wait for no worker), up to 4×Workers objects held; then the
+// replica claims no more until some finish.
+func TestReplicaClaimsWhileItsObjectsWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const workers, objects = 2, 20
+		store := newHeldPut("") // every transition waits for the store
+		m := &convergetest.Metrics{}
+		var started atomic.Int32
+		c, err := controller.New(controller.Config{
+			Kind: "vm", Store: store, Owner: "r", Workers: workers, Poll: time.Hour, Resync: time.Hour, Metrics: m,
+			Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
+				if o.State == "new" {
+					started.Add(1)
+					return controller.Transition("done"), nil
+				}
+				return controller.NoChange().After(time.Hour), nil
+			})})
+		require.NoError(t, err)
+		for i := range objects {
+			require.NoError(t, c.Add(ctx, fmt.Sprintf("o%02d", i), "new", nil))
+		}
+		store.armed.Store(true)
+		stop := startController(t, c)
+		synctest.Wait()
+		assert.Equal(t, int32(4*workers), started.Load(), "two claims of 2×Workers, all writing at once")
+		assert.Equal(t, float64(4*workers), m.Value(controller.MetricQueueAdds.Name, "vm"), "no more than 4×Workers held")
+		close(store.release)
+		synctest.Wait()
+		assert.Equal(t, int32(objects), started.Load(), "the rest once the writes committed")
+		require.NoError(t, stop())
+	})
 }
