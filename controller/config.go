@@ -133,15 +133,17 @@ type Config struct {
 	// Owner, when set, names this controller among replicas that share
 	// one Store, which must then implement converge.Queue (MemStore and
 	// the durable stores do). The store is the queue: each replica claims
-	// due objects in batches (converge.Queue.ClaimDue; it holds up to
-	// 3×Workers claimed objects and claims again when 2×Workers places
-	// are free), handles them under a lease renewed from the claim on,
-	// fencing every write, and finishes the lease with the time the
-	// object is due next. At most Workers handlers run at once, started
-	// in the order the objects were due; an object holds a worker only
-	// while its handler runs, not while the write of what it returned
-	// commits, so the writes of the objects a replica holds go to the
-	// store together while other objects' handlers run. A
+	// due objects in batches (converge.Queue.ClaimDue, 2×Workers at a
+	// time, once none of the objects it holds waits to start and it holds
+	// at most 2×Workers), handles them under a lease renewed from the
+	// claim on, fencing every write, and finishes the lease with the time
+	// the object is due next. At most Workers handlers run at once,
+	// started in the order the objects were due; an object holds a worker
+	// only while its handler runs, not while the write of what it
+	// returned commits, so the writes of the objects a replica holds go
+	// to the store together while other objects' handlers run. A replica
+	// thus holds up to 4×Workers objects, of which at most 2×Workers wait
+	// to start. A
 	// replica's Enqueue or Request wakes the replica that will run the
 	// object (through converge.Queue.Watch), and the objects of a replica
 	// that died are taken over when their leases expire. Owners must be
