@@ -118,15 +118,12 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 				busy := running[key]
 				running[key] = true
 				runningMu.Unlock()
+				hr := &handlerRun{slots: slots, turn: turn}
 				switch {
 				case busy:
 					// Handled by another worker right now: leave this claim.
-					<-turn
-					addWaiting(-1)
 				case hctx.Err() != nil || ctx.Err() != nil:
 					// Stopping: hand the object back for another replica.
-					<-turn
-					addWaiting(-1)
 					c.finish(&finishing, sq, cl.Lease, c.now())
 				default:
 					asked := cl.asked
@@ -136,16 +133,13 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 						// (Once its turn comes, keep renews it.)
 						var ok bool
 						if asked, ok = c.renewWaiting(hctx, sq, cl.Lease); !ok {
-							<-turn
-							addWaiting(-1)
 							break
 						}
 					}
-					hr := &handlerRun{slots: slots, turn: turn}
 					c.runClaimed(hctx, sq, cl.Claimed, asked, &finishing, hr)
-					if hr.endTurn() {
-						addWaiting(-1) // ended before its handler ran
-					}
+				}
+				if hr.endTurn() {
+					addWaiting(-1) // ended without its handler running
 				}
 				if !busy {
 					runningMu.Lock()
