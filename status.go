@@ -34,16 +34,18 @@ const (
 	// EdgeAbsent means the item was found converged to its clean state.
 	EdgeAbsent
 	// EdgeCheckPresentFailed means discovering the item, computing its goal
-	// or checking it failed while it was to be made present.
+	// or checking it failed while it was to be made present, before the
+	// change or while verifying it (the detected state is unknown).
 	EdgeCheckPresentFailed
 	// EdgeCheckAbsentFailed means discovering the item, computing its clean
-	// state or checking it failed while it was to be made absent.
+	// state or checking it failed while it was to be made absent, before
+	// the change or while verifying it (the detected state is unknown).
 	EdgeCheckAbsentFailed
-	// EdgeCreatingFailed means Apply failed, or verification found the item
-	// still not converged, while it was to be made present.
+	// EdgeCreatingFailed means Apply failed, or verification read the item
+	// and found it still not converged, while it was to be made present.
 	EdgeCreatingFailed
-	// EdgeRemovingFailed means Apply failed, or verification found the item
-	// still not converged, while it was to be made absent.
+	// EdgeRemovingFailed means Apply failed, or verification read the item
+	// and found it still not converged, while it was to be made absent.
 	EdgeRemovingFailed
 	// EdgeWaitingForDependencies means the item was not run because items
 	// it waits for (EdgeItem.WaitingFor) did not finish.
@@ -490,8 +492,13 @@ func checkWaiting(doc string, path entryPath, s EdgeState, waiting []ID) error {
 // Per item, by outcome:
 //   - Unchanged, Changed: EdgePresent or EdgeAbsent, by the item's presence.
 //   - Failed in PhaseDiscover, PhaseGoal or PhaseCheck: EdgeCheckPresentFailed
-//     or EdgeCheckAbsentFailed; in PhaseApply or PhaseVerify (including "did
-//     not converge"): EdgeCreatingFailed or EdgeRemovingFailed.
+//     or EdgeCheckAbsentFailed; in PhaseApply: EdgeCreatingFailed or
+//     EdgeRemovingFailed.
+//   - Failed in PhaseVerify, openDuT's Assert step: when the item was
+//     read again and still differs (ErrNotConverged), EdgeCreatingFailed or
+//     EdgeRemovingFailed; when reading it again or checking it failed, its
+//     state is unknown, so EdgeCheckPresentFailed or EdgeCheckAbsentFailed,
+//     as openDuT's EDGAR reports an error of the check after the change.
 //   - Waiting: EdgeWaitingForDependencies with the IDs it waited for.
 //   - NotRun: EdgeNotRun, because the edge never looked at the item; the
 //     central side counts it as not reported yet.
@@ -522,8 +529,14 @@ func EdgeReportFrom(rep *Report, revision uint64, at time.Time) (*EdgeReport, er
 			switch r.Phase {
 			case PhaseDiscover, PhaseGoal, PhaseCheck:
 				it.State = pick(present, EdgeCheckPresentFailed, EdgeCheckAbsentFailed)
-			case PhaseApply, PhaseVerify:
+			case PhaseApply:
 				it.State = pick(present, EdgeCreatingFailed, EdgeRemovingFailed)
+			case PhaseVerify:
+				if errors.Is(r.Err, ErrNotConverged) {
+					it.State = pick(present, EdgeCreatingFailed, EdgeRemovingFailed)
+				} else {
+					it.State = pick(present, EdgeCheckPresentFailed, EdgeCheckAbsentFailed)
+				}
 			default:
 				return nil, &EdgeWalkError{ID: r.ID, Err: fmt.Errorf("%w: failed in phase %s", ErrEdgeBadOutcome, r.Phase)}
 			}

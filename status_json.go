@@ -19,7 +19,10 @@ import (
 // *StatusFieldError naming the field path (such as "items[3].state") and
 // the value, and the target is left unchanged; empty lists are written as []
 // and read from [] or null; optional fields (time, waitingFor, message) are
-// left out when empty; times are RFC 3339.
+// left out when empty; times are RFC 3339. Invalid UTF-8 is refused.
+// UnmarshalJSON reads a document of at most DefaultMaxDocumentBytes (a
+// larger one is a *LimitError, before anything is decoded); DecodeDesired,
+// DecodeEdgeReport and DecodeStatusReport take DecodeLimits of their own.
 
 const (
 	docDesired = "desired config"
@@ -66,8 +69,12 @@ type desiredItemIn struct {
 //
 // where presence is "present" or "absent" and both fields are required.
 func (c *Desired) UnmarshalJSON(b []byte) error {
+	return c.decode(b, DecodeLimits{})
+}
+
+func (c *Desired) decode(b []byte, lim DecodeLimits) error {
 	var in desiredIn
-	if err := statusDecode(docDesired, b, &in); err != nil {
+	if err := statusDecode(docDesired, b, &in, lim); err != nil {
 		return err
 	}
 	out := Desired{Revision: in.Revision.V}
@@ -137,8 +144,12 @@ type edgeItemIn struct {
 // where state is an EdgeState name other than "not-reported"; revision,
 // items, and id and state of every item are required.
 func (e *EdgeReport) UnmarshalJSON(b []byte) error {
+	return e.decode(b, DecodeLimits{})
+}
+
+func (e *EdgeReport) decode(b []byte, lim DecodeLimits) error {
 	var in edgeIn
-	if err := statusDecode(docEdge, b, &in); err != nil {
+	if err := statusDecode(docEdge, b, &in, lim); err != nil {
 		return err
 	}
 	out := EdgeReport{Revision: in.Revision.V, Time: in.Time.V}
@@ -307,8 +318,12 @@ type statusDropIn struct {
 // revision and items are required, and id, desired, edge, status and review
 // of every item, and id, edge and review of every dropped entry.
 func (s *StatusReport) UnmarshalJSON(b []byte) error {
+	return s.decode(b, DecodeLimits{})
+}
+
+func (s *StatusReport) decode(b []byte, lim DecodeLimits) error {
 	var in statusIn
-	if err := statusDecode(docStatus, b, &in); err != nil {
+	if err := statusDecode(docStatus, b, &in, lim); err != nil {
 		return err
 	}
 	out := StatusReport{Revision: in.Revision.V, EdgeRevision: in.EdgeRevision.V, Reported: in.Reported.V, EdgeTime: in.EdgeTime.V}
@@ -340,9 +355,45 @@ func (s *StatusReport) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// statusDecode reads the status document b of kind doc into in, naming the
-// culprit of a problem in a *StatusFieldError.
-func statusDecode(doc string, b []byte, in any) error {
+// DecodeDesired decodes a desired configuration as Desired.UnmarshalJSON
+// does, with the caps of lim instead of the defaults.
+func DecodeDesired(b []byte, lim DecodeLimits) (*Desired, error) {
+	var c Desired
+	if err := c.decode(b, lim); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// DecodeEdgeReport decodes an edge report as EdgeReport.UnmarshalJSON
+// does, with the caps of lim instead of the defaults. It is the decoder
+// for reports from devices a program does not control: the cap is checked
+// before anything is decoded, so an oversized report costs only its bytes.
+func DecodeEdgeReport(b []byte, lim DecodeLimits) (*EdgeReport, error) {
+	var e EdgeReport
+	if err := e.decode(b, lim); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// DecodeStatusReport decodes a status report as StatusReport.UnmarshalJSON
+// does, with the caps of lim instead of the defaults.
+func DecodeStatusReport(b []byte, lim DecodeLimits) (*StatusReport, error) {
+	var s StatusReport
+	if err := s.decode(b, lim); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// statusDecode reads the status document b of kind doc into in, after
+// checking its size against lim, naming the culprit of a problem in a
+// *StatusFieldError.
+func statusDecode(doc string, b []byte, in any, lim DecodeLimits) error {
+	if err := lim.Check(doc, len(b)); err != nil {
+		return err
+	}
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return &StatusFieldError{Doc: doc, Value: "<nil>", Err: fmt.Errorf("%w: want an object", ErrStatusMalformed)}
 	}

@@ -316,9 +316,11 @@ func TestStatusEdgeReportFromOutcomes(t *testing.T) {
 		for _, pr := range []converge.Presence{converge.Present, converge.Absent} {
 			var want converge.EdgeState
 			switch {
-			case p <= converge.PhaseCheck && pr == converge.Present:
+			// A check that errors while verifying leaves the state
+			// unknown: openDuT's Assert step.
+			case (p <= converge.PhaseCheck || p == converge.PhaseVerify) && pr == converge.Present:
 				want = converge.EdgeCheckPresentFailed
-			case p <= converge.PhaseCheck:
+			case p <= converge.PhaseCheck || p == converge.PhaseVerify:
 				want = converge.EdgeCheckAbsentFailed
 			case pr == converge.Present:
 				want = converge.EdgeCreatingFailed
@@ -344,6 +346,9 @@ func TestStatusEdgeReportFromOutcomes(t *testing.T) {
 		{"did not converge", converge.ItemResult{ID: "a", Outcome: converge.OutcomeFailed, Phase: converge.PhaseVerify,
 			Err: &converge.ItemError{ID: "a", Phase: converge.PhaseVerify, Err: converge.ErrNotConverged}},
 			converge.EdgeItem{ID: "a", State: converge.EdgeCreatingFailed, Message: converge.ErrNotConverged.Error(), Time: at}},
+		{"did not converge, absent", converge.ItemResult{ID: "a", Presence: converge.Absent, Outcome: converge.OutcomeFailed, Phase: converge.PhaseVerify,
+			Err: &converge.ItemError{ID: "a", Phase: converge.PhaseVerify, Err: converge.ErrNotConverged}},
+			converge.EdgeItem{ID: "a", State: converge.EdgeRemovingFailed, Message: converge.ErrNotConverged.Error(), Time: at}},
 		{"waiting", converge.ItemResult{ID: "a", Outcome: converge.OutcomeWaiting, WaitingFor: []converge.ID{"b", "c"}},
 			converge.EdgeItem{ID: "a", State: converge.EdgeWaitingForDependencies, WaitingFor: []converge.ID{"b", "c"}, Time: at}},
 		{"not run", converge.ItemResult{ID: "a", Outcome: converge.OutcomeNotRun, Err: fmt.Errorf("%w: %w", converge.ErrNotRun, context.Canceled)},

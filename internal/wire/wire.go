@@ -21,10 +21,11 @@ import (
 // culprit, which Path turns into the field paths that the packages' errors
 // name ("spec.commands[0].kind").
 
-// strict are the options every document is read with. Invalid UTF-8 is
-// read as encoding/json reads it (replaced by U+FFFD), as it was before
-// the library change.
-var strict = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
+// strict are the options every document is read with: unknown members
+// are refused, and so is invalid UTF-8 (jsontext refuses it by default),
+// where encoding/json would replace it by U+FFFD and read wrong data as
+// good.
+var strict = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true))
 
 // ErrNull is the cause of a null where a value is expected.
 var ErrNull = errors.New("null is not a value")
