@@ -44,7 +44,7 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 			plan.ErrDecode, plan.ErrInvalid, plan.ErrStatusMismatch, plan.ErrUnknownCommand,
 			plan.ErrTransition, plan.ErrFailed, plan.ErrNotFailed, plan.ErrFinished, plan.ErrAborted,
 			&plan.FieldError{Field: "spec.id", Reason: "must not be empty", Err: plan.ErrInvalid},
-			&plan.Error{PlanID: "p1", Command: 0, Kind: "update", State: plan.StateFailed, Reason: "disk full"},
+			&plan.Error{PlanID: "p1", Command: 0, Kind: "update", State: plan.StateApplyFailed, Reason: "disk full"},
 			&plan.CommandError{Command: 0, Kind: "update", State: plan.StateSchedulable, Err: plan.ErrTransition},
 			&plan.DecodeError{Command: 0, Field: "spec.commands[0].update", Err: plan.ErrDecode},
 		},

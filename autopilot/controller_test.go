@@ -100,7 +100,7 @@ func TestPlanControllerRetry(t *testing.T) {
 		store := converge.NewMemStore()
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return plan.TargetFailed, "checksum mismatch"
+				return plan.TargetApplyFailed, "checksum mismatch"
 			}
 			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
@@ -108,9 +108,9 @@ func TestPlanControllerRetry(t *testing.T) {
 		defer p.stop()
 		planAdd(t, p.ctrl, planOf(planCmd("update", planGroup("workers", 2, "w0", "w1"))))
 		last := p.waitDone(t)
-		assert.Equal(t, plan.StateFailed, last.To)
+		assert.Equal(t, plan.StateApplyFailed, last.To)
 		obj, _ := p.ctrl.Get("p1")
-		assert.Equal(t, controller.State("Failed"), obj.State)
+		assert.Equal(t, controller.State("ApplyFailed"), obj.State)
 		assert.Equal(t, `command 0 (update): node "w1" failed: checksum mismatch`, obj.Reason)
 
 		require.NoError(t, p.ctrl.Request(context.Background(), "p1", controller.IntentRetry))
@@ -121,7 +121,7 @@ func TestPlanControllerRetry(t *testing.T) {
 		require.NoError(t, err)
 		found := false
 		for _, h := range hist {
-			found = found || (h.From == "Failed" && h.To == "SchedulableWait" && h.Reason == "retry after Failed")
+			found = found || (h.From == "ApplyFailed" && h.To == "SchedulableWait" && h.Reason == "retry after ApplyFailed")
 		}
 		assert.True(t, found, "retry in history: %+v", hist)
 	})

@@ -9,15 +9,17 @@ import (
 	"github.com/convergekit/converge/plan"
 )
 
-// Decode refuses a plan that could not do anything useful, naming the
-// field: here a k0s update to a version that is not a k0s version.
+// Decode refuses what k0s's Plan CRD refuses, naming the field: here a
+// misspelt field of a k0s update. What the CRD accepts decodes, including
+// the placeholder versions of k0s's own tests.
 func ExampleDecode_invalid() {
 	_, err := autopilot.Decode([]byte(`
 spec:
   id: upgrade
+  timestamp: now
   commands:
   - k0supdate:
-      version: latest
+      verison: v1.34.1+k0s.0
       targets:
         workers: {discovery: {static: {nodes: [worker0]}}}
 `))
@@ -27,8 +29,8 @@ spec:
 	}
 	fmt.Println(err)
 	// Output:
-	// spec.commands[0].k0supdate.version
-	// plan: spec.commands[0].k0supdate.version: "latest" is not a k0s version of Kubernetes (as v1.30.4+k0s.0)
+	// spec.commands[0].k0supdate.verison
+	// plan: spec.commands[0].k0supdate.verison: unknown field of a k0supdate command
 }
 
 // ExampleBus_Send shows a node that acts once on a signal sent twice, as a

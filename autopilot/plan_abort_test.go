@@ -142,7 +142,7 @@ func TestPlanRunnerAbortFailureWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Minute, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w0" && s.Attempt == 0 {
-				return plan.TargetFailed, "disk full"
+				return plan.TargetApplyFailed, "disk full"
 			}
 			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))
@@ -161,9 +161,9 @@ func TestPlanRunnerAbortFailureWins(t *testing.T) {
 		<-done
 		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, plan.StateFailed, pe.State)
+		assert.Equal(t, plan.StateApplyFailed, pe.State)
 		assert.Equal(t, "stop", st.Abort, "the abort is still asked")
-		assert.Equal(t, plan.TargetFailed, st.Commands[0].Target("workers", "w0").State)
+		assert.Equal(t, plan.TargetApplyFailed, st.Commands[0].Target("workers", "w0").State)
 		assert.Equal(t, plan.TargetPending, st.Commands[0].Target("workers", "w1").State, "w1 was never signalled")
 
 		require.NoError(t, r.Retry(ctx, "p1"))

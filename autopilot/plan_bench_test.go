@@ -3,8 +3,10 @@ package autopilot_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/autopilot"
 	"github.com/convergekit/converge/plan"
 )
@@ -48,4 +50,30 @@ func BenchmarkPlanRollout(b *testing.B) {
 			b.Fatal(doc.Status.State)
 		}
 	}
+}
+
+// BenchmarkDecodePlanAtCap decodes a JSON plan just under the default cap
+// (converge.DefaultMaxDocumentBytes) and reports the bytes allocated per
+// byte of input (alloc-B/in-B).
+func BenchmarkDecodePlanAtCap(b *testing.B) {
+	per := len(planOfBytes(2)) - len(planOfBytes(1))
+	n := (converge.DefaultMaxDocumentBytes - len(planOfBytes(0))) / per
+	doc := planOfBytes(n)
+	for len(doc) > converge.DefaultMaxDocumentBytes {
+		n--
+		doc = planOfBytes(n)
+	}
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	loops := 0
+	for b.Loop() {
+		if _, err := autopilot.Decode(doc); err != nil {
+			b.Fatal(err)
+		}
+		loops++
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(loops)/float64(len(doc)), "alloc-B/in-B")
 }

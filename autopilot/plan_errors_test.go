@@ -39,7 +39,13 @@ func planTarget(t *testing.T, doc *plan.Document, i int, group, name string) pla
 
 // TestPlanErrorStates drives a plan into every error state of the signal
 // handler and checks that the command and the plan stop there, with a reason
-// on the plan, the command and the culprit target.
+// on the plan, the command and the culprit target. The states and target
+// states are k0s autopilot's (k0sproject/k0s
+// pkg/autopilot/controller/plans/cmdprovider/k0supdate, TestNewPlan cases
+// MissingController, MissingWorkerWrongNodePlatform, ExcludedControllers,
+// and TestSchedulableWait case SignalNodeApplyFailure, at commit
+// dff90cee9a6e8e22c6d0f3efef0f9a77fc223be4); InconsistentTargets is
+// converge's own.
 func TestPlanErrorStates(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -58,49 +64,62 @@ func TestPlanErrorStates(t *testing.T) {
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "ghost"))),
 			state: plan.StateIncompleteTargets, group: "workers", node: "ghost", target: plan.TargetMissing,
 			reason: `node "ghost" does not exist`},
-		{name: "Restricted: controllers excluded from plans",
+		{name: "Restricted: controllers excluded from plans, the targets stay pending",
 			doc:      planOf(planCmd("update", planGroup("workers", 1, "worker0")), planCmd("update", planGroup("controllers", 1, "controller0"))),
 			restrict: []string{"controller"}, command: 1,
-			state: plan.StateRestricted, group: "controllers", node: "controller0", target: plan.TargetRestricted,
+			state: plan.StateRestricted, group: "controllers", node: "controller0", target: plan.TargetPending,
 			reason: `node "controller0" is a controller, and controller nodes are excluded from plans`},
-		{name: "InconsistentTargets: a worker in the controllers group",
+		{name: "IncompleteTargets: a worker in the controllers group",
 			doc:   planOf(planCmd("update", planGroup("controllers", 1, "worker0"))),
-			state: plan.StateInconsistentTargets, group: "controllers", node: "worker0", target: plan.TargetInconsistent,
+			state: plan.StateIncompleteTargets, group: "controllers", node: "worker0", target: plan.TargetMissing,
 			reason: `node "worker0" is a "worker", group "controllers" takes "controller" nodes`},
+		{name: "IncompleteTargets before Restricted",
+			doc:      planOf(planCmd("update", planGroup("controllers", 1, "controller0"), planGroup("workers", 1, "ghost"))),
+			restrict: []string{"controller"},
+			state:    plan.StateIncompleteTargets, group: "workers", node: "ghost", target: plan.TargetMissing,
+			reason: `node "ghost" does not exist`},
 		{name: "InconsistentTargets: a node listed in two groups",
 			doc:   planOf(planCmd("update", planGroup("controllers", 1, "controller0"), plan.CommandTargets{Group: "extra", Discovery: plan.CommandDiscovery{Static: []string{"controller0"}}})),
 			state: plan.StateInconsistentTargets, group: "extra", node: "controller0", target: plan.TargetInconsistent,
 			reason: `node "controller0" is listed in groups "controllers" and "extra"`},
-		{name: "InconsistentTargets: a node changed kind before it was signalled",
+		{name: "IncompleteTargets: a node changed kind before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.AddNode(autopilot.Host{Name: "worker1", Kind: "controller", Platform: "linux-amd64"})
 				_ = bus.Respond("worker0", plan.TargetCompleted, "")
 			},
-			state: plan.StateInconsistentTargets, group: "workers", node: "worker1", target: plan.TargetInconsistent,
-			reason: `node "worker1" is now a "controller", group "workers" takes "worker" nodes`},
-		{name: "MissingPlatform: no payload for arm64",
+			state: plan.StateIncompleteTargets, group: "workers", node: "worker1", target: plan.TargetMissing,
+			reason: `node "worker1" is a "controller", group "workers" takes "worker" nodes`},
+		{name: "IncompleteTargets: no payload for arm64",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0", "arm0"))),
 			nodes: []autopilot.Host{{Name: "arm0", Kind: "worker", Platform: "linux-arm64"}},
-			state: plan.StateMissingPlatform, group: "workers", node: "arm0", target: plan.TargetMissingPlatform,
+			state: plan.StateIncompleteTargets, group: "workers", node: "arm0", target: plan.TargetMissingPlatform,
 			reason: `no payload for platform "linux-arm64" of node "arm0"`},
-		{name: "MissingSignalNode: a node vanished before it was signalled",
+		{name: "IncompleteTargets: a node moved to a platform without a payload before it was signalled",
+			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
+			act: func(bus *autopilot.Bus) {
+				bus.AddNode(autopilot.Host{Name: "worker1", Kind: "worker", Platform: "linux-riscv64"})
+				_ = bus.Respond("worker0", plan.TargetCompleted, "")
+			},
+			state: plan.StateIncompleteTargets, group: "workers", node: "worker1", target: plan.TargetMissingPlatform,
+			reason: `no payload for platform "linux-riscv64" of node "worker1"`},
+		{name: "IncompleteTargets: a node vanished before it was signalled",
 			doc: planOf(planCmd("update", planGroup("workers", 1, "worker0", "worker1"))),
 			act: func(bus *autopilot.Bus) {
 				bus.RemoveNode("worker1")
 				_ = bus.Respond("worker0", plan.TargetCompleted, "")
 			},
-			state: plan.StateMissingSignalNode, group: "workers", node: "worker1", target: plan.TargetMissing,
-			reason: `node "worker1" no longer exists`},
-		{name: "MissingSignalNode: a node vanished while working",
+			state: plan.StateIncompleteTargets, group: "workers", node: "worker1", target: plan.TargetMissing,
+			reason: `node "worker1" does not exist`},
+		{name: "IncompleteTargets: a node vanished while working",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
 			act:   func(bus *autopilot.Bus) { bus.RemoveNode("worker0") },
-			state: plan.StateMissingSignalNode, group: "workers", node: "worker0", target: plan.TargetMissing,
+			state: plan.StateIncompleteTargets, group: "workers", node: "worker0", target: plan.TargetMissing,
 			reason: `node "worker0" disappeared while working on the command`},
-		{name: "Failed: a node reports failure",
+		{name: "ApplyFailed: a node reports failure",
 			doc:   planOf(planCmd("update", planGroup("workers", 1, "worker0"))),
-			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", plan.TargetFailed, "disk full") },
-			state: plan.StateFailed, group: "workers", node: "worker0", target: plan.TargetFailed,
+			act:   func(bus *autopilot.Bus) { _ = bus.Respond("worker0", plan.TargetApplyFailed, "disk full") },
+			state: plan.StateApplyFailed, group: "workers", node: "worker0", target: plan.TargetApplyFailed,
 			reason: `node "worker0" failed: disk full`},
 	}
 	for _, tc := range tests {
@@ -124,8 +143,10 @@ func TestPlanErrorStates(t *testing.T) {
 			assert.Contains(t, st.Reason, tc.reason)
 			tg := planTarget(t, tc.doc, tc.command, tc.group, tc.node)
 			assert.Equal(t, tc.target, tg.State)
-			assert.True(t, tg.State.IsFailure())
-			assert.NotEmpty(t, tg.Reason)
+			if tc.target != plan.TargetPending {
+				assert.True(t, tg.State.IsFailure())
+				assert.NotEmpty(t, tg.Reason)
+			}
 			for i := tc.command + 1; i < len(st.Commands); i++ {
 				assert.NotEqual(t, plan.StateCompleted, st.Commands[i].State, "later commands must not run")
 			}
@@ -166,13 +187,26 @@ func TestPlanHandlerErrors(t *testing.T) {
 			h: plan.CommandHandlerFuncs{SchedulableWaitFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 				return plan.StateNewPlan, nil
 			}}, state: plan.StateSchedulableWait},
-		{name: "Completed from Schedulable is an invalid transition", kind: "custom", wantErr: plan.ErrTransition,
+		// k0sproject/k0s pkg/autopilot/controller/plans/core
+		// planstatehandler_test.go TestHandle, cases HappyK0sUpdate and
+		// SkipCompletedCommand (commit dff90cee9a6e): Schedulable may
+		// complete a command.
+		{name: "Completed from Schedulable completes the command", kind: "custom",
 			h: plan.CommandHandlerFuncs{
 				SchedulableWaitFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 					return plan.StateSchedulable, nil
 				},
 				SchedulableFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 					return plan.StateCompleted, nil
+				},
+			}, state: plan.StateCompleted},
+		{name: "NewPlan from Schedulable is an invalid transition", kind: "custom", wantErr: plan.ErrTransition,
+			h: plan.CommandHandlerFuncs{
+				SchedulableWaitFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
+					return plan.StateSchedulable, nil
+				},
+				SchedulableFunc: func(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
+					return plan.StateNewPlan, nil
 				},
 			}, state: plan.StateSchedulable},
 		{name: "a kind without handler", kind: "unknown", wantErr: plan.ErrUnknownCommand, state: plan.StateNewPlan},

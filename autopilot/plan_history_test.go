@@ -87,7 +87,7 @@ func TestPlanHistorySubjects(t *testing.T) {
 		mem := converge.NewMemStore()
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return plan.TargetFailed, "disk full"
+				return plan.TargetApplyFailed, "disk full"
 			}
 			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"), planCtl("controller0"))
@@ -144,7 +144,7 @@ func TestPlanActionsRecordWho(t *testing.T) {
 		mem := converge.NewMemStore()
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return plan.TargetFailed, "disk full"
+				return plan.TargetApplyFailed, "disk full"
 			}
 			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"))

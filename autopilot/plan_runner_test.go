@@ -202,7 +202,7 @@ func TestPlanRunnerRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bus := planAutoBus(time.Second, func(node string, s autopilot.Signal) (plan.TargetState, string) {
 			if node == "w1" && s.Attempt == 0 {
-				return plan.TargetFailed, "disk full"
+				return plan.TargetApplyFailed, "disk full"
 			}
 			return plan.TargetCompleted, ""
 		}, planWrk("w0"), planWrk("w1"), planWrk("w2"), planCtl("controller0"))
@@ -217,9 +217,9 @@ func TestPlanRunnerRetry(t *testing.T) {
 		st, err := r.Run(ctx, "p1")
 		var pe *plan.Error
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, plan.StateFailed, pe.State)
+		assert.Equal(t, plan.StateApplyFailed, pe.State)
 		assert.Equal(t, 1, pe.Command)
-		assert.Equal(t, plan.TargetFailed, st.Commands[1].Target("workers", "w1").State)
+		assert.Equal(t, plan.TargetApplyFailed, st.Commands[1].Target("workers", "w1").State)
 		assert.Equal(t, "disk full", st.Commands[1].Target("workers", "w1").Reason)
 
 		// Running a failed plan again does nothing.
@@ -250,10 +250,10 @@ func TestPlanRunnerRetry(t *testing.T) {
 		require.NoError(t, err)
 		retried := false
 		for _, h := range hist {
-			retried = retried || (h.From == "Failed" && h.To == "SchedulableWait" && h.Reason == "retry")
+			retried = retried || (h.From == "ApplyFailed" && h.To == "SchedulableWait" && h.Reason == "retry")
 		}
 		assert.True(t, retried, "the retry is in the history: %+v", hist)
-		assert.True(t, planHistoryHas(hist, "SignalFailed", "SignalPending", "retry command 1 (update) target workers/w1 attempt 0: disk full"),
+		assert.True(t, planHistoryHas(hist, "SignalApplyFailed", "SignalPending", "retry command 1 (update) target workers/w1 attempt 0: disk full"),
 			"the failed target's reason is in the history: %+v", hist)
 	})
 }
@@ -463,7 +463,7 @@ func TestPlanRunnerFatalErrors(t *testing.T) {
 	require.ErrorIs(t, err, plan.ErrUnknownCommand)
 
 	require.ErrorIs(t, r.Create(ctx, planOf(planCmd("update", planGroup("workers", 1, "worker0")))), converge.ErrStoreStale, "same ID twice")
-	require.ErrorIs(t, r.Create(ctx, &plan.Document{Spec: plan.Plan{ID: "x"}}), plan.ErrInvalid)
+	require.ErrorIs(t, r.Create(ctx, &plan.Document{Spec: plan.Plan{Commands: []plan.Command{planCmd("update")}}}), plan.ErrInvalid, "no ID")
 	bad := planOf(planCmd("update", planGroup("workers", 1, "worker0")))
 	bad.Spec.ID = "p2"
 	bad.Status = &plan.Status{Commands: []plan.CommandStatus{{Kind: "other"}}}

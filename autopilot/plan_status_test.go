@@ -139,7 +139,7 @@ func TestPlanStates(t *testing.T) {
 		assert.False(t, s.IsError(), s)
 	}
 	for _, s := range []plan.State{plan.StateInconsistentTargets, plan.StateIncompleteTargets, plan.StateRestricted,
-		plan.StateMissingPlatform, plan.StateMissingSignalNode, plan.StateTimedOut, plan.StateFailed, "Custom"} {
+		plan.StateTimedOut, plan.StateApplyFailed, plan.StateAborted, "Custom"} {
 		assert.True(t, s.IsError(), s)
 		assert.True(t, s.IsFinal(), s)
 	}
@@ -148,8 +148,8 @@ func TestPlanStates(t *testing.T) {
 	for _, s := range []plan.TargetState{"", plan.TargetPending, plan.TargetSent, plan.TargetCompleted} {
 		assert.False(t, s.IsFailure(), s)
 	}
-	for _, s := range []plan.TargetState{plan.TargetFailed, plan.TargetTimedOut, plan.TargetMissing,
-		plan.TargetRestricted, plan.TargetMissingPlatform, plan.TargetInconsistent} {
+	for _, s := range []plan.TargetState{plan.TargetApplyFailed, plan.TargetTimedOut, plan.TargetMissing,
+		plan.TargetMissingPlatform, plan.TargetInconsistent, plan.TargetAborted} {
 		assert.True(t, s.IsFailure(), s)
 	}
 }
@@ -246,8 +246,8 @@ func TestPlanClone(t *testing.T) {
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Spec, doc.Spec)
 
 	st := doc.Status.Clone()
-	st.Commands[0].Targets["workers"][0].State = plan.TargetFailed
-	st.Commands[1].State = plan.StateFailed
+	st.Commands[0].Targets["workers"][0].State = plan.TargetApplyFailed
+	st.Commands[1].State = plan.StateApplyFailed
 	assert.Equal(t, planDoc(t, "testdata/plan/k0s-shape.yaml").Status, doc.Status)
 	assert.Nil(t, (*plan.Status)(nil).Clone())
 }
@@ -268,10 +268,10 @@ func TestPlanSignalBus(t *testing.T) {
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
 	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: plan.TargetSent}, rep)
-	require.NoError(t, bus.Respond("w0", plan.TargetFailed, "no space"))
+	require.NoError(t, bus.Respond("w0", plan.TargetApplyFailed, "no space"))
 	rep, err = bus.Read(ctx, "w0")
 	require.NoError(t, err)
-	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: plan.TargetFailed, Reason: "no space"}, rep)
+	assert.Equal(t, autopilot.Report{SignalID: "p/1/2", State: plan.TargetApplyFailed, Reason: "no space"}, rep)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()

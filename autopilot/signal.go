@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/convergekit/converge/plan"
@@ -52,14 +53,15 @@ type Report struct {
 	// one).
 	SignalID string `json:"signalID,omitempty"`
 	// State is plan.TargetSent while the node works on the signal, then
-	// plan.TargetCompleted or plan.TargetFailed.
+	// plan.TargetCompleted or plan.TargetApplyFailed.
 	State  plan.TargetState `json:"state,omitempty"`
 	Reason string           `json:"reason,omitempty"`
 }
 
 // Sender reaches target nodes: it probes them, delivers signals and
 // reads back what they reported. Implementations must be safe for concurrent
-// use. Bus is the in-process implementation.
+// use. Bus is the in-process implementation. A Sender that can also tell
+// whether a node is ready implements ReadyProber.
 type Sender interface {
 	// Probe describes the node, or fails with an error matching
 	// ErrHostNotFound when it does not exist.
@@ -73,6 +75,18 @@ type Sender interface {
 	// Read returns the node's report about the last signal it got (the
 	// zero report when none), or an error matching ErrHostNotFound.
 	Read(ctx context.Context, node string) (Report, error)
+}
+
+// ReadyProber is the optional ability of a Sender to tell whether a node
+// is ready to serve, as k0s autopilot asks every controller's API server
+// for /ready before it signals the next controller (its "controller
+// quorum safety"). CommandHandler uses it when the Sender has it; see
+// CommandHandler.
+type ReadyProber interface {
+	// Ready reports whether the node is ready, or fails with an error
+	// matching ErrHostNotFound when it does not exist. Any other error
+	// is taken as "not known now": the handler tries again later.
+	Ready(ctx context.Context, node string) (bool, error)
 }
 
 // Delivery records one signal delivered by a Bus.
@@ -100,12 +114,16 @@ type Bus struct {
 }
 
 type busHost struct {
-	info   Host
-	last   *Signal
-	report Report
+	info     Host
+	last     *Signal
+	report   Report
+	notReady bool
 }
 
-var _ Sender = (*Bus)(nil)
+var (
+	_ Sender      = (*Bus)(nil)
+	_ ReadyProber = (*Bus)(nil)
+)
 
 // NewBus returns a bus with the given nodes.
 func NewBus(nodes ...Host) *Bus {
@@ -208,8 +226,9 @@ func (b *Bus) Read(ctx context.Context, name string) (Report, error) {
 // ErrNoSignal means a node was asked to answer a signal it never got.
 var ErrNoSignal = errors.New("autopilot: node has no signal to answer")
 
-// Respond makes the node report state (plan.TargetCompleted, plan.TargetFailed, or
-// plan.TargetSent for "still working") with reason about its last signal.
+// Respond makes the node report state (plan.TargetCompleted,
+// plan.TargetApplyFailed, or plan.TargetSent for "still working") with
+// reason about its last signal.
 func (b *Bus) Respond(name string, state plan.TargetState, reason string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -222,6 +241,34 @@ func (b *Bus) Respond(name string, state plan.TargetState, reason string) error 
 	}
 	n.report = Report{SignalID: n.last.ID, State: state, Reason: reason}
 	return nil
+}
+
+// SetReady sets whether the node reports itself ready (Ready); a node is
+// ready until told otherwise.
+func (b *Bus) SetReady(name string, ready bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.node(name)
+	if err != nil {
+		return err
+	}
+	n.notReady = !ready
+	return nil
+}
+
+// Ready implements ReadyProber: whether the node is ready (see SetReady),
+// or an error matching ErrHostNotFound.
+func (b *Bus) Ready(ctx context.Context, name string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.node(name)
+	if err != nil {
+		return false, err
+	}
+	return !n.notReady, nil
 }
 
 // Last returns the last signal the node got.
@@ -244,33 +291,65 @@ func (b *Bus) Sent() []Delivery {
 
 // CommandHandler is a plan.CommandHandler that runs a command by signalling
 // its targets through a Sender, for any kind (k0s airgapupdate and
-// k0supdate are two of them). Groups run in order; in a group, at most the
-// group's concurrency limit of targets are signalled and unfinished at once.
+// k0supdate are two of them), in the states and with the state names of
+// k0s autopilot's plan controllers. Groups run in order; in a group, at
+// most the group's concurrency limit of targets are signalled and
+// unfinished at once, except in a group of controllers (the group whose
+// kind, see GroupKinds, is "controller"), whose targets are signalled one
+// at a time whatever the limit, as k0s updates controllers.
 //
-// Error states: IncompleteTargets (a discovered target does not exist, or
-// discovery found no target at all: a command that would do nothing),
-// Restricted (its kind is in Restrict), InconsistentTargets (its kind is not
-// the one its group expects, or it is listed twice), MissingPlatform (the
-// command's `platforms` has no entry for its platform) in NewPlan;
-// MissingSignalNode (a target vanished) and InconsistentTargets (its kind
-// changed) when signalling; Failed (a target reported failure) and TimedOut
-// (a target ran past the target timeout) when waiting.
+// NewPlan discovers every group and probes every target, and then sets,
+// as k0s does:
+//   - IncompleteTargets when a target does not exist or is not of its
+//     group's kind (the target becomes plan.TargetMissing), or the
+//     command's platforms have no payload for its platform
+//     (plan.TargetMissingPlatform; a Host without a Platform is not
+//     checked);
+//   - else Restricted when a target's kind is in Restrict (the targets
+//     stay plan.TargetPending);
+//   - else InconsistentTargets, converge's own, when a node is listed twice
+//     (plan.TargetInconsistent), which k0s does not check;
+//   - else SchedulableWait. A command whose discovery finds no target
+//     completes, as in k0s.
+//
+// SchedulableWait reads back the signalled targets: ApplyFailed when one
+// reported a failure (the target becomes plan.TargetApplyFailed),
+// IncompleteTargets when one vanished, TimedOut (converge's own) past the
+// target timeout. It then looks at the next pending targets it would
+// signal: one whose report already shows that it completed this command of
+// this plan (a plan taken over from another runner, or a node updated by
+// hand) is adopted as completed and never signalled, as k0s adopts a node
+// whose signal data carries the plan's ID. It returns Schedulable when a
+// target can be signalled now, Completed when every target completed.
+//
+// Schedulable signals the next pending targets (after probing them again:
+// IncompleteTargets when one is gone, of another kind or on a platform
+// without a payload) and returns SchedulableWait, or Completed when nothing
+// is left to signal. Before it signals a controller, it checks that every
+// controller of the group is ready, when the Sender is a ReadyProber (k0s's
+// controller quorum safety): a controller that is not ready makes it wait
+// and try again; one that no longer exists is IncompleteTargets. A Sender
+// that cannot tell readiness leaves the check to the nodes: a controller
+// should report plan.TargetCompleted only once it serves again, since the
+// next controller is signalled as soon as it does.
 //
 // A target is signalled in two steps, so that a signal is never acted on
-// twice: Schedulable records the intent (the target becomes plan.TargetSent, which
-// the runner stores), and SchedulableWait then sends the signal to every
-// plan.TargetSent target whose report does not show it yet. A runner that dies
-// after sending and before storing anything leaves the intent stored: the
-// runner that resumes waits for the node's report, sending the signal again
-// (same ID, which the node ignores if it got it) only when the report does
-// not show it. Within one process, a signal is sent once per node.
+// twice: Schedulable records the intent (the target becomes
+// plan.TargetSent, which the runner stores), and SchedulableWait then
+// sends the signal to every plan.TargetSent target whose report does not
+// show it yet. A runner that dies after sending and before storing anything
+// leaves the intent stored: the runner that resumes waits for the node's
+// report, sending the signal again (same ID, which the node ignores if it
+// got it) only when the report does not show it. Within one process, a
+// signal is sent once per node.
 //
 // The zero value has no Sender and must not be used; set at least Sender.
 // A CommandHandler must not be copied after first use.
 type CommandHandler struct {
 	// Sender reaches the nodes; it is required.
 	Sender Sender
-	// Restrict lists node kinds excluded from plans.
+	// Restrict lists node kinds excluded from plans (k0s's
+	// --exclude-from-plans).
 	Restrict []string
 	// GroupKinds maps a group name to the node kind its targets must have;
 	// nil means {"controllers": "controller", "workers": "worker"}. Groups
@@ -320,11 +399,15 @@ var (
 	ErrNoDiscover = errors.New("autopilot: unknown discovery function")
 )
 
+// kindController is the node kind whose groups are signalled one at a
+// time, after a readiness check.
+const kindController = "controller"
+
 func (h *CommandHandler) groupKind(group string) string {
 	if h.GroupKinds == nil {
 		switch group {
 		case "controllers":
-			return "controller"
+			return kindController
 		case "workers":
 			return "worker"
 		}
@@ -333,33 +416,58 @@ func (h *CommandHandler) groupKind(group string) string {
 	return h.GroupKinds[group]
 }
 
+// limit is how many targets of grp may be signalled and unfinished at
+// once: one for controllers, else the group's limit.
+func (h *CommandHandler) limit(grp plan.CommandTargets) int {
+	if h.groupKind(grp.Group) == kindController {
+		return 1
+	}
+	return grp.Limit()
+}
+
+// discover finds the nodes of a group: static first, then selector, then
+// a named function, as k0s reads static before selector; none finds no
+// node.
 func (h *CommandHandler) discover(ctx context.Context, t plan.CommandTargets) ([]string, error) {
 	switch {
 	case t.Discovery.Func != nil:
 		return t.Discovery.Func(ctx)
+	case t.Discovery.Static != nil:
+		return t.Discovery.Static, nil
+	case t.Discovery.Selector != nil:
+		if h.Select == nil {
+			return nil, fmt.Errorf("group %q: %w", t.Group, ErrNoSelector)
+		}
+		return h.Select(ctx, *t.Discovery.Selector)
 	case t.Discovery.Function != "":
 		f := h.Discover[t.Discovery.Function]
 		if f == nil {
 			return nil, fmt.Errorf("group %q: %q: %w", t.Group, t.Discovery.Function, ErrNoDiscover)
 		}
 		return f(ctx)
-	case t.Discovery.Selector != nil:
-		if h.Select == nil {
-			return nil, fmt.Errorf("group %q: %w", t.Group, ErrNoSelector)
-		}
-		return h.Select(ctx, *t.Discovery.Selector)
 	}
-	return t.Discovery.Static, nil
+	return nil, nil
 }
 
-// planFail keeps the first error state a command meets, with its reason.
+// planFail keeps, of the error states a step meets, the one k0s would
+// set, with the reason of the first target that caused it.
 type planFail struct {
 	state  plan.State
 	reason string
 }
 
+// planFailRank orders the error states: k0s sets IncompleteTargets before
+// it looks at restrictions.
+var planFailRank = map[plan.State]int{
+	plan.StateIncompleteTargets:   4,
+	plan.StateApplyFailed:         3,
+	plan.StateRestricted:          2,
+	plan.StateInconsistentTargets: 1,
+	plan.StateTimedOut:            0,
+}
+
 func (f *planFail) set(state plan.State, reason string) {
-	if f.state == "" {
+	if f.state == "" || planFailRank[state] > planFailRank[f.state] {
 		f.state, f.reason = state, reason
 	}
 }
@@ -375,29 +483,21 @@ func (f *planFail) result(c *plan.CommandContext, ok plan.State) (plan.State, er
 // NewPlan implements CommandHandler: it discovers and checks every target.
 // Targets already completed (a retried plan) stay completed.
 func (h *CommandHandler) NewPlan(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
-	var platforms map[string]json.RawMessage
 	var fail planFail
-	if raw, ok := c.Command.Spec["platforms"]; ok {
-		if err := json.Unmarshal(raw, &platforms); err != nil {
-			fail.set(plan.StateMissingPlatform, fmt.Sprintf("platforms is not an object: %v", err))
-		}
+	platforms, err := platformURLs(c.Command.Spec)
+	if err != nil {
+		fail.set(plan.StateIncompleteTargets, fmt.Sprintf("platforms is not an object: %v", err))
 	}
 	old := c.Status.Targets
 	c.Status.Targets = map[string][]plan.TargetStatus{}
 	seen := map[string]string{}
-	found := 0
 	for _, grp := range c.Command.Targets {
 		nodes, err := h.discover(ctx, grp)
 		if err != nil {
 			return "", err
 		}
-		found += len(nodes)
 		c.Status.Targets[grp.Group] = []plan.TargetStatus{}
 		for _, name := range nodes {
-			if name == "" {
-				fail.set(plan.StateIncompleteTargets, fmt.Sprintf("discovery of group %q returned an empty node name", grp.Group))
-				continue
-			}
 			prev := planFindTarget(old[grp.Group], name)
 			if g, dup := seen[name]; dup {
 				reason := fmt.Sprintf("node %q is listed in groups %q and %q", name, g, grp.Group)
@@ -417,28 +517,19 @@ func (h *CommandHandler) NewPlan(ctx context.Context, c *plan.CommandContext) (p
 			if prev != nil {
 				t.Attempt = prev.Attempt
 			}
-			state, reason, err := h.check(ctx, grp.Group, name, platforms)
+			state, target, reason, err := h.check(ctx, grp.Group, name, platforms, true)
 			if err != nil {
 				return "", err
 			}
 			if state != "" {
-				c.SetTarget(grp.Group, name, planTargetFailure[state], reason).Attempt = t.Attempt
+				if target != "" {
+					c.SetTarget(grp.Group, name, target, reason).Attempt = t.Attempt
+				}
 				fail.set(state, reason)
 			}
 		}
 	}
-	if found == 0 {
-		fail.set(plan.StateIncompleteTargets, "discovery found no target in any group")
-	}
 	return fail.result(c, plan.StateSchedulableWait)
-}
-
-var planTargetFailure = map[plan.State]plan.TargetState{
-	plan.StateIncompleteTargets:   plan.TargetMissing,
-	plan.StateMissingSignalNode:   plan.TargetMissing,
-	plan.StateRestricted:          plan.TargetRestricted,
-	plan.StateInconsistentTargets: plan.TargetInconsistent,
-	plan.StateMissingPlatform:     plan.TargetMissingPlatform,
 }
 
 func planFindTarget(ts []plan.TargetStatus, name string) *plan.TargetStatus {
@@ -450,31 +541,36 @@ func planFindTarget(ts []plan.TargetStatus, name string) *plan.TargetStatus {
 	return nil
 }
 
-// check probes a target at NewPlan; it returns the error state it causes
-// (or "") with a reason, or an error to try again.
-func (h *CommandHandler) check(ctx context.Context, group, name string, platforms map[string]json.RawMessage) (plan.State, string, error) {
+// check probes a target: it returns the error state it causes (or ""),
+// the target state to set with it ("" to leave the target pending) and a
+// reason, or an error to try again. restrict says whether to check the
+// restrictions (only NewPlan does, as in k0s).
+func (h *CommandHandler) check(ctx context.Context, group, name string, platforms map[string]json.RawMessage, restrict bool) (plan.State, plan.TargetState, string, error) {
+	if name == "" {
+		return plan.StateIncompleteTargets, plan.TargetMissing, fmt.Sprintf("discovery of group %q returned an empty node name", group), nil
+	}
 	node, err := h.Sender.Probe(ctx, name)
 	if errors.Is(err, ErrHostNotFound) {
-		return plan.StateIncompleteTargets, fmt.Sprintf("node %q does not exist", name), nil
+		return plan.StateIncompleteTargets, plan.TargetMissing, fmt.Sprintf("node %q does not exist", name), nil
 	}
 	if err != nil {
-		return "", "", err
-	}
-	if slices.Contains(h.Restrict, node.Kind) {
-		return plan.StateRestricted, fmt.Sprintf("node %q is a %s, and %s nodes are excluded from plans", name, node.Kind, node.Kind), nil
+		return "", "", "", err
 	}
 	if want := h.groupKind(group); want != "" && node.Kind != want {
-		return plan.StateInconsistentTargets, fmt.Sprintf("node %q is a %q, group %q takes %q nodes", name, node.Kind, group, want), nil
+		return plan.StateIncompleteTargets, plan.TargetMissing, fmt.Sprintf("node %q is a %q, group %q takes %q nodes", name, node.Kind, group, want), nil
 	}
 	if platforms != nil && node.Platform != "" {
 		if _, ok := platforms[node.Platform]; !ok {
-			return plan.StateMissingPlatform, fmt.Sprintf("no payload for platform %q of node %q", node.Platform, name), nil
+			return plan.StateIncompleteTargets, plan.TargetMissingPlatform, fmt.Sprintf("no payload for platform %q of node %q", node.Platform, name), nil
 		}
 	}
-	return "", "", nil
+	if restrict && slices.Contains(h.Restrict, node.Kind) {
+		return plan.StateRestricted, "", fmt.Sprintf("node %q is a %s, and %s nodes are excluded from plans", name, node.Kind, node.Kind), nil
+	}
+	return "", "", "", nil
 }
 
-// activeGroup returns the first group with a target not completed, or -1.
+// planActiveGroup returns the first group with a target not completed, or -1.
 func planActiveGroup(c *plan.CommandContext) int {
 	for i, g := range c.Command.Targets {
 		for _, t := range c.Status.Targets[g.Group] {
@@ -486,10 +582,28 @@ func planActiveGroup(c *plan.CommandContext) int {
 	return -1
 }
 
+// completedBefore reports whether rep shows that its node completed
+// command index of plan id, in any attempt (see SignalID).
+func completedBefore(rep Report, id string, index int) bool {
+	if rep.State != plan.TargetCompleted {
+		return false
+	}
+	attempt, ok := strings.CutPrefix(rep.SignalID, id+"/"+strconv.Itoa(index)+"/")
+	if !ok || attempt == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(attempt, 10, 0)
+	return err == nil
+}
+
+// pending reports whether a target is still to be signalled.
+func pending(s plan.TargetState) bool { return s == "" || s == plan.TargetPending }
+
 // SchedulableWait implements CommandHandler: it sends the signal of every
-// plan.TargetSent target whose report does not show it yet (see CommandHandler),
-// reads back the signalled targets, applies the target timeout, and says
-// whether there is more to signal now.
+// plan.TargetSent target whose report does not show it yet (see
+// CommandHandler), reads back the signalled targets, applies the target
+// timeout, adopts the pending targets that already completed the command,
+// and says whether there is more to signal now.
 func (h *CommandHandler) SchedulableWait(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 	var fail planFail
 	for _, grp := range c.Command.Targets {
@@ -502,7 +616,7 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *plan.CommandCon
 			if errors.Is(err, ErrHostNotFound) {
 				reason := fmt.Sprintf("node %q disappeared while working on the command", t.Name)
 				c.SetTarget(grp.Group, t.Name, plan.TargetMissing, reason)
-				fail.set(plan.StateMissingSignalNode, reason)
+				fail.set(plan.StateIncompleteTargets, reason)
 				continue
 			}
 			if err != nil {
@@ -513,10 +627,10 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *plan.CommandCon
 				case plan.TargetCompleted:
 					c.SetTarget(grp.Group, t.Name, plan.TargetCompleted, "")
 					continue
-				case plan.TargetFailed:
+				case plan.TargetApplyFailed:
 					reason := fmt.Sprintf("node %q failed: %s", t.Name, rep.Reason)
-					c.SetTarget(grp.Group, t.Name, plan.TargetFailed, rep.Reason)
-					fail.set(plan.StateFailed, reason)
+					c.SetTarget(grp.Group, t.Name, plan.TargetApplyFailed, rep.Reason)
+					fail.set(plan.StateApplyFailed, reason)
 					continue
 				}
 			}
@@ -530,24 +644,46 @@ func (h *CommandHandler) SchedulableWait(ctx context.Context, c *plan.CommandCon
 	if fail.state != "" {
 		return fail.result(c, "")
 	}
-	gi := planActiveGroup(c)
-	if gi < 0 {
-		return plan.StateCompleted, nil
-	}
-	grp := c.Command.Targets[gi]
-	pending, inflight := 0, 0
-	for _, t := range c.Status.Targets[grp.Group] {
-		switch t.State {
-		case "", plan.TargetPending:
-			pending++
-		case plan.TargetSent:
-			inflight++
+	for {
+		gi := planActiveGroup(c)
+		if gi < 0 {
+			return plan.StateCompleted, nil
+		}
+		grp := c.Command.Targets[gi]
+		inflight := 0
+		for _, t := range c.Status.Targets[grp.Group] {
+			if t.State == plan.TargetSent {
+				inflight++
+			}
+		}
+		free := h.limit(grp) - inflight
+		candidates, adopted := 0, false
+		for i := range c.Status.Targets[grp.Group] {
+			if candidates >= free {
+				break
+			}
+			t := &c.Status.Targets[grp.Group][i]
+			if !pending(t.State) {
+				continue
+			}
+			rep, err := h.Sender.Read(ctx, t.Name)
+			if err != nil && !errors.Is(err, ErrHostNotFound) {
+				return "", err
+			}
+			if err == nil && completedBefore(rep, c.PlanID, c.Index) {
+				c.SetTarget(grp.Group, t.Name, plan.TargetCompleted, "")
+				adopted = true
+				continue
+			}
+			candidates++ // Schedulable finds it gone, if it is
+		}
+		switch {
+		case candidates > 0:
+			return plan.StateSchedulable, nil
+		case !adopted:
+			return plan.StateSchedulableWait, nil
 		}
 	}
-	if pending > 0 && inflight < grp.Limit() {
-		return plan.StateSchedulable, nil
-	}
-	return plan.StateSchedulableWait, nil
 }
 
 // deliver reads the report of t, signalled (plan.TargetSent), and sends t its
@@ -569,45 +705,80 @@ func (h *CommandHandler) deliver(ctx context.Context, c *plan.CommandContext, gr
 	return h.Sender.Read(ctx, t.Name)
 }
 
+// ready reports whether every controller of grp is ready, when the Sender
+// can tell: false (wait) when one is not, or a failure state when one no
+// longer exists.
+func (h *CommandHandler) ready(ctx context.Context, c *plan.CommandContext, grp plan.CommandTargets, fail *planFail) (bool, error) {
+	rp, ok := h.Sender.(ReadyProber)
+	if !ok || h.groupKind(grp.Group) != kindController {
+		return true, nil
+	}
+	for _, t := range c.Status.Targets[grp.Group] {
+		ok, err := rp.Ready(ctx, t.Name)
+		if errors.Is(err, ErrHostNotFound) {
+			reason := fmt.Sprintf("controller %q no longer exists", t.Name)
+			c.SetTarget(grp.Group, t.Name, plan.TargetMissing, reason)
+			fail.set(plan.StateIncompleteTargets, reason)
+			return false, nil
+		}
+		if err != nil || !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Schedulable implements CommandHandler: it picks the next pending targets
 // of the active group, up to its concurrency limit, checks that they still
-// exist and fit their group, and records that they are to be signalled
-// (plan.TargetSent); SchedulableWait sends the signals once that is stored.
+// exist and fit their group (and, for controllers, that every controller
+// is ready), and records that they are to be signalled (plan.TargetSent);
+// SchedulableWait sends the signals once that is stored. With nothing left
+// to signal, the command is Completed.
 func (h *CommandHandler) Schedulable(ctx context.Context, c *plan.CommandContext) (plan.State, error) {
 	gi := planActiveGroup(c)
 	if gi < 0 {
-		return plan.StateSchedulableWait, nil
+		return plan.StateCompleted, nil
 	}
 	grp := c.Command.Targets[gi]
 	var fail planFail
-	inflight := 0
+	inflight, waiting := 0, 0
 	for _, t := range c.Status.Targets[grp.Group] {
-		if t.State == plan.TargetSent {
+		switch {
+		case t.State == plan.TargetSent:
 			inflight++
+		case pending(t.State):
+			waiting++
 		}
 	}
-	for i := range c.Status.Targets[grp.Group] {
-		if inflight >= grp.Limit() {
-			break
-		}
-		t := &c.Status.Targets[grp.Group][i]
-		if t.State != "" && t.State != plan.TargetPending {
-			continue
-		}
-		node, err := h.Sender.Probe(ctx, t.Name)
-		if errors.Is(err, ErrHostNotFound) {
-			reason := fmt.Sprintf("node %q no longer exists", t.Name)
-			c.SetTarget(grp.Group, t.Name, plan.TargetMissing, reason)
-			fail.set(plan.StateMissingSignalNode, reason)
-			break
-		}
+	if waiting == 0 {
+		return plan.StateSchedulableWait, nil
+	}
+	if inflight < h.limit(grp) {
+		ok, err := h.ready(ctx, c, grp, &fail)
 		if err != nil {
 			return "", err
 		}
-		if want := h.groupKind(grp.Group); want != "" && node.Kind != want {
-			reason := fmt.Sprintf("node %q is now a %q, group %q takes %q nodes", t.Name, node.Kind, grp.Group, want)
-			c.SetTarget(grp.Group, t.Name, plan.TargetInconsistent, reason)
-			fail.set(plan.StateInconsistentTargets, reason)
+		if !ok {
+			// Not ready now: stay, and try again on the next step.
+			return fail.result(c, plan.StateSchedulable)
+		}
+	}
+	platforms, _ := platformURLs(c.Command.Spec)
+	for i := range c.Status.Targets[grp.Group] {
+		if inflight >= h.limit(grp) {
+			break
+		}
+		t := &c.Status.Targets[grp.Group][i]
+		if !pending(t.State) {
+			continue
+		}
+		state, target, reason, err := h.check(ctx, grp.Group, t.Name, platforms, false)
+		if err != nil {
+			return "", err
+		}
+		if state != "" {
+			c.SetTarget(grp.Group, t.Name, target, reason)
+			fail.set(state, reason)
 			break
 		}
 		c.SetTarget(grp.Group, t.Name, plan.TargetSent, "")

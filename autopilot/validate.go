@@ -4,69 +4,104 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 
 	"github.com/convergekit/converge/plan"
 )
 
-// k0sKinds are the command kinds of k0s autopilot that install a k0s
-// version.
-var k0sKinds = map[string]bool{"k0supdate": true, "airgapupdate": true}
-
-// k0sVersion matches a k0s version of Kubernetes 1: "v1.MINOR.PATCH", an
-// optional pre-release ("-rc.0"), and the k0s build ("+k0s.N").
-var k0sVersion = regexp.MustCompile(`^v1\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?\+k0s\.(0|[1-9][0-9]*)$`)
-
-// k0sPlatform matches a platform name: "<os>-<arch>", as "linux-amd64".
-var k0sPlatform = regexp.MustCompile(`^[a-z0-9]+-[a-z0-9]+$`)
+// k0sFields are, per command kind of k0s autopilot, the keys of its body
+// that k0s's Plan CRD (autopilot.k0sproject.io/v1beta2) defines, besides
+// the target groups, which the plan package reads. The CRD's schema is
+// structural, so the API server refuses (with strict field validation)
+// any other key; Decode does the same.
+var k0sFields = map[string]map[string]bool{
+	"k0supdate":    {"version": true, "forceupdate": true, "platforms": true},
+	"airgapupdate": {"version": true, "platforms": true},
+}
 
 // ValidateCommand implements plan.CommandValidator, so that
-// plan.Runner.Create rejects a k0s command that cannot do anything
-// useful; Decode makes the same checks. A k0s command (k0supdate,
-// airgapupdate) needs a version that is a k0s version of Kubernetes 1
-// ("v1.30.4+k0s.0", "v1.31.1-rc.0+k0s.0"), and its platforms, when given,
-// must map "<os>-<arch>" names to an object with a url. Commands of other
-// kinds are not checked here. Errors are a *plan.FieldError naming
-// the field, for example "spec.commands[0].k0supdate.version".
+// plan.Runner.Create checks a plan built in Go as Decode checks a
+// document. For the k0s commands (k0supdate, airgapupdate) it makes the
+// checks of k0s's Plan CRD: the fields the CRD defines, with the types it
+// gives them (version a string, forceupdate a boolean, platforms an object
+// mapping a platform name to {url, sha256} strings, url required), and no
+// other field. Like the CRD, it takes any version string and any platform
+// name: k0s's own tests run "v0.0.0" and "theOS-theArch". What k0s checks
+// while a plan runs (a node that does not exist, a platform without a
+// payload) becomes the state k0s sets then (see CommandHandler), not an
+// error here. Commands of other kinds are not checked. Errors are a
+// *plan.FieldError naming the field, for example
+// "spec.commands[0].k0supdate.version".
 func (h *CommandHandler) ValidateCommand(index int, cmd plan.Command) error {
 	return validateCommand(index, cmd)
 }
 
 func validateCommand(i int, c plan.Command) error {
-	if !k0sKinds[c.Kind] {
+	fields, ok := k0sFields[c.Kind]
+	if !ok {
 		return nil
 	}
 	fail := func(field, reason string) error {
 		return &plan.FieldError{Command: i, Field: c.Path(i) + "." + field, Reason: reason}
 	}
+	for _, k := range slices.Sorted(maps.Keys(c.Spec)) {
+		if !fields[k] {
+			return fail(k, fmt.Sprintf("unknown field of a %s command", c.Kind))
+		}
+	}
 	raw, ok := c.Spec["version"]
 	if !ok {
-		return fail("version", "missing: a k0s command needs the k0s version to install")
+		return fail("version", "missing: a k0s command needs the version to install")
 	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return fail("version", fmt.Sprintf("want a string, got %s", raw))
 	}
-	if !k0sVersion.MatchString(v) {
-		return fail("version", fmt.Sprintf("%q is not a k0s version of Kubernetes (as v1.30.4+k0s.0)", v))
+	if raw, ok := c.Spec["forceupdate"]; ok {
+		var b bool
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return fail("forceupdate", fmt.Sprintf("want a boolean, got %s", raw))
+		}
 	}
 	raw, ok = c.Spec["platforms"]
 	if !ok {
 		return nil
 	}
-	var platforms map[string]map[string]json.RawMessage
+	var platforms map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &platforms); err != nil || platforms == nil {
 		return fail("platforms", "want an object mapping platforms to {url: ...}")
 	}
 	for _, p := range slices.Sorted(maps.Keys(platforms)) {
-		if !k0sPlatform.MatchString(p) {
-			return fail("platforms."+p, "not a platform name (as linux-amd64)")
+		var res map[string]json.RawMessage
+		if err := json.Unmarshal(platforms[p], &res); err != nil || res == nil {
+			return fail("platforms."+p, "want an object {url: ..., sha256: ...}")
 		}
-		var url string
-		if err := json.Unmarshal(platforms[p]["url"], &url); err != nil || url == "" {
-			return fail("platforms."+p+".url", "must be a non-empty string")
+		for _, k := range slices.Sorted(maps.Keys(res)) {
+			if k != "url" && k != "sha256" {
+				return fail("platforms."+p+"."+k, "unknown field of a platform's resource")
+			}
+			var s string
+			if err := json.Unmarshal(res[k], &s); err != nil {
+				return fail("platforms."+p+"."+k, fmt.Sprintf("want a string, got %s", res[k]))
+			}
+		}
+		if _, ok := res["url"]; !ok {
+			return fail("platforms."+p+".url", "missing")
 		}
 	}
 	return nil
+}
+
+// platformURLs returns the platforms of a k0s command's spec that name a
+// payload, or nil when the command has no platforms.
+func platformURLs(spec map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	raw, ok := spec["platforms"]
+	if !ok {
+		return nil, nil
+	}
+	var platforms map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &platforms); err != nil {
+		return nil, err
+	}
+	return platforms, nil
 }

@@ -185,13 +185,13 @@ func TestBoltPlans(t *testing.T) {
 	for _, p := range list.Plans {
 		byID[p.ID] = p
 	}
-	assert.Equal(t, plan.StateFailed, byID["rollout"].State)
+	assert.Equal(t, plan.StateApplyFailed, byID["rollout"].State)
 	assert.Equal(t, plan.StateCompleted, byID["done"].State)
 	assert.Equal(t, plan.StateNewPlan, byID["next"].State)
 	assert.Equal(t, 1, byID["rollout"].Hosts.Failed)
 	assert.Equal(t, 1, byID["done"].CommandsCompleted)
 
-	ctlJSON(t, &list, "plans", "--bolt", path, "--state", "Failed")
+	ctlJSON(t, &list, "plans", "--bolt", path, "--state", "ApplyFailed")
 	require.Len(t, list.Plans, 1)
 	assert.Equal(t, "rollout", list.Plans[0].ID)
 
@@ -200,7 +200,7 @@ func TestBoltPlans(t *testing.T) {
 	require.Len(t, p.Commands, 1)
 	cmd := p.Commands[0]
 	assert.Equal(t, "update", cmd.Kind)
-	assert.Equal(t, plan.StateFailed, cmd.State)
+	assert.Equal(t, plan.StateApplyFailed, cmd.State)
 	var w2 *hostView
 	for i := range cmd.Targets {
 		if cmd.Targets[i].Name == "w2" {
@@ -209,14 +209,14 @@ func TestBoltPlans(t *testing.T) {
 	}
 	require.NotNil(t, w2)
 	assert.Equal(t, "workers", w2.Group)
-	assert.Equal(t, plan.TargetFailed, w2.State)
+	assert.Equal(t, plan.TargetApplyFailed, w2.State)
 	assert.Equal(t, "disk full", w2.Reason)
 	assert.NotEmpty(t, p.History)
 
 	r := ctl(t, "plan", "rollout", "--bolt", path)
 	require.Equal(t, 0, r.code, r.err)
-	assert.Regexp(t, `(?m)^ +0 +workers +w2 +SignalFailed +0 +\S+ +disk full$`, r.out)
-	assert.Regexp(t, `(?m)^ +0 +update +Failed +1/3 `, r.out)
+	assert.Regexp(t, `(?m)^ +0 +workers +w2 +SignalApplyFailed +0 +\S+ +disk full$`, r.out)
+	assert.Regexp(t, `(?m)^ +0 +update +ApplyFailed +1/3 `, r.out)
 
 	// Abort the plan that has not started, as bob.
 	var aborted planView

@@ -169,7 +169,7 @@ func fill(t *testing.T, st converge.Store) {
 	bus := autopilot.NewBus(autopilot.Host{Name: "w1", Kind: "worker"}, autopilot.Host{Name: "w2", Kind: "worker"}, autopilot.Host{Name: "w3", Kind: "worker"})
 	bus.OnSignal = func(node string, _ autopilot.Signal) {
 		if node == "w2" {
-			_ = bus.Respond(node, plan.TargetFailed, "disk full")
+			_ = bus.Respond(node, plan.TargetApplyFailed, "disk full")
 			return
 		}
 		_ = bus.Respond(node, plan.TargetCompleted, "")

@@ -47,7 +47,7 @@ func TestPostgres(t *testing.T) {
 	var plans struct {
 		Plans []planView `json:"plans"`
 	}
-	ctlJSON(t, &plans, "plans", "--pg", dsn, "--state", "Failed")
+	ctlJSON(t, &plans, "plans", "--pg", dsn, "--state", "ApplyFailed")
 	require.Len(t, plans.Plans, 1)
 	assert.Equal(t, "rollout", plans.Plans[0].ID)
 

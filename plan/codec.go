@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/internal/wire"
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -79,7 +80,8 @@ var planInlineGroups = map[string]bool{"controllers": true, "workers": true}
 // index and the field, or a *FieldError.
 func decodePlan(data []byte) (*Document, error) {
 	var doc Document
-	if err := doc.UnmarshalJSON(data); err != nil {
+	// What the runner stored was capped, if at all, when it was read.
+	if err := doc.decode(data, converge.DecodeLimits{MaxBytes: -1}); err != nil {
 		return nil, err
 	}
 	if err := doc.Spec.Validate(); err != nil {
@@ -180,21 +182,45 @@ type (
 	}
 	// commandStatusIn holds the targets under the key of the command's kind.
 	commandStatusIn struct {
-		ID      int                                  `json:"id"`
-		State   State                                `json:"state"`
-		Reason  string                               `json:"reason"`
-		Started time.Time                            `json:"startedTimestamp"`
-		Kinds   map[string]map[string][]planTargetIn `json:",inline"`
+		ID    int   `json:"id"`
+		State State `json:"state"`
+		// Description is k0s's name of the reason; converge v0.1.0
+		// wrote it as reason.
+		Description wire.Field[string]                   `json:"description"`
+		Reason      wire.Field[string]                   `json:"reason"`
+		Started     time.Time                            `json:"startedTimestamp"`
+		Kinds       map[string]map[string][]planTargetIn `json:",inline"`
 	}
 	// planTargetIn has the fields of TargetStatus without its
 	// UnmarshalJSON.
 	planTargetIn TargetStatus
 )
 
+// DecodeDocument decodes a plan document from JSON as
+// Document.UnmarshalJSON does, with the caps of lim instead of the
+// defaults. It does not validate the spec (see Document.Validate).
+func DecodeDocument(b []byte, lim converge.DecodeLimits) (*Document, error) {
+	var d Document
+	if err := d.decode(b, lim); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
 // UnmarshalJSON decodes a plan document strictly (unknown fields are errors,
-// except inside metadata; so are repeated keys and data after the
-// document); errors are *DecodeError.
+// except inside metadata; so are repeated keys, invalid UTF-8 and data
+// after the document); errors are *DecodeError. A document larger than
+// converge.DefaultMaxDocumentBytes is refused before it is decoded, with a
+// *DecodeError wrapping a *converge.LimitError (it matches
+// converge.ErrTooLarge); DecodeDocument takes other caps.
 func (d *Document) UnmarshalJSON(b []byte) error {
+	return d.decode(b, converge.DecodeLimits{})
+}
+
+func (d *Document) decode(b []byte, lim converge.DecodeLimits) error {
+	if err := lim.Check("", len(b)); err != nil {
+		return &DecodeError{Command: -1, Err: err}
+	}
 	var in planDocIn
 	if err := planRead(b, &in); err != nil {
 		return err
@@ -217,7 +243,8 @@ func (d *Document) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON encodes the plan as the `spec` of a document.
+// MarshalJSON encodes the plan as the `spec` of a document; timestamp is
+// written when empty too, as k0s's CRD requires it.
 func (p Plan) MarshalJSON() ([]byte, error) {
 	cmds := p.Commands
 	if cmds == nil {
@@ -225,7 +252,7 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		ID        string    `json:"id"`
-		Timestamp string    `json:"timestamp,omitempty"`
+		Timestamp string    `json:"timestamp"`
 		Commands  []Command `json:"commands"`
 	}{p.ID, p.Timestamp, cmds})
 }
@@ -272,7 +299,8 @@ func (c Command) MarshalJSON() ([]byte, error) {
 		for g, v := range groups {
 			body[g] = v
 		}
-	} else if len(c.Targets) > 0 {
+	} else {
+		// Written when empty too: k0s's CRD requires it.
 		body[planKeyTargets] = groups
 	}
 	if c.Timeout != 0 {
@@ -407,42 +435,21 @@ func planSortedKeys[V any](m map[string]V) []string {
 }
 
 func (in planGroupIn) targets(group string, idx int, path string) (CommandTargets, error) {
-	fail := func(path string, err error) (CommandTargets, error) {
-		return CommandTargets{}, &DecodeError{Command: idx, Field: path, Err: err}
-	}
 	t := CommandTargets{Group: group, Order: in.Order, Concurrent: in.Limits.Concurrent}
-	if t.Concurrent < 0 {
-		return fail(planJoin(path, "limits.concurrent"), fmt.Errorf("must not be negative"))
-	}
-	dpath := planJoin(path, "discovery")
-	n := 0
 	if d := in.Discovery; d != nil {
 		if d.Static != nil {
-			n++
 			t.Discovery.Static = []string{}
-			for i, node := range d.Static.Nodes {
-				if node == "" {
-					return fail(fmt.Sprintf("%s[%d]", planJoin(dpath, "static.nodes"), i), fmt.Errorf("node name must not be empty"))
-				}
-			}
 			if d.Static.Nodes != nil {
 				t.Discovery.Static = d.Static.Nodes
 			}
 		}
 		if d.Function != nil {
-			n++
 			if *d.Function == "" {
-				return fail(planJoin(dpath, "function"), fmt.Errorf("must not be empty"))
+				return CommandTargets{}, &DecodeError{Command: idx, Field: planJoin(path, "discovery.function"), Err: fmt.Errorf("must not be empty")}
 			}
 			t.Discovery.Function = *d.Function
 		}
-		if d.Selector != nil {
-			n++
-			t.Discovery.Selector = d.Selector
-		}
-	}
-	if n != 1 {
-		return fail(dpath, fmt.Errorf("needs exactly one of static, selector or function"))
+		t.Discovery.Selector = d.Selector
 	}
 	return t, nil
 }
@@ -487,12 +494,15 @@ func (in planStatusIn) status(path string) (Status, error) {
 	return s, nil
 }
 
-// MarshalJSON encodes the status of a command as `{id, state, reason,
-// startedTimestamp, <kind>: {<group>: [targets]}}`.
+// MarshalJSON encodes the status of a command as `{id, state, description,
+// startedTimestamp, <kind>: {<group>: [targets]}}`: the reason is
+// written as k0s's description (and read from description, or from
+// reason as converge v0.1.0 wrote it); startedTimestamp, converge's own,
+// is left out while the command has not started.
 func (s CommandStatus) MarshalJSON() ([]byte, error) {
 	m := map[string]any{"id": s.ID, "state": s.State.normal()}
 	if s.Reason != "" {
-		m["reason"] = s.Reason
+		m["description"] = s.Reason
 	}
 	if !s.Started.IsZero() {
 		m["startedTimestamp"] = s.Started
@@ -526,7 +536,13 @@ func (s *CommandStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (in commandStatusIn) status(idx int, path string) (CommandStatus, error) {
-	cs := CommandStatus{ID: in.ID, State: in.State, Reason: in.Reason, Started: in.Started.UTC()}
+	cs := CommandStatus{ID: in.ID, State: in.State, Reason: in.Description.V, Started: in.Started.UTC()}
+	if in.Reason.Set {
+		if in.Description.Set && in.Reason.V != in.Description.V {
+			return CommandStatus{}, &DecodeError{Command: idx, Field: planJoin(path, "reason"), Err: fmt.Errorf("differs from description, which it is the old name of")}
+		}
+		cs.Reason = in.Reason.V
+	}
 	for _, kind := range planSortedKeys((in.Kinds)) {
 		kpath := planJoin(path, kind)
 		if cs.Kind != "" {

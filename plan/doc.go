@@ -21,9 +21,9 @@
 // transition and resumes after a crash without signalling a completed host
 // twice (at once when the same program restarts on the host: see
 // DefaultOwner). Create refuses, with a *FieldError naming the document
-// path, a plan that would do nothing (a command without targets, an empty
-// static node list) and whatever a handler's CommandValidator rejects
-// (autopilot: an unknown k0s version). A stored step costs what it
+// path, a plan that Plan.Validate refuses and whatever a handler's
+// CommandValidator rejects (autopilot: a field k0s does not have); as in
+// k0s, a plan with nothing to do (no commands, no targets) completes. A stored step costs what it
 // changed, not the plan's size: the runner keeps the plan in memory while
 // it holds the claim and stores each transition as a small delta on a
 // base document, compacted now and then (Runner.Get reads the whole
@@ -46,10 +46,14 @@
 // Document encodes to and decodes from JSON in the shape of k0s autopilot
 // plans (spec.commands[i], status.commands[i].state, per-target state and
 // lastUpdatedTimestamp). Decoding is strict: unknown fields, repeated keys,
-// null values and data after the document are refused with a
-// *DecodeError naming the culprit's path. The state names are stable: they
-// are what the documents and stores hold. The autopilot package adds YAML
-// and the host-side signalling.
+// null values, invalid UTF-8 and data after the document are refused with
+// a *DecodeError naming the culprit's path, and a document over the cap
+// (converge.DefaultMaxDocumentBytes, or DecodeDocument's limits) before it
+// is read. The state names are k0s's, and converge's own states
+// (InconsistentTargets, TimedOut, Aborted) never stand where k0s sets one
+// (see State); they are what documents and stores hold, and the names that
+// converge v0.1.0 stored are read as the states that replaced them. The
+// autopilot package adds YAML and the host-side signalling.
 //
 // # Errors
 //

@@ -31,7 +31,7 @@ func TestErrorMessagesNameTheCulpritOnce(t *testing.T) {
 			err: func(t *testing.T) error {
 				return runPlan(t, plan.CommandHandlerFuncs{SchedulableWaitFunc: func(_ context.Context, c *plan.CommandContext) (plan.State, error) {
 					c.Status.Reason = `node "w0" failed: disk full`
-					return plan.StateFailed, nil
+					return plan.StateApplyFailed, nil
 				}})
 			}},
 		{name: "plan that timed out", is: plan.ErrFailed, culprits: []string{`"p1"`, "command 0", "1.5s"},

@@ -549,7 +549,7 @@ func planAppendCommandStatus(b []byte, cs *CommandStatus) []byte {
 	b = append(b, `,"state":`...)
 	b = planAppendString(b, string(cs.State.normal()))
 	if cs.Reason != "" {
-		b = append(b, `,"reason":`...)
+		b = append(b, `,"description":`...)
 		b = planAppendString(b, cs.Reason)
 	}
 	if !cs.Started.IsZero() {

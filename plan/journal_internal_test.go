@@ -23,11 +23,11 @@ func TestPlanBaseEncodingReadsBackAsJSON(t *testing.T) {
 					{Group: "workers", Concurrent: 2, Discovery: CommandDiscovery{Static: []string{"w0", "wé"}}}}},
 			{Kind: "other", Targets: []CommandTargets{{Group: "g", Discovery: CommandDiscovery{Function: "all"}}}},
 		}}}
-	doc.Status = &Status{State: StateFailed, Reason: "node \"w0\" failed: \\ \u2028 \x01", Abort: "stop <now>",
+	doc.Status = &Status{State: StateApplyFailed, Reason: "node \"w0\" failed: \\ \u2028 \x01", Abort: "stop <now>",
 		Commands: []CommandStatus{
-			{ID: 0, Kind: "update", State: StateFailed, Reason: "bad & worse", Started: at, Targets: map[string][]TargetStatus{
+			{ID: 0, Kind: "update", State: StateApplyFailed, Reason: "bad & worse", Started: at, Targets: map[string][]TargetStatus{
 				"controllers": {{Name: "c0", State: TargetCompleted, LastUpdatedTimestamp: at}},
-				"workers": {{Name: "w0", State: TargetFailed, Reason: "disk\tfull", Attempt: 2, LastUpdatedTimestamp: at.Add(time.Second)},
+				"workers": {{Name: "w0", State: TargetApplyFailed, Reason: "disk\tfull", Attempt: 2, LastUpdatedTimestamp: at.Add(time.Second)},
 					{Name: "wé", State: TargetPending}},
 			}},
 			{ID: 1, Kind: "other", State: StateSchedulableWait, Targets: map[string][]TargetStatus{"g": {}}},

@@ -17,7 +17,9 @@ import (
 //     Schedulable (there is work to do now), SchedulableWait (wait for the
 //     targets), Completed, or an error state.
 //   - Schedulable does the work (signals the next targets) and returns
-//     SchedulableWait, Schedulable or an error state.
+//     SchedulableWait, Schedulable, Completed (nothing is left to do: k0s's
+//     Schedulable completes a command with no target left to signal) or an
+//     error state.
 //
 // Any state other than the four core ones is an error state; it stops the
 // command and the plan, and c.Status.Reason (and the failed targets' reasons)
@@ -166,7 +168,7 @@ type Step struct {
 var planTransitions = map[State][]State{
 	StateNewPlan:         {StateSchedulableWait, StateCompleted},
 	StateSchedulableWait: {StateSchedulableWait, StateSchedulable, StateCompleted},
-	StateSchedulable:     {StateSchedulableWait, StateSchedulable},
+	StateSchedulable:     {StateSchedulableWait, StateSchedulable, StateCompleted},
 }
 
 func planAllowed(from, to State) bool {

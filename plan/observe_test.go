@@ -75,9 +75,9 @@ var failingSecondHost = plan.CommandHandlerFuncs{
 	SchedulableFunc: func(_ context.Context, c *plan.CommandContext) (plan.State, error) {
 		hosts := c.Command.Targets[0].Discovery.Static
 		c.SetTarget("workers", hosts[0], plan.TargetCompleted, "")
-		c.SetTarget("workers", hosts[1], plan.TargetFailed, "disk full")
+		c.SetTarget("workers", hosts[1], plan.TargetApplyFailed, "disk full")
 		c.Status.Reason = hosts[1] + " failed"
-		return plan.StateFailed, nil
+		return plan.StateApplyFailed, nil
 	},
 }
 
@@ -101,17 +101,17 @@ func TestRunnerReportsStepsAndTransitions(t *testing.T) {
 	require.ErrorIs(t, err, plan.ErrFailed)
 
 	plans := converge.MetricPlanTransitions.Name
-	for _, s := range []string{"NewPlan", "SchedulableWait", "Schedulable", "Failed"} {
+	for _, s := range []string{"NewPlan", "SchedulableWait", "Schedulable", "ApplyFailed"} {
 		assert.Equal(t, 1.0, m.Value(plans, s), "plan entered %s", s)
 	}
 	cmds := converge.MetricPlanCommandTransitions.Name
-	for _, s := range []string{"SchedulableWait", "Schedulable", "Failed"} {
+	for _, s := range []string{"SchedulableWait", "Schedulable", "ApplyFailed"} {
 		assert.Equal(t, 1.0, m.Value(cmds, "update", s), "command entered %s", s)
 	}
 	targets := converge.MetricPlanTargetTransitions.Name
 	assert.Equal(t, 2.0, m.Value(targets, "update", "SignalPending"))
 	assert.Equal(t, 1.0, m.Value(targets, "update", "SignalCompleted"))
-	assert.Equal(t, 1.0, m.Value(targets, "update", "SignalFailed"))
+	assert.Equal(t, 1.0, m.Value(targets, "update", "SignalApplyFailed"))
 	assert.Equal(t, 3.0, m.Value(converge.MetricPlanSteps.Name, "changed"))
 	assert.Len(t, m.Observations(converge.MetricPlanStepDuration.Name), 3)
 
@@ -123,7 +123,7 @@ func TestRunnerReportsStepsAndTransitions(t *testing.T) {
 	assert.EqualValues(t, 0, last["command"])
 	assert.Equal(t, "update", last["kind"])
 	assert.Equal(t, "Schedulable", last["from"])
-	assert.Equal(t, "Failed", last["to"])
+	assert.Equal(t, "ApplyFailed", last["to"])
 	assert.Equal(t, "h2 failed", last["reason"])
 	var failedHosts []map[string]any
 	for _, l := range logs.withMsg("target state changed") {

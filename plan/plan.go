@@ -13,11 +13,19 @@ import (
 // StateSchedulable, StateCompleted); every other value, including the ones a
 // CommandHandler makes up, is an error state that stops the command and the
 // plan. The zero value "" is read as StateNewPlan.
+//
+// The names are k0s autopilot's: the error states k0s's plan controllers
+// set are StateIncompleteTargets, StateRestricted and StateApplyFailed.
+// StateInconsistentTargets, StateTimedOut and StateAborted are converge's
+// own, for checks and controls k0s does not have; none of them stands
+// where k0s sets a state of its own. Decoding reads the names of converge
+// v0.1.0 (Failed, MissingPlatform, MissingSignalNode) and k0s's legacy
+// MissingSignalNode as the states that replaced them.
 type State string
 
 // The core states and the error states that the built-in machinery and
-// autopilot.CommandHandler use. The string values are stable: they are written to
-// status documents and stores.
+// autopilot.CommandHandler use. The string values are stable: they are
+// written to status documents and stores.
 const (
 	// StateNewPlan fills the status of every command (discovering targets).
 	StateNewPlan State = "NewPlan"
@@ -25,32 +33,51 @@ const (
 	// complete.
 	StateSchedulableWait State = "SchedulableWait"
 	// StateSchedulable does the active command's work (signal the next
-	// targets).
+	// targets), or completes the command when nothing is left to signal.
 	StateSchedulable State = "Schedulable"
 	// StateCompleted means the command (or every command of the plan) is done.
 	StateCompleted State = "Completed"
 
-	// StateInconsistentTargets: a target does not match what its group
-	// expects (wrong node kind, listed twice, or its kind changed).
-	StateInconsistentTargets State = "InconsistentTargets"
-	// StateIncompleteTargets: a discovered target does not exist.
+	// StateIncompleteTargets (k0s): a target does not exist, is not of
+	// its group's kind, has a platform the command has no payload for
+	// (TargetMissing, TargetMissingPlatform), or vanished before it was
+	// signalled.
 	StateIncompleteTargets State = "IncompleteTargets"
-	// StateRestricted: a target's node kind is excluded from plans.
+	// StateRestricted (k0s): a target's node kind is excluded from plans;
+	// the targets stay TargetPending.
 	StateRestricted State = "Restricted"
-	// StateMissingPlatform: the command has no payload for a target's
-	// platform.
-	StateMissingPlatform State = "MissingPlatform"
-	// StateMissingSignalNode: a target that existed when the plan started is
-	// gone when it is to be signalled.
-	StateMissingSignalNode State = "MissingSignalNode"
-	// StateTimedOut: the command or one of its targets ran past its timeout.
+	// StateApplyFailed (k0s): a target reported that it could not do the
+	// command (TargetApplyFailed).
+	StateApplyFailed State = "ApplyFailed"
+
+	// StateInconsistentTargets (converge's own): a node is listed twice in
+	// a command, which k0s does not check.
+	StateInconsistentTargets State = "InconsistentTargets"
+	// StateTimedOut (converge's own): the command or one of its targets
+	// ran past its timeout.
 	StateTimedOut State = "TimedOut"
-	// StateFailed: a target reported that it could not do the command.
-	StateFailed State = "Failed"
-	// StateAborted: the plan was asked to stop (Runner.Abort); the
-	// reason says why.
+	// StateAborted (converge's own): the plan was asked to stop
+	// (Runner.Abort); the reason says why.
 	StateAborted State = "Aborted"
 )
+
+// stateRenamed maps the state names that converge v0.1.0 stored, and
+// k0s's legacy MissingSignalNode, to the states that replaced them.
+var stateRenamed = map[State]State{
+	"Failed":            StateApplyFailed,
+	"MissingPlatform":   StateIncompleteTargets,
+	"MissingSignalNode": StateIncompleteTargets,
+}
+
+// UnmarshalText reads a state name, migrating the names of converge
+// v0.1.0 and k0s's legacy MissingSignalNode (see State).
+func (s *State) UnmarshalText(b []byte) error {
+	*s = State(b)
+	if r, ok := stateRenamed[*s]; ok {
+		*s = r
+	}
+	return nil
+}
 
 // normal returns s with the zero value read as StateNewPlan.
 func (s State) normal() State {
@@ -75,11 +102,17 @@ func (s State) IsError() bool {
 func (s State) IsFinal() bool { return s == StateCompleted || s.IsError() }
 
 // TargetState is the state of one target (signal node) of a command. The
-// zero value "" is read as TargetPending.
+// zero value "" is read as TargetPending. As with State, the names are
+// k0s's (SignalPending, SignalSent, SignalCompleted, SignalApplyFailed,
+// SignalMissingNode, SignalMissingPlatform), and TargetInconsistent,
+// TargetTimedOut and TargetAborted are converge's own. Decoding reads
+// converge v0.1.0's SignalFailed as TargetApplyFailed and its
+// SignalRestricted as TargetPending (k0s leaves restricted targets
+// pending), keeping the reason.
 type TargetState string
 
-// Target states. TargetPending, TargetSent and TargetCompleted (wire values SignalPending, SignalSent and SignalCompleted, as k0s writes them) are the normal
-// path; the others are failures and come with a reason.
+// Target states. TargetPending, TargetSent and TargetCompleted are the
+// normal path; the others are failures and come with a reason.
 const (
 	// TargetPending: the target has not been signalled yet.
 	TargetPending TargetState = "SignalPending"
@@ -87,24 +120,43 @@ const (
 	TargetSent TargetState = "SignalSent"
 	// TargetCompleted: the target reported that it did the command.
 	TargetCompleted TargetState = "SignalCompleted"
-	// TargetFailed: the target reported a failure (see the reason).
-	TargetFailed TargetState = "SignalFailed"
-	// TargetTimedOut: the target did not finish within the target timeout,
-	// or was still unfinished when the command timed out.
-	TargetTimedOut TargetState = "SignalTimedOut"
-	// TargetMissing: the target node does not exist (any more).
+	// TargetApplyFailed (k0s): the target reported a failure (see the
+	// reason).
+	TargetApplyFailed TargetState = "SignalApplyFailed"
+	// TargetMissing (k0s): the target node does not exist (any more), or
+	// is not of the kind its group takes.
 	TargetMissing TargetState = "SignalMissingNode"
-	// TargetRestricted: the target's node kind is excluded from plans.
-	TargetRestricted TargetState = "SignalRestricted"
-	// TargetMissingPlatform: the command has no payload for the target's
-	// platform.
+	// TargetMissingPlatform (k0s): the command has no payload for the
+	// target's platform.
 	TargetMissingPlatform TargetState = "SignalMissingPlatform"
-	// TargetInconsistent: the target does not match its group.
+
+	// TargetInconsistent (converge's own): the node is listed twice.
 	TargetInconsistent TargetState = "SignalInconsistent"
-	// TargetAborted: the target was still pending when its plan was
-	// aborted; it was never signalled for this attempt.
+	// TargetTimedOut (converge's own): the target did not finish within
+	// the target timeout, or was still unfinished when the command timed
+	// out.
+	TargetTimedOut TargetState = "SignalTimedOut"
+	// TargetAborted (converge's own): the target was still pending when
+	// its plan was aborted; it was never signalled for this attempt.
 	TargetAborted TargetState = "SignalAborted"
 )
+
+// targetRenamed maps the target state names that converge v0.1.0 stored
+// to the states that replaced them.
+var targetRenamed = map[TargetState]TargetState{
+	"SignalFailed":     TargetApplyFailed,
+	"SignalRestricted": TargetPending,
+}
+
+// UnmarshalText reads a target state name, migrating the names of
+// converge v0.1.0 (see TargetState).
+func (s *TargetState) UnmarshalText(b []byte) error {
+	*s = TargetState(b)
+	if r, ok := targetRenamed[*s]; ok {
+		*s = r
+	}
+	return nil
+}
 
 func (s TargetState) normal() TargetState {
 	if s == "" {
@@ -177,18 +229,23 @@ type CommandTargets struct {
 	// Discovery finds the target nodes when the plan starts.
 	Discovery CommandDiscovery
 	// Concurrent is the most targets of this group signalled and not
-	// finished at once (limits.concurrent); 0 means 1.
+	// finished at once (limits.concurrent); 0 or less means 1, k0s's
+	// default. autopilot.CommandHandler signals the targets of a group of
+	// controllers one at a time whatever the limit, as k0s does.
 	Concurrent int
 }
 
 // CommandDiscovery says how the targets of a group are found: a static list
 // of nodes, a selector that the handler resolves, a discovery function
 // registered with the handler under a name, or (from Go only, for plans that
-// are stepped in memory and never stored) a function. Exactly one is set; the
-// zero value sets none and does not validate.
+// are stepped in memory and never stored) a function. As in k0s, a
+// discovery that sets none finds no node, and when a document sets both a
+// static list and a selector, the static list is used (k0s reads static
+// first); both are kept, so the document encodes as it was read. The zero
+// value finds no node.
 type CommandDiscovery struct {
-	// Static lists the node names; nil means "not static", and a static
-	// list must name at least one node.
+	// Static lists the node names; nil means "not static". An empty list
+	// finds no node.
 	Static []string
 	// Selector selects nodes by labels and fields; the handler resolves it.
 	Selector *CommandSelector
@@ -421,17 +478,21 @@ func (e *CommandError) Error() string {
 // Unwrap returns the handler's error.
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// Validate reports the first reason p cannot run as a *FieldError whose
+// Validate reports the first reason p cannot be run as a *FieldError whose
 // Field is the path of the culprit in a document, for example
-// "spec.commands[1].k0supdate.targets.workers.discovery.static.nodes". A
-// command must have at least one target group, and a static group at least
-// one node: a plan that would complete without doing anything is an error.
+// "spec.commands[1].k0supdate.timeout": no ID (the runner keys a plan by
+// it), a command without a kind, a negative timeout, a Spec that holds a
+// key the Command has a field for, a group without a name or listed
+// twice, or a discovery function that cannot be stored next to another
+// discovery. As k0s does, it accepts a plan that has nothing to do: no
+// commands, a command without target groups, a group whose discovery
+// finds no node (an empty static list, or no discovery at all) — such a
+// plan or command completes without signalling anyone — and leaves what
+// k0s checks while a plan runs (a node that does not exist, an empty node
+// name) to the command's handler, which sets the state k0s would.
 func (p Plan) Validate() error {
 	if p.ID == "" {
 		return &FieldError{Command: -1, Field: "spec.id", Reason: "must not be empty"}
-	}
-	if len(p.Commands) == 0 {
-		return &FieldError{Command: -1, Field: "spec.commands", Reason: "must list at least one command"}
 	}
 	for i, c := range p.Commands {
 		if c.Kind == "" {
@@ -449,9 +510,6 @@ func (p Plan) Validate() error {
 				return &FieldError{Command: i, Field: body + "." + k, Reason: "reserved key in Spec; use the Command field"}
 			}
 		}
-		if len(c.Targets) == 0 {
-			return &FieldError{Command: i, Field: body + "." + planKeyTargets, Reason: "must list at least one target group"}
-		}
 		seen := map[string]bool{}
 		for _, t := range c.Targets {
 			path := c.GroupPath(i, t.Group)
@@ -465,26 +523,8 @@ func (p Plan) Validate() error {
 			if c.InlineTargets && !planInlineGroups[t.Group] {
 				return &FieldError{Command: i, Field: path, Reason: "only controllers and workers can be inline groups"}
 			}
-			if t.Concurrent < 0 {
-				return &FieldError{Command: i, Field: path + ".limits.concurrent", Reason: "must not be negative"}
-			}
-			d := t.Discovery
-			n := 0
-			for _, set := range []bool{d.Static != nil, d.Selector != nil, d.Function != "", d.Func != nil} {
-				if set {
-					n++
-				}
-			}
-			if n != 1 {
-				return &FieldError{Command: i, Field: path + ".discovery", Reason: "needs exactly one of static, selector, function or Func"}
-			}
-			if d.Static != nil && len(d.Static) == 0 {
-				return &FieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "must list at least one node"}
-			}
-			for _, node := range d.Static {
-				if node == "" {
-					return &FieldError{Command: i, Field: path + ".discovery.static.nodes", Reason: "node name must not be empty"}
-				}
+			if d := t.Discovery; d.Func != nil && (d.Static != nil || d.Selector != nil || d.Function != "") {
+				return &FieldError{Command: i, Field: path + ".discovery", Reason: "a Go discovery function cannot be combined with static, selector or function"}
 			}
 		}
 	}

@@ -181,9 +181,31 @@ var planDefaultOwner = sync.OnceValue(func() string {
 func planKey(id string) string { return KeyPrefix + id }
 
 // History returns the stored transitions of the plan with id, oldest
-// first.
+// first, with the state names of converge v0.1.0 read as the states that
+// replaced them (see State and TargetState).
 func (r *Runner) History(ctx context.Context, id string) ([]converge.HistoryEntry, error) {
-	return r.store.History(ctx, planKey(id))
+	stored, err := r.store.History(ctx, planKey(id))
+	if err != nil {
+		return nil, err
+	}
+	hist := make([]converge.HistoryEntry, len(stored))
+	for i, h := range stored {
+		h.From, h.To = planRenamed(h.From), planRenamed(h.To)
+		hist[i] = h
+	}
+	return hist, nil
+}
+
+// planRenamed returns the name that replaced the plan or target state name
+// s, or s.
+func planRenamed(s string) string {
+	if r, ok := stateRenamed[State(s)]; ok {
+		return string(r)
+	}
+	if r, ok := targetRenamed[TargetState(s)]; ok {
+		return string(r)
+	}
+	return s
 }
 
 // Validate reports whether doc can be stored and run: its spec is valid
@@ -222,7 +244,7 @@ func (r *Runner) Config() RunnerConfig { return r.cfg }
 // Validate reports whether doc can be created on this runner: it is valid
 // (see Document.Validate) and every command passes the checks of its
 // handler, when the handler is a CommandValidator (autopilot's checks the
-// version of k0s commands, for example). A kind with no handler is not an
+// fields of k0s commands, for example). A kind with no handler is not an
 // error here: Run reports it.
 func (r *Runner) Validate(doc *Document) error {
 	if err := doc.Validate(); err != nil {

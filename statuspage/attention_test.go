@@ -111,7 +111,7 @@ func TestRunningPlanWithFailedTargetsCanBeAbortedFromTheOverview(t *testing.T) {
 			Kind: "update", State: plan.StateSchedulable, Started: planAt,
 			Targets: map[string][]plan.TargetStatus{"workers": {
 				{Name: "w1", State: plan.TargetCompleted, LastUpdatedTimestamp: planAt},
-				{Name: "w2", State: plan.TargetFailed, Reason: "connection refused", LastUpdatedTimestamp: planAt},
+				{Name: "w2", State: plan.TargetApplyFailed, Reason: "connection refused", LastUpdatedTimestamp: planAt},
 				{Name: "w3", State: plan.TargetSent, LastUpdatedTimestamp: planAt},
 			}},
 		}}},
@@ -277,10 +277,10 @@ func TestLongListsArePagedAndFiltered(t *testing.T) {
 	assert.Contains(t, body, `5 found; page 2 of 3 <a rel="prev" href="?page=1">previous</a> <a rel="next" href="?page=3">next</a>`)
 
 	var pv statuspage.PlansView
-	getJSON(t, h, "/plans?state=Failed", &pv)
+	getJSON(t, h, "/plans?state=ApplyFailed", &pv)
 	require.Len(t, pv.Plans, 1)
 	assert.Equal(t, "rollout", pv.Plans[0].ID)
-	assert.Equal(t, []string{"Failed", "SchedulableWait"}, pv.States)
+	assert.Equal(t, []string{"ApplyFailed", "SchedulableWait"}, pv.States)
 	pv = statuspage.PlansView{}
 	getJSON(t, h, "/plans?q=can", &pv)
 	require.Len(t, pv.Plans, 1)
@@ -333,13 +333,13 @@ func TestPlanPageShowsProgressAndEveryFailedHost(t *testing.T) {
 	getJSON(t, h, "/plans/rollout", &v)
 	require.Len(t, v.CommandViews, 1)
 	cmd := v.CommandViews[0]
-	assert.Equal(t, []statuspage.PlanTargetFailure{{Group: "workers", Name: "w2", State: "SignalFailed", Reason: "disk full", At: cmd.FailedTargets[0].At}}, cmd.FailedTargets)
+	assert.Equal(t, []statuspage.PlanTargetFailure{{Group: "workers", Name: "w2", State: "SignalApplyFailed", Reason: "disk full", At: cmd.FailedTargets[0].At}}, cmd.FailedTargets)
 	require.Len(t, cmd.Groups, 1)
 	g := cmd.Groups[0]
 	assert.Equal(t, [3]int{2, 1, 1}, [3]int{g.Total, g.Completed, g.Failed})
 	_, body := get(t, h, "/plans/rollout", false)
 	assert.Contains(t, body, `<progress max="2" value="1"></progress> 1/2 completed`)
-	assert.Contains(t, body, `<li class="bad">workers/w2 SignalFailed: disk full</li>`)
+	assert.Contains(t, body, `<li class="bad">workers/w2 SignalApplyFailed: disk full</li>`)
 	assert.Contains(t, body, `workers <span class="muted">1/2 completed, 1 failed</span>`)
 	code, body := get(t, h, "/", false)
 	require.Equal(t, http.StatusOK, code)

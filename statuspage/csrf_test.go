@@ -78,6 +78,6 @@ func TestCSRFTokenExpires(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, rec.Code, "an expired token")
 		doc, _, err := r.Get(t.Context(), "rollout")
 		require.NoError(t, err)
-		assert.Equal(t, plan.StateFailed, doc.State(), "nothing was retried")
+		assert.Equal(t, plan.StateApplyFailed, doc.State(), "nothing was retried")
 	})
 }

@@ -126,9 +126,9 @@ func plans(t *testing.T) (*plan.Runner, converge.Store) {
 			}}},
 		}
 	}
-	require.NoError(t, r.Create(t.Context(), doc("rollout", plan.StateFailed, "w2 failed",
+	require.NoError(t, r.Create(t.Context(), doc("rollout", plan.StateApplyFailed, "w2 failed",
 		plan.TargetStatus{Name: "w1", State: plan.TargetCompleted, LastUpdatedTimestamp: at},
-		plan.TargetStatus{Name: "w2", State: plan.TargetFailed, Reason: "disk full", LastUpdatedTimestamp: at},
+		plan.TargetStatus{Name: "w2", State: plan.TargetApplyFailed, Reason: "disk full", LastUpdatedTimestamp: at},
 	)))
 	require.NoError(t, r.Create(t.Context(), doc("canary", plan.StateSchedulableWait, "",
 		plan.TargetStatus{Name: "c1", State: plan.TargetSent, LastUpdatedTimestamp: at},

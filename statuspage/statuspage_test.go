@@ -77,7 +77,7 @@ func TestEveryViewShowsItsDataAsHTMLAndJSON(t *testing.T) {
 			assert.Equal(t, 2, c.AboveSLA)
 			require.Len(t, v.Plans, 2)
 			assert.Equal(t, "canary", v.Plans[0].ID)
-			assert.Equal(t, statuspage.PlanSummary{ID: "rollout", State: "Failed", Reason: "w2 failed", Commands: 1, Active: 0, Targets: 2, Completed: 1, Failed: 1,
+			assert.Equal(t, statuspage.PlanSummary{ID: "rollout", State: "ApplyFailed", Reason: "w2 failed", Commands: 1, Active: 0, Targets: 2, Completed: 1, Failed: 1,
 				Updated: v.Plans[1].Updated}, v.Plans[1])
 			assert.True(t, planAt.Equal(v.Plans[1].Updated), "updated when its targets last changed: %s", v.Plans[1].Updated)
 		}},
@@ -121,10 +121,10 @@ func TestEveryViewShowsItsDataAsHTMLAndJSON(t *testing.T) {
 			getJSON(t, h, "/plans", &v)
 			require.Len(t, v.Plans, 2)
 		}},
-		{"/plans/rollout", []string{"rollout", "disk full", "SignalFailed", "SignalCompleted", "workers"}, func(t *testing.T) {
+		{"/plans/rollout", []string{"rollout", "disk full", "SignalApplyFailed", "SignalCompleted", "workers"}, func(t *testing.T) {
 			var v statuspage.PlanView
 			getJSON(t, h, "/plans/rollout", &v)
-			assert.Equal(t, "Failed", v.State)
+			assert.Equal(t, "ApplyFailed", v.State)
 			require.Len(t, v.CommandViews, 1)
 			cmd := v.CommandViews[0]
 			assert.Equal(t, "update", cmd.Kind)
@@ -132,7 +132,7 @@ func TestEveryViewShowsItsDataAsHTMLAndJSON(t *testing.T) {
 			require.Len(t, cmd.Groups, 1)
 			assert.Equal(t, "workers", cmd.Groups[0].Name)
 			require.Len(t, cmd.Groups[0].Targets, 2)
-			assert.Equal(t, statuspage.PlanTargetView{Name: "w2", State: "SignalFailed", Reason: "disk full", LastUpdated: cmd.Groups[0].Targets[1].LastUpdated}, cmd.Groups[0].Targets[1])
+			assert.Equal(t, statuspage.PlanTargetView{Name: "w2", State: "SignalApplyFailed", Reason: "disk full", LastUpdated: cmd.Groups[0].Targets[1].LastUpdated}, cmd.Groups[0].Targets[1])
 			assert.NotNil(t, v.History)
 			assert.Empty(t, v.Actions, "read-only")
 		}},
@@ -225,7 +225,7 @@ func TestActionsNeedAValidCSRFToken(t *testing.T) {
 	assert.Equal(t, controller.HaltQuarantined, o.Halted, "nothing was released")
 	doc, _, err := r.Get(t.Context(), "rollout")
 	require.NoError(t, err)
-	assert.Equal(t, plan.StateFailed, doc.State(), "nothing was retried")
+	assert.Equal(t, plan.StateApplyFailed, doc.State(), "nothing was retried")
 
 	t.Run("valid token releases", func(t *testing.T) {
 		rec := post(h, "/controllers/host/objects/bad-1/release", url.Values{"csrf": {release}}, map[string]string{"Origin": "http://example.com", "Sec-Fetch-Site": "same-origin"})
@@ -267,7 +267,7 @@ func TestActionsAreOffByDefault(t *testing.T) {
 	assert.Equal(t, controller.HaltQuarantined, o.Halted)
 	doc, _, err := r.Get(t.Context(), "rollout")
 	require.NoError(t, err)
-	assert.Equal(t, plan.StateFailed, doc.State())
+	assert.Equal(t, plan.StateApplyFailed, doc.State())
 }
 
 func TestGetNeverChangesAnything(t *testing.T) {
@@ -282,7 +282,7 @@ func TestGetNeverChangesAnything(t *testing.T) {
 	assert.Equal(t, controller.HaltQuarantined, o.Halted)
 	doc, _, err := r.Get(t.Context(), "rollout")
 	require.NoError(t, err)
-	assert.Equal(t, plan.StateFailed, doc.State())
+	assert.Equal(t, plan.StateApplyFailed, doc.State())
 	doc, _, err = r.Get(t.Context(), "canary")
 	require.NoError(t, err)
 	assert.Empty(t, doc.Status.Abort)

@@ -57,7 +57,7 @@ func newCluster(flaky string) *cluster {
 			defer c.wg.Done()
 			time.Sleep(3 * time.Millisecond)
 			if fail {
-				_ = c.bus.Respond(node, plan.TargetFailed, "disk full")
+				_ = c.bus.Respond(node, plan.TargetApplyFailed, "disk full")
 				return
 			}
 			_ = c.bus.Respond(node, plan.TargetCompleted, "")

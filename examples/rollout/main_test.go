@@ -20,7 +20,7 @@ func TestRolloutRetriesOnlyWhatFailed(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(t.Context(), &out, stores.Options{}))
 	s := out.String()
-	assert.Contains(t, s, "command 1 workers worker4: SignalFailed (disk full)")
+	assert.Contains(t, s, "command 1 workers worker4: SignalApplyFailed (disk full)")
 	assert.Contains(t, s, "plan finished: Completed")
 	// Controllers were updated one at a time, before any worker.
 	assert.Regexp(t, regexp.MustCompile(`controllers 1/3 workers 0/6[\s\S]*controllers 2/3 workers 0/6[\s\S]*controllers 3/3 workers 0/6`), s)
