@@ -242,7 +242,8 @@ func ApplyDry(ctx context.Context, g *Graph) (*Report, error) {
 func Clean(ctx context.Context, g *Graph) (*Report, error) { return defaultWalker.Clean(ctx, g) }
 
 // Apply converges every item of g: Present items to their goal, after their
-// dependencies; Absent items to their clean state, after their dependents.
+// dependencies; Absent items to their clean state, after their dependents;
+// every item after the items it is ordered after (Graph.After).
 //
 // For each item it discovers the current state, computes the target, checks,
 // applies when required, then discovers and checks again: an item that
@@ -272,8 +273,10 @@ func (w *Walker) ApplyDry(ctx context.Context, g *Graph) (*Report, error) {
 }
 
 // Clean converges every item of g to its clean state, whatever its
-// presence, in reverse dependency order. Every item must implement
-// CleanNode (Cleaner for typed items).
+// presence, in reverse dependency order; an ordering edge between two
+// Present items is reversed too, one with an Absent end is ignored (see
+// Graph.After). Every item must implement CleanNode (Cleaner for typed
+// items).
 func (w *Walker) Clean(ctx context.Context, g *Graph) (*Report, error) {
 	return w.walk(ctx, g, ModeClean, false)
 }
@@ -633,7 +636,8 @@ func (c *compiled) presenceIn(mode Mode, k int) Presence {
 type schedule struct {
 	// next[at[k]:at[k+1]] lists the items that may start only after item
 	// k: the dependents of a Present item, the dependencies of an Absent
-	// one when those are Absent too. One array holds every list.
+	// one when those are Absent too, and the items ordered after it
+	// (addOrderEdges). One array holds every list.
 	next []int32
 	at   []int32
 	// indeg counts, for every item, the items it waits for.
@@ -677,6 +681,7 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 			}
 		}
 	}
+	addOrderEdges(c, mode, succs, sch.indeg)
 	indeg := append([]int32(nil), sch.indeg...)
 	order := make([]int, 0, n)
 	for k := range n {
@@ -722,6 +727,41 @@ func newSchedule(c *compiled, mode Mode) *schedule {
 	}
 	sch.solo = lowestFirst(sch, n)
 	return sch
+}
+
+// addOrderEdges adds the ordering edges (Graph.After) to the successors
+// and wait counts of a schedule, once each whatever the dependencies say
+// already. In an Apply, x after y means y first, then x, whatever their
+// presences; Clean removes x before y when both are Present in the graph
+// and ignores an edge with an Absent end (see Graph.After), so that its
+// order stays acyclic: the walk up refused every cycle it could make.
+func addOrderEdges(c *compiled, mode Mode, succs [][]int, indeg []int32) {
+	var has map[[2]int]bool // first, then
+	for x, it := range c.items {
+		for _, y := range it.after {
+			first, then := y, x
+			if mode == ModeClean {
+				if it.presence == Absent || c.items[y].presence == Absent {
+					continue
+				}
+				first, then = x, y
+			}
+			if has == nil {
+				has = make(map[[2]int]bool)
+				for k, ss := range succs {
+					for _, s := range ss {
+						has[[2]int{k, s}] = true
+					}
+				}
+			}
+			if has[[2]int{first, then}] {
+				continue
+			}
+			has[[2]int{first, then}] = true
+			succs[first] = append(succs[first], then)
+			indeg[then]++
+		}
+	}
 }
 
 // lowestFirst returns the order of schedule.solo: repeatedly the lowest

@@ -17,9 +17,17 @@
 //	g.Add(converge.Wrap[string](file), converge.Present, dir.ID())
 //	g.Add(converge.Wrap[string](old), converge.Absent)
 //
+// A dependency says an item needs another; an ordering edge
+// (Graph.After) only says it starts after another reached its presence,
+// between any presences, so that a replacement can remove the old item
+// before it creates the new one:
+//
+//	g.After("bridge:br-new", "bridge:br-old") // br-old Absent, br-new Present
+//
 // The graph rejects duplicate IDs, unknown dependencies, cycles (with the
-// cycle's path) and a Present item that depends on an Absent one, with
-// *GraphError values that name the culprits.
+// cycle's path, through ordering edges too) and a Present item that
+// depends on an Absent one, with *GraphError values that name the
+// culprits.
 //
 // # Walks
 //
@@ -125,8 +133,10 @@
 // github.com/hashicorp/go-multierror and github.com/go-json-experiment/json
 // (the reference implementation of encoding/json/v2), which reads every
 // JSON document of this package and of the plan package (plans, desired
-// configurations, edge and status reports) strictly: unknown fields, repeated keys and data after
-// the document are refused, and the error names the culprit's path.
+// configurations, edge and status reports) strictly: unknown fields, repeated keys, invalid
+// UTF-8 and data after the document are refused, and the error names the
+// culprit's path; a document over its cap (DecodeLimits) is refused before
+// it is read.
 //
 // Other packages: controller (the fleet object controller), plan
 // (rollouts: plans, their state machine and runner), autopilot (k0s

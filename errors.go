@@ -60,7 +60,11 @@ var (
 	ErrDuplicateID = errors.New("converge: duplicate item ID")
 	// ErrUnknownDependency means an item depends on an ID not in the graph.
 	ErrUnknownDependency = errors.New("converge: unknown dependency")
-	// ErrCycle means the dependencies form a cycle.
+	// ErrUnknownAfter means an ordering edge (Graph.After) names an ID not
+	// in the graph, as its item or as the item it comes after.
+	ErrUnknownAfter = errors.New("converge: ordering edge names unknown item")
+	// ErrCycle means the dependencies, or the dependencies and the
+	// ordering edges (Graph.After), form a cycle.
 	ErrCycle = errors.New("converge: dependency cycle")
 	// ErrPresentDependsOnAbsent means a Present item depends on an Absent one.
 	ErrPresentDependsOnAbsent = errors.New("converge: present item depends on absent item")

@@ -19,17 +19,19 @@ var outcomeColors = map[Outcome]string{
 }
 
 // WriteDOT writes the graph in Graphviz DOT: one node per item, labelled by
-// its ID, in the order the items were added, and one edge from every
-// dependency to its dependent (the order a Present walk follows). Absent
-// items are dashed. When rep is not nil, each item it reports is filled
-// with the color of its outcome and its label says the outcome. The output
+// its ID, in the order the items were added, one edge from every
+// dependency to its dependent (the order a Present walk follows), and then
+// one dashed edge from every item to each item ordered after it
+// (Graph.After), in the order the edges were given. Absent items are
+// dashed. When rep is not nil, each item it reports is filled with the
+// color of its outcome and its label says the outcome. The output
 // is the same for the same graph and report, so it can be compared and
 // committed. The graph need not be valid: unknown dependencies are drawn
 // as plain nodes.
 //
 // Render it with, for example, `dot -Tsvg`.
 func (g *Graph) WriteDOT(w io.Writer, rep *Report) error {
-	entries := g.snapshot()
+	entries, afters := g.snapshot()
 	bw := bufio.NewWriter(w)
 	bw.WriteString("digraph converge {\n\trankdir=LR;\n\tnode [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", fontname=\"Helvetica\"];\n")
 	for _, e := range entries {
@@ -50,17 +52,22 @@ func (g *Graph) WriteDOT(w io.Writer, rep *Report) error {
 			fmt.Fprintf(bw, "\t%s -> %s;\n", dotQuote(string(d)), dotQuote(string(e.id)))
 		}
 	}
+	for _, a := range afters {
+		for _, y := range a.ys {
+			fmt.Fprintf(bw, "\t%s -> %s [style=dashed];\n", dotQuote(string(y)), dotQuote(string(a.x)))
+		}
+	}
 	bw.WriteString("}\n")
 	return bw.Flush()
 }
 
 // WriteMermaid writes the graph as a Mermaid flowchart (left to right),
-// with the same nodes, edges, order and colors as WriteDOT. Items are named
-// n0, n1, ... in the order they were added and labelled by their ID, so any
-// ID is safe in the output. Paste it into a Markdown file where Mermaid is
+// with the same nodes, edges, order and colors as WriteDOT; ordering edges
+// are dashed arrows (-.->). Items are named n0, n1, ... in the order they
+// were added and labelled by their ID, so any ID is safe in the output. Paste it into a Markdown file where Mermaid is
 // rendered (GitHub, GitLab) to see it.
 func (g *Graph) WriteMermaid(w io.Writer, rep *Report) error {
-	entries := g.snapshot()
+	entries, afters := g.snapshot()
 	bw := bufio.NewWriter(w)
 	bw.WriteString("flowchart LR\n")
 	names := make(map[ID]string, len(entries))
@@ -97,19 +104,29 @@ func (g *Graph) WriteMermaid(w io.Writer, rep *Report) error {
 			fmt.Fprintf(bw, "\t%s --> %s\n", names[d], names[e.id])
 		}
 	}
+	for _, a := range afters {
+		for _, y := range a.ys {
+			for _, id := range [2]ID{y, a.x} {
+				if _, known := names[id]; !known {
+					fmt.Fprintf(bw, "\t%s[\"%s\"]\n", name(id), mermaidText(string(id)))
+				}
+			}
+			fmt.Fprintf(bw, "\t%s -.-> %s\n", names[y], names[a.x])
+		}
+	}
 	for _, s := range styles {
 		bw.WriteString(s)
 	}
 	return bw.Flush()
 }
 
-// snapshot copies the graph's entries under its lock.
-func (g *Graph) snapshot() []entry {
+// snapshot copies the graph's entries and ordering edges under its lock.
+func (g *Graph) snapshot() ([]entry, []afterEdge) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]entry, len(g.entries))
 	copy(out, g.entries)
-	return out
+	return out, append([]afterEdge(nil), g.afters...)
 }
 
 // reportItem looks id up in rep, which may be nil.

@@ -35,7 +35,8 @@ const (
 	// OutcomeFailed means a phase failed; see ItemResult.Err and Phase.
 	OutcomeFailed
 	// OutcomeWaiting means the item was not run because items it waits for
-	// (dependencies; dependents for an Absent item) failed or were waiting.
+	// (dependencies, dependents for an Absent item, and the items it is
+	// ordered after: Graph.After) failed or were waiting.
 	OutcomeWaiting
 	// OutcomeNotRun means the walk was interrupted, stopped by fail-fast
 	// or preempted by a new target before the item started.
