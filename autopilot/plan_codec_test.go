@@ -268,7 +268,8 @@ func TestPlanValidate(t *testing.T) {
 // encodes to JSON and YAML that decode to the same document.
 func FuzzPlanDecode(f *testing.F) {
 	files, _ := filepath.Glob("testdata/plan/*.yaml")
-	for _, file := range files {
+	k0s, _ := filepath.Glob("testdata/k0s/*.yaml")
+	for _, file := range append(files, k0s...) {
 		b, err := os.ReadFile(file)
 		if err == nil {
 			f.Add(b)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
+	"github.com/convergekit/converge/internal/wire"
 	"github.com/convergekit/converge/plan"
 )
 
@@ -36,6 +38,12 @@ func (h *CommandHandler) ValidateCommand(index int, cmd plan.Command) error {
 	return validateCommand(index, cmd)
 }
 
+// k0sResource is a platform's payload in a k0s command.
+type k0sResource struct {
+	URL    wire.Field[string] `json:"url"`
+	Sha256 wire.Field[string] `json:"sha256"`
+}
+
 func validateCommand(i int, c plan.Command) error {
 	fields, ok := k0sFields[c.Kind]
 	if !ok {
@@ -44,9 +52,15 @@ func validateCommand(i int, c plan.Command) error {
 	fail := func(field, reason string) error {
 		return &plan.FieldError{Command: i, Field: c.Path(i) + "." + field, Reason: reason}
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.Spec)) {
+	for k := range c.Spec {
 		if !fields[k] {
-			return fail(k, fmt.Sprintf("unknown field of a %s command", c.Kind))
+			// The first in order, so that the error does not depend on
+			// the map's.
+			for _, k := range slices.Sorted(maps.Keys(c.Spec)) {
+				if !fields[k] {
+					return fail(k, fmt.Sprintf("unknown field of a %s command", c.Kind))
+				}
+			}
 		}
 	}
 	raw, ok := c.Spec["version"]
@@ -54,12 +68,12 @@ func validateCommand(i int, c plan.Command) error {
 		return fail("version", "missing: a k0s command needs the version to install")
 	}
 	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if wire.Decode(raw, &v) != nil {
 		return fail("version", fmt.Sprintf("want a string, got %s", raw))
 	}
 	if raw, ok := c.Spec["forceupdate"]; ok {
 		var b bool
-		if err := json.Unmarshal(raw, &b); err != nil {
+		if wire.Decode(raw, &b) != nil {
 			return fail("forceupdate", fmt.Sprintf("want a boolean, got %s", raw))
 		}
 	}
@@ -67,26 +81,32 @@ func validateCommand(i int, c plan.Command) error {
 	if !ok {
 		return nil
 	}
-	var platforms map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &platforms); err != nil || platforms == nil {
+	var platforms map[string]k0sResource
+	if p := wire.Decode(raw, &platforms); p != nil {
+		field := "platforms"
+		if p.Path != "" {
+			field += "." + p.Path
+		}
+		switch {
+		case p.Unknown:
+			return fail(field, "unknown field of a platform's resource")
+		case strings.Count(p.Path, ".") == 1:
+			return fail(field, fmt.Sprintf("want a string: %v", p.Err))
+		case p.Path != "":
+			return fail(field, "want an object {url: ..., sha256: ...}")
+		}
+		return fail(field, "want an object mapping platforms to {url: ...}")
+	}
+	if platforms == nil {
 		return fail("platforms", "want an object mapping platforms to {url: ...}")
 	}
-	for _, p := range slices.Sorted(maps.Keys(platforms)) {
-		var res map[string]json.RawMessage
-		if err := json.Unmarshal(platforms[p], &res); err != nil || res == nil {
-			return fail("platforms."+p, "want an object {url: ..., sha256: ...}")
-		}
-		for _, k := range slices.Sorted(maps.Keys(res)) {
-			if k != "url" && k != "sha256" {
-				return fail("platforms."+p+"."+k, "unknown field of a platform's resource")
+	for _, res := range platforms {
+		if !res.URL.Set {
+			for _, p := range slices.Sorted(maps.Keys(platforms)) {
+				if !platforms[p].URL.Set {
+					return fail("platforms."+p+".url", "missing")
+				}
 			}
-			var s string
-			if err := json.Unmarshal(res[k], &s); err != nil {
-				return fail("platforms."+p+"."+k, fmt.Sprintf("want a string, got %s", res[k]))
-			}
-		}
-		if _, ok := res["url"]; !ok {
-			return fail("platforms."+p+".url", "missing")
 		}
 	}
 	return nil

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -385,15 +384,15 @@ func (in planCommandIn) command(idx int, path string) (Command, error) {
 		}
 		*d.dst = v
 	}
-	for _, k := range planSortedKeys((body.Spec)) {
+	for k, v := range body.Spec {
 		if cmd.Spec == nil {
-			cmd.Spec = map[string]json.RawMessage{}
+			cmd.Spec = make(map[string]json.RawMessage, len(body.Spec))
 		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, body.Spec[k]); err != nil {
+		// v is the decoder's own copy: compact it in place.
+		if err := v.Compact(); err != nil {
 			return fail(planJoin(bpath, k), err)
 		}
-		cmd.Spec[k] = compact.Bytes()
+		cmd.Spec[k] = json.RawMessage(v)
 	}
 	tpath := planJoin(bpath, planKeyTargets)
 	for _, g := range planSortedKeys((body.Targets)) {
