@@ -6,7 +6,7 @@ require (
 	github.com/aymanbagabas/go-udiff v0.4.1
 	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2
 	github.com/hashicorp/go-multierror v1.1.1
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.1
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
