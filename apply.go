@@ -91,9 +91,18 @@ type WalkerConfig struct {
 	// Logger receives a line per item that failed (Warn), changed (Info)
 	// or was unchanged (Debug), and one per finished walk (Info, Debug
 	// when nothing changed), with the attributes "walk", "item", "phase",
-	// "outcome" and, in a TargetReconciler, "revision". States never
+	// "outcome", "refresh" (the dependencies a refreshed item was
+	// refreshed for) and, in a TargetReconciler, "revision". States never
 	// reach the log: they may hold secrets. nil means no logging.
 	Logger *slog.Logger
+	// RefreshLog keeps the refreshes that are due and have not happened
+	// (see Refresher) from one walk to the next; nil means a MemRefreshLog
+	// for the Walker's life (the package-level Apply, ApplyDry and Clean
+	// share one). A program that must not lose a refresh when it is
+	// killed between a write and the refresh gives it a durable log:
+	// NewStoreRefreshLog over a boltstore, which a TargetReconciler does
+	// itself. Walks of graphs without a Refresher never use it.
+	RefreshLog RefreshLog
 	// Now returns the current time; nil means time.Now. With time.Now a
 	// walk reads the wall clock once, when it starts, and after that only
 	// the monotonic clock, which costs half as much: the times in its
@@ -155,6 +164,9 @@ func NewWalker(cfg WalkerConfig) (*Walker, error) {
 	}
 	if _, nop := cfg.Metrics.(MetricsNop); nop {
 		cfg.Metrics = nil
+	}
+	if cfg.RefreshLog == nil {
+		cfg.RefreshLog = &MemRefreshLog{}
 	}
 	w := &Walker{cfg: cfg}
 	if cfg.Metrics != nil {
@@ -312,7 +324,10 @@ type walkState struct {
 	// (kindLabels by index in kinds.names), when cfg.Metrics is set.
 	kindLabels []kindLabels
 	labels     *walkLabels
-	results    []ItemResult
+	// refresh is the refresh state of a walk of a graph with Refreshers
+	// (not of a CleanDry); nil otherwise.
+	refresh *walkRefresh
+	results []ItemResult
 	// published[k] is set once results[k].After is final: a DepStates reads
 	// After only then. (A flag, not a pointer, keeps the GC off it.) Only
 	// an Apply or ApplyDry of a graph with Absent items keeps it: only there
@@ -419,6 +434,9 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 	ws.cond.L = &ws.mu
 	if mode != ModeClean && c.hasAbsent {
 		ws.published = make([]atomic.Bool, n)
+	}
+	if c.refresh != nil && (mode == ModeApply || !dry) {
+		ws.refresh = startRefresh(ctx, w.cfg.RefreshLog)
 	}
 	if w.cfg.Metrics != nil {
 		ws.kinds = c.kinds()
@@ -933,7 +951,7 @@ type batch struct {
 func (ws *walkState) touchBatch(b *batch) {
 	for _, k := range b.items[:b.n] {
 		r := ws.initResult(k)
-		// A result is 200 bytes at any offset from a cache line: the
+		// A result is 216 bytes at any offset from a cache line: the
 		// bytes a run writes, up to Duration, span two or three lines,
 		// which these fields reach whatever the offset.
 		r.Outcome, r.Started, r.Duration = outcomePending, time.Time{}, 0
@@ -1489,6 +1507,16 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 	if !res.Decision.Required() {
 		res.After = res.Before
 		res.Outcome = OutcomeUnchanged
+		if ws.refresh != nil {
+			phase = PhaseRefresh
+			if err := ws.refreshItem(k, res, b, &run); err != nil {
+				fail(err)
+				return end, applied
+			}
+			if run != nil {
+				res.Actions = run.takeActions()
+			}
+		}
 		ws.publish(k)
 		end = ws.clock.Now()
 		res.Duration = end.Sub(res.Started)
@@ -1506,6 +1534,14 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 	// Only items that change get a context of their own, to report
 	// progress and required host actions.
 	phase = PhaseApply
+	if ws.refresh != nil {
+		// Before the write: a process killed after it still refreshes
+		// the Refreshers that depend on k on its next walk.
+		if err := ws.recordRefresh(k); err != nil {
+			fail(err)
+			return end, applied
+		}
+	}
 	run = &itemRun{id: it.id}
 	if ws.em != nil {
 		run.units = func(done, total int) {
@@ -1545,6 +1581,13 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 		res.Outcome = OutcomeWouldChange
 	} else {
 		res.Outcome = OutcomeChanged
+	}
+	if ws.refresh != nil {
+		phase = PhaseRefresh
+		if err := ws.refreshItem(k, res, b, &run); err != nil {
+			fail(err)
+			return end, applied
+		}
 	}
 	ws.publish(k)
 	res.Actions = run.takeActions()

@@ -24,6 +24,14 @@
 //
 //	g.After("bridge:br-new", "bridge:br-old") // br-old Absent, br-new Present
 //
+// An item that implements Refresher (a service) is refreshed once after
+// its own convergence when any of its dependencies (its configuration
+// files) changed in the walk, and never after a walk that changed nothing;
+// an ordering edge never refreshes. A refresh that was due and did not
+// happen stays pending in the Walker's RefreshLog (NewStoreRefreshLog keeps
+// it across a SIGKILL), and DepChanged tells an item which dependency
+// changed.
+//
 // The graph rejects duplicate IDs, unknown dependencies, cycles (with the
 // cycle's path, through ordering edges too) and a Present item that
 // depends on an Absent one, with *GraphError values that name the

@@ -102,7 +102,7 @@ func (e *Change) UnmarshalText(b []byte) error {
 func (p Phase) MarshalText() ([]byte, error) { return enumMarshal("phase", phaseNames[:], uint8(p)) }
 
 // UnmarshalText decodes a phase name ("none", "discover", "goal", "check",
-// "apply", "verify"); any other text is a *NameError.
+// "apply", "verify", "refresh"); any other text is a *NameError.
 func (p *Phase) UnmarshalText(b []byte) error {
 	return enumUnmarshal(p, "phase", phaseNames[:], b)
 }

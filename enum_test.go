@@ -32,7 +32,7 @@ func enumCases() []enumCase {
 		add(v, n, func() encoding.TextUnmarshaler { return new(converge.Change) })
 	}
 	for v, n := range map[converge.Phase]string{converge.PhaseNone: "none", converge.PhaseDiscover: "discover", converge.PhaseGoal: "goal",
-		converge.PhaseCheck: "check", converge.PhaseApply: "apply", converge.PhaseVerify: "verify"} {
+		converge.PhaseCheck: "check", converge.PhaseApply: "apply", converge.PhaseVerify: "verify", converge.PhaseRefresh: "refresh"} {
 		add(v, n, func() encoding.TextUnmarshaler { return new(converge.Phase) })
 	}
 	for v, n := range map[converge.Outcome]string{converge.OutcomeUnchanged: "unchanged", converge.OutcomeChanged: "changed",

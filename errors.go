@@ -48,6 +48,14 @@ var (
 	// someone else forbids the change. Reconcile loops wait and retry unless
 	// the pass is forced (see WithForce).
 	ErrLocked = errors.New("converge: update lock held")
+	// ErrRefreshLog means a walk could not use its RefreshLog for an item:
+	// record that it is due a refresh, read what is pending, or mark its
+	// refresh done. See *RefreshLogError.
+	ErrRefreshLog = errors.New("converge: refresh log failed")
+	// ErrRefreshDamaged means the record of a Store-backed RefreshLog
+	// (NewStoreRefreshLog) is not a refresh record: damaged, of a newer
+	// format, or another program's.
+	ErrRefreshDamaged = errors.New("converge: refresh record damaged")
 
 	// Graphs.
 	// ErrInvalidGraph is matched by every graph validation error.

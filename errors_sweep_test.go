@@ -32,7 +32,8 @@ func TestErrorMessagesOfEveryPackageReadOnce(t *testing.T) {
 			converge.ErrTargetStopped, converge.ErrStatusInvalid, converge.ErrEdgeDryRun, converge.ErrEdgeNoReport,
 			converge.ErrEdgeBadOutcome, converge.ErrStoreNotFound, converge.ErrStoreStale,
 			converge.ErrClaimHeld, converge.ErrLeaseLost, converge.ErrStoreInvalid, converge.ErrSealed,
-			converge.ErrNotSealed, converge.ErrUnknownName,
+			converge.ErrNotSealed, converge.ErrUnknownName, converge.ErrRefreshLog, converge.ErrRefreshDamaged,
+			&converge.RefreshLogError{Op: "record", Err: converge.ErrStoreStale},
 			&converge.StatusFieldError{Doc: "edge report", Field: "items[0].edge", Value: "x", Err: converge.ErrStatusUnknownValue},
 		},
 		"controller": {

@@ -249,6 +249,8 @@ type compiled struct {
 
 	kindOnce  sync.Once
 	itemKinds *itemKinds // see kinds
+
+	refresh *compiledRefresh // nil when no item is a Refresher
 }
 
 type centry struct {
@@ -336,6 +338,7 @@ func compileEntries(entries []entry, afters []afterEdge) (*compiled, error) {
 		return nil, err
 	}
 	c.order = order
+	c.refresh = compileRefresh(c)
 	return c, nil
 }
 

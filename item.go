@@ -126,14 +126,22 @@ type CleanNode interface {
 }
 
 // Wrap adapts a typed Item to a Node. If item also implements Cleaner[S],
-// the returned Node implements CleanNode. Wrap(nil) returns nil so that a
-// graph reports the nil item instead of panicking here.
+// the returned Node implements CleanNode; if it implements Refresher[S],
+// the returned Node implements RefreshNode. Wrap(nil) returns nil so that
+// a graph reports the nil item instead of panicking here.
 func Wrap[S any](item Item[S]) Node {
 	if item == nil {
 		return nil
 	}
-	if c, ok := item.(Cleaner[S]); ok {
+	c, clean := item.(Cleaner[S])
+	r, refresh := item.(Refresher[S])
+	switch {
+	case clean && refresh:
+		return &cleanRefreshNode[S]{cleanNode: cleanNode[S]{node: node[S]{item: item}, clean: c}, refresh: r}
+	case clean:
 		return &cleanNode[S]{node: node[S]{item: item}, clean: c}
+	case refresh:
+		return &refreshNode[S]{node: node[S]{item: item}, refresh: r}
 	}
 	return &node[S]{item: item}
 }
@@ -145,6 +153,10 @@ func Unwrap[S any](n Node) (Item[S], bool) {
 	case *node[S]:
 		return w.item, true
 	case *cleanNode[S]:
+		return w.item, true
+	case *refreshNode[S]:
+		return w.item, true
+	case *cleanRefreshNode[S]:
 		return w.item, true
 	}
 	return nil, false
@@ -205,6 +217,32 @@ type cleanNode[S any] struct {
 
 func (n *cleanNode[S]) StateClean(ctx context.Context, deps DepStates) (any, error) {
 	return n.clean.StateClean(ctx, deps)
+}
+
+type refreshNode[S any] struct {
+	node[S]
+	refresh Refresher[S]
+}
+
+func (n *refreshNode[S]) Refresh(ctx context.Context, current any, changed []ID) (any, error) {
+	return n.node.refreshWith(ctx, n.refresh, current, changed)
+}
+
+type cleanRefreshNode[S any] struct {
+	cleanNode[S]
+	refresh Refresher[S]
+}
+
+func (n *cleanRefreshNode[S]) Refresh(ctx context.Context, current any, changed []ID) (any, error) {
+	return n.node.refreshWith(ctx, n.refresh, current, changed)
+}
+
+func (n *node[S]) refreshWith(ctx context.Context, r Refresher[S], current any, changed []ID) (any, error) {
+	c, err := n.cast(current)
+	if err != nil {
+		return nil, err
+	}
+	return r.Refresh(ctx, c, changed)
 }
 
 // cast converts an untyped state back to S. A nil state (an unknown current
@@ -287,9 +325,13 @@ const (
 	// PhaseVerify is the second StateCurrent and Check after Apply; an item
 	// that still requires work fails here with ErrNotConverged.
 	PhaseVerify
+	// PhaseRefresh is Refresh (see Refresher), after the item converged,
+	// or the refresh log's work for it (reading what is pending, marking
+	// its refresh done). An item that fails here stays due a refresh.
+	PhaseRefresh
 )
 
-var phaseNames = [...]string{"none", "discover", "goal", "check", "apply", "verify"}
+var phaseNames = [...]string{"none", "discover", "goal", "check", "apply", "verify", "refresh"}
 
 // String returns the lower-case name of the phase.
 func (p Phase) String() string { return enumString("phase", phaseNames[:], uint8(p)) }

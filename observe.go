@@ -192,6 +192,9 @@ func (ws *walkState) observeItem(k int, res *ItemResult, applied time.Duration) 
 		slog.String("outcome", res.Outcome.String()),
 		slog.Duration("duration", res.Duration),
 	}
+	if len(res.Refresh) > 0 {
+		attrs = append(attrs, slog.String("refresh", joinIDs(res.Refresh)))
+	}
 	if res.Outcome == OutcomeFailed {
 		cause := res.Err
 		if ie, ok := res.Err.(*ItemError); ok {

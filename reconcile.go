@@ -81,6 +81,12 @@ type TargetReconcilerConfig[T any] struct {
 	// one process (every PutTarget is on disk before SetTarget returns).
 	// Give the store a Sealer when the target holds secrets (environment
 	// variables, credentials): the target is then sealed at rest.
+	//
+	// The store also keeps the reconciler's refresh log, unless
+	// Walk.RefreshLog is set: one record under TargetRefreshKey(Name)
+	// (NewStoreRefreshLog), so that a refresh that was due when the agent
+	// stopped (a service to restart after its configuration was written)
+	// happens in the first pass after it starts again.
 	Store Store
 	// Walk configures the walks. Its Grace is also what Run gives the
 	// items in flight when it stops, its EventBuffer bounds the events
@@ -91,7 +97,8 @@ type TargetReconcilerConfig[T any] struct {
 	// (Info), per pass that ended (Info; Warn when it failed) and the
 	// walks' lines, every one with the attribute "target" (the Name) and
 	// the target's "revision". Targets never reach the log. Its Name is
-	// replaced by the reconciler's Name.
+	// replaced by the reconciler's Name. Its RefreshLog, when nil, is a
+	// log kept in Store (see Store).
 	Walk WalkerConfig
 	// MaxRounds bounds the walks of one stage in one pass (apply, re-read,
 	// apply again until nothing changes); 0 means TargetDefaultMaxRounds.
@@ -264,17 +271,20 @@ func NewTargetReconciler[T any](cfg TargetReconcilerConfig[T]) (*TargetReconcile
 	if name == "" {
 		name = TargetDefaultName
 	}
+	if cfg.Store == nil {
+		cfg.Store = NewMemStore()
+	}
 	wcfg := cfg.Walk
 	wcfg.Name = name
 	if wcfg.Logger != nil {
 		wcfg.Logger = wcfg.Logger.With(slog.String("target", name))
 	}
+	if wcfg.RefreshLog == nil {
+		wcfg.RefreshLog = NewStoreRefreshLog(cfg.Store, TargetRefreshKey(name))
+	}
 	w, err := NewWalker(wcfg)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Store == nil {
-		cfg.Store = NewMemStore()
 	}
 	if cfg.MaxRounds == 0 {
 		cfg.MaxRounds = TargetDefaultMaxRounds

@@ -57,6 +57,9 @@ type ItemResult struct {
 	// Decision is the answer of the first Check.
 	Decision Decision
 	Outcome  Outcome
+	// Phase is the phase a failed item failed in: it repeats the phase of
+	// Err (PhaseNone when nothing failed).
+	Phase Phase
 	// Unknown is true when StateCurrent could not know the state before
 	// the change (ErrStateUnknown); Before is then nil.
 	Unknown bool
@@ -67,14 +70,21 @@ type ItemResult struct {
 	Started               time.Time
 	Duration              time.Duration
 	// Err is the *ItemError of a failed item, or an error matching
-	// ErrNotRun for an item not run. Phase repeats Err's phase.
-	Err   error
-	Phase Phase
+	// ErrNotRun for an item not run.
+	Err error
 	// WaitingFor lists, for OutcomeWaiting, the items it waited for that
 	// did not finish.
 	WaitingFor []ID
 	// Actions are the host actions the item asked for (RequireAction).
 	Actions []RequiredAction
+	// Refresh lists, sorted, the dependencies that made the walk refresh
+	// the item (see Refresher): those that changed in this walk and those
+	// whose refresh was pending from an earlier one. In Apply the item's
+	// Refresh ran (it is OutcomeChanged, or OutcomeFailed in PhaseRefresh
+	// when Refresh failed); in a dry run it would run (the item is
+	// OutcomeWouldChange). Empty when the item was not refreshed. It is
+	// left out of the JSON form when empty.
+	Refresh []ID `json:",omitempty"`
 }
 
 // ResultStates returns the states of r with the item's own state type S
@@ -252,7 +262,9 @@ func (r *Report) Err() error {
 }
 
 // Summary renders the report for a person: a headline with the counts, then
-// one line per item that changed, failed, waits or was not run.
+// one line per item that changed, failed, waits or was not run. The line of
+// a refreshed item names the dependencies it was refreshed for ("refreshed
+// for", or "would refresh for" in a dry run).
 func (r *Report) Summary() string {
 	if r == nil {
 		return "no report"
@@ -283,7 +295,14 @@ func (r *Report) Summary() string {
 	for _, it := range r.Items {
 		switch it.Outcome {
 		case OutcomeChanged, OutcomeWouldChange:
-			fmt.Fprintf(&b, "  %-12s %s (%s)\n", it.Outcome, it.ID, it.Presence)
+			switch {
+			case len(it.Refresh) == 0:
+				fmt.Fprintf(&b, "  %-12s %s (%s)\n", it.Outcome, it.ID, it.Presence)
+			case r.Dry:
+				fmt.Fprintf(&b, "  %-12s %s (%s; would refresh for %s)\n", it.Outcome, it.ID, it.Presence, joinIDs(it.Refresh))
+			default:
+				fmt.Fprintf(&b, "  %-12s %s (%s; refreshed for %s)\n", it.Outcome, it.ID, it.Presence, joinIDs(it.Refresh))
+			}
 		case OutcomeFailed:
 			fmt.Fprintf(&b, "  %-12s %s (%s): %v\n", it.Outcome, it.ID, it.Phase, unwrapItemErr(it.Err))
 		case OutcomeWaiting:

@@ -492,8 +492,8 @@ func checkWaiting(doc string, path entryPath, s EdgeState, waiting []ID) error {
 // Per item, by outcome:
 //   - Unchanged, Changed: EdgePresent or EdgeAbsent, by the item's presence.
 //   - Failed in PhaseDiscover, PhaseGoal or PhaseCheck: EdgeCheckPresentFailed
-//     or EdgeCheckAbsentFailed; in PhaseApply: EdgeCreatingFailed or
-//     EdgeRemovingFailed.
+//     or EdgeCheckAbsentFailed; in PhaseApply or PhaseRefresh:
+//     EdgeCreatingFailed or EdgeRemovingFailed.
 //   - Failed in PhaseVerify, openDuT's Assert step: when the item was
 //     read again and still differs (ErrNotConverged), EdgeCreatingFailed or
 //     EdgeRemovingFailed; when reading it again or checking it failed, its
@@ -529,7 +529,7 @@ func EdgeReportFrom(rep *Report, revision uint64, at time.Time) (*EdgeReport, er
 			switch r.Phase {
 			case PhaseDiscover, PhaseGoal, PhaseCheck:
 				it.State = pick(present, EdgeCheckPresentFailed, EdgeCheckAbsentFailed)
-			case PhaseApply:
+			case PhaseApply, PhaseRefresh:
 				it.State = pick(present, EdgeCreatingFailed, EdgeRemovingFailed)
 			case PhaseVerify:
 				if errors.Is(r.Err, ErrNotConverged) {

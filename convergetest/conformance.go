@@ -41,6 +41,10 @@ type ConformOptions struct {
 	// taken around ApplyDry with reflect.DeepEqual to prove it wrote
 	// nothing. Without it, Conform compares StateCurrent with Check.
 	Snapshot func(ctx context.Context) (any, error)
+	// RefreshFor is what Conform passes to the Refresh of an item that is a
+	// converge.Refresher as the dependencies that changed; nil means one
+	// made-up ID (RefreshTrigger(item.ID())).
+	RefreshFor []converge.ID
 }
 
 // Conform runs the Item contract against item on the real system it
@@ -53,6 +57,15 @@ type ConformOptions struct {
 //   - Apply reaches the goal (verified by StateCurrent and Check), and a
 //     second Check says nothing is left to do;
 //   - Apply run again on a converged item is harmless (idempotent);
+//   - when the item implements converge.Refresher: Refresh on the converged
+//     item keeps it converged (Check accepts the state it returns and,
+//     once more, StateCurrent), twice in a row too, since a refresh may be
+//     repeated; in a walk where a dependency would change, a dry run
+//     (converge.Walker.ApplyDry) reports that the item would refresh,
+//     never calls Refresh and changes nothing real, and an Apply refreshes
+//     it exactly once and leaves it converged, and a walk that changes
+//     nothing does not refresh it (the walks pass the item Deps, and run
+//     it after a fake dependency of its own, RefreshTrigger(item.ID()));
 //   - when the item implements converge.Cleaner: removal (Apply towards the
 //     clean state) then Apply towards the goal round-trips.
 //
@@ -97,6 +110,9 @@ func (c *conformer[S]) run(ctx context.Context) {
 		return
 	}
 	if !c.settled(ctx, "Apply on a converged item", goal) {
+		return
+	}
+	if r, ok := c.item.(converge.Refresher[S]); ok && !c.refresh(ctx, r, goal) {
 		return
 	}
 	cleaner, ok := c.item.(converge.Cleaner[S])

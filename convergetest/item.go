@@ -62,7 +62,8 @@ func (f *Item) Node() converge.Node { return converge.Wrap[string](f) }
 // FailAt makes the given phase fail the next times calls (times < 0: every
 // call) with err (ErrInjected when err is nil). PhaseDiscover and
 // PhaseVerify both refer to StateCurrent calls; PhaseVerify fails only the
-// StateCurrent that follows an Apply.
+// StateCurrent that follows an Apply. PhaseRefresh refers to the Refresh
+// calls of a RefreshItem.
 func (f *Item) FailAt(p converge.Phase, times int, err error) *Item {
 	if err == nil {
 		err = ErrInjected
@@ -88,7 +89,8 @@ func (f *Item) PanicAt(p converge.Phase, v any) *Item {
 }
 
 // Calls returns how many times method was called ("StateCurrent",
-// "StateGoal", "StateClean", "Check", "Apply", "ApplyDry").
+// "StateGoal", "StateClean", "Check", "Apply", "ApplyDry", and "Refresh"
+// for a RefreshItem).
 func (f *Item) Calls(method string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -224,8 +226,8 @@ func (f *Item) ApplyDry(ctx context.Context, current, target string) (string, er
 	return target, nil
 }
 
-// Recorder records Apply starts and ends of fake items, in order, so tests
-// can check what ran before what. The zero value is ready; a nil *Recorder
+// Recorder records Apply starts and ends of fake items, and the refreshes
+// of RefreshItems, in order, so tests can check what ran before what. The zero value is ready; a nil *Recorder
 // records nothing.
 type Recorder struct {
 	mu      sync.Mutex
@@ -268,3 +270,59 @@ func (r *Recorder) Index(id converge.ID, what string) int {
 
 // String lists the records, one per line.
 func (r Record) String() string { return fmt.Sprintf("%s %s", r.ID, r.What) }
+
+// RefreshItem is an Item that is also a converge.Refresher[string]: a
+// fake service that restarts when its dependencies (configuration files)
+// changed. Refresh counts the call (Calls("Refresh"), Refreshes), records
+// the dependencies it was given (RefreshedFor) and a "refresh" step in the
+// Recorder, fails as FailAt(converge.PhaseRefresh, ...) and
+// PanicAt(converge.PhaseRefresh, ...) say, and keeps the value: a restart
+// leaves a converged service converged.
+//
+// Use its Node method (not Item.Node) to add it to a graph: Item.Node
+// wraps the embedded Item alone, which is not a Refresher. The zero value
+// is a RefreshItem with an empty ID; set at least Key. Limits: a restart is
+// only counted; nothing is stopped or started.
+type RefreshItem struct {
+	Item
+
+	refreshMu sync.Mutex
+	refreshed [][]converge.ID
+}
+
+var _ converge.Refresher[string] = (*RefreshItem)(nil)
+
+// Node returns the item wrapped for a graph, with its ability to refresh.
+func (f *RefreshItem) Node() converge.Node { return converge.Wrap[string](f) }
+
+// Refresh implements converge.Refresher: it records the call and returns
+// current unchanged.
+func (f *RefreshItem) Refresh(ctx context.Context, current string, changed []converge.ID) (string, error) {
+	if err := f.enter("Refresh", converge.PhaseRefresh); err != nil {
+		return current, err
+	}
+	f.Recorder.record(f.Key, "refresh")
+	f.refreshMu.Lock()
+	f.refreshed = append(f.refreshed, append([]converge.ID(nil), changed...))
+	f.refreshMu.Unlock()
+	return current, nil
+}
+
+// Refreshes returns how many times Refresh succeeded.
+func (f *RefreshItem) Refreshes() int {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+	return len(f.refreshed)
+}
+
+// RefreshedFor returns, for every Refresh that succeeded, in order, the
+// dependencies it was given.
+func (f *RefreshItem) RefreshedFor() [][]converge.ID {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+	out := make([][]converge.ID, len(f.refreshed))
+	for i, c := range f.refreshed {
+		out[i] = append([]converge.ID(nil), c...)
+	}
+	return out
+}
