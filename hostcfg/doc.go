@@ -1,7 +1,7 @@
 // Package hostcfg provides converge Items for host configuration: files,
 // directories, symbolic links, lines in a file, single keys of key=value
-// files such as a Raspberry Pi config.txt, kernel parameters (sysctl) and
-// the host name.
+// files such as a Raspberry Pi config.txt, kernel parameters (sysctl),
+// the host name, and commands made idempotent by guards (Command).
 //
 // Every item reaches the file system through a Root, a directory opened
 // with os.Root: "/" on a device, a temporary directory in tests. Paths are
