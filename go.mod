@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/aymanbagabas/go-udiff v0.4.1
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.1

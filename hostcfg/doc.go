@@ -23,6 +23,8 @@
 // with a unified diff of each file change, and write nothing; Diffs collects
 // them from a report.
 //
+// Watch triggers a pass when a managed file is edited by another hand than hostcfg's.
+//
 // Symbolic links and ".." resolve the way os.Root and the kernel resolve
 // them: ".." after a link leads up from the link's target, not lexically.
 // A path holding something else than the item manages (a directory where a
