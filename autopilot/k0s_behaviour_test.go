@@ -182,13 +182,7 @@ func TestK0sStatesOfNewPlan(t *testing.T) {
 			state, err := h.NewPlan(context.Background(), c)
 			require.NoError(t, err)
 			assert.Equal(t, tc.state, state)
-			got := map[string]plan.TargetState{}
-			for _, ts := range cs.Targets {
-				for _, tg := range ts {
-					got[tg.Name] = tg.State
-				}
-			}
-			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want, targetStates(cs))
 			assert.Empty(t, bus.Sent())
 		})
 	}
@@ -268,16 +262,21 @@ func TestK0sStatesOfSchedulableWait(t *testing.T) {
 			state, err := h.SchedulableWait(context.Background(), c)
 			require.NoError(t, err)
 			assert.Equal(t, tc.state, state)
-			got := map[string]plan.TargetState{}
-			for _, ts := range cs.Targets {
-				for _, tg := range ts {
-					got[tg.Name] = tg.State
-				}
-			}
-			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want, targetStates(cs))
 			assert.Empty(t, sender.Sent(), "nothing signalled")
 		})
 	}
+}
+
+// targetStates maps each target of cs, whatever its group, to its state.
+func targetStates(cs *plan.CommandStatus) map[string]plan.TargetState {
+	got := map[string]plan.TargetState{}
+	for _, ts := range cs.Targets {
+		for _, tg := range ts {
+			got[tg.Name] = tg.State
+		}
+	}
+	return got
 }
 
 // reportSender is a Bus whose Read answers the reports it was given.
