@@ -13,7 +13,7 @@ import (
 	"github.com/convergekit/converge/plan"
 )
 
-// The decode benchmarks of issue 28 come in pairs: converge's strict
+// The decode benchmarks come in pairs: converge's strict
 // reader of a document, and plain encoding/json (through sigs.k8s.io/yaml
 // for YAML) on structs of the same shape with tags only: no strictness,
 // no paths in errors, no validation. MB/s counts the document once.

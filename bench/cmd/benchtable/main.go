@@ -35,8 +35,7 @@ type row struct {
 	goal float64
 }
 
-// rows is the table of issue 18, with the goals as issue 31 restated them,
-// in its order.
+// rows is the benchmark table, with its goals, in its order.
 var rows = []row{
 	// The walk against the floor of a walk that keeps a timed result per
 	// item (BenchmarkWalkFloorRecorded10k), at the default parallelism and
@@ -59,7 +58,7 @@ var rows = []row{
 	{"WalkCriticalPath", "schedule-efficiency", "", "", false, 0.97},
 	{"WalkCriticalPath", "efficiency", "", "", false, 0},
 	// The controller against client-go's workqueue on the whole batch
-	// (the enqueue of 100,000 keys and their drain), as issue 18 measured
+	// (the enqueue of 100,000 keys and their drain), as it was first measured
 	// it; the drain alone, which reconciles/s times since 2026-11-28, is
 	// reported beside it without a goal.
 	{"ControllerThroughput", "batch-reconciles/s", "WorkqueueBaseline", "batch-reconciles/s", false, 1.1},
@@ -78,7 +77,7 @@ var rows = []row{
 	{"DockerUp20", "ours/floor", "", "", true, 1.05},
 	// Against compose, reported without a goal: the engine floor itself
 	// needs about 0.94 of compose's time (floor/compose), which rules out
-	// the 0.9 of compose that issue 18 asked for.
+	// a goal of 0.9 of compose.
 	{"DockerUp20", "ours/compose", "", "", true, 0},
 	{"DockerUp20", "floor/compose", "", "", true, 0},
 	{"DockerNoop20", "engine-calls/op", "", "", true, 2},
