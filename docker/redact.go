@@ -3,14 +3,12 @@ package docker
 import (
 	"context"
 	"errors"
-	"regexp"
 	"slices"
 
 	"github.com/containerd/errdefs"
-)
 
-// secretKey is the default pattern of IsSecretEnv.
-var secretKey = regexp.MustCompile(`(?i)(PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|CREDENTIAL|API_?KEY|PRIVATE_?KEY|AUTH)|[_.-](PASS|PWD|PW|KEY|KEYS|DSN)$`)
+	"github.com/convergekit/converge"
+)
 
 // IsSecretEnv reports whether the values of the environment key are
 // secret: the key is listed in extra (exactly), or it matches the default
@@ -24,9 +22,10 @@ var secretKey = regexp.MustCompile(`(?i)(PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN
 //     or - (SMTP_PASS, DB_PWD, STRIPE_KEY, SENTRY_DSN).
 //
 // A key such as PWD (the working directory) or MONKEY is not secret by
-// default; list it in ContainerSpec.SecretEnv (extra) to make it so.
+// default; list it in ContainerSpec.SecretEnv (extra) to make it so. It is
+// converge.IsSecretEnv, the rule every adapter redacts by.
 func IsSecretEnv(key string, extra []string) bool {
-	return secretKey.MatchString(key) || slices.Contains(extra, key)
+	return converge.IsSecretEnv(key, extra)
 }
 
 // err returns err scrubbed of the redactor's secrets (see string), so that

@@ -133,11 +133,10 @@ var (
 // Standard input is empty (/dev/null). Standard output and error go to
 // one pipe; the last 20 lines (at most 4 KiB) of a process that fails are
 // in its *CommandError, secret values redacted. A value is secret when
-// its environment key matches the rule of the docker package's
-// IsSecretEnv (PASSWORD, TOKEN, SECRET, API_KEY, ... or ending in _KEY,
-// _PASS, _DSN, ...) or is listed in SecretEnv; the password of any URL
-// with credentials in Env, Argv, Unless or OnlyIf is secret too. hostcfg
-// does not import docker, so the rule is repeated here.
+// its environment key is secret by converge.IsSecretEnv (PASSWORD, TOKEN,
+// SECRET, API_KEY, ... or ending in _KEY, _PASS, _DSN, ...), SecretEnv
+// listing the others; the password of any URL with credentials in Env,
+// Argv, Unless or OnlyIf is secret too.
 //
 // Each process runs in a process group of its own. On timeout (Timeout,
 // DefaultCommandTimeout when 0) and on cancellation of the context, the
@@ -170,7 +169,7 @@ type Command struct {
 	// keys unique. The agent's is not inherited but for PATH.
 	Env []string
 	// SecretEnv lists environment keys whose values are secret on top of
-	// those the default rule matches; their values are redacted from
+	// those converge.IsSecretEnv matches; their values are redacted from
 	// errors.
 	SecretEnv []string
 	// Dir is the working directory, inside the root; "" (or "/") is the
@@ -734,16 +733,6 @@ func (e *CommandError) Is(target error) bool {
 // Unwrap returns the cause, if any.
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// secretEnvKey is the default rule of secret environment keys, the one of
-// the docker package's IsSecretEnv (hostcfg does not import docker).
-var secretEnvKey = regexp.MustCompile(`(?i)(PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|CREDENTIAL|API_?KEY|PRIVATE_?KEY|AUTH)|[_.-](PASS|PWD|PW|KEY|KEYS|DSN)$`)
-
-// isSecretEnv reports whether the values of the environment key are
-// secret: it matches secretEnvKey or is listed in extra.
-func isSecretEnv(key string, extra []string) bool {
-	return secretEnvKey.MatchString(key) || slices.Contains(extra, key)
-}
-
 // urlCredentials matches the userinfo of a URL with a password, as the
 // docker package does.
 var urlCredentials = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]*)@`)
@@ -765,7 +754,7 @@ func (c *Command) redactor() commandRedactor {
 	}
 	for _, kv := range c.Env {
 		k, v, _ := strings.Cut(kv, "=")
-		if isSecretEnv(k, c.SecretEnv) {
+		if converge.IsSecretEnv(k, c.SecretEnv) {
 			add(v)
 		}
 		addURLs(v)
