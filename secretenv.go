@@ -5,6 +5,32 @@ import (
 	"slices"
 )
 
+// Redacted is what replaces a secret value in messages and output.
+const Redacted = "[redacted]"
+
+// urlCredentials matches the userinfo of a URL with a password:
+// scheme://user:password@ (the password up to the last @ of the authority).
+var urlCredentials = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]*)@`)
+
+// URLPasswords returns the passwords of the URLs with credentials in s
+// ("postgres://app:pw@db/app" holds "pw").
+func URLPasswords(s string) []string {
+	var out []string
+	for _, m := range urlCredentials.FindAllStringSubmatch(s, -1) {
+		if m[2] != "" {
+			out = append(out, m[2])
+		}
+	}
+	return out
+}
+
+// RedactURLs replaces the password of every URL with credentials in s by
+// Redacted ("postgres://app:pw@db/app" becomes
+// "postgres://app:[redacted]@db/app").
+func RedactURLs(s string) string {
+	return urlCredentials.ReplaceAllString(s, "${1}"+Redacted+"@")
+}
+
 // secretEnvKey is the default pattern of IsSecretEnv.
 var secretEnvKey = regexp.MustCompile(`(?i)(PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|CREDENTIAL|API_?KEY|PRIVATE_?KEY|AUTH)|[_.-](PASS|PWD|PW|KEY|KEYS|DSN)$`)
 

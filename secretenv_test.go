@@ -19,3 +19,20 @@ func TestIsSecretEnv(t *testing.T) {
 	assert.True(t, converge.IsSecretEnv("PIN", []string{"PIN"}))
 	assert.False(t, converge.IsSecretEnv("PIN", []string{"PIN2"}))
 }
+
+func TestURLPasswords(t *testing.T) {
+	tests := []struct {
+		in       string
+		want     []string
+		redacted string
+	}{
+		{"postgres://app:pw@db/app", []string{"pw"}, "postgres://app:[redacted]@db/app"},
+		{"see https://u:p%40ss@h:5432/x and redis://:tok@cache", []string{"p%40ss", "tok"}, "see https://u:[redacted]@h:5432/x and redis://:[redacted]@cache"},
+		{"https://user@host/path", nil, "https://user@host/path"},
+		{"no url here", nil, "no url here"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, converge.URLPasswords(tt.in), tt.in)
+		assert.Equal(t, tt.redacted, converge.RedactURLs(tt.in), tt.in)
+	}
+}

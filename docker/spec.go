@@ -9,12 +9,13 @@ import (
 	"fmt"
 	"net"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/convergekit/converge"
 )
 
 // Labels the package puts on everything it creates. The engine is the only
@@ -413,8 +414,8 @@ type ContainerSpec struct {
 	StdinOpen, Tty bool
 }
 
-// Redacted replaces secret values in its output.
-const Redacted = "[redacted]"
+// Redacted replaces secret values in its output: converge.Redacted.
+const Redacted = converge.Redacted
 
 // validate checks the spec; object names the container for errors. It
 // refuses every value the engine would refuse or misread, so nothing
@@ -703,28 +704,13 @@ func newRedactor(s *ContainerSpec) redactor {
 	return r
 }
 
-// urlCredentials matches the userinfo of a URL with a password:
-// scheme://user:password@ (the password up to the last @ of the authority).
-var urlCredentials = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]*)@`)
-
 // urlPasswords returns the passwords of the URLs with credentials in v.
-func urlPasswords(v string) []string {
-	var out []string
-	for _, m := range urlCredentials.FindAllStringSubmatch(v, -1) {
-		if m[2] != "" {
-			out = append(out, m[2])
-		}
-	}
-	return out
-}
+func urlPasswords(v string) []string { return converge.URLPasswords(v) }
 
 // redactURLs replaces the password of every URL with credentials in s
-// ("postgres://app:pw@db/app" becomes "postgres://app:[redacted]@db/app").
-// The package applies it, with the values of secret environment keys, to
-// every error it returns about a container.
-func redactURLs(s string) string {
-	return urlCredentials.ReplaceAllString(s, "${1}"+Redacted+"@")
-}
+// (converge.RedactURLs). The package applies it, with the values of secret
+// environment keys, to every error it returns about a container.
+func redactURLs(s string) string { return converge.RedactURLs(s) }
 
 func (r redactor) string(s string) string {
 	for _, v := range r {

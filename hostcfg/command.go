@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -47,7 +46,7 @@ const commandDrain = 2 * time.Second
 
 // redacted replaces secret values in the output and messages of commands.
 // It is the marker of the docker package as well.
-const redacted = "[redacted]"
+const redacted = converge.Redacted
 
 var (
 	// ErrCommandFailed is matched by every *CommandError of a process that
@@ -733,10 +732,6 @@ func (e *CommandError) Is(target error) bool {
 // Unwrap returns the cause, if any.
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// urlCredentials matches the userinfo of a URL with a password, as the
-// docker package does.
-var urlCredentials = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]*)@`)
-
 // commandRedactor lists the secret values of a Command, longest first.
 type commandRedactor []string
 
@@ -748,8 +743,8 @@ func (c *Command) redactor() commandRedactor {
 		}
 	}
 	addURLs := func(v string) {
-		for _, m := range urlCredentials.FindAllStringSubmatch(v, -1) {
-			add(m[2])
+		for _, pw := range converge.URLPasswords(v) {
+			add(pw)
 		}
 	}
 	for _, kv := range c.Env {
@@ -774,7 +769,7 @@ func (r commandRedactor) string(s string) string {
 	for _, v := range r {
 		s = strings.ReplaceAll(s, v, redacted)
 	}
-	return urlCredentials.ReplaceAllString(s, "${1}"+redacted+"@")
+	return converge.RedactURLs(s)
 }
 
 // tail redacts the raw output, then keeps its last commandTailLines lines
