@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/convergekit/converge/plan"
 )
 
@@ -545,7 +547,7 @@ func planFindTarget(ts []plan.TargetStatus, name string) *plan.TargetStatus {
 // the target state to set with it ("" to leave the target pending) and a
 // reason, or an error to try again. restrict says whether to check the
 // restrictions (only NewPlan does, as in k0s).
-func (h *CommandHandler) check(ctx context.Context, group, name string, platforms map[string]json.RawMessage, restrict bool) (plan.State, plan.TargetState, string, error) {
+func (h *CommandHandler) check(ctx context.Context, group, name string, platforms map[string]jsontext.Value, restrict bool) (plan.State, plan.TargetState, string, error) {
 	if name == "" {
 		return plan.StateIncompleteTargets, plan.TargetMissing, fmt.Sprintf("discovery of group %q returned an empty node name", group), nil
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/convergekit/converge/internal/wire"
 	"github.com/convergekit/converge/plan"
 )
@@ -112,16 +114,17 @@ func validateCommand(i int, c plan.Command) error {
 	return nil
 }
 
-// platformURLs returns the platforms of a k0s command's spec that name a
-// payload, or nil when the command has no platforms.
-func platformURLs(spec map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+// platformURLs returns the platforms of a command's spec that name a
+// payload, read by the strict decoder as every document is, or nil when
+// the command has no platforms.
+func platformURLs(spec map[string]json.RawMessage) (map[string]jsontext.Value, error) {
 	raw, ok := spec["platforms"]
 	if !ok {
 		return nil, nil
 	}
-	var platforms map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &platforms); err != nil {
-		return nil, err
+	var platforms map[string]jsontext.Value
+	if p := wire.Decode(raw, &platforms); p != nil {
+		return nil, p.Err
 	}
 	return platforms, nil
 }
