@@ -88,14 +88,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fs, com := c.flagSet(stderr)
+	// The flag package would print the usage on -h and on a bad flag, to
+	// stderr: print it once, here, to stdout when asked for.
+	printUsage := fs.Usage
+	fs.Usage = func() {}
 	pos, err := parseInterspersed(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(stdout)
-		fs.Usage()
+		printUsage()
 		return exitOK
 	}
 	if err != nil {
-		// The flag package printed the problem and the usage.
+		// The flag package printed the problem.
+		printUsage()
 		return exitUsage
 	}
 	if err := com.check(c, pos); err != nil {

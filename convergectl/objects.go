@@ -12,7 +12,6 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
-	"github.com/convergekit/converge/plan"
 )
 
 // objectView is an object of a controller kind as the commands print it
@@ -137,7 +136,7 @@ func runKinds(ctx context.Context, e *env, c *common, _ []string) error {
 	counts := map[string]int{}
 	for _, r := range recs {
 		kind, _, ok := strings.Cut(r.Key, "/")
-		if !ok || kind+"/" == plan.KeyPrefix || kind == "plan-base" {
+		if !ok || converge.IsInternalKind(kind) {
 			continue
 		}
 		counts[kind]++
@@ -153,6 +152,10 @@ func runKinds(ctx context.Context, e *env, c *common, _ []string) error {
 	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
 	if c.json() {
 		return writeJSON(e.out, map[string]any{"kinds": out})
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(e.errOut, "no controller objects in the store")
+		return nil
 	}
 	t := newTable(e.out, "KIND", "OBJECTS")
 	for _, k := range out {
@@ -201,6 +204,14 @@ func runObjects(ctx context.Context, e *env, c *common, args []string) error {
 	if c.json() {
 		return writeJSON(e.out, map[string]any{"kind": kind, "objects": out, "sealedHidden": sealedHidden})
 	}
+	if len(out) == 0 {
+		if filtered {
+			fmt.Fprintf(e.errOut, "no objects of kind %q match the filters\n", kind)
+		} else {
+			fmt.Fprintf(e.errOut, "no objects of kind %q\n", kind)
+		}
+		return sealedNote(e, sealedHidden, "objects", "the filters need their state")
+	}
 	t := newTable(e.out, "KEY", "STATE", "AGE", "HALTED", "RETRIES", "SLA", "LAST ERROR")
 	for _, v := range out {
 		if v.Sealed {
@@ -223,8 +234,14 @@ func runObjects(ctx context.Context, e *env, c *common, args []string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if sealedHidden > 0 {
-		fmt.Fprintf(e.errOut, "%d sealed objects are not shown: the filters need their state (give --key-file)\n", sealedHidden)
+	return sealedNote(e, sealedHidden, "objects", "the filters need their state")
+}
+
+// sealedNote says on stderr that n sealed values of what a filter needed
+// were left out, and why.
+func sealedNote(e *env, n int, what, why string) error {
+	if n > 0 {
+		fmt.Fprintf(e.errOut, "%d sealed %s are not shown: %s (give --key-file)\n", n, what, why)
 	}
 	return nil
 }

@@ -227,6 +227,14 @@ func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
 	if c.json() {
 		return writeJSON(e.out, map[string]any{"plans": out, "sealedHidden": sealedHidden})
 	}
+	if len(out) == 0 {
+		if planState != "" {
+			fmt.Fprintf(e.errOut, "no plans in state %q\n", planState)
+		} else {
+			fmt.Fprintln(e.errOut, "no plans in the store")
+		}
+		return sealedNote(e, sealedHidden, "plans", "--state needs their state")
+	}
 	t := newTable(e.out, "ID", "STATE", "COMMANDS", "HOSTS", "FAILED", "REASON")
 	for _, v := range out {
 		if v.Sealed {
@@ -243,10 +251,7 @@ func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if sealedHidden > 0 {
-		fmt.Fprintf(e.errOut, "%d sealed plans are not shown: --state needs their state (give --key-file)\n", sealedHidden)
-	}
-	return nil
+	return sealedNote(e, sealedHidden, "plans", "--state needs their state")
 }
 
 // loadPlan reads the plan id with its history.
