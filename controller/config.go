@@ -37,6 +37,9 @@ const (
 	// DefaultHandlerHistory is how many transitions a handler sees in
 	// Object.History when Config.HandlerHistory is zero.
 	DefaultHandlerHistory = 10
+	// DefaultFailureHistory is how many failed handler runs an object
+	// keeps in Object.RecentFailures when Config.FailureHistory is zero.
+	DefaultFailureHistory = 10
 )
 
 // Config configures a Controller. Kind and Handler are required;
@@ -106,6 +109,12 @@ type Config struct {
 	// the object (about 80 bytes per transition): a controller whose
 	// handlers do not look at History saves that with a negative value.
 	HandlerHistory int
+	// FailureHistory is how many of an object's newest failed handler
+	// runs are stored with it, in Object.RecentFailures (each costs the
+	// length of its error, at most MaxErrorText bytes, in the stored
+	// object); 0 means DefaultFailureHistory, and a negative value keeps
+	// none.
+	FailureHistory int
 	// Metrics receives the controller's measurements, the metrics
 	// declared in this package (MetricObjects, MetricErrors, ... see
 	// AllMetrics), with the controller's Kind as their "controller" label;

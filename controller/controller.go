@@ -160,6 +160,12 @@ func New(cfg Config) (*Controller, error) {
 	case cfg.HandlerHistory < 0:
 		cfg.HandlerHistory = 0
 	}
+	switch {
+	case cfg.FailureHistory == 0:
+		cfg.FailureHistory = DefaultFailureHistory
+	case cfg.FailureHistory < 0:
+		cfg.FailureHistory = 0
+	}
 	cfg.SLA = maps.Clone(cfg.SLA)
 	cfg.QuarantineAfterIn = maps.Clone(cfg.QuarantineAfterIn)
 	c := &Controller{

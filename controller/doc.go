@@ -32,6 +32,9 @@
 // often the object failed in its state (Object.Failures, and
 // Object.Retries in a row, both stored) and its newest transitions
 // (Object.History), so it can take another path after repeated failures.
+// An operator reads the newest failed runs, each with its time, state and
+// error (Object.RecentFailures, kept across transitions), and when the
+// current run of failures began (Object.FailingSince).
 //
 // Several controllers (replicas, in one process or many) may share one
 // store that implements converge.Queue, such as pgstore: with Config.Owner

@@ -16,14 +16,15 @@ type State string
 // Object is one object of a Controller: its key, lifecycle state and data,
 // and what the controller knows of its failures. It serializes to JSON as
 // it is stored: {"state", "since", "reason", "data", "intents",
-// "failures", "retries", "lastError", "halted", "slaBreached"}, the empty
-// ones left out; Key and Version are kept by the store beside it, and
-// History by the store's history.
+// "failures", "retries", "lastError", "failingSince", "recentFailures",
+// "halted", "slaBreached"}, the empty ones left out; Key and Version are
+// kept by the store beside it, and History by the store's history.
 //
-// Failures, Retries, LastError, Halted and SLABreached are kept by the
-// controller (a handler cannot set them): they are stored, so every
-// replica and a restarted controller see them, and a transition clears
-// them all.
+// Failures, Retries, LastError, FailingSince, RecentFailures, Halted and
+// SLABreached are kept by the controller (a handler cannot set them):
+// they are stored, so every replica and a restarted controller see them,
+// and a transition clears them all but RecentFailures, which an operator
+// reads to see what went wrong before.
 type Object struct {
 	// Key names the object within its controller's kind.
 	Key string `json:"-"`
@@ -51,6 +52,19 @@ type Object struct {
 	// LastError is the newest handler error in State, nil when there was
 	// none.
 	LastError *Failure `json:"lastError,omitempty"`
+	// FailingSince is when the current run of failures began: the time
+	// of the first of the handler runs that failed since the last one
+	// that succeeded. It is the zero time when the newest run succeeded
+	// (or none ran). Unlike Retries, a release (Controller.Release) does
+	// not reset it: only a run that succeeds does.
+	FailingSince time.Time `json:"failingSince,omitzero"`
+	// RecentFailures holds the newest failed handler runs of the object,
+	// oldest first, each with its time, state and error: at most
+	// Config.FailureHistory of them, kept across transitions, so an
+	// operator can read what went wrong in the states the object went
+	// through (the status page and convergectl show them). A handler
+	// must not modify it.
+	RecentFailures []Failure `json:"recentFailures,omitempty"`
 	// Halted, when not empty, says why the controller does not run the
 	// handler of the object any more (HaltTerminal, HaltQuarantined) and
 	// LastError says what the handler returned.
@@ -71,6 +85,9 @@ type Object struct {
 type Failure struct {
 	// At is when the handler returned the error.
 	At time.Time `json:"at"`
+	// State is the state the object was in when its handler failed.
+	// Failures stored before it was kept have none.
+	State State `json:"state,omitempty"`
 	// Error is the error's message, cut to its first MaxErrorText bytes.
 	Error string `json:"error"`
 }

@@ -278,7 +278,12 @@ func (c *Controller) failed(ctx context.Context, e *ctrlEntry, obj *Object, herr
 	upd.History = nil
 	upd.Failures++
 	upd.Retries++
-	upd.LastError = &Failure{At: c.now(), Error: clipText(herr.Error(), MaxErrorText)}
+	f := Failure{At: c.now(), State: obj.State, Error: clipText(herr.Error(), MaxErrorText)}
+	upd.LastError = &f
+	if upd.FailingSince.IsZero() {
+		upd.FailingSince = f.At
+	}
+	upd.RecentFailures = keepFailures(obj.RecentFailures, f, c.cfg.FailureHistory)
 	var hist []converge.HistoryEntry
 	switch limit := c.quarantineAfter(obj.State); {
 	case errors.Is(herr, ErrTerminal):
@@ -292,6 +297,17 @@ func (c *Controller) failed(ctx context.Context, e *ctrlEntry, obj *Object, herr
 		return nil, err
 	}
 	return &upd, nil
+}
+
+// keepFailures returns a new slice of the newest n of have and f, oldest
+// first (nil when n is 0); have is not modified.
+func keepFailures(have []Failure, f Failure, n int) []Failure {
+	if n <= 0 {
+		return nil
+	}
+	have = have[max(len(have)+1-n, 0):]
+	out := make([]Failure, 0, len(have)+1)
+	return append(append(out, have...), f)
 }
 
 // haltEntry returns the history entry of obj halted for reason (one of
@@ -439,7 +455,7 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 			return 0, 0, errVerdict
 		}
 		now, mono := c.now(), c.mono()
-		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data}
+		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data, RecentFailures: obj.RecentFailures}
 		if res.Data != nil {
 			next.Data = slices.Clone(res.Data)
 		}
@@ -469,18 +485,20 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 		return settledGone, 0, nil
 	}
 	// VerdictNoChange, VerdictWait: store what changed besides the state.
-	if res.Verdict == VerdictWait || res.Data != nil || len(obj.Intents) > 0 || obj.Retries > 0 {
+	failing := obj.Retries > 0 || !obj.FailingSince.IsZero()
+	if res.Verdict == VerdictWait || res.Data != nil || len(obj.Intents) > 0 || failing {
 		upd := *obj
 		upd.History = nil
 		upd.Intents = nil
 		upd.Retries = 0
+		upd.FailingSince = time.Time{}
 		if res.Verdict == VerdictWait {
 			upd.Reason = res.Reason
 		}
 		if res.Data != nil {
 			upd.Data = slices.Clone(res.Data)
 		}
-		if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 || obj.Retries > 0 {
+		if upd.Reason != obj.Reason || res.Data != nil || len(obj.Intents) > 0 || failing {
 			if err := c.rewrite(ctx, e, obj, &upd, token); err != nil {
 				return 0, 0, err
 			}

@@ -92,6 +92,9 @@ func TestBoltObjects(t *testing.T) {
 	assert.Equal(t, "connection refused", bad.LastError.Error)
 	assert.False(t, bad.Sealed)
 	assert.Nil(t, bad.Data, "lists leave data out")
+	assert.Nil(t, bad.RecentFailures, "lists leave the recent failures out")
+	require.NotNil(t, bad.FailingSince)
+	assert.True(t, bad.LastError.At.Equal(*bad.FailingSince), "failing since its only failure")
 	assert.NotNil(t, bad.Since)
 
 	// The table, for people.
@@ -113,11 +116,22 @@ func TestBoltObjects(t *testing.T) {
 	assert.Equal(t, "ready", good.History[1].To)
 	assert.Equal(t, "booted", good.History[1].Reason)
 
+	assert.Nil(t, good.FailingSince, "never failed")
+	assert.Empty(t, good.RecentFailures)
+
+	var badOne objectView
+	ctlJSON(t, &badOne, "object", "host", "bad", "--bolt", path)
+	require.Len(t, badOne.RecentFailures, 1)
+	assert.Equal(t, controller.Failure{At: badOne.LastError.At, State: "provisioning", Error: "connection refused"}, badOne.RecentFailures[0])
+	require.NotNil(t, badOne.FailingSince)
+	assert.True(t, badOne.RecentFailures[0].At.Equal(*badOne.FailingSince))
+
 	r = ctl(t, "object", "host", "bad", "--bolt", path)
 	require.Equal(t, 0, r.code, r.err)
-	for _, want := range []string{"Key:       bad", "State:     provisioning since ", "Halted:    quarantined (convergectl release host bad)", "LastError: ", "connection refused", `Data:      {"ip":"10.0.0.2"}`, "History:", "quarantined: connection refused"} {
+	for _, want := range []string{"Key:       bad", "State:     provisioning since ", "Halted:    quarantined (convergectl release host bad)", "LastError: ", "connection refused", `Data:      {"ip":"10.0.0.2"}`, "Failing:   since ", "History:", "quarantined: connection refused"} {
 		assert.Contains(t, r.out, want)
 	}
+	assert.Regexp(t, `(?m)^Recent failures:\n +AT +STATE +ERROR\n +\S+ +provisioning +connection refused$`, r.out)
 
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -97,11 +97,16 @@
 //
 //	OBJECT = {"kind", "key", "version", "sealed", "keyID", "state",
 //	  "since", "reason", "halted", "failures", "retries",
-//	  "lastError": {"at", "error"}, "slaBreached", "intents", "data",
+//	  "lastError": {"at", "state", "error"}, "failingSince",
+//	  "slaBreached", "intents", "data",
+//	  "recentFailures": [{"at", "state", "error"}, ...],
 //	  "history": [ENTRY, ...]}
 //
 // A sealed object has only kind, key, version, sealed (true), keyID and
-// history. halted is "quarantined", "terminal" or absent.
+// history. halted is "quarantined", "terminal" or absent. failingSince
+// is when the current run of failures began (absent once a handler run
+// succeeded); recentFailures are the newest failed handler runs, oldest
+// first, shown by the object command only.
 //
 // release:
 //

@@ -22,20 +22,24 @@ type objectView struct {
 	Version uint64 `json:"version"`
 	// Sealed means the value is sealed and no key was given: only Kind,
 	// Key, Version and KeyID are known.
-	Sealed      bool                `json:"sealed"`
-	KeyID       string              `json:"keyID,omitempty"`
-	State       controller.State    `json:"state,omitempty"`
-	Since       *time.Time          `json:"since,omitempty"`
-	Reason      string              `json:"reason,omitempty"`
-	Halted      controller.Halt     `json:"halted,omitempty"`
-	Failures    int                 `json:"failures"`
-	Retries     int                 `json:"retries"`
-	LastError   *controller.Failure `json:"lastError,omitempty"`
-	SLABreached bool                `json:"slaBreached"`
-	Intents     []string            `json:"intents,omitempty"`
-	// Data and History are filled by the object command only.
-	Data    json.RawMessage         `json:"data,omitempty"`
-	History []converge.HistoryEntry `json:"history,omitempty"`
+	Sealed    bool                `json:"sealed"`
+	KeyID     string              `json:"keyID,omitempty"`
+	State     controller.State    `json:"state,omitempty"`
+	Since     *time.Time          `json:"since,omitempty"`
+	Reason    string              `json:"reason,omitempty"`
+	Halted    controller.Halt     `json:"halted,omitempty"`
+	Failures  int                 `json:"failures"`
+	Retries   int                 `json:"retries"`
+	LastError *controller.Failure `json:"lastError,omitempty"`
+	// FailingSince is when the current run of failures began.
+	FailingSince *time.Time `json:"failingSince,omitempty"`
+	SLABreached  bool       `json:"slaBreached"`
+	Intents      []string   `json:"intents,omitempty"`
+	// Data, RecentFailures and History are filled by the object command
+	// only.
+	Data           json.RawMessage         `json:"data,omitempty"`
+	RecentFailures []controller.Failure    `json:"recentFailures,omitempty"`
+	History        []converge.HistoryEntry `json:"history,omitempty"`
 }
 
 // decodeObject reads the record rec of kind.
@@ -54,7 +58,11 @@ func decodeObject(kind string, rec converge.StoreRecord) (*objectView, error) {
 	}
 	v.State, v.Reason, v.Halted = o.State, o.Reason, o.Halted
 	v.Failures, v.Retries, v.LastError, v.SLABreached, v.Intents = o.Failures, o.Retries, o.LastError, o.SLABreached, o.Intents
-	v.Data = o.Data
+	v.Data, v.RecentFailures = o.Data, o.RecentFailures
+	if !o.FailingSince.IsZero() {
+		since := o.FailingSince
+		v.FailingSince = &since
+	}
 	if !o.Since.IsZero() {
 		since := o.Since
 		v.Since = &since
@@ -186,7 +194,7 @@ func runObjects(ctx context.Context, e *env, c *common, args []string) error {
 		if err != nil {
 			return err
 		}
-		v.Data = nil
+		v.Data, v.RecentFailures = nil, nil
 		if v.Sealed && filtered {
 			sealedHidden++
 			continue
@@ -311,6 +319,9 @@ func printObject(e *env, v *objectView) error {
 		if v.LastError != nil {
 			fmt.Fprintf(w, "LastError: %s: %s\n", stamp(e.now, v.LastError.At), oneLine(v.LastError.Error))
 		}
+		if v.FailingSince != nil {
+			fmt.Fprintf(w, "Failing:   since %s\n", stamp(e.now, *v.FailingSince))
+		}
 		if v.SLABreached {
 			fmt.Fprintln(w, "SLA:       above the SLA of its state")
 		}
@@ -319,6 +330,20 @@ func printObject(e *env, v *objectView) error {
 		}
 		if len(v.Data) > 0 {
 			fmt.Fprintf(w, "Data:      %s\n", v.Data)
+		}
+	}
+	if len(v.RecentFailures) > 0 {
+		fmt.Fprintln(w, "Recent failures:")
+		t := newTable(w, "  AT", "STATE", "ERROR")
+		for _, f := range v.RecentFailures {
+			state := string(f.State)
+			if state == "" {
+				state = "-"
+			}
+			t.row("  "+f.At.UTC().Format(time.RFC3339), state, oneLine(f.Error))
+		}
+		if err := t.flush(); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintln(w, "History:")

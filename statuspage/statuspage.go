@@ -826,7 +826,11 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		Kind:          kind,
 		ObjectSummary: objectSummary(kind, o, aboveSLA(c.Controller)[key]),
 		Intents:       o.Intents,
+		FailingSince:  o.FailingSince,
 		History:       hist,
+	}
+	for _, f := range o.RecentFailures {
+		v.RecentFailures = append(v.RecentFailures, FailureView{At: f.At, State: string(f.State), Error: f.Error})
 	}
 	if h.opts.ShowData {
 		v.Data = o.Data

@@ -115,6 +115,18 @@ func TestEveryViewShowsItsDataAsHTMLAndJSON(t *testing.T) {
 			assert.Equal(t, "ready", v.History[1].To)
 			assert.Equal(t, "agent reported", v.History[1].Reason)
 			assert.Empty(t, v.Actions, "read-only")
+			assert.Empty(t, v.RecentFailures, "never failed")
+			assert.True(t, v.FailingSince.IsZero())
+		}},
+		{"/controllers/host/objects/bad-1", []string{"Recent failures", `id="recent-failures"`, "failing since", "disk failed"}, func(t *testing.T) {
+			var v statuspage.ObjectView
+			getJSON(t, h, "/controllers/host/objects/bad-1", &v)
+			require.Len(t, v.RecentFailures, 2, "both failed runs, oldest first")
+			for _, f := range v.RecentFailures {
+				assert.Equal(t, statuspage.FailureView{At: f.At, State: "new", Error: "disk failed"}, f)
+			}
+			assert.False(t, v.RecentFailures[1].At.Before(v.RecentFailures[0].At), "oldest first")
+			assert.True(t, v.RecentFailures[0].At.Equal(v.FailingSince), "failing since the first failure: %s", v.FailingSince)
 		}},
 		{"/plans", []string{"rollout", "canary", "1/2"}, func(t *testing.T) {
 			var v statuspage.PlansView

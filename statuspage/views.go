@@ -303,8 +303,11 @@ type ObjectSummary struct {
 
 // FailureView is a handler error an object keeps.
 type FailureView struct {
-	At    time.Time `json:"at"`
-	Error string    `json:"error"`
+	At time.Time `json:"at"`
+	// State is the state the object was in, "" when the failure was
+	// stored without it (LastError is always in the object's state).
+	State string `json:"state,omitempty"`
+	Error string `json:"error"`
 }
 
 // ObjectView is one object with its history, at
@@ -316,6 +319,12 @@ type ObjectView struct {
 	ObjectSummary
 	Data    json.RawMessage `json:"data,omitempty"`
 	Intents []string        `json:"intents,omitempty"`
+	// FailingSince is when the object's current run of failures began,
+	// the zero time when its newest handler run succeeded.
+	FailingSince time.Time `json:"failingSince,omitzero"`
+	// RecentFailures are the object's newest failed handler runs, oldest
+	// first, each with its time, state and error.
+	RecentFailures []FailureView `json:"recentFailures,omitempty"`
 	// History is the object's stored transitions, oldest first.
 	History []converge.HistoryEntry `json:"history"`
 	// Actions are the actions the page offers (Options.Actions).
