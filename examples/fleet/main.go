@@ -57,6 +57,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -117,7 +118,12 @@ func main() {
 		// or Warn.
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	if err := serve(os.Stdout, fleetOptions{store: opts, logger: logger, autoRelease: *autoRelease}, *addr); err != nil {
+	err := serve(os.Stdout, fleetOptions{store: opts, logger: logger, autoRelease: *autoRelease}, *addr)
+	switch {
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(130) // as a shell reports a command ended by Ctrl-C
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -136,16 +142,25 @@ type fleetOptions struct {
 	autoRelease bool
 }
 
+// errInterrupted is what serve returns when an interrupt stopped the fleet
+// before every host was ready, without a page to serve.
+var errInterrupted = errors.New("interrupted before every host was ready; run again with the same -state to go on")
+
 // serve runs the fleet and, when addr is not empty, serves its status page,
 // metrics and health on addr while it converges and afterwards, until an
-// interrupt.
+// interrupt, which is then the way to stop it: serve returns nil. Without
+// addr, an interrupt before every host is ready returns errInterrupted.
 func serve(out io.Writer, opts fleetOptions, addr string) error {
-	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt)
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	if addr == "" {
 		ctx, cancel := context.WithTimeout(sigCtx, time.Minute)
 		defer cancel()
-		return run(ctx, out, opts)
+		err := run(ctx, out, opts)
+		if sigCtx.Err() != nil && errors.Is(err, context.Canceled) {
+			return errInterrupted
+		}
+		return err
 	}
 	// Served, the fleet waits for its operator as long as it takes.
 	ctx := sigCtx
@@ -170,6 +185,10 @@ func serve(out io.Writer, opts fleetOptions, addr string) error {
 		},
 	}
 	err = run(ctx, out, opts)
+	if sigCtx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = nil // interrupted while it converged: the way to stop a served fleet
+		fmt.Fprintln(out, "interrupted: stopped")
+	}
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
