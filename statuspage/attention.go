@@ -40,6 +40,17 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 	for _, o := range quarantined {
 		byKey[o.Key] = o // the store's, newer than the view's
 	}
+	var stored map[string]controller.Object // read when an action is offered
+	if h.opts.Actions {
+		objs, err := c.StoredObjects(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		stored = make(map[string]controller.Object, len(objs))
+		for _, o := range objs {
+			stored[o.Key] = o
+		}
+	}
 	keys := make([]string, 0, len(byKey))
 	for k := range byKey {
 		keys = append(keys, k)
@@ -67,8 +78,9 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 			}
 		}
 		it.Repeats = o.Retries
-		if o.Halted != "" && h.opts.Actions {
-			it.Actions = h.offer(r, it.Actions, ActionRelease, it.Path+"/release", kind, k)
+		if so, ok := stored[k]; ok && so.Halted != "" {
+			// Bound to the stored version, which the view may lag behind.
+			it.Actions = h.offer(r, it.Actions, ActionRelease, it.Path+"/release", kind, k, so.Version)
 		}
 		items = append(items, it)
 	}
@@ -77,7 +89,8 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 
 // planAttention returns the item of a plan that failed, was aborted, or
 // runs with failed targets.
-func (h *Handler) planAttention(r *http.Request, s PlanSummary, doc *plan.Document) (AttentionItem, bool) {
+func (h *Handler) planAttention(r *http.Request, s PlanSummary, sp storedPlan) (AttentionItem, bool) {
+	doc := sp.doc
 	it := AttentionItem{Kind: "plan", Name: s.ID, State: s.State, Since: s.Updated, Path: "plans/" + url.PathEscape(s.ID), Error: s.Reason}
 	if doc == nil {
 		it.Problem, it.Error = ProblemPlanFailed, s.Error
@@ -101,9 +114,9 @@ func (h *Handler) planAttention(r *http.Request, s PlanSummary, doc *plan.Docume
 	if h.opts.Actions {
 		path := "plans/" + url.PathEscape(s.ID)
 		if st.IsError() {
-			it.Actions = h.offer(r, it.Actions, ActionRetry, path+"/retry", "", s.ID)
+			it.Actions = h.offer(r, it.Actions, ActionRetry, path+"/retry", "", s.ID, sp.version)
 		} else if doc.Status == nil || doc.Status.Abort == "" {
-			it.Actions = h.offer(r, it.Actions, ActionAbort, path+"/abort", "", s.ID)
+			it.Actions = h.offer(r, it.Actions, ActionAbort, path+"/abort", "", s.ID, planRun(doc))
 		}
 	}
 	return it, true

@@ -1,9 +1,12 @@
 package statuspage_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
 	"github.com/convergekit/converge/plan"
 	"github.com/convergekit/converge/statuspage"
@@ -80,4 +84,156 @@ func TestCSRFTokenExpires(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, plan.StateApplyFailed, doc.State(), "nothing was retried")
 	})
+}
+
+// errFlaky is the error of a store write that fails once.
+var errFlaky = errors.New("store write failed")
+
+// flakyStore is a store whose next Put fails when failNext is set.
+type flakyStore struct {
+	converge.Store
+	failNext atomic.Bool
+}
+
+func (s *flakyStore) Put(ctx context.Context, rec converge.StoreRecord, hist ...converge.HistoryEntry) (uint64, error) {
+	if s.failNext.CompareAndSwap(true, false) {
+		return 0, errFlaky
+	}
+	return s.Store.Put(ctx, rec, hist...)
+}
+
+// replicas are two pages on one fleet and one plan store sharing a
+// secret, as two replicas of a program (or one before and after a
+// restart) are.
+func replicas(t *testing.T) (h1, h2 *statuspage.Handler, c *controller.Controller, r *plan.Runner, store converge.Store) {
+	t.Helper()
+	c = fleet(t)
+	r, store = plans(t)
+	secret := []byte("a secret both replicas share")
+	hs := make([]*statuspage.Handler, 2)
+	for i := range hs {
+		var err error
+		hs[i], err = statuspage.New(statuspage.Options{
+			Controllers: []statuspage.Controller{{Controller: c}},
+			Plans:       r, PlanIDs: statuspage.StorePlanIDs(store),
+			Actions: true, Authorizer: testAuthorizer, Secret: secret,
+		})
+		require.NoError(t, err)
+	}
+	return hs[0], hs[1], c, r, store
+}
+
+// failAgain runs plan id until it stops in an error state: its first
+// target fails.
+func failAgain(t *testing.T, store converge.Store, id string) {
+	t.Helper()
+	fail := func(_ context.Context, c *plan.CommandContext) (plan.State, error) {
+		for g, ts := range c.Status.Targets {
+			c.SetTarget(g, ts[0].Name, plan.TargetApplyFailed, "failed again")
+			break
+		}
+		return plan.StateApplyFailed, nil
+	}
+	r, err := plan.NewRunner(store, plan.RunnerConfig{Handlers: map[string]plan.CommandHandler{
+		"update": plan.CommandHandlerFuncs{NewPlanFunc: fail, SchedulableWaitFunc: fail, SchedulableFunc: fail},
+	}})
+	require.NoError(t, err)
+	_, err = r.Run(t.Context(), id)
+	require.ErrorIs(t, err, plan.ErrFailed)
+}
+
+func TestCSRFTokenIsGoodOnceAcrossHandlersSharingTheSecret(t *testing.T) {
+	tests := []struct {
+		name, page string
+		// again brings back what the action is offered for, as the
+		// program may (the plan fails again, the program retries it).
+		again func(t *testing.T, r *plan.Runner, store converge.Store)
+		// history reads the history of what the action changes.
+		history func(t *testing.T, c *controller.Controller, r *plan.Runner) []converge.HistoryEntry
+	}{
+		{"release", "/controllers/host/objects/bad-1", nil, func(t *testing.T, c *controller.Controller, _ *plan.Runner) []converge.HistoryEntry {
+			h, err := c.History(t.Context(), "bad-1")
+			require.NoError(t, err)
+			return h
+		}},
+		{"retry", "/plans/rollout", func(t *testing.T, _ *plan.Runner, store converge.Store) {
+			failAgain(t, store, "rollout")
+		}, func(t *testing.T, _ *controller.Controller, r *plan.Runner) []converge.HistoryEntry {
+			h, err := r.History(t.Context(), "rollout")
+			require.NoError(t, err)
+			return h
+		}},
+		{"abort", "/plans/canary", func(t *testing.T, r *plan.Runner, store converge.Store) {
+			failAgain(t, store, "canary")
+			require.NoError(t, r.Retry(t.Context(), "canary"))
+		}, func(t *testing.T, _ *controller.Controller, r *plan.Runner) []converge.HistoryEntry {
+			h, err := r.History(t.Context(), "canary")
+			require.NoError(t, err)
+			return h
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h1, h2, c, r, store := replicas(t)
+			offered := actionsOf(t, h1, "admin", tt.page)
+			require.Len(t, offered, 1)
+			require.Equal(t, tt.name, offered[0].Name)
+			form := url.Values{"csrf": {offered[0].Token}}
+			before := len(tt.history(t, c, r))
+
+			rec := as(h1, "admin", http.MethodPost, "/"+offered[0].Path, form, true)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			require.Greater(t, len(tt.history(t, c, r)), before, "the action stored its history")
+			if tt.again != nil {
+				tt.again(t, r, store)
+				require.Len(t, actionsOf(t, h2, "admin", tt.page), 1, "the action is offered again")
+			}
+			done := tt.history(t, c, r)
+
+			for i, h := range []http.Handler{h2, h1} {
+				rec = as(h, "admin", http.MethodPost, "/"+offered[0].Path, form, true)
+				assert.Contains(t, []int{http.StatusForbidden, http.StatusConflict}, rec.Code, "replay %d: %s", i, rec.Body.String())
+				assert.Equal(t, done, tt.history(t, c, r), "replay %d did nothing", i)
+			}
+		})
+	}
+}
+
+func TestCSRFTokenOfAFailedActionStaysGoodOnce(t *testing.T) {
+	store := &flakyStore{Store: converge.NewMemStore()}
+	seed, _ := plans(t)
+	r, err := plan.NewRunner(store, plan.RunnerConfig{})
+	require.NoError(t, err)
+	doc, _, err := seed.Get(t.Context(), "rollout")
+	require.NoError(t, err)
+	require.NoError(t, r.Create(t.Context(), doc))
+	secret := []byte("a secret both replicas share")
+	var hs []http.Handler
+	for range 2 {
+		h, err := statuspage.New(statuspage.Options{Plans: r, Actions: true, Authorizer: testAuthorizer, Secret: secret})
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	retry := actionsOf(t, hs[0], "admin", "/plans/rollout")
+	require.Len(t, retry, 1)
+	form := url.Values{"csrf": {retry[0].Token}}
+
+	store.failNext.Store(true)
+	rec := as(hs[0], "admin", http.MethodPost, "/"+retry[0].Path, form, true)
+	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+	doc, _, err = r.Get(t.Context(), "rollout")
+	require.NoError(t, err)
+	require.Equal(t, plan.StateApplyFailed, doc.State(), "the failed retry changed nothing")
+
+	for i, h := range hs {
+		rec = as(h, "admin", http.MethodPost, "/"+retry[0].Path, form, true)
+		if i == 0 {
+			require.Equal(t, http.StatusOK, rec.Code, "the token of the failed retry works: %s", rec.Body.String())
+			continue
+		}
+		assert.Equal(t, http.StatusConflict, rec.Code, "and only once, on either page: %s", rec.Body.String())
+	}
+	doc, _, err = r.Get(t.Context(), "rollout")
+	require.NoError(t, err)
+	assert.False(t, doc.State().IsError(), "retried: %s", doc.State())
 }

@@ -94,13 +94,32 @@
 // AbortBy), so the object's or plan's history says who did it. Each POST must carry the
 // CSRF token the page rendered with its form (form field "csrf", or the
 // header X-CSRF-Token; the JSON views list them in their actions): the
-// expiry and an HMAC of the viewer (the Authorizer's who), the action,
-// its object and that expiry, under a random key of the Handler (or
-// Options.Secret), compared in constant time. A token thus allows one
-// viewer one action on one object, until it expires (Options.TokenTTL),
-// and once: a token used before, another viewer's, another object's,
-// another action's or an expired one is refused. A token is rendered only
-// for viewers the Authorizer allows its action, in HTML and in JSON.
+// expiry, what the token is bound to (below) and an HMAC of the viewer
+// (the Authorizer's who), the action, its object, that expiry and that
+// binding, under a random key of the Handler (or Options.Secret),
+// compared in constant time. A token thus allows one viewer one action on
+// one object, until it expires (Options.TokenTTL): another viewer's,
+// another object's, another action's or an expired one is refused (403).
+//
+// A token is good once, on every Handler that shares Options.Secret
+// (replicas, or one program before and after a restart), with no memory
+// shared between them: it is bound to the object as the store has it
+// when the page offers the action, and the action changes that, so a
+// replayed token no longer matches anywhere and is refused with 409
+// Conflict (the page was made for an object that changed since; reload
+// it). A release is bound to the object's stored version (a halted object
+// is not handled, so the version stays while it waits; the release
+// writes it). A retry is bound to the plan's stored version (a plan
+// stopped in an error state does not move; the retry writes it). An
+// abort is bound to the plan's run instead (its first command not
+// completed, when that command started, and the attempts of its
+// targets), as every step of a running plan moves its version: a retry
+// changes the run, and within one run the plan itself refuses a second
+// abort (plan.ErrAborted, 409). A token is spent only when its action
+// succeeds: one whose action failed (a store that did not answer) stays
+// good; while its action runs, the same Handler refuses it, and
+// afterwards it keeps refusing it until it expires. A token is rendered
+// only for viewers the Authorizer allows its action, in HTML and in JSON.
 // A cross-origin request (by Sec-Fetch-Site or Origin, see
 // http.CrossOriginProtection) is refused too. A refused action is
 // 403 Forbidden.

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,7 +138,10 @@ type Options struct {
 	Actions bool
 	// Secret signs the CSRF tokens; nil means 32 random bytes made by New
 	// (a key of this Handler alone), so no token outlives the Handler. It
-	// must be at least 16 bytes.
+	// must be at least 16 bytes. Handlers sharing it (replicas, or a
+	// program after a restart) take each other's tokens, and each token is
+	// still good once across all of them: it is bound to the stored
+	// version of what it acts on (see the package's Actions).
 	Secret []byte
 	// Refresh is how often an HTML page reloads itself (a meta refresh,
 	// no JavaScript); the viewer turns it off for a page with the query
@@ -182,7 +182,7 @@ type Handler struct {
 	secret      []byte
 	ttl         time.Duration
 	usedMu      sync.Mutex
-	used        map[string]time.Time // the MACs of used tokens, until they expire
+	used        map[string]spent // the tokens in use or used, by MAC, until they expire
 	dot         string
 	mux         *http.ServeMux
 	targets     map[string]*Target
@@ -280,7 +280,7 @@ func New(opts Options) (*Handler, error) {
 	if opts.Now == nil {
 		h.opts.Now = time.Now
 	}
-	h.used = map[string]time.Time{}
+	h.used = map[string]spent{}
 	switch opts.Dot {
 	case "-":
 	case "":
@@ -491,7 +491,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // failErr writes err with the status its kind calls for.
 func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
+	var se *statusError
 	switch {
+	case errors.As(err, &se):
+		status = se.status
 	case errors.Is(err, controller.ErrObjectNotFound), errors.Is(err, converge.ErrStoreNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, plan.ErrNotFailed), errors.Is(err, plan.ErrFinished), errors.Is(err, plan.ErrAborted):
@@ -836,14 +839,30 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		v.Data = o.Data
 	}
 	if h.opts.Actions && o.Halted != "" {
-		v.Actions = h.offer(r, v.Actions, ActionRelease, v.Path+"/release", kind, key)
+		// The token is bound to the stored version, which the view may
+		// lag behind.
+		stored, err := storedObject(r.Context(), c.Controller, key)
+		if err != nil {
+			h.failErr(w, r, err)
+			return
+		}
+		if stored.Halted != "" {
+			v.Actions = h.offer(r, v.Actions, ActionRelease, v.Path+"/release", kind, key, stored.Version)
+		}
 	}
 	h.write(w, r, http.StatusOK, "object", v)
 }
 
+// storedPlan is a plan as read from the store: its document (nil when it
+// could not be read) and version.
+type storedPlan struct {
+	doc     *plan.Document
+	version uint64
+}
+
 // planSummaries reads the plans Options.PlanIDs lists, and returns their
-// summaries and documents (nil for a plan that could not be read).
-func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []*plan.Document, error) {
+// summaries and stored documents.
+func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []storedPlan, error) {
 	out := []PlanSummary{}
 	if h.opts.PlanIDs == nil {
 		return out, nil, nil
@@ -852,17 +871,17 @@ func (h *Handler) planSummaries(ctx context.Context) ([]PlanSummary, []*plan.Doc
 	if err != nil {
 		return nil, nil, err
 	}
-	docs := make([]*plan.Document, 0, len(ids))
+	docs := make([]storedPlan, 0, len(ids))
 	for _, id := range ids {
-		doc, _, err := h.opts.Plans.Get(ctx, id)
+		doc, version, err := h.opts.Plans.Get(ctx, id)
 		if err != nil {
 			out = append(out, PlanSummary{ID: id, Error: err.Error()})
-			docs = append(docs, nil)
+			docs = append(docs, storedPlan{})
 			continue
 		}
 		s, _ := planViews(id, doc)
 		out = append(out, s)
-		docs = append(docs, doc)
+		docs = append(docs, storedPlan{doc, version})
 	}
 	return out, docs, nil
 }
@@ -981,136 +1000,13 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		path := "plans/" + url.PathEscape(id)
 		st := doc.State()
 		if st.IsError() {
-			v.Actions = h.offer(r, v.Actions, ActionRetry, path+"/retry", "", id)
+			v.Actions = h.offer(r, v.Actions, ActionRetry, path+"/retry", "", id, version)
 		}
 		if !st.IsFinal() {
-			v.Actions = h.offer(r, v.Actions, ActionAbort, path+"/abort", "", id)
+			v.Actions = h.offer(r, v.Actions, ActionAbort, path+"/abort", "", id, planRun(doc))
 		}
 	}
 	h.write(w, r, http.StatusOK, "plan", v)
-}
-
-// tokenMAC is the HMAC under the handler's secret of who may do action
-// on (kind, key) until the Unix second exp.
-func (h *Handler) tokenMAC(who string, action Action, kind, key string, exp int64) []byte {
-	m := hmac.New(sha256.New, h.secret)
-	for _, part := range []string{who, string(action), kind, key} {
-		// Length-prefixed, so no two tuples sign the same bytes.
-		_ = binary.Write(m, binary.BigEndian, uint32(len(part)))
-		m.Write([]byte(part))
-	}
-	_ = binary.Write(m, binary.BigEndian, exp)
-	return m.Sum(nil)
-}
-
-// token is the CSRF token allowing who to do action on (kind, key) until
-// it expires (Options.TokenTTL from now): the expiry and its HMAC.
-func (h *Handler) token(who string, action Action, kind, key string) string {
-	exp := time.Now().Add(h.ttl).Unix()
-	b := binary.BigEndian.AppendUint64(nil, uint64(exp))
-	return base64.RawURLEncoding.EncodeToString(append(b, h.tokenMAC(who, action, kind, key, exp)...))
-}
-
-// spend checks the token got for who doing action on (kind, key) and
-// marks it used; it returns why it refuses it. A token is refused when it
-// is malformed, signed for another viewer, action or object, expired, or
-// used before.
-func (h *Handler) spend(got, who string, action Action, kind, key string) (string, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(got)
-	if got == "" || err != nil || len(raw) != 8+sha256.Size {
-		return "missing or invalid CSRF token", false
-	}
-	exp := int64(binary.BigEndian.Uint64(raw[:8]))
-	if !hmac.Equal(raw[8:], h.tokenMAC(who, action, kind, key, exp)) {
-		return "missing or invalid CSRF token", false
-	}
-	now := time.Now()
-	if now.Unix() >= exp {
-		return "expired CSRF token", false
-	}
-	h.usedMu.Lock()
-	defer h.usedMu.Unlock()
-	mac := string(raw[8:])
-	if _, dup := h.used[mac]; dup {
-		return "CSRF token used before", false
-	}
-	for m, e := range h.used {
-		if now.Unix() >= e.Unix() {
-			delete(h.used, m)
-		}
-	}
-	h.used[mac] = time.Unix(exp, 0)
-	return "", true
-}
-
-// offer appends action a on (kind, key) to actions when the Authorizer
-// allows it to the viewer of r; a viewer it refuses never sees its token.
-func (h *Handler) offer(r *http.Request, actions []ActionView, a Action, path, kind, key string) []ActionView {
-	who, ok := h.authorize(r, a)
-	if !ok {
-		return actions
-	}
-	return append(actions, ActionView{Name: string(a), Method: http.MethodPost, Path: path, Token: h.token(who, a, kind, key)})
-}
-
-// An actionFunc does an action that the checks of action allowed, on
-// behalf of who, and returns the page to go back to, relative to the
-// action's path.
-type actionFunc func(w http.ResponseWriter, r *http.Request, who string) (back string, ok bool)
-
-// action wraps an actionFunc with the checks every action passes: actions
-// enabled, the Authorizer allowing the viewer the action, a request from
-// the page's own origin, and a CSRF token (the form field "csrf", or the
-// header X-CSRF-Token) made for this viewer, action and object, not
-// expired and not used before.
-func (h *Handler) action(do actionFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.opts.Actions {
-			h.fail(w, r, http.StatusForbidden, "statuspage: actions are disabled")
-			return
-		}
-		name := Action(r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
-		who, ok := h.authorize(r, name)
-		if !ok {
-			h.fail(w, r, http.StatusForbidden, "statuspage: "+string(name)+" refused")
-			return
-		}
-		if err := h.cop.Check(r); err != nil {
-			h.fail(w, r, http.StatusForbidden, "statuspage: cross-origin request refused")
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		got := r.Header.Get("X-CSRF-Token")
-		if got == "" {
-			got = r.PostFormValue("csrf")
-		}
-		if why, ok := h.spend(got, who, name, r.PathValue("kind"), firstNonEmpty(r.PathValue("key"), r.PathValue("id"))); !ok {
-			h.fail(w, r, http.StatusForbidden, "statuspage: "+why)
-			return
-		}
-		back, ok := do(w, r, who)
-		if !ok {
-			return
-		}
-		if r.PostFormValue("return") == "overview" {
-			back = root(r) // the form on the overview's Needs attention list
-		}
-		if wantsJSON(r) {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(ErrorView{Status: http.StatusOK})
-			return
-		}
-		// Relative, unlike http.Redirect's, so it works under a prefix.
-		w.Header().Set("Location", back)
-		w.WriteHeader(http.StatusSeeOther)
-	}
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (h *Handler) release(w http.ResponseWriter, r *http.Request, who string) (string, bool) {
