@@ -46,13 +46,32 @@
 // shared: the commands work beside running replicas, and a released
 // object is made due at once, so a replica runs it.
 //
+// # Secrets
+//
+// convergectl prints no secret unless asked with --show-secrets. Every
+// value it prints (a target, an object's data, reasons, errors, history)
+// has the values of secret names replaced by "[redacted]"
+// (converge.Redacted): a name is secret when converge.IsSecretEnv says so
+// (DB_PASSWORD, GITHUB_TOKEN, STRIPE_KEY, ...), as a JSON member
+// ("DB_PASSWORD": "..."; under a secret name every value is replaced), as
+// an environment entry {"name": "DB_PASSWORD", "value": "..."}, or as
+// NAME=VALUE in a string; the passwords of URLs are replaced too
+// (converge.RedactURLs). In a sealed store, --show-secrets also needs the
+// key (below), and fails with an error of kind sealed without it; a store
+// that is not sealed has no key, and --show-secrets alone shows its values
+// as they are.
+//
 // # Sealed values
 //
 // In a store whose values are sealed (boltstore.Options.Sealer,
 // pgstore.Options.Sealer), convergectl prints no sealed value unless it is
 // given the key: --key-file names a file of AES keys in hex, one per line,
 // oldest first (blank lines and lines starting with # are skipped), which
-// open the values as converge.NewAESGCMKeyring does. Without it a sealed
+// open the values as converge.NewAESGCMKeyring does. The environment
+// variable CONVERGECTL_KEY_FILE names the file when --key-file is not
+// given; a key is never given on the command line itself. With the key and
+// without --show-secrets, the values are shown with their secrets
+// replaced. Without it a sealed
 // object, plan or target is listed and shown as sealed, with the ID of the
 // key that sealed it (converge.SealKeyID); its history, which stores keep
 // in clear, is shown. A filter that needs a sealed object's state leaves it

@@ -99,6 +99,16 @@ func (e *sealedError) Is(target error) bool { return target == converge.ErrSeale
 
 func (e *sealedError) Unwrap() error { return e.err }
 
+// needKeyError is --show-secrets without a key on a store whose values
+// are sealed. It matches converge.ErrSealed.
+type needKeyError struct{ err error }
+
+func (e *needKeyError) Error() string {
+	return "convergectl: --show-secrets: the store's values are sealed: give their key with --key-file FILE or $" + keyFileEnv
+}
+
+func (e *needKeyError) Unwrap() error { return e.err }
+
 // errorKind names the kind of err in JSON error output: a stable word a
 // script can switch on.
 func errorKind(err error) string {

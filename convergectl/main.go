@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/convergekit/converge"
 )
 
 // Exit codes, as the package documentation gives them.
@@ -108,6 +110,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if err := c.run(ctx, e, com, pos); err != nil {
+		if com.showSecrets && com.keyFile == "" && errors.Is(err, converge.ErrSealed) {
+			err = &needKeyError{err: err}
+		}
 		report(stderr, com.json(), err)
 		var ue *usageError
 		if errors.As(err, &ue) {

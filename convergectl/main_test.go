@@ -53,9 +53,20 @@ type result struct {
 // ctl runs convergectl with args and returns its output and exit code.
 func ctl(t *testing.T, args ...string) result {
 	t.Helper()
+	return ctlEnv(t, nil, args...)
+}
+
+// outputFormats are the formats of -o.
+var outputFormats = []string{"table", "json"}
+
+// ctlEnv runs convergectl with args and the environment variables env
+// added to the test's, and returns its output and exit code.
+func ctlEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -195,6 +195,9 @@ func runObjects(ctx context.Context, e *env, c *common, args []string) error {
 			return err
 		}
 		v.Data, v.RecentFailures = nil, nil
+		if !c.showSecrets {
+			v.redact()
+		}
 		if v.Sealed && filtered {
 			sealedHidden++
 			continue
@@ -291,6 +294,9 @@ func runObject(ctx context.Context, e *env, c *common, args []string) error {
 	v, err := getObject(ctx, st, kind, key, c.keyFile != "")
 	if err != nil {
 		return err
+	}
+	if !c.showSecrets {
+		v.redact()
 	}
 	if c.json() {
 		return writeJSON(e.out, v)
@@ -408,6 +414,9 @@ func runRelease(ctx context.Context, e *env, c *common, args []string) error {
 	after, err := getObject(ctx, st, kind, key, c.keyFile != "")
 	if err != nil {
 		return err
+	}
+	if !c.showSecrets {
+		after.redact()
 	}
 	if c.json() {
 		return writeJSON(e.out, map[string]any{"released": released, "was": before.Halted, "object": after})

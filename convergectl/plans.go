@@ -222,6 +222,9 @@ func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
 			continue
 		}
 		v.Commands = nil
+		if !c.showSecrets {
+			v.redact()
+		}
 		out = append(out, v)
 	}
 	if c.json() {
@@ -292,6 +295,9 @@ func runPlan(ctx context.Context, e *env, c *common, args []string) error {
 	v, err := loadPlan(ctx, st, runner, args[0], c.keyFile != "")
 	if err != nil {
 		return err
+	}
+	if !c.showSecrets {
+		v.redact()
 	}
 	if c.json() {
 		return writeJSON(e.out, v)
@@ -371,6 +377,9 @@ func changePlan(ctx context.Context, e *env, c *common, id, verb string, change 
 	after, err := loadPlan(ctx, st, runner, id, c.keyFile != "")
 	if err != nil {
 		return err
+	}
+	if !c.showSecrets {
+		after.redact()
 	}
 	if c.json() {
 		after.History = nil

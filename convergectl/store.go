@@ -30,13 +30,20 @@ type common struct {
 	bolt, pg, schema, keyFile, output string
 	lockTimeout                       time.Duration
 	as                                string
+	// showSecrets prints secret values as they are (--show-secrets).
+	showSecrets bool
 }
+
+// keyFileEnv names the environment variable that names the key file when
+// --key-file is not given.
+const keyFileEnv = "CONVERGECTL_KEY_FILE"
 
 func (c *common) register(fs *flag.FlagSet, write bool) {
 	fs.StringVar(&c.bolt, "bolt", "", "the boltstore `FILE` to open")
 	fs.StringVar(&c.pg, "pg", "", "the PostgreSQL `DSN` of a pgstore database (postgres://... or key=value pairs)")
 	fs.StringVar(&c.schema, "schema", "", "the pgstore schema (default \"converge\")")
-	fs.StringVar(&c.keyFile, "key-file", "", "a `FILE` of AES keys in hex, one per line, oldest first, to open sealed values with; without it a sealed value is shown as sealed")
+	fs.StringVar(&c.keyFile, "key-file", "", "a `FILE` of AES keys in hex, one per line, oldest first, to open sealed values with (default: $"+keyFileEnv+"); without it a sealed value is shown as sealed")
+	fs.BoolVar(&c.showSecrets, "show-secrets", false, "print secret values (passwords, tokens, keys: see converge.IsSecretEnv) as they are; a sealed store needs its key too")
 	fs.StringVar(&c.output, "o", "table", "output `format`: table or json")
 	fs.DurationVar(&c.lockTimeout, "lock-timeout", defaultLockTimeout, "how long to wait for a bolt file another process holds")
 	if write {
@@ -48,6 +55,9 @@ func (c *common) json() bool { return c.output == "json" }
 
 // check refuses a command line that cannot be run.
 func (c *common) check(cmd *command, args []string) error {
+	if c.keyFile == "" {
+		c.keyFile = os.Getenv(keyFileEnv)
+	}
 	switch {
 	case c.bolt == "" && c.pg == "":
 		return &usageError{msg: "name the store: --bolt FILE or --pg DSN"}
@@ -106,6 +116,11 @@ func (c *common) sealer(write bool) (converge.Sealer, bool, error) {
 		if write {
 			// A write keeps the store as it is: clear values are written
 			// clear, and a sealed one cannot be read (ErrSealed).
+			return nil, false, nil
+		}
+		if c.showSecrets {
+			// Nothing sealed can be shown: a sealed value fails with
+			// ErrSealed (see needKeyError).
 			return nil, false, nil
 		}
 		return markSealer{}, true, nil

@@ -49,6 +49,9 @@ func runTarget(ctx context.Context, e *env, c *common, args []string) error {
 	if id, ok := sealedValue(raw); ok {
 		v.Sealed, v.KeyID, v.Target = true, id, nil
 	}
+	if !c.showSecrets {
+		v.redact()
+	}
 	if c.json() {
 		return writeJSON(e.out, v)
 	}
