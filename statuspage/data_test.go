@@ -32,8 +32,10 @@ func TestObjectDataIsHiddenUnlessShowData(t *testing.T) {
 			_, html := get(t, h, "/controllers/host/objects/ready-1", false)
 			_, raw := get(t, h, "/controllers/host/objects/ready-1", true)
 			if show {
-				assert.JSONEq(t, string(fleetData), string(v.Data))
-				assert.Contains(t, html, "hunter2")
+				assert.JSONEq(t, `{"password":"`+statuspage.MaskSecret+`"}`, string(v.Data), "shown, its secret masked")
+				assert.Contains(t, html, statuspage.MaskSecret)
+				assert.NotContains(t, raw, "hunter2")
+				assert.NotContains(t, html, "hunter2")
 				return
 			}
 			assert.Empty(t, v.Data)

@@ -19,7 +19,11 @@
 // and halted, the quarantined objects (as the store has them, for every
 // replica), the objects halted by a terminal error, the objects of one
 // state, and one object's page with its stored history (and its data
-// only when Options.ShowData is set). Per plan
+// only when Options.ShowData is set, which also shows each target's
+// current target). Shown data never shows a secret: values named secret
+// (converge.IsSecretEnv, Options.SecretKeys), "NAME=value" entries of an
+// environment list with a secret NAME and passwords in URLs read
+// MaskSecret, sealed values MaskSealed. Per plan
 // (plan.Runner) it shows the progress of every command and of
 // every target, and the plan's history.
 //

@@ -159,9 +159,20 @@ type Options struct {
 	// zero means DefaultTokenTTL. It must not be negative.
 	TokenTTL time.Duration
 	// ShowData, when true, shows each object's data (controller.Object.Data)
-	// on its page and in its JSON view. False (the default) hides it, as
-	// data may hold what not every viewer should read.
+	// and each target's current target (TargetReconciler.Target, as JSON)
+	// on their pages and in their JSON views. False (the default) hides
+	// them, as data may hold what not every viewer should read. Even then
+	// the page never shows a secret: the value of a member whose name is
+	// secret (converge.IsSecretEnv, or SecretKeys) becomes MaskSecret,
+	// as do the value of a "NAME=value" entry of a list and of a
+	// {"name": NAME, "value": ...} object with a secret NAME (an
+	// environment, as Compose and Kubernetes write it) and the password
+	// of a URL; a sealed value becomes MaskSealed.
 	ShowData bool
+	// SecretKeys are names whose values are secret besides those
+	// converge.IsSecretEnv finds by its pattern (exact names, as its
+	// extra), masked wherever ShowData shows data.
+	SecretKeys []string
 	// Dot is the path of Graphviz dot, which draws a target's graphs as
 	// SVG; "" means "dot" found on PATH, if any, and "-" never draws them
 	// (the page then lists the items and shows the Mermaid text).
@@ -188,6 +199,7 @@ type Handler struct {
 	targets     map[string]*Target
 	controllers map[string]Controller
 	cop         *http.CrossOriginProtection
+	mask        masker
 	// dotRun is held by the one run of dot allowed at a time.
 	dotRun chan struct{}
 	svgMu  sync.Mutex
@@ -281,6 +293,7 @@ func New(opts Options) (*Handler, error) {
 		h.opts.Now = time.Now
 	}
 	h.used = map[string]spent{}
+	h.mask = masker{extra: slices.Clone(opts.SecretKeys)}
 	switch opts.Dot {
 	case "-":
 	case "":
@@ -548,6 +561,14 @@ func (h *Handler) target(w http.ResponseWriter, r *http.Request) {
 	}
 	v := t.view()
 	v.AsOf = h.opts.Now()
+	if h.opts.ShowData {
+		raw, err := t.data()
+		if err != nil {
+			h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("statuspage: target %q: %v", t.name, err))
+			return
+		}
+		v.Data = h.mask.data(raw)
+	}
 	h.write(w, r, http.StatusOK, "target", v)
 }
 
@@ -836,7 +857,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 		v.RecentFailures = append(v.RecentFailures, FailureView{At: f.At, State: string(f.State), Error: f.Error})
 	}
 	if h.opts.ShowData {
-		v.Data = o.Data
+		v.Data = h.mask.data(o.Data)
 	}
 	if h.opts.Actions && o.Halted != "" {
 		// The token is bound to the stored version, which the view may

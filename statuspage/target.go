@@ -2,6 +2,8 @@ package statuspage
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,6 +24,7 @@ type Target struct {
 	name     string
 	revision func() uint64
 	stages   func(ctx context.Context) ([]converge.TargetStage, error)
+	data     func() (json.RawMessage, error) // the current target as JSON, nil when none
 	now      func() time.Time
 	stop     func()
 
@@ -62,6 +65,17 @@ func WatchTarget[T any](r *converge.TargetReconciler[T], opts TargetOptions[T]) 
 	}
 	if t.now == nil {
 		t.now = time.Now
+	}
+	t.data = func() (json.RawMessage, error) {
+		target, ok := r.Target()
+		if !ok {
+			return nil, nil
+		}
+		b, err := json.Marshal(target)
+		if err != nil {
+			return nil, fmt.Errorf("encode the target as JSON: %w", err)
+		}
+		return b, nil
 	}
 	if opts.Build != nil {
 		build := opts.Build

@@ -115,6 +115,9 @@ type TargetView struct {
 	// Graph is true when the page can draw the target's graph (see
 	// TargetOptions.Build).
 	Graph bool `json:"graph"`
+	// Data is the current target as JSON, its secrets masked, on the
+	// target's own page when Options.ShowData is set.
+	Data json.RawMessage `json:"data,omitempty"`
 	// DroppedEvents counts the events the page lost because it was slow.
 	DroppedEvents int `json:"droppedEvents,omitempty"`
 }
