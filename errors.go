@@ -56,6 +56,10 @@ var (
 	// (NewStoreRefreshLog) is not a refresh record: damaged, of a newer
 	// format, or another program's.
 	ErrRefreshDamaged = errors.New("converge: refresh record damaged")
+	// ErrActionsDamaged means the record of a TargetReconciler's pending
+	// host actions (TargetActionsKey) is not such a record: damaged, of a
+	// newer format, or another program's.
+	ErrActionsDamaged = errors.New("converge: pending actions record damaged")
 
 	// Graphs.
 	// ErrInvalidGraph is matched by every graph validation error.

@@ -3,6 +3,7 @@ package converge
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 )
@@ -397,6 +398,10 @@ const (
 // String returns "reboot" or "shutdown".
 func (a Action) String() string { return enumString("action", actionNames[:], uint8(a)) }
 
+// LogValue renders a by its name (String), so a log line reads "reboot"
+// whatever the handler, the zero value included.
+func (a Action) LogValue() slog.Value { return slog.StringValue(a.String()) }
+
 type ctxKey int
 
 const (
@@ -427,6 +432,22 @@ type RequiredAction struct {
 	ID     ID
 	Action Action
 	Reason string
+}
+
+// String renders the action for people: `reboot for "config:arm_freq":
+// boot configuration changed`.
+func (a RequiredAction) String() string {
+	s := fmt.Sprintf("%s for %q", a.Action, a.ID)
+	if a.Reason != "" {
+		s += ": " + a.Reason
+	}
+	return s
+}
+
+// LogValue renders the action as a group: action, item and reason.
+func (a RequiredAction) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("action", a.Action.String()), slog.String("item", string(a.ID)),
+		slog.String("reason", a.Reason))
 }
 
 // ReportProgress reports the progress of Apply: done units of total (total may

@@ -222,6 +222,17 @@ var (
 		Kind:   MetricGauge,
 		Labels: []string{"target"},
 	}
+	// MetricTargetPendingActions is the number of host actions items
+	// asked for that have not happened yet (TargetReconciler.PendingActions),
+	// by action ("reboot", "shutdown"): an alert on it finds a device
+	// that waits for a reboot. Set whenever the pending actions are read
+	// or change, for every action (0 when none is pending).
+	MetricTargetPendingActions = &Metric{
+		Name:   "converge_target_pending_actions",
+		Help:   "Host actions a target reconciler's items asked for that have not happened yet, by action.",
+		Kind:   MetricGauge,
+		Labels: []string{"target", "action"},
+	}
 )
 
 // The metrics of plan runners (plan.RunnerConfig.Metrics). The label "kind" is a
@@ -281,7 +292,7 @@ func AllMetrics() []*Metric {
 		MetricWalkItems, MetricWalkItemFailures, MetricWalkApplyDuration, MetricWalks, MetricWalkDuration,
 		MetricWalkEventsDropped,
 		MetricTargetPasses, MetricTargetLastSuccess, MetricTargetPassDuration, MetricTargetFailures, MetricTargetBackoff,
-		MetricTargetRevision, MetricTargetLocked,
+		MetricTargetRevision, MetricTargetLocked, MetricTargetPendingActions,
 		MetricPlanSteps, MetricPlanStepDuration, MetricPlanTransitions, MetricPlanCommandTransitions,
 		MetricPlanTargetTransitions,
 	}

@@ -109,6 +109,14 @@ type TargetReconcilerConfig[T any] struct {
 	// Interval, when positive, runs a pass that long after the last one
 	// succeeded, to repair drift; 0 means passes run only when asked.
 	Interval time.Duration
+	// BootID returns the ID of the host's current boot, which changes at
+	// every boot: a pending host action (PendingActions) is done once the
+	// boot ID differs from the one read when the action was asked for. nil
+	// means LinuxBootID. An empty ID means unknown: an action asked for
+	// under an unknown boot ID, or checked while the boot ID is unknown,
+	// stays pending until ClearPendingActions. An error is logged (Warn)
+	// and counts as unknown; it never fails a pass.
+	BootID func(ctx context.Context) (string, error)
 }
 
 // Validate reports the first field out of range as a *ConfigError.
@@ -221,6 +229,8 @@ type TargetReconciler[T any] struct {
 	walker *Walker
 	name   string
 	obs    targetObs
+	// actions are the pending host actions; they have their own lock.
+	actions actionBook
 
 	mu           sync.Mutex
 	target       T
@@ -289,11 +299,16 @@ func NewTargetReconciler[T any](cfg TargetReconcilerConfig[T]) (*TargetReconcile
 	if cfg.MaxRounds == 0 {
 		cfg.MaxRounds = TargetDefaultMaxRounds
 	}
-	return &TargetReconciler[T]{
+	if cfg.BootID == nil {
+		cfg.BootID = LinuxBootID
+	}
+	r := &TargetReconciler[T]{
 		cfg: cfg, walker: w, name: name, obs: newTargetObs(name, w.cfg.Metrics, w.cfg.Logger, w.cfg.Now),
 		subs: map[int]*mailbox[TargetEvent]{},
 		wake: make(chan struct{}, 1),
-	}, nil
+	}
+	r.actions = actionBook{store: cfg.Store, key: TargetActionsKey(name), bootID: cfg.BootID, now: w.cfg.Now, obs: &r.obs}
+	return r, nil
 }
 
 func (r *TargetReconciler[T]) signal() {
@@ -369,6 +384,7 @@ func (r *TargetReconciler[T]) adopt(ctx context.Context, t T, rev uint64) bool {
 // no target is set) or while it runs: a newer target that another process
 // stored then preempts the running pass as SetTarget does.
 func (r *TargetReconciler[T]) Load(ctx context.Context) (bool, error) {
+	r.loadActions(ctx)
 	b, rev, err := r.cfg.Store.Target(ctx, r.name)
 	if errors.Is(err, ErrStoreNotFound) {
 		r.mu.Lock()
@@ -384,6 +400,14 @@ func (r *TargetReconciler[T]) Load(ctx context.Context) (bool, error) {
 	}
 	r.adopt(ctx, t, rev)
 	return true, nil
+}
+
+// loadActions reads the pending host actions from the Store; a failure is
+// logged and left for the next pass to report.
+func (r *TargetReconciler[T]) loadActions(ctx context.Context) {
+	if err := r.actions.sync(ctx, "", false); err != nil {
+		r.obs.logAttrs(ctx, slog.LevelWarn, "pending actions unreadable", slog.String("error", err.Error()))
+	}
 }
 
 // LoadOrSet resumes the stored target, or sets def when there is none: it
@@ -717,6 +741,9 @@ type passInfo struct {
 // pass walks every stage of target in order, each until a walk changes
 // nothing. A preempted pass stops at the next item boundary.
 func (r *TargetReconciler[T]) pass(ctx context.Context, info passInfo, target T) error {
+	if err := r.actions.sync(ctx, "", false); err != nil {
+		return err
+	}
 	stages, err := r.cfg.Build(ctx, target)
 	if err != nil {
 		return &TargetStageError{Stage: "build", Err: err}
@@ -734,6 +761,11 @@ func (r *TargetReconciler[T]) pass(ctx context.Context, info passInfo, target T)
 			rep, err := r.walker.walkWith(ctx, st.Graph, mode, false, walkOpts{rev: info.rev, yield: info.yield})
 			forced := Forced(ctx)
 			ev := TargetEvent{Pass: info.pass, Revision: info.rev, Intermediate: info.inter, Forced: forced, Stage: st.Name}
+			// Recorded before the events, so a subscriber finds them in
+			// PendingActions, and even when the pass was cancelled (the
+			// host changed already); a failure fails the pass after its
+			// events.
+			recErr := r.actions.record(context.WithoutCancel(ctx), rep, info.rev)
 			for _, a := range rep.Actions() {
 				if !seen[a] {
 					seen[a] = true
@@ -744,6 +776,9 @@ func (r *TargetReconciler[T]) pass(ctx context.Context, info passInfo, target T)
 			if rep.Changed() {
 				ev.Kind, ev.Action, ev.Report = TargetStateChanged, RequiredAction{}, rep
 				r.emit(ev)
+			}
+			if recErr != nil && err == nil {
+				return recErr
 			}
 			if err != nil {
 				se := &TargetStageError{Stage: st.Name, Round: round, Err: err}

@@ -24,12 +24,19 @@ type targetObs struct {
 	log    *slog.Logger // nil: none; carries the "target" attribute
 	labels []string     // {name}
 	result [len(passResultNames)][]string
+	// action[a] are the labels of MetricTargetPendingActions for Action a.
+	action [len(actionNames)][]string
 }
 
 func newTargetObs(name string, m Metrics, log *slog.Logger, now func() time.Time) targetObs {
 	o := targetObs{m: m, now: now, log: log, labels: []string{name}}
 	for i, res := range passResultNames {
 		o.result[i] = []string{name, res}
+	}
+	for a := range actionNames {
+		if a > 0 {
+			o.action[a] = []string{name, actionNames[a]}
+		}
 	}
 	return o
 }
@@ -49,6 +56,22 @@ func (o *targetObs) targetSet(ctx context.Context, rev uint64) {
 		o.m.Set(MetricTargetBackoff, 0, o.labels...)
 	}
 	o.logAttrs(ctx, slog.LevelInfo, "target set", slog.Uint64("revision", rev))
+}
+
+// pendingActions reports the number of pending host actions of each kind.
+func (o *targetObs) pendingActions(list []PendingAction) {
+	if o.m == nil {
+		return
+	}
+	var n [len(actionNames)]int
+	for _, p := range list {
+		if int(p.Action) < len(n) {
+			n[p.Action]++
+		}
+	}
+	for a := 1; a < len(n); a++ {
+		o.m.Set(MetricTargetPendingActions, float64(n[a]), o.action[a]...)
+	}
 }
 
 // passStarted reports the start of a pass: no backoff is in effect any more.
