@@ -134,4 +134,11 @@
 // (its loops run and its store answers: Loop, StoreCheck, or any
 // Checker) as controller-runtime's manager serves them, on its own,
 // without the page; it asks no Authorizer, so a probe needs no login.
+//
+// # One handler for it all
+//
+// Mux returns a program's whole HTTP surface as one http.Handler: the
+// page at "/", the program's metrics handler at /metrics (any
+// http.Handler, such as the prometheus module's registry behind
+// promhttp), and /healthz and /readyz, from one SurfaceOptions.
 package statuspage

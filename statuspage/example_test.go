@@ -123,3 +123,52 @@ func ExampleAuthorizer() {
 	// 200
 	// true
 }
+
+// ExampleMux serves a device agent's whole HTTP surface from one handler:
+// the status page, /metrics, /healthz and /readyz.
+func ExampleMux() {
+	var loop statuspage.Loop
+	// A stand-in for the prometheus module's registry behind
+	// promhttp.HandlerFor(registry, promhttp.HandlerOpts{}).
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "converge_target_passes_total 1")
+	})
+	surface, err := statuspage.Mux(statuspage.SurfaceOptions{
+		Page:    statuspage.Options{Title: "device agent"},
+		Metrics: metrics,
+		Health:  statuspage.HealthOptions{Ready: map[string]statuspage.Checker{"loop": loop.Check}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// A program serves it with http.ListenAndServe(addr, surface).
+	probe := func(path string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Accept", "application/json")
+		surface.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if path == "/" {
+			var v statuspage.OverviewView
+			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+				panic(err)
+			}
+			body = v.Title
+		}
+		fmt.Printf("%s %d %q\n", path, rec.Code, body)
+	}
+	probe("/")
+	probe("/metrics")
+	probe("/healthz")
+	probe("/readyz/loop")
+	_ = loop.Run(context.Background(), func(context.Context) error {
+		probe("/readyz")
+		return nil
+	})
+	// Output:
+	// / 200 "device agent"
+	// /metrics 200 "converge_target_passes_total 1\n"
+	// /healthz 200 "ok"
+	// /readyz/loop 500 "internal server error: statuspage: loop not running\n"
+	// /readyz 200 "ok"
+}
