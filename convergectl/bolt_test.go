@@ -418,7 +418,7 @@ func TestUsageAndErrors(t *testing.T) {
 		{[]string{"objects", "host", "--bolt", path, "--pg", "postgres://x"}, 2, "give one"},
 		{[]string{"objects", "--bolt", path}, 2, "objects takes KIND, got 0 arguments"},
 		{[]string{"objects", "host", "--bolt", path, "--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"objects", "host", "--bolt", path, "-o", "yaml"}, 2, `-o "yaml": the formats are table and json`},
+		{[]string{"objects", "host", "--bolt", path, "-o", "xml"}, 2, `-o "xml": the formats are table, json and yaml`},
 		{[]string{"objects", "a/b", "--bolt", path}, 2, `kind "a/b"`},
 		{[]string{"object", "host", "nope", "--bolt", path}, 1, `convergectl: host "nope" is not in the store`},
 		{[]string{"release", "host", "nope", "--bolt", path}, 1, `host "nope" is not in the store`},

@@ -14,18 +14,29 @@
 //	convergectl COMMAND (--bolt FILE | --pg DSN) [flags] [ARGS]
 //
 //	kinds                   the kinds of controller objects, with their counts
+//	                        (not the records the library keeps for itself:
+//	                        converge.IsInternalKind)
 //	objects KIND            the objects of KIND; --state S, --quarantined,
 //	                        --terminal, --halted, --above-sla filter them
 //	object  KIND KEY        one object: state, failures, data, history
 //	plans                   the plans with their progress; --state S
 //	plan    ID              one plan: every command and host, history
+//	targets                 the names of the stored targets, with their revisions
 //	target  NAME            the last target of NAME and its revision
 //	release KIND KEY        clear the halt of a quarantined or terminal object
 //	abort   ID              ask a plan to stop (--reason)
 //	retry   ID              run a failed plan again from the failed command
 //
 // Flags may come before or after the arguments. Every command answers -h
-// with its flags. -o json prints JSON instead of a table.
+// with its flags, once, on standard output. -o json prints JSON and -o yaml
+// YAML (the JSON shapes below, written as YAML) instead of a table. A list
+// with nothing in it prints no table: it says so on standard error, and
+// exits 0 (JSON and YAML print the empty list).
+//
+// In a table, a history's transitions that came again and again in a row
+// (a plan flapping between SchedulableWait and Schedulable) are written
+// once, with how many times they came and when last (column REPEATED);
+// JSON and YAML hold every stored entry.
 //
 // # Reading and writing
 //
@@ -148,4 +159,8 @@
 // target:
 //
 //	{"name", "revision", "sealed", "keyID", "target"}
+//
+// targets (a target without its value):
+//
+//	{"targets": [{"name", "revision", "sealed", "keyID"}, ...]}
 package main

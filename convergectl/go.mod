@@ -7,6 +7,7 @@ require (
 	github.com/convergekit/converge/pgstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/stretchr/testify v1.12.1
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -23,7 +24,6 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.45.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace (

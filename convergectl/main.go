@@ -187,7 +187,8 @@ commands:
 		fmt.Fprintf(w, "  %-8s %-12s %s\n", c.name, c.args, short)
 	}
 	fmt.Fprint(w, `
-Every command answers -h with its flags. Output is a table, or JSON with -o json.
+Every command answers -h with its flags. Output is a table, or JSON or YAML with
+-o json or -o yaml. No secret is printed unless asked with --show-secrets.
 Exit codes: 0 done, 1 the command failed (the store, the object, the lock),
 2 the command line is wrong.
 `)

@@ -57,7 +57,7 @@ func ctl(t *testing.T, args ...string) result {
 }
 
 // outputFormats are the formats of -o.
-var outputFormats = []string{"table", "json"}
+var outputFormats = []string{"table", "json", "yaml"}
 
 // ctlEnv runs convergectl with args and the environment variables env
 // added to the test's, and returns its output and exit code.

@@ -158,8 +158,8 @@ func runKinds(ctx context.Context, e *env, c *common, _ []string) error {
 		out = append(out, kindView{k, n})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	if c.json() {
-		return writeJSON(e.out, map[string]any{"kinds": out})
+	if c.structured() {
+		return c.emit(e.out, map[string]any{"kinds": out})
 	}
 	if len(out) == 0 {
 		fmt.Fprintln(e.errOut, "no controller objects in the store")
@@ -212,8 +212,8 @@ func runObjects(ctx context.Context, e *env, c *common, args []string) error {
 		}
 		out = append(out, v)
 	}
-	if c.json() {
-		return writeJSON(e.out, map[string]any{"kind": kind, "objects": out, "sealedHidden": sealedHidden})
+	if c.structured() {
+		return c.emit(e.out, map[string]any{"kind": kind, "objects": out, "sealedHidden": sealedHidden})
 	}
 	if len(out) == 0 {
 		if filtered {
@@ -298,8 +298,8 @@ func runObject(ctx context.Context, e *env, c *common, args []string) error {
 	if !c.showSecrets {
 		v.redact()
 	}
-	if c.json() {
-		return writeJSON(e.out, v)
+	if c.structured() {
+		return c.emit(e.out, v)
 	}
 	return printObject(e, v)
 }
@@ -357,23 +357,36 @@ func printObject(e *env, v *objectView) error {
 }
 
 // printHistory writes the history entries as a table; with subjects, a
-// column names the command and host each is about.
+// column names the command and host each is about. Transitions that
+// repeat in a row (a plan flapping between two states) are written once,
+// with how many times they came (collapseHistory).
 func printHistory(e *env, hist []converge.HistoryEntry, subjects bool) error {
 	if len(hist) == 0 {
 		fmt.Fprintln(e.out, "  (none kept)")
 		return nil
 	}
+	rows := collapseHistory(hist)
 	cols := []string{"  AT", "FROM", "TO", "BY"}
 	if subjects {
 		cols = append(cols, "SUBJECT")
 	}
-	t := newTable(e.out, append(cols, "REASON")...)
-	for _, h := range hist {
+	cols = append(cols, "REASON")
+	folded := len(rows) < len(hist)
+	if folded {
+		cols = append(cols, "REPEATED")
+	}
+	t := newTable(e.out, cols...)
+	for _, r := range rows {
+		h := r.entry
 		row := []string{"  " + h.At.UTC().Format(time.RFC3339), h.From, h.To, historyBy(h)}
 		if subjects {
 			row = append(row, subjectText(h.Subject))
 		}
-		t.row(append(row, h.Reason)...)
+		row = append(row, h.Reason)
+		if folded {
+			row = append(row, timesText(r))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }
@@ -418,8 +431,8 @@ func runRelease(ctx context.Context, e *env, c *common, args []string) error {
 	if !c.showSecrets {
 		after.redact()
 	}
-	if c.json() {
-		return writeJSON(e.out, map[string]any{"released": released, "was": before.Halted, "object": after})
+	if c.structured() {
+		return c.emit(e.out, map[string]any{"released": released, "was": before.Halted, "object": after})
 	}
 	if !released {
 		fmt.Fprintf(e.out, "%s %q is not halted (state %s): nothing to release\n", kind, key, after.State)

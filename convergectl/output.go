@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // writeJSON writes v to w as indented JSON.
@@ -14,6 +16,29 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeYAML writes v to w as YAML: the documented JSON shape of v, written
+// as YAML.
+func writeYAML(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	y, err := yaml.JSONToYAML(b)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(y)
+	return err
+}
+
+// emit writes v to w in the format -o asked for, JSON or YAML.
+func (c *common) emit(w io.Writer, v any) error {
+	if c.output == "yaml" {
+		return writeYAML(w, v)
+	}
+	return writeJSON(w, v)
 }
 
 // table writes rows of cells aligned in columns.

@@ -227,8 +227,8 @@ func runPlans(ctx context.Context, e *env, c *common, _ []string) error {
 		}
 		out = append(out, v)
 	}
-	if c.json() {
-		return writeJSON(e.out, map[string]any{"plans": out, "sealedHidden": sealedHidden})
+	if c.structured() {
+		return c.emit(e.out, map[string]any{"plans": out, "sealedHidden": sealedHidden})
 	}
 	if len(out) == 0 {
 		if planState != "" {
@@ -299,8 +299,8 @@ func runPlan(ctx context.Context, e *env, c *common, args []string) error {
 	if !c.showSecrets {
 		v.redact()
 	}
-	if c.json() {
-		return writeJSON(e.out, v)
+	if c.structured() {
+		return c.emit(e.out, v)
 	}
 	return printPlan(e, v)
 }
@@ -381,9 +381,9 @@ func changePlan(ctx context.Context, e *env, c *common, id, verb string, change 
 	if !c.showSecrets {
 		after.redact()
 	}
-	if c.json() {
+	if c.structured() {
 		after.History = nil
-		return writeJSON(e.out, after)
+		return c.emit(e.out, after)
 	}
 	fmt.Fprintf(e.out, "%s plan %q: it is %s", verb, id, after.State)
 	if after.Abort != "" && !after.State.IsFinal() {

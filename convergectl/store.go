@@ -44,14 +44,18 @@ func (c *common) register(fs *flag.FlagSet, write bool) {
 	fs.StringVar(&c.schema, "schema", "", "the pgstore schema (default \"converge\")")
 	fs.StringVar(&c.keyFile, "key-file", "", "a `FILE` of AES keys in hex, one per line, oldest first, to open sealed values with (default: $"+keyFileEnv+"); without it a sealed value is shown as sealed")
 	fs.BoolVar(&c.showSecrets, "show-secrets", false, "print secret values (passwords, tokens, keys: see converge.IsSecretEnv) as they are; a sealed store needs its key too")
-	fs.StringVar(&c.output, "o", "table", "output `format`: table or json")
+	fs.StringVar(&c.output, "o", "table", "output `format`: table, json or yaml")
 	fs.DurationVar(&c.lockTimeout, "lock-timeout", defaultLockTimeout, "how long to wait for a bolt file another process holds")
 	if write {
 		fs.StringVar(&c.as, "as", "", "who the history says did it (default: the user running convergectl)")
 	}
 }
 
+// json says errors are written as JSON (-o json).
 func (c *common) json() bool { return c.output == "json" }
+
+// structured says the output is a document, JSON or YAML, not a table.
+func (c *common) structured() bool { return c.output != "table" }
 
 // check refuses a command line that cannot be run.
 func (c *common) check(cmd *command, args []string) error {
@@ -63,8 +67,8 @@ func (c *common) check(cmd *command, args []string) error {
 		return &usageError{msg: "name the store: --bolt FILE or --pg DSN"}
 	case c.bolt != "" && c.pg != "":
 		return &usageError{msg: "--bolt and --pg name two stores: give one"}
-	case c.output != "table" && c.output != "json":
-		return &usageError{msg: fmt.Sprintf("-o %q: the formats are table and json", c.output)}
+	case c.output != "table" && c.output != "json" && c.output != "yaml":
+		return &usageError{msg: fmt.Sprintf("-o %q: the formats are table, json and yaml", c.output)}
 	case len(args) != cmd.nargs:
 		if cmd.nargs == 0 {
 			return &usageError{msg: fmt.Sprintf("%s takes no arguments, got %q", cmd.name, args)}

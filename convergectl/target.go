@@ -11,6 +11,11 @@ import (
 
 func init() {
 	register(&command{
+		name:    "targets",
+		summary: "List the names of the targets stored for target reconcilers, with their revisions.",
+		run:     runTargets,
+	})
+	register(&command{
 		name:    "target",
 		args:    "NAME",
 		nargs:   1,
@@ -26,6 +31,61 @@ type targetView struct {
 	Sealed   bool            `json:"sealed"`
 	KeyID    string          `json:"keyID,omitempty"`
 	Target   json.RawMessage `json:"target,omitempty"`
+}
+
+// targetsError is a store that cannot name its targets (it is not a
+// converge.TargetLister).
+type targetsError struct{ store string }
+
+func (e *targetsError) Error() string {
+	return fmt.Sprintf("convergectl: the store (%s) cannot list its targets", e.store)
+}
+
+func runTargets(ctx context.Context, e *env, c *common, _ []string) error {
+	st, closer, err := c.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	lister, ok := st.(converge.TargetLister)
+	if !ok {
+		return &targetsError{store: fmt.Sprintf("%T", st)}
+	}
+	names, err := lister.TargetNames(ctx)
+	if err != nil {
+		return err
+	}
+	out := []targetView{}
+	for _, name := range names {
+		raw, rev, err := st.Target(ctx, name)
+		if errors.Is(err, converge.ErrStoreNotFound) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		v := targetView{Name: name, Revision: rev}
+		if id, ok := sealedValue(raw); ok {
+			v.Sealed, v.KeyID = true, id
+		}
+		out = append(out, v)
+	}
+	if c.structured() {
+		return c.emit(e.out, map[string]any{"targets": out})
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(e.errOut, "no targets in the store")
+		return nil
+	}
+	t := newTable(e.out, "NAME", "REVISION", "VALUE")
+	for _, v := range out {
+		value := ""
+		if v.Sealed {
+			value = sealedText(v.KeyID)
+		}
+		t.row(v.Name, fmt.Sprint(v.Revision), value)
+	}
+	return t.flush()
 }
 
 func runTarget(ctx context.Context, e *env, c *common, args []string) error {
@@ -52,8 +112,8 @@ func runTarget(ctx context.Context, e *env, c *common, args []string) error {
 	if !c.showSecrets {
 		v.redact()
 	}
-	if c.json() {
-		return writeJSON(e.out, v)
+	if c.structured() {
+		return c.emit(e.out, v)
 	}
 	fmt.Fprintf(e.out, "Name:      %s\nRevision:  %d\n", v.Name, v.Revision)
 	if v.Sealed {
