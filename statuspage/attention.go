@@ -22,6 +22,22 @@ func targetAttention(tv TargetView) (AttentionItem, bool) {
 	}, true
 }
 
+// pendingAttention returns the items of a target's pending host actions.
+func pendingAttention(tv TargetView) []AttentionItem {
+	items := make([]AttentionItem, 0, len(tv.PendingActions))
+	for _, p := range tv.PendingActions {
+		it := AttentionItem{
+			Kind: "target", Name: tv.Name, Problem: ProblemActionPending, Action: p.Action, Revision: p.Revision,
+			Error: fmt.Sprintf("%s asked by %s", p.Action, p.Item), Since: p.Since, Path: "targets/" + url.PathEscape(tv.Name),
+		}
+		if p.Reason != "" {
+			it.Error += ": " + p.Reason
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
 // controllerAttention returns the items of c's objects: quarantined (as
 // the store has them, every replica's), halted by a terminal error, and
 // above their state's SLA, each once, sorted by key.

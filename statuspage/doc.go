@@ -4,8 +4,11 @@
 //
 // It shows, per target reconciler (see WatchTarget), the current target
 // revision, the last pass (when, its result, how long it took), the
-// failed passes, whether an update lock stopped the last one and the host
-// actions items asked for, and the target's graph per stage: as SVG when
+// failed passes, whether an update lock stopped the last one, the host
+// actions still pending (a reboot required: since when, for which
+// revision, asked by which item; read from the reconciler, which keeps
+// them in its Store, so they survive a restart of the program) and those
+// items asked for while the page watched, and the target's graph per stage: as SVG when
 // Graphviz dot is on PATH (one dot at a time, each picture drawn once per
 // revision and outcomes), and always as a list in dependency order with
 // each item's outcome, plus its Mermaid text. The revision is the one the
@@ -32,7 +35,7 @@
 // The overview starts with Needs attention (OverviewView.NeedsAttention):
 // the quarantined objects (as the store has them), the objects halted by
 // a terminal error, the objects above their state's SLA, the targets whose
-// last pass failed, the plans that failed or were aborted and the running
+// last pass failed, the host actions targets still wait for, the plans that failed or were aborted and the running
 // plans with failed targets, each with its last error, its age and, when
 // Options.Actions is set and the Authorizer allows the viewer, the action
 // beside it (release, retry, abort; its form brings the viewer back to

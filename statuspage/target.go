@@ -23,6 +23,7 @@ const MaxFailures = 10
 type Target struct {
 	name     string
 	revision func() uint64
+	pending  func() []converge.PendingAction
 	stages   func(ctx context.Context) ([]converge.TargetStage, error)
 	data     func() (json.RawMessage, error) // the current target as JSON, nil when none
 	now      func() time.Time
@@ -57,6 +58,7 @@ func WatchTarget[T any](r *converge.TargetReconciler[T], opts TargetOptions[T]) 
 	t := &Target{
 		name:     opts.Name,
 		revision: r.Revision,
+		pending:  r.PendingActions,
 		now:      opts.Now,
 		reports:  map[string]*converge.Report{},
 	}
@@ -183,6 +185,12 @@ func (t *Target) view() TargetView {
 	defer t.mu.Unlock()
 	v := t.snap
 	v.Revision = t.revision()
+	v.PendingActions = []PendingActionView{}
+	for _, p := range t.pending() {
+		v.PendingActions = append(v.PendingActions, PendingActionView{
+			Action: p.Action.String(), Item: string(p.ID), Reason: p.Reason, Revision: p.Revision, Since: p.Since,
+		})
+	}
 	v.Graph = t.stages != nil
 	v.Failures = append([]PassView(nil), v.Failures...)
 	v.Actions = append([]ActionRequiredView(nil), v.Actions...)

@@ -26,7 +26,8 @@ type OverviewView struct {
 	AsOf time.Time `json:"asOf"`
 	// NeedsAttention lists what needs an operator: quarantined objects,
 	// objects halted by a terminal error, objects above their state's
-	// SLA, targets whose last pass failed, plans that failed or were
+	// SLA, targets whose last pass failed, host actions of targets still
+	// pending (a reboot required), plans that failed or were
 	// aborted, and running plans with failed targets. It is empty (not
 	// nil) when nothing does.
 	NeedsAttention []AttentionItem     `json:"needsAttention"`
@@ -41,9 +42,12 @@ const (
 	ProblemTerminal    = "terminal"
 	ProblemAboveSLA    = "above SLA"
 	ProblemPassFailed  = "last pass failed"
-	ProblemPlanFailed  = "plan failed"
-	ProblemPlanAborted = "plan aborted"
-	ProblemHostsFailed = "targets failed"
+	// ProblemActionPending is a host action (AttentionItem.Action) that
+	// a target's item asked for and that has not happened yet.
+	ProblemActionPending = "host action pending"
+	ProblemPlanFailed    = "plan failed"
+	ProblemPlanAborted   = "plan aborted"
+	ProblemHostsFailed   = "targets failed"
 )
 
 // AttentionItem is one thing that needs an operator, on the overview.
@@ -65,6 +69,10 @@ type AttentionItem struct {
 	// object's last error (for a halt) or the time it entered its state
 	// (above its SLA), the failed pass, the plan's newest update.
 	Since time.Time `json:"since"`
+	// Action is the host action of ProblemActionPending ("reboot",
+	// "shutdown"), and Revision the target revision that asked for it.
+	Action   string `json:"action,omitempty"`
+	Revision uint64 `json:"revision,omitempty"`
 	// Repeats counts the failures in a row behind it (a target's failed
 	// passes, an object's failed runs), 0 when not counted.
 	Repeats int `json:"repeats,omitempty"`
@@ -109,8 +117,14 @@ type TargetView struct {
 	// first; failed passes in a row with the same error are one entry
 	// (see PassView.Repeats).
 	Failures []PassView `json:"failures"`
+	// PendingActions are the host actions (reboot, shutdown) that items
+	// asked for and that have not happened yet, oldest first, as the
+	// reconciler keeps them in its Store
+	// (converge.TargetReconciler.PendingActions): they survive a restart
+	// of the program, and go once the host booted again.
+	PendingActions []PendingActionView `json:"pendingActions"`
 	// Actions are the newest host actions (reboot, shutdown) items asked
-	// for, oldest first.
+	// for in the passes this page saw, oldest first.
 	Actions []ActionRequiredView `json:"actionsRequired"`
 	// Graph is true when the page can draw the target's graph (see
 	// TargetOptions.Build).
@@ -156,6 +170,21 @@ type ChangeView struct {
 	Stage    string    `json:"stage,omitempty"`
 	// Summary is the walk's converge.Report.Summary.
 	Summary string `json:"summary,omitempty"`
+}
+
+// PendingActionView is a host action that an item asked for and that has
+// not happened yet (converge.PendingAction).
+type PendingActionView struct {
+	// Action is "reboot" or "shutdown".
+	Action string `json:"action"`
+	// Item is the item that asked for it, Reason its reason.
+	Item   string `json:"item"`
+	Reason string `json:"reason,omitempty"`
+	// Revision is the revision of the target whose pass asked for it
+	// last.
+	Revision uint64 `json:"revision"`
+	// Since is when it was first asked for.
+	Since time.Time `json:"since"`
 }
 
 // ActionRequiredView is a host action an item asked for.
