@@ -33,6 +33,19 @@
 // with nothing in it prints no table: it says so on standard error, and
 // exits 0 (JSON and YAML print the empty list).
 //
+// # Watching
+//
+// --watch (or -w) makes a read command print its output, then print it
+// again every time it changes, until it is interrupted (SIGINT, exit 0):
+// a table after an empty line, YAML after "---", JSON as a stream of
+// documents. It reads the store every --watch-interval (2s by default). A
+// bolt file is opened for each reading and closed at once, so that the
+// program that owns it can open it in between (a reading that finds it
+// held prints the error once and the watch goes on); a database is kept
+// open, and its notifications (pgstore's LISTEN/NOTIFY: an object added,
+// made due or deleted) wake the watch before the interval ends. A first
+// reading that fails ends the watch with its error.
+//
 // In a table, a history's transitions that came again and again in a row
 // (a plan flapping between SchedulableWait and Schedulable) are written
 // once, with how many times they came and when last (column REPEATED);

@@ -109,7 +109,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		report(stderr, com.json(), err)
 		return exitUsage
 	}
-	if err := c.run(ctx, e, com, pos); err != nil {
+	runCmd := c.run
+	if com.watch {
+		runCmd = func(ctx context.Context, e *env, com *common, args []string) error {
+			return watch(ctx, e, c, com, args)
+		}
+	}
+	if err := runCmd(ctx, e, com, pos); err != nil {
 		if com.showSecrets && com.keyFile == "" && errors.Is(err, converge.ErrSealed) {
 			err = &needKeyError{err: err}
 		}

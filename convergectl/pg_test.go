@@ -113,3 +113,30 @@ func TestPostgresReadOnly(t *testing.T) {
 	assert.Contains(t, r.err, `"kind":"store"`)
 	assert.NotContains(t, r.err, "hunter2")
 }
+
+// TestPostgresWatch: objects --watch over a database is woken by the
+// store's notifications: with an interval of an hour, an object another
+// process adds is printed at once. targets lists the database's targets.
+func TestPostgresWatch(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, dsn, pgstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, controller.AddObject(ctx, st, "host", "first", "provisioning", nil))
+	_, err = st.PutTarget(ctx, "agent", json.RawMessage(`{"image":"app:1"}`))
+	require.NoError(t, err)
+
+	var targets struct {
+		Targets []targetView `json:"targets"`
+	}
+	ctlJSON(t, &targets, "targets", "--pg", dsn)
+	require.Len(t, targets.Targets, 1)
+	assert.Equal(t, "agent", targets.Targets[0].Name)
+
+	w := startWatch(t, "objects", "host", "--pg", dsn, "--watch-interval", "1h")
+	w.waitFor(t, "first")
+	require.NoError(t, controller.AddObject(ctx, st, "host", "second", "provisioning", nil))
+	w.waitFor(t, "second")
+	w.interrupt(t)
+}

@@ -32,6 +32,13 @@ type common struct {
 	as                                string
 	// showSecrets prints secret values as they are (--show-secrets).
 	showSecrets bool
+	// watch re-prints a read command's output when the store changes,
+	// reading it every watchInterval at least (--watch).
+	watch         bool
+	watchInterval time.Duration
+	// kept, when not nil, is the store the read commands use instead of
+	// opening one (a watch keeps a database store open).
+	kept converge.Store
 }
 
 // keyFileEnv names the environment variable that names the key file when
@@ -48,7 +55,11 @@ func (c *common) register(fs *flag.FlagSet, write bool) {
 	fs.DurationVar(&c.lockTimeout, "lock-timeout", defaultLockTimeout, "how long to wait for a bolt file another process holds")
 	if write {
 		fs.StringVar(&c.as, "as", "", "who the history says did it (default: the user running convergectl)")
+		return
 	}
+	fs.BoolVar(&c.watch, "watch", false, "print again every time what is printed changes, until interrupted (SIGINT)")
+	fs.BoolVar(&c.watch, "w", false, "short for --watch")
+	fs.DurationVar(&c.watchInterval, "watch-interval", defaultWatchInterval, "with --watch, how often to read the store again (a database's notifications wake it sooner)")
 }
 
 // json says errors are written as JSON (-o json).
@@ -170,6 +181,9 @@ func readKeys(path string) ([][]byte, error) {
 
 // open opens the store the flags name, read-only unless write.
 func (c *common) open(ctx context.Context, write bool) (converge.Store, io.Closer, error) {
+	if c.kept != nil && !write {
+		return c.kept, nopCloser{}, nil
+	}
 	sealer, clear, err := c.sealer(write)
 	if err != nil {
 		return nil, nil, err
