@@ -94,7 +94,8 @@ type TargetReconcilerConfig[T any] struct {
 	// Run waits for them. Its Metrics receive the reconciler's own
 	// (MetricTargetPasses and its siblings, labelled with the reconciler's
 	// Name) besides the walks'; its Logger gets a line per target set
-	// (Info), per pass that ended (Info; Warn when it failed) and the
+	// ("target set", Info) or resumed from the Store by Load ("target
+	// resumed", Info), per pass that ended (Info; Warn when it failed) and the
 	// walks' lines, every one with the attribute "target" (the Name) and
 	// the target's "revision". Targets never reach the log. Its Name is
 	// replaced by the reconciler's Name. Its RefreshLog, when nil, is a
@@ -342,13 +343,14 @@ func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	if err != nil {
 		return fmt.Errorf("converge: target %q: store: %w", r.name, bare(err))
 	}
-	r.adopt(ctx, t, rev)
+	r.adopt(ctx, t, rev, false)
 	return nil
 }
 
 // adopt makes t, stored under rev, the current target, unless a target of
-// a higher revision is current already, and asks for its pass.
-func (r *TargetReconciler[T]) adopt(ctx context.Context, t T, rev uint64) bool {
+// a higher revision is current already, and asks for its pass. resumed is
+// true when t was read from the Store (Load) rather than set.
+func (r *TargetReconciler[T]) adopt(ctx context.Context, t T, rev uint64, resumed bool) bool {
 	r.mu.Lock()
 	if r.hasTarget && rev <= r.rev {
 		r.mu.Unlock()
@@ -364,7 +366,7 @@ func (r *TargetReconciler[T]) adopt(ctx context.Context, t T, rev uint64) bool {
 	}
 	r.unreported++
 	r.mu.Unlock()
-	r.obs.targetSet(ctx, rev)
+	r.obs.targetSet(ctx, rev, resumed)
 	r.mu.Lock()
 	r.unreported--
 	r.mu.Unlock()
@@ -398,7 +400,7 @@ func (r *TargetReconciler[T]) Load(ctx context.Context) (bool, error) {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return false, fmt.Errorf("converge: target %q: decode: %w", r.name, bare(err))
 	}
-	r.adopt(ctx, t, rev)
+	r.adopt(ctx, t, rev, true)
 	return true, nil
 }
 

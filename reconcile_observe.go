@@ -48,14 +48,19 @@ func (o *targetObs) logAttrs(ctx context.Context, level slog.Level, msg string, 
 	}
 }
 
-// targetSet reports a new current target.
-func (o *targetObs) targetSet(ctx context.Context, rev uint64) {
+// targetSet reports a new current target: one set (SetTarget), or one
+// resumed from the Store (Load), which the log line tells apart.
+func (o *targetObs) targetSet(ctx context.Context, rev uint64, resumed bool) {
 	if o.m != nil {
 		o.m.Set(MetricTargetRevision, float64(rev), o.labels...)
 		o.m.Set(MetricTargetFailures, 0, o.labels...)
 		o.m.Set(MetricTargetBackoff, 0, o.labels...)
 	}
-	o.logAttrs(ctx, slog.LevelInfo, "target set", slog.Uint64("revision", rev))
+	msg := "target set"
+	if resumed {
+		msg = "target resumed"
+	}
+	o.logAttrs(ctx, slog.LevelInfo, msg, slog.Uint64("revision", rev))
 }
 
 // pendingActions reports the number of pending host actions of each kind.

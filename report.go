@@ -252,13 +252,62 @@ func (r *Report) Err() error {
 			errs = append(errs, it.Err)
 		}
 	}
+	failed := len(errs)
 	if r.notRun > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d items: %w", ErrNotRun, r.notRun, r.cause))
+		errs = append(errs, &notRunError{n: r.notRun, cause: r.cause})
 	}
 	if len(errs) == 0 {
 		return nil
 	}
-	return &multierror.Error{Errors: errs, ErrorFormat: listFormat(r.Mode.String() + " failed")}
+	return &multierror.Error{Errors: errs, ErrorFormat: reportFormat(r.Mode.String()+" failed", failed, r.notRun)}
+}
+
+// notRunError is the one error of a report for all its items not run.
+type notRunError struct {
+	n     int
+	cause error
+}
+
+// Error reads "converge: 7 items not run: context canceled".
+func (e *notRunError) Error() string {
+	return fmt.Sprintf("converge: %s not run: %s", countItems(e.n), causeText(e.cause))
+}
+
+// Is makes the error match ErrNotRun.
+func (e *notRunError) Is(target error) bool { return target == ErrNotRun }
+
+// Unwrap returns the cause of the interruption.
+func (e *notRunError) Unwrap() error { return e.cause }
+
+// countItems reads "1 item" or "n items".
+func countItems(n int) string {
+	if n == 1 {
+		return "1 item"
+	}
+	return fmt.Sprintf("%d items", n)
+}
+
+// reportFormat renders a report's errors under a headline that counts the
+// items they are about, as listed: "converge: apply failed: 15 items:
+// 8 failed, 7 not run:", then one line per failed item and one for the
+// items not run.
+func reportFormat(headline string, failed, notRun int) multierror.ErrorFormatFunc {
+	return func(errs []error) string {
+		if len(errs) == 1 {
+			return errs[0].Error()
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "converge: %s: %s: %d failed", headline, countItems(failed+notRun), failed)
+		if notRun > 0 {
+			fmt.Fprintf(&b, ", %d not run", notRun)
+		}
+		b.WriteByte(':')
+		for _, e := range errs {
+			b.WriteString("\n\t* ")
+			b.WriteString(causeText(e))
+		}
+		return b.String()
+	}
 }
 
 // Summary renders the report for a person: a headline with the counts, then
