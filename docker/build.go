@@ -38,23 +38,23 @@ const LabelBuildKey = "io.convergekit.build-key"
 type Build struct {
 	// Context is the directory sent to the engine, a path on this host;
 	// required. Its .dockerignore is honoured.
-	Context string
+	Context string `json:"context,omitzero"`
 	// Dockerfile is the path of the Dockerfile inside Context; ""
 	// means "Dockerfile".
-	Dockerfile string
+	Dockerfile string `json:"dockerfile,omitzero"`
 	// Args are the build arguments (ARG). An argument whose name is
 	// secret (IsSecretEnv) is redacted from errors.
-	Args map[string]string
+	Args map[string]string `json:"args,omitempty"`
 	// Target is the stage of a multi-stage Dockerfile to build; "" builds
 	// the last one.
-	Target string
+	Target string `json:"target,omitzero"`
 	// Labels are put on the image, with LabelOwner and LabelBuildKey.
-	Labels map[string]string
+	Labels map[string]string `json:"labels,omitempty"`
 	// ExtraHosts adds "host:ip" lines to /etc/hosts during the build.
-	ExtraHosts []string
+	ExtraHosts []string `json:"extra_hosts,omitempty"`
 	// ShmSize is the size of /dev/shm of the build's containers, in
 	// bytes; 0 keeps the engine's default.
-	ShmSize int64
+	ShmSize int64 `json:"shm_size,omitzero"`
 }
 
 // ImageBuilder is the ability to build an image, which *client.Client

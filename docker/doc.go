@@ -162,6 +162,17 @@
 // lets a converge.TargetReconciler keep a Project converged, so a killed
 // container is back within a pass.
 //
+// A Project is stored as a deliberate JSON form (Project.MarshalJSON):
+// a format version (ProjectFormat), field names in Compose's vocabulary
+// ("services", "image", "environment", "depends_on", "stop_grace_period"),
+// enums by name, durations as text, zero values left out; reading it
+// refuses unknown and repeated fields with a *DecodeError naming the
+// culprit, and still reads the form v0.1.0 stored. What is given at run
+// time is never stored: Metrics, Logger and HashKey are not part of the
+// form, so a stored target never holds the hash key. A program gives them
+// once, as a Runtime to TargetBuild, which applies them to every project
+// it builds, the targets it resumes from its store included.
+//
 // Seeing it work: Project.Metrics (a converge.Metrics, such as the
 // prometheus module's) counts every engine call of the project's graph by
 // operation, the Engine method's name, in

@@ -20,24 +20,25 @@ import (
 // ("" means the same path) with the cgroup permissions Permissions (a
 // combination of r, w and m; "" means "rwm").
 type Device struct {
-	Host        string
-	Container   string
-	Permissions string
+	Host        string `json:"source,omitzero"`
+	Container   string `json:"target,omitzero"`
+	Permissions string `json:"permissions,omitzero"`
 }
 
 // Ulimit is one resource limit ("nofile", "nproc", "memlock", ...) with
 // its soft and hard values.
 type Ulimit struct {
-	Name       string
-	Soft, Hard int64
+	Name string `json:"name,omitzero"`
+	Soft int64  `json:"soft,omitzero"`
+	Hard int64  `json:"hard,omitzero"`
 }
 
 // Logging is the log driver of a container and its options.
 type Logging struct {
 	// Driver is the log driver ("json-file", "local", "journald", "none");
 	// "" keeps the engine's default driver.
-	Driver  string
-	Options map[string]string
+	Driver  string            `json:"driver,omitzero"`
+	Options map[string]string `json:"options,omitempty"`
 }
 
 var (
@@ -264,7 +265,7 @@ func (s *ContainerSpec) hostFields(put func(k string, v any, set bool)) {
 	put("cpuset", s.CPUSet, s.CPUSet != "")
 	devs := slices.Clone(s.Devices)
 	sort.Slice(devs, func(i, j int) bool { return devs[i].Host+devs[i].Container < devs[j].Host+devs[j].Container })
-	put("devices", devs, len(devs) > 0)
+	put("devices", hashShapes(devs, func(d Device) hashDevice { return hashDevice(d) }), len(devs) > 0)
 	put("dns", s.DNS, len(s.DNS) > 0)
 	put("dns_opt", sorted(s.DNSOptions), len(s.DNSOptions) > 0)
 	put("dns_search", s.DNSSearch, len(s.DNSSearch) > 0)
@@ -291,14 +292,14 @@ func (s *ContainerSpec) hostFields(put func(k string, v any, set bool)) {
 	put("tmpfs", sorted(s.Tmpfs), len(s.Tmpfs) > 0)
 	ul := slices.Clone(s.Ulimits)
 	sort.Slice(ul, func(i, j int) bool { return ul[i].Name < ul[j].Name })
-	put("ulimits", ul, len(ul) > 0)
+	put("ulimits", hashShapes(ul, func(u Ulimit) hashUlimit { return hashUlimit(u) }), len(ul) > 0)
 	put("user", s.User, s.User != "")
 	put("userns_mode", s.UsernsMode, s.UsernsMode != "")
 	put("working_dir", s.WorkingDir, s.WorkingDir != "")
 	put("platform", s.Platform, s.Platform != "")
 	put("runtime", s.Runtime, s.Runtime != "")
 	put("init", s.Init, s.Init != nil)
-	put("logging", s.Logging, s.Logging != nil)
+	put("logging", hashShape(s.Logging, func(l Logging) hashLogging { return hashLogging(l) }), s.Logging != nil)
 	put("stdin_open", s.StdinOpen, s.StdinOpen)
 	put("tty", s.Tty, s.Tty)
 	addrs := map[string][2]string{}

@@ -225,17 +225,19 @@ func (v *Volume) ApplyDry(_ context.Context, _, target VolumeState) (VolumeState
 // IPAM is the address management of a network: its driver ("" for the
 // engine's default), the driver's options and the address pools.
 type IPAM struct {
-	Driver  string
-	Options map[string]string
-	Pools   []IPAMPool
+	Driver  string            `json:"driver,omitzero"`
+	Options map[string]string `json:"options,omitempty"`
+	Pools   []IPAMPool        `json:"config,omitempty"`
 }
 
 // IPAMPool is one address pool of a network: a Subnet in CIDR notation,
 // optionally an IPRange inside it to allocate from, a Gateway and
 // AuxAddresses the engine must not hand out (by host name).
 type IPAMPool struct {
-	Subnet, IPRange, Gateway string
-	AuxAddresses             map[string]string
+	Subnet       string            `json:"subnet,omitzero"`
+	IPRange      string            `json:"ip_range,omitzero"`
+	Gateway      string            `json:"gateway,omitzero"`
+	AuxAddresses map[string]string `json:"aux_addresses,omitempty"`
 }
 
 // engine is the IPAM in the engine's terms; nil for a nil IPAM.

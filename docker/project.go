@@ -30,24 +30,25 @@ const DefaultPollInterval = 250 * time.Millisecond
 // Graph rejects for its empty Name.
 type Project struct {
 	// Name labels everything the project creates; required.
-	Name       string
-	Containers []ContainerSpec
-	Networks   []NetworkSpec
-	Volumes    []VolumeSpec
+	Name string `json:"name,omitzero"`
+	// Containers are the project's containers [services].
+	Containers []ContainerSpec `json:"services,omitempty"`
+	Networks   []NetworkSpec   `json:"networks,omitempty"`
+	Volumes    []VolumeSpec    `json:"volumes,omitempty"`
 	// PollInterval is how often depends_on waits look at a dependency, and
 	// how long a container the walk started is watched for an early exit;
 	// 0 means DefaultPollInterval.
-	PollInterval time.Duration
+	PollInterval time.Duration `json:"poll_interval,omitzero,format:units"`
 	// RemoveImages makes Clean remove the project's images too (when no
 	// container uses them); by default cleaning leaves images alone.
-	RemoveImages bool
+	RemoveImages bool `json:"remove_images,omitzero"`
 	// RemoveVolumes makes Clean remove the project's volumes too, as
 	// "docker compose down --volumes" does; by default cleaning keeps them,
 	// with the data in them.
-	RemoveVolumes bool
+	RemoveVolumes bool `json:"remove_volumes,omitzero"`
 	// Unsupported lists the Compose fields the loader skipped because
 	// LoadOptions.IgnoreUnsupported was set ("services.web.cap_add").
-	Unsupported []string
+	Unsupported []string `json:"unsupported,omitempty"`
 	// HashKey keys the spec hashes in LabelSpecHash and LabelSpecFields
 	// (HMAC-SHA256), so a reader of the labels cannot test a guessed secret
 	// offline. Keep it secret and stable: a new key recreates every
@@ -56,11 +57,12 @@ type Project struct {
 	// key from Name, which anyone can recompute: then a label reader CAN
 	// test a guessed secret value. Set it whenever labels may be seen by
 	// someone who must not learn the environment (see the package
-	// documentation).
-	HashKey []byte
+	// documentation). It is not part of the project's JSON, so a stored
+	// target never holds it: give it at run time (Runtime.HashKey).
+	HashKey []byte `json:"-"`
 	// Metrics, when set, counts every engine call the project's graph
 	// makes, by operation (MetricEngineCalls, MetricEngineErrors); nil
-	// counts nothing. It is not part of the project's JSON.
+	// counts nothing. It is not part of the project's JSON (see Runtime).
 	Metrics converge.Metrics `json:"-"`
 	// Logger, when set, receives a record of every change the project's
 	// graph makes on the engine (create, start, stop, remove, rename,
@@ -71,33 +73,33 @@ type Project struct {
 	// apply; nil logs nothing.
 	// Environment values are never logged, and an error is scrubbed of
 	// the project's secrets as the package's errors are. It is not part
-	// of the project's JSON.
+	// of the project's JSON (see Runtime).
 	Logger *slog.Logger `json:"-"`
 }
 
 // NetworkSpec is an engine network the project owns.
 type NetworkSpec struct {
 	// Name is the engine network name; required.
-	Name     string
-	Driver   string
-	Internal bool
-	Labels   map[string]string
+	Name     string            `json:"name,omitzero"`
+	Driver   string            `json:"driver,omitzero"`
+	Internal bool              `json:"internal,omitzero"`
+	Labels   map[string]string `json:"labels,omitempty"`
 	// Options are the driver's options (Compose driver_opts).
-	Options map[string]string
+	Options map[string]string `json:"driver_opts,omitempty"`
 	// EnableIPv6 gives the network IPv6 addresses (Compose enable_ipv6).
-	EnableIPv6 bool
+	EnableIPv6 bool `json:"enable_ipv6,omitzero"`
 	// IPAM sets the address pools; nil lets the engine choose.
-	IPAM *IPAM
+	IPAM *IPAM `json:"ipam,omitzero"`
 }
 
 // VolumeSpec is an engine volume the project owns.
 type VolumeSpec struct {
 	// Name is the engine volume name; required.
-	Name   string
-	Driver string
-	Labels map[string]string
+	Name   string            `json:"name,omitzero"`
+	Driver string            `json:"driver,omitzero"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// Options are the driver's options (Compose driver_opts).
-	Options map[string]string
+	Options map[string]string `json:"driver_opts,omitempty"`
 }
 
 // ProjectID is the ID of the project item of project name.

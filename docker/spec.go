@@ -221,9 +221,9 @@ const (
 // Dependency is one depends_on entry: wait for Service to meet Condition,
 // for at most Timeout (0 means DefaultDependencyTimeout).
 type Dependency struct {
-	Service   string
-	Condition Condition
-	Timeout   time.Duration
+	Service   string        `json:"service,omitzero"`
+	Condition Condition     `json:"condition,omitzero"`
+	Timeout   time.Duration `json:"timeout,omitzero,format:units"`
 }
 
 // DefaultDependencyTimeout bounds a depends_on wait whose Timeout is zero.
@@ -232,40 +232,41 @@ const DefaultDependencyTimeout = 2 * time.Minute
 // Port publishes ContainerPort/Protocol on HostIP:HostPort. Protocol ""
 // means tcp; HostPort "" lets the engine choose.
 type Port struct {
-	HostIP        string
-	HostPort      string
-	ContainerPort uint16
-	Protocol      string
+	HostIP        string `json:"host_ip,omitzero"`
+	HostPort      string `json:"published,omitzero"`
+	ContainerPort uint16 `json:"target,omitzero"`
+	Protocol      string `json:"protocol,omitzero"`
 }
 
 // Mount attaches a named volume (Type "volume", Source the engine volume
 // name) or a host path (Type "bind") at Target.
 type Mount struct {
-	Type     string
-	Source   string
-	Target   string
-	ReadOnly bool
+	Type     string `json:"type,omitzero"`
+	Source   string `json:"source,omitzero"`
+	Target   string `json:"target,omitzero"`
+	ReadOnly bool   `json:"read_only,omitzero"`
 }
 
 // NetworkAttachment connects a container to the engine network Name with
 // the given DNS aliases.
 type NetworkAttachment struct {
-	Name    string
-	Aliases []string
+	Name    string   `json:"name,omitzero"`
+	Aliases []string `json:"aliases,omitempty"`
 	// IPv4Address and IPv6Address are static addresses on the network
 	// (Compose ipv4_address, ipv6_address); "" lets the engine choose.
-	IPv4Address, IPv6Address string
+	IPv4Address string `json:"ipv4_address,omitzero"`
+	IPv6Address string `json:"ipv6_address,omitzero"`
 }
 
 // Healthcheck is a container healthcheck; Test is in Docker form
 // (["CMD", ...] or ["CMD-SHELL", "..."]). Zero durations use the engine's
 // defaults.
 type Healthcheck struct {
-	Test        []string
-	Interval    time.Duration
-	Timeout     time.Duration
-	StartPeriod time.Duration
-	Retries     int
+	Test        []string      `json:"test,omitempty"`
+	Interval    time.Duration `json:"interval,omitzero,format:units"`
+	Timeout     time.Duration `json:"timeout,omitzero,format:units"`
+	StartPeriod time.Duration `json:"start_period,omitzero,format:units"`
+	Retries     int           `json:"retries,omitzero"`
 }
 
 // ContainerSpec is what the user wants of one container. Only the fields
@@ -273,37 +274,37 @@ type Healthcheck struct {
 // specified"): an image default the user did not override is never drift.
 type ContainerSpec struct {
 	// Service is the service name, unique in a project; required.
-	Service string
+	Service string `json:"service,omitzero"`
 	// Name is the engine container name; "" means "<project>-<service>".
-	Name string
+	Name string `json:"container_name,omitzero"`
 	// Image is the image reference; required. With Build it is the tag
 	// the build gives the image.
-	Image string
+	Image string `json:"image,omitzero"`
 	// Build, when set, builds Image from a local context instead of
 	// pulling it (Pull is then ignored): the build is an item of the
 	// project's graph, before any container is created, and an image
 	// built from another context or options than the present one is
 	// built again (its containers are recreated on it).
-	Build       *Build
-	Command     []string
-	Entrypoint  []string
-	Env         map[string]string
-	Labels      map[string]string
-	Ports       []Port
-	Mounts      []Mount
-	Networks    []NetworkAttachment
-	Restart     string
-	Healthcheck *Healthcheck
+	Build       *Build              `json:"build,omitzero"`
+	Command     []string            `json:"command,omitempty"`
+	Entrypoint  []string            `json:"entrypoint,omitempty"`
+	Env         map[string]string   `json:"environment,omitempty"`
+	Labels      map[string]string   `json:"labels,omitempty"`
+	Ports       []Port              `json:"ports,omitempty"`
+	Mounts      []Mount             `json:"volumes,omitempty"`
+	Networks    []NetworkAttachment `json:"networks,omitempty"`
+	Restart     string              `json:"restart,omitzero"`
+	Healthcheck *Healthcheck        `json:"healthcheck,omitzero"`
 	// StopTimeout is how long a stop waits before killing; nil means the
 	// engine default.
-	StopTimeout *time.Duration
-	Run         RunMode
-	DependsOn   []Dependency
-	Update      UpdateStrategy
-	Pull        PullPolicy
+	StopTimeout *time.Duration `json:"stop_grace_period,omitzero,format:units"`
+	Run         RunMode        `json:"run,omitzero"`
+	DependsOn   []Dependency   `json:"depends_on,omitempty"`
+	Update      UpdateStrategy `json:"update_strategy,omitzero"`
+	Pull        PullPolicy     `json:"pull_policy,omitzero"`
 	// SecretEnv lists environment keys whose values are secret on top of
 	// those matched by the default pattern (see IsSecretEnv).
-	SecretEnv []string
+	SecretEnv []string `json:"secret_env,omitempty"`
 	// UpdateLock is the absolute path, inside the container, of its update
 	// lock file; "" means the container takes no lock. While the file
 	// exists the container is not recreated, stopped or removed: the item
@@ -313,7 +314,7 @@ type ContainerSpec struct {
 	// interrupted and removes it when done. The path must be on the
 	// container's filesystem, a named volume or a bind mount (not a
 	// tmpfs), where the engine can look it up.
-	UpdateLock string
+	UpdateLock string `json:"update_lock,omitzero"`
 
 	// The options below are those of the engine's container create (the
 	// Compose field of the same meaning is named in brackets). Their zero
@@ -322,96 +323,104 @@ type ContainerSpec struct {
 
 	// CapAdd and CapDrop add and drop Linux capabilities ("NET_ADMIN",
 	// "ALL") [cap_add, cap_drop].
-	CapAdd, CapDrop []string
+	CapAdd  []string `json:"cap_add,omitempty"`
+	CapDrop []string `json:"cap_drop,omitempty"`
 	// CgroupParent is the parent cgroup [cgroup_parent].
-	CgroupParent string
+	CgroupParent string `json:"cgroup_parent,omitzero"`
 	// CPUShares is the relative CPU weight [cpu_shares]; CPUQuota the CPU
 	// time in microseconds per 100ms period [cpu_quota]; CPUs the number
 	// of CPUs, fractional [cpus, deploy.resources.limits.cpus]; CPUSet the
 	// CPUs allowed ("0-2,4") [cpuset].
-	CPUShares, CPUQuota int64
-	CPUs                float64
-	CPUSet              string
+	CPUShares int64   `json:"cpu_shares,omitzero"`
+	CPUQuota  int64   `json:"cpu_quota,omitzero"`
+	CPUs      float64 `json:"cpus,omitzero"`
+	CPUSet    string  `json:"cpuset,omitzero"`
 	// Devices maps host device nodes into the container [devices].
-	Devices []Device
+	Devices []Device `json:"devices,omitempty"`
 	// DNS servers, resolver options and search domains [dns, dns_opt,
 	// dns_search].
-	DNS, DNSOptions, DNSSearch []string
+	DNS        []string `json:"dns,omitempty"`
+	DNSOptions []string `json:"dns_opt,omitempty"`
+	DNSSearch  []string `json:"dns_search,omitempty"`
 	// Hostname and Domainname of the container [hostname, domainname].
-	Hostname, Domainname string
+	Hostname   string `json:"hostname,omitzero"`
+	Domainname string `json:"domainname,omitzero"`
 	// Expose lists ports exposed without publishing them: "80",
 	// "8000-8010", "53/udp" [expose].
-	Expose []string
+	Expose []string `json:"expose,omitempty"`
 	// ExtraHosts adds "host:ip" lines to /etc/hosts ("host-gateway" as the
 	// IP names the host) [extra_hosts].
-	ExtraHosts []string
+	ExtraHosts []string `json:"extra_hosts,omitempty"`
 	// GroupAdd adds supplementary groups (names or IDs) [group_add].
-	GroupAdd []string
+	GroupAdd []string `json:"group_add,omitempty"`
 	// IPC is the IPC namespace mode: private, shareable, host, none or
 	// container:NAME [ipc].
-	IPC string
+	IPC string `json:"ipc,omitzero"`
 	// MacAddress is the container's MAC address on its first network
 	// [mac_address].
-	MacAddress string
+	MacAddress string `json:"mac_address,omitzero"`
 	// Memory is the memory limit and MemoryReservation the soft limit, in
 	// bytes [mem_limit, deploy.resources.limits.memory; mem_reservation,
 	// deploy.resources.reservations.memory].
-	Memory, MemoryReservation int64
+	Memory            int64 `json:"mem_limit,omitzero"`
+	MemoryReservation int64 `json:"mem_reservation,omitzero"`
 	// NetworkMode is "bridge", "host", "none" or "service:NAME" (share the
 	// network namespace of the container of service NAME, which then
 	// becomes a dependency); "" attaches Networks, or the engine's default
 	// bridge [network_mode]. Networks must be empty when it is set.
-	NetworkMode string
+	NetworkMode string `json:"network_mode,omitzero"`
 	// OomKillDisable disables the OOM killer [oom_kill_disable];
 	// OomScoreAdj tunes it, from -1000 to 1000 [oom_score_adj].
-	OomKillDisable bool
-	OomScoreAdj    int
+	OomKillDisable bool `json:"oom_kill_disable,omitzero"`
+	OomScoreAdj    int  `json:"oom_score_adj,omitzero"`
 	// PID is "host" to share the host's PID namespace; "" keeps the
 	// container's own [pid].
-	PID string
+	PID string `json:"pid,omitzero"`
 	// PidsLimit bounds the number of processes; -1 means unlimited
 	// [pids_limit, deploy.resources.limits.pids].
-	PidsLimit int64
+	PidsLimit int64 `json:"pids_limit,omitzero"`
 	// Privileged gives the container every capability and device
 	// [privileged]; ReadOnly mounts its root filesystem read-only
 	// [read_only].
-	Privileged, ReadOnly bool
+	Privileged bool `json:"privileged,omitzero"`
+	ReadOnly   bool `json:"read_only,omitzero"`
 	// SecurityOpt sets security options ("no-new-privileges",
 	// "apparmor=unconfined", "seccomp=unconfined") [security_opt].
-	SecurityOpt []string
+	SecurityOpt []string `json:"security_opt,omitempty"`
 	// ShmSize is the size of /dev/shm in bytes [shm_size].
-	ShmSize int64
+	ShmSize int64 `json:"shm_size,omitzero"`
 	// StopSignal is the signal that stops the container ("SIGINT")
 	// [stop_signal].
-	StopSignal string
+	StopSignal string `json:"stop_signal,omitzero"`
 	// Sysctls are namespaced kernel parameters [sysctls].
-	Sysctls map[string]string
+	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// Tmpfs mounts a tmpfs at each "path" or "path:options" ("/run:size=1m")
 	// [tmpfs].
-	Tmpfs []string
+	Tmpfs []string `json:"tmpfs,omitempty"`
 	// Ulimits are resource limits [ulimits].
-	Ulimits []Ulimit
+	Ulimits []Ulimit `json:"ulimits,omitempty"`
 	// User runs the process as "user", "uid", "user:group" or "uid:gid"
 	// [user].
-	User string
+	User string `json:"user,omitzero"`
 	// UsernsMode is "host" to leave user namespace remapping [userns_mode].
-	UsernsMode string
+	UsernsMode string `json:"userns_mode,omitzero"`
 	// WorkingDir is the working directory, an absolute path [working_dir].
-	WorkingDir string
+	WorkingDir string `json:"working_dir,omitzero"`
 	// Platform is the platform of the container ("linux/arm64")
 	// [platform].
-	Platform string
+	Platform string `json:"platform,omitzero"`
 	// Runtime is the OCI runtime ("runc", "nvidia") [runtime].
-	Runtime string
+	Runtime string `json:"runtime,omitzero"`
 	// Init runs an init process as PID 1 when true; nil leaves the
 	// engine's default [init].
-	Init *bool
+	Init *bool `json:"init,omitzero"`
 	// Logging selects the log driver and its options; nil leaves the
 	// engine's default [logging].
-	Logging *Logging
+	Logging *Logging `json:"logging,omitzero"`
 	// StdinOpen keeps standard input open and Tty allocates a terminal
 	// [stdin_open, tty].
-	StdinOpen, Tty bool
+	StdinOpen bool `json:"stdin_open,omitzero"`
+	Tty       bool `json:"tty,omitzero"`
 }
 
 // Redacted replaces secret values in its output: converge.Redacted.
@@ -581,10 +590,10 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	}
 	ports := slices.Clone(s.Ports)
 	sort.Slice(ports, func(i, j int) bool { return fmt.Sprint(ports[i]) < fmt.Sprint(ports[j]) })
-	put("ports", ports, len(ports) > 0)
+	put("ports", hashShapes(ports, func(p Port) hashPort { return hashPort(p) }), len(ports) > 0)
 	mounts := slices.Clone(s.Mounts)
 	sort.Slice(mounts, func(i, j int) bool { return mounts[i].Target < mounts[j].Target })
-	put("mounts", mounts, len(mounts) > 0)
+	put("mounts", hashShapes(mounts, func(m Mount) hashMount { return hashMount(m) }), len(mounts) > 0)
 	// The hashed shape of an attachment stays name and aliases, so the
 	// hash of a container without static addresses does not change (see
 	// hostFields for the addresses).
@@ -601,7 +610,7 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	sort.Slice(nets, func(i, j int) bool { return nets[i].Name < nets[j].Name })
 	put("networks", nets, len(nets) > 0)
 	put("restart", s.Restart, s.Restart != "")
-	put("healthcheck", s.Healthcheck, s.Healthcheck != nil)
+	put("healthcheck", hashShape(s.Healthcheck, func(h Healthcheck) hashHealthcheck { return hashHealthcheck(h) }), s.Healthcheck != nil)
 	put("stop-timeout", s.StopTimeout, s.StopTimeout != nil)
 	put("update-lock", s.UpdateLock, s.UpdateLock != "")
 	s.hostFields(put)
