@@ -230,6 +230,8 @@ func (k *ConfigKey) check() error {
 		return &ItemError{Item: string(k.ID()), Reason: "no ConfigFile (use ConfigFile.Key or Entry)"}
 	case k.Key == "" || strings.ContainsAny(k.Key, "=\n"):
 		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid key %q", k.Key)}
+	case keyProblem(k.Key) != "":
+		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid key %q: %s", k.Key, keyProblem(k.Key))}
 	case strings.ContainsRune(k.Value, '\n'):
 		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("invalid value %q", k.Value)}
 	case strings.ContainsRune(k.Section, '\n') || !readsBack(parseLine("["+k.Section+"]\n", ""), lineSection, k.Section, "", ""):
@@ -240,6 +242,19 @@ func (k *ConfigKey) check() error {
 		return &ItemError{Item: string(k.ID()), Reason: fmt.Sprintf("%s may appear several times: use ConfigFile.Entry for each entry", k.Key)}
 	}
 	return nil
+}
+
+// keyProblem says why key, not empty, cannot be a key of a config file
+// line: a reader trims the blanks around a key and takes a line that
+// starts with '#' or ';' for a comment. "" when none of these applies.
+func keyProblem(key string) string {
+	switch {
+	case strings.TrimSpace(key) != key:
+		return "leading or trailing space"
+	case key[0] == '#' || key[0] == ';':
+		return fmt.Sprintf("starts with %q, which makes the line a comment", key[:1])
+	}
+	return ""
 }
 
 // readsBack reports whether a parsed line is of kind with section, key and
