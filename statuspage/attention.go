@@ -40,7 +40,8 @@ func pendingAttention(tv TargetView) []AttentionItem {
 
 // controllerAttention returns the items of c's objects: quarantined (as
 // the store has them, every replica's), halted by a terminal error, and
-// above their state's SLA, each once, sorted by key.
+// above their state's SLA, each once, the quarantined first, each part
+// sorted by key.
 func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller, objs []controller.Object, above map[string]bool) ([]AttentionItem, error) {
 	kind := c.Kind()
 	quarantined, err := c.Quarantined(r.Context())
@@ -72,6 +73,9 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	sort.SliceStable(keys, func(i, j int) bool {
+		return byKey[keys[i]].Halted == controller.HaltQuarantined && byKey[keys[j]].Halted != controller.HaltQuarantined
+	})
 	items := make([]AttentionItem, 0, len(keys))
 	for _, k := range keys {
 		o := byKey[k]

@@ -106,6 +106,7 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request) {
 			picked = append(picked, o)
 		}
 	}
+	quarantinedFirst(picked)
 	p, from, to, err := h.pageOf(r, len(picked))
 	if err != nil {
 		h.failQuery(w, r, err)
@@ -156,4 +157,12 @@ func (h *Handler) failQuery(w http.ResponseWriter, r *http.Request, err error) {
 // objects of kind with the status filter status.
 func objectsLink(kind, status string) string {
 	return "controllers/" + url.PathEscape(kind) + "/objects?status=" + url.QueryEscape(status)
+}
+
+// quarantinedFirst moves the quarantined objects of objs to its front,
+// keeping the order of each part.
+func quarantinedFirst(objs []controller.Object) {
+	sort.SliceStable(objs, func(i, j int) bool {
+		return objs[i].Halted == controller.HaltQuarantined && objs[j].Halted != controller.HaltQuarantined
+	})
 }

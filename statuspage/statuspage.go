@@ -441,7 +441,10 @@ type page struct {
 	Title   string
 	Root    string
 	Actions bool
-	View    any
+	// Plans is true when the page lists plans (Options.PlanIDs), so the
+	// navigation links to them.
+	Plans bool
+	View  any
 	// Now is the page's "as of" time, which ages count from.
 	Now time.Time
 	// Refresh is the meta refresh in seconds, 0 for none; Keep is the
@@ -473,7 +476,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, name
 		_ = enc.Encode(v)
 		return
 	}
-	p := page{Title: h.opts.Title, Root: root(r), Actions: h.opts.Actions, View: v, Now: h.opts.Now()}
+	p := page{Title: h.opts.Title, Root: root(r), Actions: h.opts.Actions, Plans: h.opts.PlanIDs != nil, View: v, Now: h.opts.Now()}
 	if h.opts.Refresh > 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		// Not after a POST: reloading its answer would ask again.
 		q := r.URL.Query()

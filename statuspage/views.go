@@ -287,6 +287,8 @@ type StateView struct {
 	// States are the lifecycle states of the controller, to filter by.
 	States []string `json:"states"`
 	Paging
+	// Objects are the objects of the page: the quarantined first, then
+	// the others, each part sorted by key.
 	Objects []ObjectSummary `json:"objects"`
 }
 
