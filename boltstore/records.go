@@ -468,12 +468,8 @@ func (s *Store) PutTarget(ctx context.Context, name string, tgt json.RawMessage)
 		b := tx.Bucket(bucketTargets)
 		var cur target
 		if v := b.Get([]byte(name)); v != nil {
-			body, ok := checkSum(kindTarget, name, v)
-			if !ok {
-				return corrupt("target %q: checksum mismatch", name)
-			}
 			var err error
-			if cur, err = decodeTarget(name, body); err != nil {
+			if cur, err = storedTarget(name, v); err != nil {
 				return err
 			}
 		}
@@ -499,11 +495,7 @@ func (s *Store) Target(ctx context.Context, name string) (json.RawMessage, uint6
 		if v == nil {
 			return fmt.Errorf("boltstore: target %q: %w", name, converge.ErrStoreNotFound)
 		}
-		body, ok := checkSum(kindTarget, name, v)
-		if !ok {
-			return corrupt("target %q: checksum mismatch", name)
-		}
-		t, err := decodeTarget(name, body)
+		t, err := storedTarget(name, v)
 		if err != nil {
 			return err
 		}

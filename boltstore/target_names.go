@@ -18,11 +18,7 @@ func (s *Store) TargetNames(ctx context.Context) ([]string, error) {
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketTargets).ForEach(func(k, v []byte) error {
 			name := string(k)
-			body, ok := checkSum(kindTarget, name, v)
-			if !ok {
-				return corrupt("target %q: checksum mismatch", name)
-			}
-			t, err := decodeTarget(name, body)
+			t, err := storedTarget(name, v)
 			if err != nil {
 				return err
 			}
@@ -39,4 +35,14 @@ func (s *Store) TargetNames(ctx context.Context) ([]string, error) {
 		return nil, s.dbError("target names", err)
 	}
 	return names, nil
+}
+
+// storedTarget decodes the entry v of the target name, checking its
+// checksum first.
+func storedTarget(name string, v []byte) (target, error) {
+	body, ok := checkSum(kindTarget, name, v)
+	if !ok {
+		return target{}, corrupt("target %q: checksum mismatch", name)
+	}
+	return decodeTarget(name, body)
 }

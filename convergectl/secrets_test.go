@@ -92,6 +92,7 @@ func TestNoSecretsShown(t *testing.T) {
 		shows []string
 	}{
 		{[]string{"kinds"}, nil},
+		{[]string{"targets"}, nil},
 		{[]string{"target", "da"}, []string{"not-printed-anywhere", "url-pass-xyz"}},
 		{[]string{"objects", "host"}, []string{"error-pass-xyz"}},
 		{[]string{"object", "host", "db"}, []string{"data-token-xyz", "error-pass-xyz", "history-token-xyz", "recent-pass-xyz"}},
@@ -160,6 +161,23 @@ func TestNoSecretsShown(t *testing.T) {
 					}
 				})
 			}
+		}
+
+		// The commands that write print what they changed: no secret
+		// either (a sealed store needs the key to be written).
+		for _, o := range outputFormats {
+			t.Run(name+"/writes/"+o, func(t *testing.T) {
+				path := secretFixture(t, s)
+				for _, args := range [][]string{{"release", "host", "db"}, {"retry", "pull"}, {"abort", "pull"}} {
+					args = append(args, "--bolt", path, "-o", o)
+					if sealed {
+						args = append(args, "--key-file", keyFile)
+					}
+					r := ctl(t, args...)
+					assert.Equal(t, exitOK, r.code, r.err)
+					assertNoSecret(t, r)
+				}
+			})
 		}
 	}
 }
