@@ -106,6 +106,9 @@ func checkFile(f io.ReaderAt, size int64) error {
 		if m0.magic == boltMagic {
 			return damaged("both meta pages are damaged")
 		}
+		if ps, id, ok := boltPagesFollow(f, size); ok {
+			return damaged("both meta pages are damaged (page %d is a bbolt page of %d bytes)", id, ps)
+		}
 		return fmt.Errorf("%w: no bbolt meta page", ErrNotStore)
 	}
 	if ps < 1024 || ps > 1<<24 || ps&(ps-1) != 0 {
@@ -159,6 +162,44 @@ func checkFile(f io.ReaderAt, size int64) error {
 		return c.freelist(m.freelist)
 	}
 	return nil
+}
+
+// scanPages bounds the pages boltPagesFollow looks at, per page size.
+const scanPages = 64
+
+// boltPagesFollow tells a bbolt file whose two meta pages are destroyed
+// (zeroed, overwritten) from a file that never was one. It reports the
+// first page size ps (a power of two from 1 KiB to 64 KiB that divides
+// the file's size, which is at least four pages) at which one of the
+// first scanPages pages after the meta pages starts with a bbolt page
+// header: its own page number as the page ID, no overflow past the end
+// of the file, and a kind bbolt writes (branch, leaf or free list). bbolt
+// writes every page whole at the offset of its ID, so a store file that
+// lost only its first pages still shows such headers; another program's
+// file would need eight bytes holding their own offset divided by a
+// power of two, followed by one of three small flag values, at a page
+// boundary. The rule errs towards "not a store": a file this returns
+// false for is left alone even with Options.OnCorrupt.
+func boltPagesFollow(f io.ReaderAt, size int64) (ps int64, id uint64, ok bool) {
+	hdr := make([]byte, pageHeaderSize)
+	for ps = 1024; ps <= 64<<10; ps <<= 1 {
+		if size%ps != 0 || size < 4*ps {
+			continue
+		}
+		pages := uint64(size / ps)
+		for id = 2; id < pages && id < 2+scanPages; id++ {
+			if n, _ := f.ReadAt(hdr, int64(id)*ps); n < len(hdr) {
+				break
+			}
+			flags := ne.Uint16(hdr[8:])
+			overflow := uint64(ne.Uint32(hdr[12:]))
+			kindOK := flags == pageBranch || flags == pageLeaf || flags == pageFreelist
+			if ne.Uint64(hdr) == id && kindOK && id+overflow < pages {
+				return ps, id, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // checker walks the pages of one file.

@@ -74,6 +74,14 @@
 // page number changed to that of an intact older copy of the bucket, still
 // in the free pages, would read that older copy.
 //
+// A file whose two meta pages are both destroyed (zeroed or overwritten,
+// as a card that lost its first blocks leaves it) is still told from
+// another program's file: it is a damaged store (ErrCorrupt) when, at a
+// page size from 1 KiB to 64 KiB that divides the file's size, one of the
+// first 64 pages after the meta pages carries a bbolt page header (its own
+// page number, a branch, leaf or free list page). Any other file without a
+// bbolt meta page is ErrNotStore and never moved aside.
+//
 // A device agent whose state can be rebuilt sets Options.OnCorrupt: a
 // damaged file is then moved aside (renamed to the path plus ".corrupt-"
 // and the UTC time, never deleted), a new empty store takes its place, and
