@@ -420,6 +420,8 @@ func TestUsageAndErrors(t *testing.T) {
 		{[]string{"objects", "host", "--bolt", path, "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"objects", "host", "--bolt", path, "-o", "xml"}, 2, `-o "xml": the formats are table, json and yaml`},
 		{[]string{"objects", "a/b", "--bolt", path}, 2, `kind "a/b"`},
+		{[]string{"objects", "plan", "--bolt", path}, 2, `kind "plan": the library keeps these records for itself`},
+		{[]string{"object", "converge.refresh", "agent", "--bolt", path}, 2, `kind "converge.refresh": the library keeps these records for itself`},
 		{[]string{"object", "host", "nope", "--bolt", path}, 1, `convergectl: host "nope" is not in the store`},
 		{[]string{"release", "host", "nope", "--bolt", path}, 1, `host "nope" is not in the store`},
 		{[]string{"plan", "nope", "--bolt", path}, 1, `plan "nope" is not in the store`},

@@ -74,6 +74,9 @@ func checkKind(kind string) error {
 	if kind == "" || strings.Contains(kind, "/") {
 		return &usageError{msg: fmt.Sprintf("kind %q: a kind is not empty and holds no '/'", kind)}
 	}
+	if converge.IsInternalKind(kind) {
+		return &usageError{msg: fmt.Sprintf("kind %q: the library keeps these records for itself, they are no controller objects (plans are read with the plans and plan commands)", kind)}
+	}
 	return nil
 }
 

@@ -29,8 +29,8 @@ type rendering struct {
 // until ctx ends: render runs at once, every interval, and when wake
 // says the store changed. A first reading that fails ends the loop with
 // its error; a later one is printed (once while it lasts), and the loop
-// goes on. sep is written between two readings.
-func watchLoop(ctx context.Context, out, errOut io.Writer, interval time.Duration, wake <-chan struct{}, sep string, render func() rendering) error {
+// goes on, written by report. sep is written between two readings.
+func watchLoop(ctx context.Context, out, errOut io.Writer, interval time.Duration, wake <-chan struct{}, sep string, report func(io.Writer, error), render func() rendering) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	last, first := "", true
@@ -53,7 +53,7 @@ func watchLoop(ctx context.Context, out, errOut io.Writer, interval time.Duratio
 			fmt.Fprint(out, r.out)
 			fmt.Fprint(errOut, r.errOut)
 			if r.err != nil {
-				fmt.Fprintln(errOut, r.err)
+				report(errOut, r.err)
 			}
 			last, first = key, false
 		}
@@ -110,7 +110,8 @@ func watch(ctx context.Context, e *env, c *command, com *common, args []string) 
 		err := c.run(ctx, &env{out: &out, errOut: &errOut, now: time.Now()}, com, args)
 		return rendering{key: out.String() + errOut.String(), out: out.String(), errOut: errOut.String(), err: err}
 	}
-	return watchLoop(ctx, e.out, e.errOut, interval, wake, sep, func() rendering {
+	reportErr := func(w io.Writer, err error) { report(w, com.json(), err) }
+	return watchLoop(ctx, e.out, e.errOut, interval, wake, sep, reportErr, func() rendering {
 		r := read(com)
 		if r.err == nil && !com.structured() {
 			// A table shows ages, which change with the clock alone: tell

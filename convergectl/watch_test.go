@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -43,7 +45,7 @@ func TestWatchLoop(t *testing.T) {
 		var out, errOut bytes.Buffer
 		done := make(chan error, 1)
 		go func() {
-			done <- watchLoop(ctx, &out, &errOut, time.Minute, wake, "--\n", func() rendering {
+			done <- watchLoop(ctx, &out, &errOut, time.Minute, wake, "--\n", printErr, func() rendering {
 				calls = append(calls, time.Since(start))
 				r := readings[0]
 				if len(readings) > 1 {
@@ -67,7 +69,7 @@ func TestWatchLoop(t *testing.T) {
 	t.Run("first reading fails", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			err := watchLoop(t.Context(), &out, &errOut, time.Second, nil, "", func() rendering {
+			err := watchLoop(t.Context(), &out, &errOut, time.Second, nil, "", printErr, func() rendering {
 				return rendering{err: converge.ErrStoreNotFound}
 			})
 			assert.ErrorIs(t, err, converge.ErrStoreNotFound)
@@ -75,6 +77,8 @@ func TestWatchLoop(t *testing.T) {
 		})
 	})
 }
+
+func printErr(w io.Writer, err error) { fmt.Fprintln(w, err) }
 
 // watcher is a running `convergectl ... --watch`, its output read line by
 // line.
