@@ -11,7 +11,8 @@
 // items asked for while the page watched, and the target's graph per stage: as SVG when
 // Graphviz dot is on PATH (one dot at a time, each picture drawn once per
 // revision and outcomes), and always as a list in dependency order with
-// each item's outcome, plus its Mermaid text. The revision is the one the
+// each item's outcome in the latest pass (see GraphItem.Outcome; never an
+// older pass's), plus its Mermaid text. The revision is the one the
 // reconciler's Store keeps with the target, so it grows across restarts;
 // the passes are counted from the reconciler's events by WatchTarget,
 // from the time it was called (the page says since when), so create it

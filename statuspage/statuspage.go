@@ -601,8 +601,9 @@ func (h *Handler) graph(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := GraphView{AsOf: h.opts.Now(), Target: t.name, Revision: t.revision(), Stages: []StageGraph{}, SVG: h.dot != ""}
-	for _, st := range stages {
-		v.Stages = append(v.Stages, stageGraph(st, t.report(st.Name)))
+	outcomes := t.outcomes(stages)
+	for i, st := range stages {
+		v.Stages = append(v.Stages, stageGraph(st, outcomes[i]))
 	}
 	h.write(w, r, http.StatusOK, "graph", v)
 }
@@ -622,7 +623,7 @@ func (h *Handler) graphSVG(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var dot bytes.Buffer
-	if err := stages[i].Graph.WriteDOT(&dot, t.report(stages[i].Name)); err != nil {
+	if err := stages[i].Graph.WriteDOT(&dot, t.outcomes(stages)[i].report); err != nil {
 		http.Error(w, "statuspage: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -683,9 +684,10 @@ func (h *Handler) drawSVG(ctx context.Context, k svgKey, rev uint64, dot []byte)
 	return svg, nil
 }
 
-// stageGraph describes one stage's graph with the outcomes of rep.
-func stageGraph(st converge.TargetStage, rep *converge.Report) StageGraph {
-	sg := StageGraph{Name: st.Name, Clean: st.Clean, Items: []GraphItem{}}
+// stageGraph describes one stage's graph with the outcomes of so.
+func stageGraph(st converge.TargetStage, so stageOutcomes) StageGraph {
+	rep := so.report
+	sg := StageGraph{Name: st.Name, Clean: st.Clean, Items: []GraphItem{}, Pass: so.pass}
 	g := st.Graph
 	if g == nil {
 		g = converge.NewGraph()
@@ -709,10 +711,10 @@ func stageGraph(st converge.TargetStage, rep *converge.Report) StageGraph {
 		for _, d := range g.Dependencies(id) {
 			it.Dependencies = append(it.Dependencies, string(d))
 		}
-		if rep != nil {
-			if res, ok := rep.Item(id); ok {
-				it.Outcome = res.Outcome.String()
-			}
+		if res, ok := rep.Item(id); ok {
+			it.Outcome = res.Outcome.String()
+		} else {
+			it.Outcome = so.outcomes[id]
 		}
 		sg.Items = append(sg.Items, it)
 	}

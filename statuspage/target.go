@@ -3,7 +3,9 @@ package statuspage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,7 +33,21 @@ type Target struct {
 
 	mu      sync.Mutex
 	snap    TargetView
-	reports map[string]*converge.Report // newest changing walk per stage
+	running passWalks  // the walks of the pass under way
+	ended   *passWalks // the walks of the newest pass that ended, nil before
+}
+
+// passWalks is what the page saw of the walks of one pass.
+type passWalks struct {
+	pass   int
+	result string                      // PassView.Result, once it ended
+	walks  map[string]*converge.Report // newest walk per stage that changed something
+	// The stage a failed pass stopped in, the walk that failed there, and
+	// the items its error names.
+	failStage string
+	failWalk  converge.WalkID
+	failed    map[converge.ID]bool
+	notRun    bool // items of the failed walk were not run (interrupted)
 }
 
 // TargetOptions tunes WatchTarget. The zero value watches a reconciler
@@ -60,7 +76,6 @@ func WatchTarget[T any](r *converge.TargetReconciler[T], opts TargetOptions[T]) 
 		revision: r.Revision,
 		pending:  r.PendingActions,
 		now:      opts.Now,
-		reports:  map[string]*converge.Report{},
 	}
 	if t.name == "" {
 		t.name = converge.TargetDefaultName
@@ -115,7 +130,10 @@ func (t *Target) observe(ev converge.TargetEvent) {
 		s.LastChange = &ChangeView{At: at, Pass: ev.Pass, Revision: ev.Revision, Stage: ev.Stage}
 		if ev.Report != nil {
 			s.LastChange.Summary = ev.Report.Summary()
-			t.reports[ev.Stage] = ev.Report
+			if t.running.pass != ev.Pass || t.running.walks == nil {
+				t.running = passWalks{pass: ev.Pass, walks: map[string]*converge.Report{}}
+			}
+			t.running.walks[ev.Stage] = ev.Report
 		}
 	case converge.TargetActionRequired:
 		s.Actions = append(s.Actions, ActionRequiredView{
@@ -164,7 +182,146 @@ func (t *Target) observe(ev converge.TargetEvent) {
 			s.Preempted++
 		}
 		s.LastPass = &p
+		t.passEnded(ev, p.Result)
 	}
+}
+
+// passEnded keeps the walks of the pass ev ended as the newest pass's.
+func (t *Target) passEnded(ev converge.TargetEvent, result string) {
+	pw := t.running
+	if pw.pass != ev.Pass || pw.walks == nil {
+		pw = passWalks{pass: ev.Pass, walks: map[string]*converge.Report{}}
+	}
+	pw.result = result
+	var se *converge.TargetStageError
+	if ev.Kind == converge.TargetPassFailed && errors.As(ev.Err, &se) {
+		pw.failStage, pw.failWalk = se.Stage, se.Walk
+		pw.failed = map[converge.ID]bool{}
+		pw.notRun = errors.Is(se.Err, converge.ErrNotRun)
+		for _, id := range failedItems(se.Err) {
+			pw.failed[id] = true
+		}
+	}
+	t.ended = &pw
+	t.running = passWalks{}
+}
+
+// failedItems returns the IDs of the *converge.ItemError in the tree of
+// err.
+func failedItems(err error) []converge.ID {
+	var ie *converge.ItemError
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case interface{ WrappedErrors() []error }: // go-multierror's
+		var ids []converge.ID
+		for _, w := range e.WrappedErrors() {
+			ids = append(ids, failedItems(w)...)
+		}
+		return ids
+	case interface{ Unwrap() []error }:
+		var ids []converge.ID
+		for _, w := range e.Unwrap() {
+			ids = append(ids, failedItems(w)...)
+		}
+		return ids
+	}
+	if errors.As(err, &ie) {
+		return []converge.ID{ie.ID}
+	}
+	return nil
+}
+
+// stageOutcomes is what the graph of one stage shows: the outcome of each
+// item in the newest pass that ended (the pass under way before any
+// ended), as a walk's report to draw when the page has the one that
+// tells, or as outcomes it knows otherwise.
+type stageOutcomes struct {
+	pass     int
+	report   *converge.Report
+	outcomes map[converge.ID]string
+}
+
+// outcomes returns the outcomes of each of stages in the newest pass that
+// ended. A stage whose walks in that pass changed nothing was walked with
+// every item unchanged when the pass finished, or when it failed in a
+// later stage; in the stage a pass failed in, the items the error names
+// failed and the items that wait for them waited (the others were
+// unchanged, unless the walk was interrupted); stages after it were not
+// walked.
+func (t *Target) outcomes(stages []converge.TargetStage) []stageOutcomes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]stageOutcomes, len(stages))
+	pw := t.ended
+	if pw == nil {
+		for i, st := range stages {
+			out[i] = stageOutcomes{pass: t.running.pass, report: t.running.walks[st.Name]}
+		}
+		return out
+	}
+	failAt := len(stages) // the index of the stage a failed pass stopped in
+	if pw.result == PassFailed {
+		failAt = slices.IndexFunc(stages, func(st converge.TargetStage) bool { return st.Name == pw.failStage })
+		if failAt < 0 {
+			failAt = -1 // failed before any stage (the build)
+		}
+	}
+	for i, st := range stages {
+		so := stageOutcomes{pass: pw.pass, report: pw.walks[st.Name]}
+		switch {
+		case pw.result == PassPreempted, i > failAt:
+			// Not walked, or stopped somewhere: only a walk tells.
+		case i == failAt && (so.report == nil || so.report.Walk != pw.failWalk):
+			// The walk that failed changed nothing.
+			so.report, so.outcomes = nil, failedOutcomes(st.Graph, pw.failed, pw.notRun)
+		case so.report == nil:
+			so.outcomes = allOutcomes(st.Graph, converge.OutcomeUnchanged.String())
+		}
+		out[i] = so
+	}
+	return out
+}
+
+// allOutcomes gives every item of g the outcome o.
+func allOutcomes(g *converge.Graph, o string) map[converge.ID]string {
+	out := map[converge.ID]string{}
+	if g == nil {
+		return out
+	}
+	ids, _ := g.Order()
+	for _, id := range ids {
+		out[id] = o
+	}
+	return out
+}
+
+// failedOutcomes are the outcomes of a walk of g that changed nothing and
+// in which the items failed failed: they failed, the items that depend
+// on them or are ordered after them (transitively) waited, and the
+// others were unchanged, unless items were not run (notRun): their
+// outcome is then unknown.
+func failedOutcomes(g *converge.Graph, failed map[converge.ID]bool, notRun bool) map[converge.ID]string {
+	out := map[converge.ID]string{}
+	if g == nil {
+		return out
+	}
+	ids, err := g.Order()
+	if err != nil {
+		return out
+	}
+	held := map[converge.ID]bool{}
+	for _, id := range ids { // in order: what an item waits for comes first
+		switch {
+		case failed[id]:
+			out[id], held[id] = converge.OutcomeFailed.String(), true
+		case slices.ContainsFunc(append(g.Dependencies(id), g.Afters(id)...), func(d converge.ID) bool { return held[d] }):
+			out[id], held[id] = converge.OutcomeWaiting.String(), true
+		case !notRun:
+			out[id] = converge.OutcomeUnchanged.String()
+		}
+	}
+	return out
 }
 
 // passResult names the end of a pass as PassView.Result does.
@@ -203,12 +360,4 @@ func (t *Target) view() TargetView {
 		v.LastChange = &c
 	}
 	return v
-}
-
-// report returns the newest report of a walk of stage that changed
-// something, or nil.
-func (t *Target) report(stage string) *converge.Report {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.reports[stage]
 }

@@ -209,11 +209,14 @@ type GraphView struct {
 }
 
 // StageGraph is the graph of one stage: its items in dependency order,
-// each with the outcome of the stage's newest walk that changed something,
-// and the graph as DOT and Mermaid text.
+// each with its outcome in the latest pass, and the graph as DOT and
+// Mermaid text.
 type StageGraph struct {
-	Name    string      `json:"name"`
-	Clean   bool        `json:"clean,omitempty"`
+	Name  string `json:"name"`
+	Clean bool   `json:"clean,omitempty"`
+	// Pass is the pass the outcomes are of: the newest that ended (the
+	// one under way before any ended), 0 before the first.
+	Pass    int         `json:"pass,omitempty"`
 	Items   []GraphItem `json:"items"`
 	DOT     string      `json:"dot"`
 	Mermaid string      `json:"mermaid"`
@@ -227,8 +230,16 @@ type GraphItem struct {
 	ID           string   `json:"id"`
 	Presence     string   `json:"presence"`
 	Dependencies []string `json:"dependencies,omitempty"`
-	// Outcome is the item's outcome in the stage's newest walk that
-	// changed something, "" when there was none.
+	// Outcome is the item's outcome in the latest pass (StageGraph.Pass):
+	// of the stage's newest walk in it that changed something; when none
+	// did, "unchanged" (the stage converged as it was), or for the stage
+	// the pass failed in, "failed" for the items its error names,
+	// "waiting" for those that wait for them and "unchanged" for the
+	// others. It is "" when the pass did not walk the stage (it failed or
+	// was preempted before) or the page cannot tell. The drawings (DOT,
+	// Mermaid, SVG) colour the items by the walk's report when the
+	// outcomes come from one, and leave them uncoloured otherwise: never
+	// by an older pass's.
 	Outcome string `json:"outcome,omitempty"`
 }
 
