@@ -81,7 +81,7 @@ func TestPlanRunnerAbortLetsSignalledTargetsFinish(t *testing.T) {
 		hist, err := r.History(ctx, "p1")
 		require.NoError(t, err)
 		assert.True(t, planHistoryHas(hist, "SchedulableWait", "SchedulableWait", "abort requested: "+reason), "%+v", hist)
-		assert.True(t, planHistoryHas(hist, "SchedulableWait", "Aborted", "plan"), "%+v", hist)
+		assert.True(t, planHistoryHas(hist, "SchedulableWait", "Aborted", "stopped: command 0 (update): "+reason), "%+v", hist)
 		require.ErrorIs(t, r.Abort(ctx, "p1", "again"), plan.ErrFinished)
 
 		require.NoError(t, r.Retry(ctx, "p1"))

@@ -2,7 +2,9 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/internal/errtext"
 )
 
@@ -48,4 +50,23 @@ var (
 	// ErrAborted means Abort was asked of a plan that is already being
 	// aborted or ended in StateAborted; the first reason is kept.
 	ErrAborted = errors.New("plan: already aborted")
+	// ErrExists is matched by an *ExistsError: Runner.Create was given a
+	// plan whose ID is taken by a stored plan.
+	ErrExists = errors.New("plan: already exists")
 )
+
+// ExistsError is the error of Runner.Create for a plan whose ID a stored
+// plan has already. It matches ErrExists, and converge.ErrStoreStale as
+// the error of Create did before ErrExists.
+type ExistsError struct {
+	// PlanID is the ID of the plan.
+	PlanID string
+}
+
+// Error reads `plan: plan "upgrade-1.31" already exists`.
+func (e *ExistsError) Error() string { return fmt.Sprintf("plan: plan %q already exists", e.PlanID) }
+
+// Is makes ExistsError match ErrExists and converge.ErrStoreStale.
+func (e *ExistsError) Is(target error) bool {
+	return target == ErrExists || target == converge.ErrStoreStale
+}

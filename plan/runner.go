@@ -182,7 +182,13 @@ func planKey(id string) string { return KeyPrefix + id }
 
 // History returns the stored transitions of the plan with id, oldest
 // first, with the state names of converge v0.1.0 read as the states that
-// replaced them (see State and TargetState).
+// replaced them (see State and TargetState). The runner records a plan's
+// and a command's moves to another state, each with what happened ("started:
+// 2 commands", "stopped: command 1 (k0supdate): <reason>", "all 2
+// commands completed"), except the moves between SchedulableWait and
+// Schedulable, which the k0s machine makes for every target it signals.
+// Histories stored by earlier versions, with those moves and the reason
+// "plan", read as they were stored.
 func (r *Runner) History(ctx context.Context, id string) ([]converge.HistoryEntry, error) {
 	stored, err := r.store.History(ctx, planKey(id))
 	if err != nil {
@@ -194,6 +200,61 @@ func (r *Runner) History(ctx context.Context, id string) ([]converge.HistoryEntr
 		hist[i] = h
 	}
 	return hist, nil
+}
+
+// historyQuiet reports whether a move of a plan or a command from one
+// state to another is left out of its history: the moves between
+// SchedulableWait and Schedulable, which the k0s machine makes for every
+// target a command signals, would otherwise fill the history with the
+// same two states. Entering SchedulableWait from NewPlan, and every other
+// move, is recorded.
+func historyQuiet(from, to State) bool {
+	return (from == StateSchedulableWait && to == StateSchedulable) || (from == StateSchedulable && to == StateSchedulableWait)
+}
+
+// planStepReason says what a step that moved the plan to another state
+// did, for its history entry: "started: 3 commands", "stopped: command 1
+// (k0supdate): <reason>", "all 3 commands completed".
+func planStepReason(step Step, st *Status) string {
+	switch {
+	case step.From == StateNewPlan && !step.To.IsError() && step.To != StateCompleted:
+		return fmt.Sprintf("started: %s", countCommands(len(st.Commands)))
+	case step.To == StateCompleted && len(st.Commands) == 0:
+		return "completed: no commands"
+	case step.To == StateCompleted && len(st.Commands) == 1:
+		return "the command completed"
+	case step.To == StateCompleted:
+		return fmt.Sprintf("all %d commands completed", len(st.Commands))
+	case step.To.IsError() && st.Reason != "":
+		return "stopped: " + st.Reason // names the command
+	case step.To.IsError() && step.Command >= 0 && step.Command < len(st.Commands):
+		return fmt.Sprintf("stopped at command %d (%s)", step.Command, st.Commands[step.Command].Kind)
+	case step.To.IsError():
+		return "stopped"
+	}
+	if step.Command >= 0 && step.Command < len(st.Commands) {
+		return fmt.Sprintf("at command %d (%s)", step.Command, st.Commands[step.Command].Kind)
+	}
+	return "moved on"
+}
+
+// commandStepReason says what a step that moved a command to another
+// state did: "command 1 (k0supdate)", with the command's reason when it
+// has one (an error state).
+func commandStepReason(step Step, st *Status) string {
+	cs := &st.Commands[step.Command]
+	if cs.Reason != "" && step.CommandTo.IsError() {
+		return fmt.Sprintf("command %d (%s): %s", step.Command, cs.Kind, cs.Reason)
+	}
+	return fmt.Sprintf("command %d (%s)", step.Command, cs.Kind)
+}
+
+// countCommands reads "1 command" or "n commands".
+func countCommands(n int) string {
+	if n == 1 {
+		return "1 command"
+	}
+	return fmt.Sprintf("%d commands", n)
 }
 
 // planRenamed returns the name that replaced the plan or target state name
@@ -261,8 +322,8 @@ func (r *Runner) Validate(doc *Document) error {
 }
 
 // Create validates doc (see Validate) and stores it as a new plan (with its
-// status, if any). It fails with a *[converge.StoreVersionError] ([converge.ErrStoreStale]) when
-// a plan with that ID exists.
+// status, if any). It fails with an *ExistsError (ErrExists) naming the
+// plan when a plan with that ID exists, and stores nothing.
 func (r *Runner) Create(ctx context.Context, doc *Document) error {
 	if err := r.Validate(doc); err != nil {
 		return err
@@ -273,6 +334,9 @@ func (r *Runner) Create(ctx context.Context, doc *Document) error {
 	}
 	_, err = r.store.Put(ctx, converge.StoreRecord{Key: planKey(doc.Spec.ID), Value: b},
 		converge.HistoryEntry{At: r.cfg.Now(), To: string(doc.State()), Reason: "plan created"})
+	if errors.Is(err, converge.ErrStoreStale) {
+		return &ExistsError{PlanID: doc.Spec.ID}
+	}
 	if err == nil {
 		r.observeChanges(ctx, doc.Spec.ID, []planChange{{command: -1, to: string(doc.State())}})
 		r.logAttrs(ctx, slog.LevelInfo, "plan created", slog.String("plan", doc.Spec.ID), slog.Int("commands", len(doc.Spec.Commands)))
@@ -542,12 +606,12 @@ func (r *Runner) runStep(ctx context.Context, id string, ps *planStored) (*planS
 	}
 	if step.Changed {
 		hist := []converge.HistoryEntry{}
-		if step.From != step.To {
-			hist = append(hist, converge.HistoryEntry{At: r.cfg.Now(), From: string(step.From), To: string(step.To), Reason: "plan"})
+		if step.From != step.To && !historyQuiet(step.From, step.To) {
+			hist = append(hist, converge.HistoryEntry{At: r.cfg.Now(), From: string(step.From), To: string(step.To), Reason: planStepReason(step, work.Status)})
 		}
-		if step.Command >= 0 && step.CommandFrom != step.CommandTo {
+		if step.Command >= 0 && step.CommandFrom != step.CommandTo && !historyQuiet(step.CommandFrom, step.CommandTo) {
 			hist = append(hist, converge.HistoryEntry{At: r.cfg.Now(), From: string(step.CommandFrom), To: string(step.CommandTo),
-				Reason:  fmt.Sprintf("command %d (%s)", step.Command, work.Spec.Commands[step.Command].Kind),
+				Reason:  commandStepReason(step, work.Status),
 				Subject: &converge.HistorySubject{Command: step.Command}})
 		}
 		var changes []planChange
