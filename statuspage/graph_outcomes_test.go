@@ -1,7 +1,6 @@
 package statuspage_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -19,21 +18,8 @@ func TestGraphShowsTheOutcomesOfTheLatestPass(t *testing.T) {
 		d := newDevice()
 		errIO := errors.New("i/o error")
 		d.file.FailAt(converge.PhaseApply, 1, errIO)
-		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
-			Build:   d.build,
-			Backoff: converge.Backoff{Base: time.Minute, Max: time.Minute},
-		})
-		require.NoError(t, err)
-		tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Name: "device", Build: d.build})
-		defer tg.Close()
-		h, err := statuspage.New(statuspage.Options{Targets: []*statuspage.Target{tg}, Dot: "-"})
-		require.NoError(t, err)
-
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan error, 1)
-		require.NoError(t, r.SetTarget(ctx, "v1"))
-		go func() { stopped <- r.Run(ctx) }()
-		synctest.Wait()
+		r, h, stop := runDevice(t, d)
+		defer stop()
 
 		tests := []struct {
 			name string
@@ -78,7 +64,5 @@ func TestGraphShowsTheOutcomesOfTheLatestPass(t *testing.T) {
 		}
 		_, body := get(t, h, "/targets/device/graph", false)
 		assert.Contains(t, body, "outcomes of pass #5")
-		cancel()
-		require.NoError(t, <-stopped)
 	})
 }

@@ -41,25 +41,37 @@ func (d *device) build(_ context.Context, goal string) ([]converge.TargetStage, 
 	return []converge.TargetStage{{Name: "host", Graph: g}}, nil
 }
 
+// runDevice runs, in a synctest bubble, a reconciler of d at target "v1"
+// (a minute of backoff after a failed pass), watched with its graph by a
+// page, until the first pass ended; stop ends the run.
+func runDevice(t *testing.T, d *device) (r *converge.TargetReconciler[string], h *statuspage.Handler, stop func()) {
+	t.Helper()
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
+		Build:   d.build,
+		Backoff: converge.Backoff{Base: time.Minute, Max: time.Minute},
+	})
+	require.NoError(t, err)
+	tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Name: "device", Build: d.build})
+	h, err = statuspage.New(statuspage.Options{Targets: []*statuspage.Target{tg}, Dot: "-"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	require.NoError(t, r.SetTarget(ctx, "v1"))
+	go func() { stopped <- r.Run(ctx) }()
+	synctest.Wait()
+	return r, h, func() {
+		cancel()
+		require.NoError(t, <-stopped)
+		tg.Close()
+	}
+}
+
 func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newDevice()
 		d.file.FailAt(converge.PhaseApply, 1, converge.ErrLocked)
-		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{
-			Build:   d.build,
-			Backoff: converge.Backoff{Base: time.Minute, Max: time.Minute},
-		})
-		require.NoError(t, err)
-		tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Name: "device", Build: d.build})
-		defer tg.Close()
-		h, err := statuspage.New(statuspage.Options{Targets: []*statuspage.Target{tg}, Dot: "-"})
-		require.NoError(t, err)
-
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan error, 1)
-		require.NoError(t, r.SetTarget(ctx, "v1"))
-		go func() { stopped <- r.Run(ctx) }()
-		synctest.Wait()
+		_, h, stop := runDevice(t, d)
+		defer stop()
 
 		watched := time.Now()
 		var v statuspage.TargetView
@@ -123,9 +135,6 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		assert.Contains(t, body, "after dir")
 		assert.NotContains(t, body, "<img", "no SVG without dot")
-
-		cancel()
-		require.NoError(t, <-stopped)
 	})
 }
 
