@@ -9,6 +9,8 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/convergekit/converge/docker/dockertest"
@@ -34,7 +36,17 @@ var (
 	engineErr  error
 	appImage   string
 	appBuilt   bool
+	// bystander is a project named like the device agent example's,
+	// started before the first integration test (or a user's own found
+	// there): every integration test checks, after its cleanup, that it
+	// left it alone.
+	bystander    *dockertest.Bystander
+	bystanderErr error
 )
+
+// bystanderName is the name of the bystander project: the device agent
+// example's, which a user may be running on the engine the tests use.
+const bystanderName = "deviceagent"
 
 // realEngine returns a client for the local engine and the tag of the test
 // image, or skips the test when there is no engine (fails instead when
@@ -51,6 +63,9 @@ func realEngine(t *testing.T) (*client.Client, string) {
 			return
 		}
 		appImage, appBuilt, engineErr = dockertest.BuildAppImage(ctx, engineCli)
+		if engineErr == nil {
+			bystander, bystanderErr = dockertest.StartBystander(ctx, engineCli, bystanderName, appImage)
+		}
 	})
 	if engineErr != nil {
 		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
@@ -58,12 +73,21 @@ func realEngine(t *testing.T) (*client.Client, string) {
 		}
 		t.Skipf("no usable Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", engineErr)
 	}
+	require.NoError(t, bystanderErr)
+	t.Cleanup(func() { // after the test's own cleanups
+		assert.NoError(t, bystander.Check(context.Background()), "a user's project beside the tests is left alone")
+	})
 	return engineCli, appImage
 }
 
 func shutdownEngine() {
 	if engineCli == nil {
 		return
+	}
+	if bystander != nil {
+		if err := bystander.Remove(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	if appBuilt {
 		_, _ = engineCli.ImageRemove(context.Background(), appImage, image.RemoveOptions{PruneChildren: true})

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -63,21 +67,68 @@ func TestLabelKeyRefusesABadFile(t *testing.T) {
 	assert.Contains(t, err.Error(), path, "the error names the file")
 }
 
-// TestOnceTwiceRecreatesNothing runs the built agent as a user does: -once
-// twice on the built-in project, then -down and -down -volumes. The second
-// run finds everything converged — the label key kept beside the state
-// makes both runs compute the same keyed hashes — and only -volumes
-// removes the project's volume.
-func TestOnceTwiceRecreatesNothing(t *testing.T) {
-	ctx := context.Background()
-	cli, err := dockertest.Connect(ctx)
+// engine returns a client of the local engine, or skips the test when
+// there is none (fails instead when CONVERGE_REQUIRE_DOCKER=1).
+func engine(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := dockertest.Connect(context.Background())
 	if err != nil {
 		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
 			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
 		}
 		t.Skipf("no Docker engine, skipping: %v", err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// uniqueProject writes the built-in project on img as a Compose file under
+// a name of its own, so a test never touches a project a user runs on the
+// same engine under the example's name, and returns the file and the name.
+func uniqueProject(t *testing.T, img string) (file, name string) {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name = "cvda" + hex.EncodeToString(b)
+	yaml := strings.ReplaceAll(strings.Replace(builtin, "name: deviceagent\n", "name: "+name+"\n", 1), "IMAGE", img)
+	require.Contains(t, yaml, "name: "+name)
+	file = filepath.Join(t.TempDir(), "compose.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o600))
+	return file, name
+}
+
+// besideUsersProject starts a project named like the example's
+// ("deviceagent"), as a user running the example has it (or finds the
+// user's own), and checks when the test ends, after its other cleanups,
+// that the test left it alone: same containers, same start times, same
+// network and volume, same data in the volume.
+func besideUsersProject(t *testing.T, cli *client.Client, img string) {
+	t.Helper()
+	ctx := context.Background()
+	by, err := dockertest.StartBystander(ctx, cli, "deviceagent", img)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, by.Check(ctx), "the user's project named like the example is left alone")
+		assert.NoError(t, by.Remove(ctx))
+	})
+}
+
+// TestOnceTwiceRecreatesNothing runs the built agent as a user does: -once
+// twice on the built-in project, then -down and -down -volumes. The second
+// run finds everything converged — the label key kept beside the state
+// makes both runs compute the same keyed hashes — and only -volumes
+// removes the project's volume. The project has a name of its own, and a
+// user's project named like the example runs beside it, untouched.
+func TestOnceTwiceRecreatesNothing(t *testing.T) {
+	ctx := context.Background()
+	cli := engine(t)
+	img, built, err := dockertest.BuildAppImage(ctx, cli)
+	require.NoError(t, err)
+	if built { // removed last, after the projects that use it
+		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{}) })
+	}
+	besideUsersProject(t, cli, img)
+	file, name := uniqueProject(t, img)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "deviceagent")
 	build := exec.Command("go", "build", "-o", bin, ".")
@@ -86,7 +137,7 @@ func TestOnceTwiceRecreatesNothing(t *testing.T) {
 	state := filepath.Join(dir, "agent.db")
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"-demo-image", "-state", state}, args...)...)
+		cmd := exec.Command(bin, append([]string{"-f", file, "-state", state}, args...)...)
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf
 		require.NoError(t, cmd.Run(), "deviceagent %v:\n%s", args, buf.String())
@@ -95,16 +146,16 @@ func TestOnceTwiceRecreatesNothing(t *testing.T) {
 	t.Cleanup(func() { run("-down", "-volumes") })
 
 	first := run("-once")
-	assert.Contains(t, first, "container:deviceagent/web: changed", "the first run creates the containers:\n%s", first)
+	assert.Contains(t, first, "container:"+name+"/web: changed", "the first run creates the containers:\n%s", first)
 	second := run("-once")
 	assert.NotContains(t, second, ": changed", "the second run changes nothing:\n%s", second)
 
 	run("-down")
-	_, err = cli.VolumeInspect(ctx, "deviceagent_data")
+	_, err = cli.VolumeInspect(ctx, name+"_data")
 	assert.NoError(t, err, "-down keeps the volume and its data")
 	down := run("-down", "-volumes")
-	assert.Contains(t, down, "volume:deviceagent_data: changed", "-down -volumes removes the volume:\n%s", down)
-	_, err = cli.VolumeInspect(ctx, "deviceagent_data")
+	assert.Contains(t, down, "volume:"+name+"_data: changed", "-down -volumes removes the volume:\n%s", down)
+	_, err = cli.VolumeInspect(ctx, name+"_data")
 	assert.True(t, errdefs.IsNotFound(err), "the volume is gone: %v", err)
 }
 
@@ -161,14 +212,7 @@ func TestPullHintSaysWhatToDo(t *testing.T) {
 // pulled the agent says what to do.
 func TestAgentRunsWithoutTheDefaultImage(t *testing.T) {
 	ctx := context.Background()
-	eng, err := dockertest.Connect(ctx)
-	if err != nil {
-		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
-		}
-		t.Skipf("no Docker engine, skipping: %v", err)
-	}
-	defer eng.Close()
+	eng := engine(t)
 	// A reference no engine has: the registry at 127.0.0.1:1 refuses at once.
 	const absent = "127.0.0.1:1/converge/absent:0"
 	var out bytes.Buffer
@@ -184,12 +228,14 @@ func TestAgentRunsWithoutTheDefaultImage(t *testing.T) {
 	bin := filepath.Join(dir, "deviceagent")
 	build, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "%s", build)
-	cmd := exec.Command(bin, "-once", "-image", absent, "-state", filepath.Join(dir, "agent.db"))
+	// The built-in project on the image, under a name of its own.
+	file, _ := uniqueProject(t, absent)
+	cmd := exec.Command(bin, "-once", "-f", file, "-state", filepath.Join(dir, "agent.db"))
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err = cmd.Run()
 	t.Cleanup(func() {
-		_ = exec.Command(bin, "-down", "-volumes", "-image", absent, "-state", filepath.Join(dir, "agent.db")).Run()
+		_ = exec.Command(bin, "-down", "-volumes", "-f", file, "-state", filepath.Join(dir, "agent.db")).Run()
 	})
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the pull fails:\n%s", buf.String())

@@ -1,0 +1,72 @@
+package dockertest_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/docker"
+	"github.com/convergekit/converge/docker/dockertest"
+)
+
+// TestBystanderNoticesATouch: Check passes on a project left alone and
+// fails, matching ErrBystanderTouched, when a test restarted one of its
+// containers or took the project down with its volumes (what a test that
+// reused the project's name did).
+func TestBystanderNoticesATouch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test against the Docker engine skipped in -short mode")
+	}
+	ctx := context.Background()
+	cli, err := dockertest.Connect(ctx)
+	if err != nil {
+		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
+		}
+		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
+	}
+	defer cli.Close()
+	img, built, err := dockertest.BuildAppImage(ctx, cli)
+	require.NoError(t, err)
+	if built { // after the bystanders are removed
+		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{}) })
+	}
+	tests := []struct {
+		name  string
+		touch func(t *testing.T, b *dockertest.Bystander)
+	}{
+		{"restart", func(t *testing.T, b *dockertest.Bystander) {
+			require.NoError(t, cli.ContainerRestart(ctx, b.Name()+"-web", container.StopOptions{}))
+		}},
+		{"down -volumes", func(t *testing.T, b *dockertest.Bystander) {
+			p, err := docker.LoadCompose(ctx, []byte("name: "+b.Name()+"\nservices:\n  db: {image: "+img+"}\n"), docker.LoadOptions{})
+			require.NoError(t, err)
+			p.RemoveVolumes = true
+			g, err := p.Graph(cli)
+			require.NoError(t, err)
+			_, err = converge.Clean(ctx, g)
+			require.NoError(t, err)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := make([]byte, 4)
+			_, _ = rand.Read(b)
+			by, err := dockertest.StartBystander(ctx, cli, "cvby"+hex.EncodeToString(b), img)
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, by.Remove(context.Background())) })
+			require.True(t, by.Created())
+			require.NoError(t, by.Check(ctx), "left alone")
+			tt.touch(t, by)
+			require.ErrorIs(t, by.Check(ctx), dockertest.ErrBystanderTouched)
+		})
+	}
+}
