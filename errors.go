@@ -145,6 +145,9 @@ var (
 	// ErrStoreStale means a write carried a version that is not the stored
 	// one: someone else wrote in between. See *StoreVersionError.
 	ErrStoreStale = errors.New("converge: stale version")
+	// ErrStoreExists means a record to create is stored already. See
+	// *StoreExistsError.
+	ErrStoreExists = errors.New("converge: already stored")
 	// ErrClaimHeld means another owner holds an unexpired lease on the key.
 	// See *ClaimError.
 	ErrClaimHeld = errors.New("converge: claim held by another owner")

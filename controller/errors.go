@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/convergekit/converge/internal/errtext"
 )
@@ -43,6 +44,38 @@ func (e *ObjectError) Error() string {
 
 // Unwrap returns the cause.
 func (e *ObjectError) Unwrap() error { return e.Err }
+
+// ObjectsExistError is the error of AddObjects and Controller.AddMany when
+// objects to add are stored already: it names them all, and nothing was
+// added. It matches ErrObjectExists.
+type ObjectsExistError struct {
+	Kind string
+	// Keys are the keys stored already, sorted.
+	Keys []string
+}
+
+// maxKeysNamed is how many keys an ObjectsExistError names in its
+// message; Keys holds them all.
+const maxKeysNamed = 5
+
+// Error names the objects (the first few, and how many more).
+func (e *ObjectsExistError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "controller: %s objects already stored:", e.Kind)
+	for i, k := range e.Keys[:min(len(e.Keys), maxKeysNamed)] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %q", k)
+	}
+	if n := len(e.Keys) - maxKeysNamed; n > 0 {
+		fmt.Fprintf(&b, " and %d more", n)
+	}
+	return b.String()
+}
+
+// Is makes ObjectsExistError match ErrObjectExists.
+func (e *ObjectsExistError) Is(target error) bool { return target == ErrObjectExists }
 
 // Terminal marks err as terminal: a handler returns it (or an error that
 // wraps it) when running again will not help, as for a machine image that

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,4 +85,158 @@ func (c *Controller) StoredObjects(ctx context.Context) ([]Object, error) {
 		out = append(out, *obj)
 	}
 	return out, nil
+}
+
+// NewObject is one object for AddObjects and Controller.AddMany to add:
+// its key, its first state and its data (nil for none).
+type NewObject struct {
+	Key   string
+	State State
+	Data  json.RawMessage
+}
+
+// AddObjects stores new objects of kind in store in one atomic write, as
+// AddObject stores one: each in its state with its data, its history
+// starting with an entry into the state, all stamped with time.Now. It
+// adds all of them or none: when some are stored already it fails with an
+// *ObjectsExistError naming them all; an invalid object (as for
+// AddObject, or a key given twice) fails with an *ObjectError naming it.
+// The store must implement converge.Creator (MemStore, boltstore and
+// pgstore do); pgstore writes thousands of objects in one statement.
+// Adding no objects does nothing.
+func AddObjects(ctx context.Context, store converge.Store, kind string, objs []NewObject) error {
+	_, err := addObjects(ctx, store, kind, objs, time.Now())
+	return err
+}
+
+// AddMany stores new objects as AddObjects does, all or none, and, when
+// the controller runs, queues them (a replica's are due at once in the
+// store).
+func (c *Controller) AddMany(ctx context.Context, objs []NewObject) error {
+	added, err := addObjects(ctx, c.cfg.Store, c.cfg.Kind, objs, c.now())
+	for _, obj := range added {
+		c.adopt(obj, true)
+	}
+	return err
+}
+
+// addObjects stores new objects as AddObjects does, at now, and returns
+// them with their versions.
+func addObjects(ctx context.Context, store converge.Store, kind string, objs []NewObject, now time.Time) ([]*Object, error) {
+	invalid := func(key, why string) error {
+		return &ObjectError{Kind: kind, Key: key, Err: fmt.Errorf("%w: %s", ErrObjectInvalid, why)}
+	}
+	switch {
+	case kind == "" || strings.Contains(kind, "/"):
+		return nil, invalid("", "the kind must not be empty nor contain '/'")
+	case store == nil:
+		return nil, invalid("", "nil store")
+	case len(objs) == 0:
+		return nil, nil
+	}
+	cr, ok := store.(converge.Creator)
+	if !ok {
+		return nil, invalid("", fmt.Sprintf("store %T cannot add objects in one write (it does not implement converge.Creator)", store))
+	}
+	prefix := kind + "/"
+	enc, err := newAddedEncoder(now)
+	if err != nil {
+		return nil, &ObjectError{Kind: kind, Err: err}
+	}
+	out := make([]*Object, len(objs))
+	recs := make([]converge.NewRecord, len(objs))
+	seen := make(map[string]struct{}, len(objs))
+	for i, o := range objs {
+		_, dup := seen[o.Key]
+		switch {
+		case o.Key == "":
+			return nil, invalid(o.Key, fmt.Sprintf("objs[%d]: empty key", i))
+		case dup:
+			return nil, invalid(o.Key, fmt.Sprintf("objs[%d]: key given twice", i))
+		case o.State == "":
+			return nil, invalid(o.Key, "empty state")
+		case o.Data != nil && !json.Valid(o.Data):
+			return nil, invalid(o.Key, "data is not valid JSON")
+		}
+		seen[o.Key] = struct{}{}
+		obj := &Object{Key: o.Key, State: o.State, Since: now, Data: slices.Clone(o.Data)}
+		b, err := enc.encode(obj)
+		if err != nil {
+			return nil, &ObjectError{Kind: kind, Key: o.Key, Err: err}
+		}
+		out[i] = obj
+		recs[i] = converge.NewRecord{Key: prefix + o.Key, Value: b,
+			History: []converge.HistoryEntry{{At: now, To: string(o.State), Reason: "added"}}}
+	}
+	versions, err := cr.CreateMany(ctx, recs)
+	var ee *converge.StoreExistsError
+	if errors.As(err, &ee) {
+		keys := make([]string, len(ee.Keys))
+		for i, k := range ee.Keys {
+			keys[i] = strings.TrimPrefix(k, prefix)
+		}
+		return nil, &ObjectsExistError{Kind: kind, Keys: keys}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("controller: add %d %s objects: %w", len(objs), kind, err)
+	}
+	for i, v := range versions {
+		out[i].Version = v
+	}
+	return out, nil
+}
+
+// addedEncoder writes the stored documents of new objects, all stamped
+// with one time, as json.Marshal writes an Object that has only a state,
+// a time and data, without its reflection: the time is encoded once, and
+// each state once.
+type addedEncoder struct {
+	since  []byte           // the time, as JSON
+	states map[State][]byte // each state, as JSON
+	buf    []byte           // the documents, one after the other
+}
+
+// addedChunk is how many bytes of documents an addedEncoder allocates at
+// once.
+const addedChunk = 64 << 10
+
+func newAddedEncoder(since time.Time) (*addedEncoder, error) {
+	b, err := json.Marshal(since)
+	if err != nil {
+		return nil, err
+	}
+	return &addedEncoder{since: b, states: map[State][]byte{}}, nil
+}
+
+// encode returns the document of obj, which must have nothing but a
+// State, the encoder's Since and Data (valid JSON), as json.Marshal
+// writes it: Data compacted, and, when it holds a character that
+// json.Marshal escapes for HTML, by json.Marshal itself.
+func (e *addedEncoder) encode(obj *Object) ([]byte, error) {
+	if bytes.ContainsAny(obj.Data, "<>&\u2028\u2029") {
+		return json.Marshal(obj)
+	}
+	state, ok := e.states[obj.State]
+	if !ok {
+		b, err := json.Marshal(obj.State)
+		if err != nil {
+			return nil, err
+		}
+		state, e.states[obj.State] = b, b
+	}
+	if cap(e.buf)-len(e.buf) < len(state)+len(e.since)+len(obj.Data)+32 {
+		e.buf = make([]byte, 0, max(addedChunk, len(state)+len(e.since)+len(obj.Data)+32))
+	}
+	start := len(e.buf)
+	e.buf = append(append(append(append(e.buf, `{"state":`...), state...), `,"since":`...), e.since...)
+	if obj.Data != nil {
+		e.buf = append(e.buf, `,"data":`...)
+		w := bytes.NewBuffer(e.buf)
+		if err := json.Compact(w, obj.Data); err != nil {
+			return nil, err
+		}
+		e.buf = w.Bytes()
+	}
+	e.buf = append(e.buf, '}')
+	return e.buf[start:len(e.buf):len(e.buf)], nil
 }

@@ -29,6 +29,8 @@ const (
 	OpClaimDue  StoreOp = "ClaimDue"
 	OpFinish    StoreOp = "Finish"
 	OpWatch     StoreOp = "Watch"
+	// OpCreateMany is converge.Creator's CreateMany.
+	OpCreateMany StoreOp = "CreateMany"
 )
 
 // Store is a fake converge.Store and converge.Queue with injectable
@@ -70,7 +72,10 @@ type Store struct {
 	injected int
 }
 
-var _ converge.Queue = (*Store)(nil)
+var (
+	_ converge.Queue   = (*Store)(nil)
+	_ converge.Creator = (*Store)(nil)
+)
 
 // NewStore returns a fake store that fails every call with probability
 // failRate, with random failures seeded by seed.
@@ -196,6 +201,22 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	}
 	if err := s.lostReply(OpPut); err != nil {
 		return 0, err
+	}
+	return v, nil
+}
+
+// CreateMany implements converge.Creator. A lost reply (LostReplyRate)
+// returns an error after every record was created.
+func (s *Store) CreateMany(ctx context.Context, recs []converge.NewRecord) ([]uint64, error) {
+	if err := s.enter(OpCreateMany); err != nil {
+		return nil, err
+	}
+	v, err := s.Mem.CreateMany(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.lostReply(OpCreateMany); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

@@ -409,6 +409,22 @@ func (s *stubbornQueue) Put(ctx context.Context, rec converge.StoreRecord, h ...
 	return v, err
 }
 
+// halfCreator creates records one by one, so that a stored key fails a
+// batch half-written.
+type halfCreator struct{ *converge.MemStore }
+
+func (s halfCreator) CreateMany(ctx context.Context, recs []converge.NewRecord) ([]uint64, error) {
+	var out []uint64
+	for _, r := range recs {
+		v, err := s.Put(ctx, converge.StoreRecord{Key: r.Key, Value: r.Value}, r.History...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 func TestStoreConformCatchesBrokenRules(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -437,6 +453,7 @@ func TestStoreConformCatchesBrokenRules(t *testing.T) {
 		{"watch never delivers", func() converge.Store { return deafQueue{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "watch"},
 		{"watch ignores stop", func() converge.Store { return newStubbornQueue() }, convergetest.StoreConformOptions{}, "watch: stop"},
 		{"watch ignores its context", func() converge.Store { return newStubbornQueue() }, convergetest.StoreConformOptions{}, "watch: cancel"},
+		{"bulk create half-written", func() converge.Store { return halfCreator{converge.NewMemStore()} }, convergetest.StoreConformOptions{}, "create many: exists"},
 		{"peer writes not seen", func() converge.Store { return converge.NewMemStore() }, convergetest.StoreConformOptions{Peer: converge.NewMemStore()}, "watch: peer"},
 	}
 	for _, tt := range tests {

@@ -124,6 +124,21 @@ const watchTimeout = 5 * time.Second
 //     fails with a *converge.StoreRequestError (matching ErrStoreInvalid)
 //     and writes nothing.
 //
+// When s implements converge.Creator:
+//
+//   - "create many": CreateMany of no records writes nothing and fails
+//     not; of 500 records, it returns a version for each, Get, History and
+//     List return them as written, and (for a Queue) each is due at once.
+//   - "create many: exists": a batch holding stored keys fails with a
+//     *converge.StoreExistsError naming exactly those keys, sorted, each
+//     once in its message, and writes nothing (no record, no history).
+//   - "create many: invalid": a batch holding an empty key, a key twice
+//     or a value that is not JSON fails with a *converge.StoreRequestError
+//     naming that key, and writes nothing.
+//   - "create many: again": a record created again after a Delete keeps
+//     the history it had, and retention keeps the newest entries of old
+//     and new together.
+//
 // When s implements converge.Queue:
 //
 //   - "queue: new records due": a created record is due at once; ClaimDue
@@ -187,6 +202,9 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 	c.cancellation()
 	c.concurrentWriters()
 	c.invalidInput()
+	if cr, ok := s.(converge.Creator); ok {
+		c.createMany(cr)
+	}
 	if c.q != nil {
 		c.queueNewDue()
 		c.queueClaimHistory()

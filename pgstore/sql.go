@@ -20,6 +20,7 @@ type statements struct {
 	claim, holder, release     string
 	schedule, claimDue, finish string
 	finishMany, writeMany      string
+	createMany                 string
 }
 
 func putVariant(create, fenced bool) int {
@@ -64,17 +65,14 @@ func historyCTE(hist string, b, keep int, ageUS int64) string {
 // the newest new entry. The CTEs see the table as it was before the
 // statement, which is why old and new entries are trimmed apart.
 func historyRows(hist, n, src string, keep int, ageUS int64) string {
-	var drop []string
+	drop := historyDrop(n, keep, ageUS)
 	skip := "0"
 	if keep >= 0 {
-		drop = append(drop, fmt.Sprintf("(%[1]s > 0 AND h.id <= (SELECT o.id FROM {h} o WHERE o.key = w.key ORDER BY o.id DESC OFFSET greatest(%[2]d - %[1]s, 0) LIMIT 1))", n, keep))
 		skip = fmt.Sprintf("greatest(%s - %d, 0)", n, keep)
 	}
 	young := "true"
 	if ageUS > 0 {
-		old := fmt.Sprintf("now() - interval '%d microseconds'", ageUS)
-		drop = append(drop, "h.at < "+old)
-		young = "(e.ord = " + n + " OR (e.at < " + old + ") IS NOT TRUE)"
+		young = "(e.ord = " + n + " OR (e.at < " + ageCutoff(ageUS) + ") IS NOT TRUE)"
 	}
 	gone := ""
 	if len(drop) > 0 {
@@ -92,6 +90,28 @@ added AS (
 	WHERE e.ord > `+skip+` AND `+young+`
 	ORDER BY w.key, e.ord
 )`, "{h}", hist)
+}
+
+// historyDrop returns the conditions on a stored history entry h of the
+// key w.key that retention drops when n entries are added to the key
+// (n an expression on w), each a disjunct: beyond keep entries with the
+// new ones (keep >= 0), and older than ageUS microseconds (ageUS > 0).
+// {h} stands for the history table.
+func historyDrop(n string, keep int, ageUS int64) []string {
+	var drop []string
+	if keep >= 0 {
+		drop = append(drop, fmt.Sprintf("(%[1]s > 0 AND h.id <= (SELECT o.id FROM {h} o WHERE o.key = w.key ORDER BY o.id DESC OFFSET greatest(%[2]d - %[1]s, 0) LIMIT 1))", n, keep))
+	}
+	if ageUS > 0 {
+		drop = append(drop, "h.at < "+ageCutoff(ageUS))
+	}
+	return drop
+}
+
+// ageCutoff is the time before which history entries are older than
+// ageUS microseconds, by the database's clock.
+func ageCutoff(ageUS int64) string {
+	return fmt.Sprintf("now() - interval '%d microseconds'", ageUS)
 }
 
 // histParams is the number of parameters historyCTE takes (histArgs.args).
@@ -460,5 +480,6 @@ SELECT w.key, w.version, '' FROM w
 UNION ALL
 SELECT l.key, 0, ` + notifyReleased(18) + `
 FROM l LEFT JOIN u ON u.key = l.key`
+	s.createMany = createManySQL(schema, keep, ageUS)
 	return s
 }

@@ -410,10 +410,16 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 	if n == 0 {
 		return h, nil
 	}
-	h.ats = make([]time.Time, n)
-	h.froms, h.tos, h.reasons = make([]string, n), make([]string, n), make([]string, n)
-	h.subjects = make([]*string, n)
-	h.bys = make([]string, n)
+	h.ats = make([]time.Time, 0, n)
+	h.froms, h.tos, h.reasons = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	h.subjects = make([]*string, 0, n)
+	h.bys = make([]string, 0, n)
+	err := h.add(key, entries)
+	return h, err
+}
+
+// add checks entries, the history of key, and appends them to h.
+func (h *histArgs) add(key string, entries []converge.HistoryEntry) error {
 	for i, e := range entries {
 		fields := [...]struct{ name, v string }{{"From", e.From}, {"To", e.To}, {"Reason", e.Reason}, {"By", e.By}, {"Subject.Group", ""}, {"Subject.Host", ""}}
 		n := 4
@@ -426,20 +432,22 @@ func (s *Store) history(key string, entries []converge.HistoryEntry) (histArgs, 
 		for _, f := range fields[:n] {
 			if badText(f.v) {
 				// The field's name is spelled out only for the error.
-				return h, checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v)
+				return checkText(key, fmt.Sprintf("history[%d].%s", i, f.name), f.v)
 			}
 		}
-		h.ats[i], h.froms[i], h.tos[i], h.reasons[i], h.bys[i] = e.At, e.From, e.To, e.Reason, e.By
+		var subject *string
 		if e.Subject != nil {
 			b, err := json.Marshal(e.Subject)
 			if err != nil {
-				return h, fmt.Errorf("pgstore: key %q: history[%d].Subject: %w", key, i, err) // cannot fail: ints and strings
+				return fmt.Errorf("pgstore: key %q: history[%d].Subject: %w", key, i, err) // cannot fail: ints and strings
 			}
 			js := string(b)
-			h.subjects[i] = &js
+			subject = &js
 		}
+		h.ats, h.froms, h.tos = append(h.ats, e.At), append(h.froms, e.From), append(h.tos, e.To)
+		h.reasons, h.subjects, h.bys = append(h.reasons, e.Reason), append(h.subjects, subject), append(h.bys, e.By)
 	}
-	return h, nil
+	return nil
 }
 
 func (h histArgs) args() []any {
