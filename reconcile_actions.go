@@ -187,8 +187,6 @@ type actionBook struct {
 	// list is what this process knows is pending: what it read from the
 	// store last and what it added since, written or not.
 	list []PendingAction
-	// loaded is true once list was read from the store.
-	loaded bool
 }
 
 // pending returns a copy of the pending actions.
@@ -296,7 +294,7 @@ func (b *actionBook) sync(ctx context.Context, boot string, bootKnown bool) erro
 // set makes list the known pending actions and reports their number; the
 // caller holds b.mu.
 func (b *actionBook) set(list []PendingAction) {
-	b.list, b.loaded = list, true
+	b.list = list
 	b.obs.pendingActions(list)
 }
 

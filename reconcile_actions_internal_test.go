@@ -37,3 +37,33 @@ func TestActionBookRecordsOnlyRealWalks(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeActions feeds the reader of the pending actions record:
+// anything it accepts encodes back to a record it reads the same, and
+// what it refuses is ErrActionsDamaged naming the key.
+func FuzzDecodeActions(f *testing.F) {
+	for _, s := range []string{
+		`{"format":1}`,
+		`{"format":1,"actions":[{"action":"reboot","item":"config:arm_freq","reason":"boot configuration changed","revision":3,"bootID":"0e5c","since":"2026-12-04T15:00:00Z"}]}`,
+		`{"format":1,"actions":[{"action":"shutdown","item":"a","since":"2026-12-04T15:00:00Z"},{"action":"reboot","item":"a","since":"2026-12-04T15:00:00Z"}]}`,
+		`{"format":2}`, `{"actions":[]}`, `[1]`, `{"format":1,"format":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		list, err := decodeActions("converge.actions/t", b)
+		if err != nil {
+			require.ErrorIs(t, err, ErrActionsDamaged)
+			require.Contains(t, err.Error(), `"converge.actions/t"`)
+			return
+		}
+		if len(list) == 0 {
+			return
+		}
+		enc, err := encodeActions(list)
+		require.NoError(t, err)
+		again, err := decodeActions("converge.actions/t", enc)
+		require.NoError(t, err)
+		require.True(t, equalActions(list, again), "%s", enc)
+	})
+}

@@ -78,8 +78,8 @@ func TestReadmeAlertsNameRealMetrics(t *testing.T) {
 	}
 	exprs := regexp.MustCompile(`(?s)expr: (\|\n.*?|[^\n]*\n)\s+(?:for|annotations):`).FindAllStringSubmatch(rules, -1)
 	summaries := regexp.MustCompile(`summary: ([^\n]*)`).FindAllStringSubmatch(rules, -1)
-	require.Len(t, exprs, 3, "three rules")
-	require.Len(t, summaries, 3)
+	require.Len(t, exprs, 4, "four rules")
+	require.Len(t, summaries, 4)
 	for i, e := range exprs {
 		expr := e[1]
 		names := metricName.FindAllString(expr, -1)
