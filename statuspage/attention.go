@@ -57,15 +57,17 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 	for _, o := range quarantined {
 		byKey[o.Key] = o // the store's, newer than the view's
 	}
-	var stored map[string]controller.Object // read when an action is offered
+	// The tokens of the releases are bound to the stored versions, which
+	// the view may lag behind. When the store cannot be listed whole (a
+	// record that does not decode), the view's stand in: a token of a
+	// stale version is refused when it is used, never taken.
+	var stored map[string]controller.Object
 	if h.opts.Actions {
-		objs, err := c.StoredObjects(r.Context())
-		if err != nil {
-			return nil, err
-		}
-		stored = make(map[string]controller.Object, len(objs))
-		for _, o := range objs {
-			stored[o.Key] = o
+		if objs, err := c.StoredObjects(r.Context()); err == nil {
+			stored = make(map[string]controller.Object, len(objs))
+			for _, o := range objs {
+				stored[o.Key] = o
+			}
 		}
 	}
 	keys := make([]string, 0, len(byKey))
@@ -98,8 +100,11 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 			}
 		}
 		it.Repeats = o.Retries
-		if so, ok := stored[k]; ok && so.Halted != "" {
-			// Bound to the stored version, which the view may lag behind.
+		so, ok := stored[k]
+		if stored == nil {
+			so, ok = o, true
+		}
+		if h.opts.Actions && ok && so.Halted != "" {
 			it.Actions = h.offer(r, it.Actions, ActionRelease, it.Path+"/release", kind, k, so.Version)
 		}
 		items = append(items, it)

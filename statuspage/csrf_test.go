@@ -237,3 +237,24 @@ func TestCSRFTokenOfAFailedActionStaysGoodOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, doc.State().IsError(), "retried: %s", doc.State())
 }
+
+func TestPagesWithActionsSurviveAForeignRecord(t *testing.T) {
+	store := converge.NewMemStore()
+	c, err := controller.New(controller.Config{Kind: "host", Store: store, Handler: controller.HandlerFunc(func(context.Context, controller.Object) (controller.Result, error) {
+		return controller.NoChange(), nil
+	})})
+	require.NoError(t, err)
+	require.NoError(t, c.Add(t.Context(), "h1", stateNew, nil))
+	// Another program's record under the controller's kind: the store
+	// cannot be listed whole as objects.
+	_, err = store.Put(t.Context(), converge.StoreRecord{Key: "host/foreign", Value: []byte(`[1, 2]`)})
+	require.NoError(t, err)
+	_, err = c.StoredObjects(t.Context())
+	require.Error(t, err)
+	h, err := statuspage.New(statuspage.Options{Controllers: []statuspage.Controller{{Controller: c}}, Actions: true, Authorizer: testAuthorizer})
+	require.NoError(t, err)
+	for _, path := range []string{"/", "/controllers/host", "/controllers/host/objects/h1"} {
+		code, body := get(t, h, path, true)
+		assert.Equal(t, http.StatusOK, code, "%s: %s", path, body)
+	}
+}

@@ -867,11 +867,11 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.opts.Actions && o.Halted != "" {
 		// The token is bound to the stored version, which the view may
-		// lag behind.
+		// lag behind; when the store cannot be read, to the view's (a
+		// stale one is refused when it is used, never taken).
 		stored, err := storedObject(r.Context(), c.Controller, key)
 		if err != nil {
-			h.failErr(w, r, err)
-			return
+			stored = o
 		}
 		if stored.Halted != "" {
 			v.Actions = h.offer(r, v.Actions, ActionRelease, v.Path+"/release", kind, key, stored.Version)
