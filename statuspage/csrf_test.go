@@ -245,6 +245,16 @@ func TestPagesWithActionsSurviveAForeignRecord(t *testing.T) {
 	})})
 	require.NoError(t, err)
 	require.NoError(t, c.Add(t.Context(), "h1", stateNew, nil))
+	// h1 quarantined, as a replica stored it.
+	rec, err := store.Get(t.Context(), "host/h1")
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(rec.Value, &obj))
+	obj["halted"] = string(controller.HaltQuarantined)
+	rec.Value, err = json.Marshal(obj)
+	require.NoError(t, err)
+	_, err = store.Put(t.Context(), rec)
+	require.NoError(t, err)
 	// Another program's record under the controller's kind: the store
 	// cannot be listed whole as objects.
 	_, err = store.Put(t.Context(), converge.StoreRecord{Key: "host/foreign", Value: []byte(`[1, 2]`)})
@@ -257,4 +267,15 @@ func TestPagesWithActionsSurviveAForeignRecord(t *testing.T) {
 		code, body := get(t, h, path, true)
 		assert.Equal(t, http.StatusOK, code, "%s: %s", path, body)
 	}
+	// The quarantined object is still released, once.
+	items := attention(t, h, "admin")
+	require.Equal(t, []string{"h1: " + statuspage.ProblemQuarantined + " [release]"}, problems(items))
+	form := url.Values{"csrf": {items[0].Actions[0].Token}}
+	rec2 := as(h, "admin", http.MethodPost, "/"+items[0].Actions[0].Path, form, true)
+	require.Equal(t, http.StatusOK, rec2.Code, rec2.Body.String())
+	rec2 = as(h, "admin", http.MethodPost, "/"+items[0].Actions[0].Path, form, true)
+	assert.Equal(t, http.StatusForbidden, rec2.Code, rec2.Body.String())
+	qs, err := c.Quarantined(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, qs, "released")
 }

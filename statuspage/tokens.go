@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -153,11 +154,22 @@ func (h *Handler) anchorOf(ctx context.Context, action Action, kind, key string)
 }
 
 // storedObject reads the object key of c from the store (not from c's
-// view, which may lag behind another replica's writes).
+// view, which may lag behind another replica's writes). When a record
+// under c's kind is not an object, so the store cannot be listed whole, a
+// quarantined object is still found (among the records that are
+// objects); another is not, and the error says why.
 func storedObject(ctx context.Context, c *controller.Controller, key string) (controller.Object, error) {
 	objs, err := c.StoredObjects(ctx)
 	if err != nil {
-		return controller.Object{}, err
+		q, qerr := c.Quarantined(ctx)
+		if qerr != nil {
+			return controller.Object{}, err
+		}
+		i := slices.IndexFunc(q, func(o controller.Object) bool { return o.Key == key })
+		if i < 0 {
+			return controller.Object{}, err
+		}
+		return q[i], nil
 	}
 	i := sort.Search(len(objs), func(i int) bool { return objs[i].Key >= key })
 	if i == len(objs) || objs[i].Key != key {
