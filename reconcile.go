@@ -86,7 +86,9 @@ type TargetReconcilerConfig[T any] struct {
 	// Walk.RefreshLog is set: one record under TargetRefreshKey(Name)
 	// (NewStoreRefreshLog), so that a refresh that was due when the agent
 	// stopped (a service to restart after its configuration was written)
-	// happens in the first pass after it starts again.
+	// happens in the first pass after it starts again. It keeps, too, the
+	// host actions its items asked for and that have not happened yet,
+	// under TargetActionsKey(Name) (see PendingActions).
 	Store Store
 	// Walk configures the walks. Its Grace is also what Run gives the
 	// items in flight when it stops, its EventBuffer bounds the events
