@@ -241,6 +241,31 @@ func (b *actionBook) sync(ctx context.Context, boot string, bootKnown bool) erro
 	if !bootKnown {
 		boot = b.currentBoot(ctx)
 	}
+	return b.change(ctx, true, func(stored []PendingAction) []PendingAction {
+		var kept []PendingAction
+		for _, p := range mergeActions(stored, b.list) {
+			if boot != "" && p.BootID != "" && p.BootID != boot {
+				b.obs.logAttrs(ctx, slog.LevelInfo, "host action done", slog.Any("done", p))
+				continue
+			}
+			kept = append(kept, p)
+		}
+		return kept
+	})
+}
+
+// clear forgets every pending action, in the store too, whatever the
+// stored record holds.
+func (b *actionBook) clear(ctx context.Context) error {
+	return b.change(ctx, false, func([]PendingAction) []PendingAction { return nil })
+}
+
+// change reads the stored actions (decoding them when decode is true),
+// makes what fn returns the pending actions, and writes them back when
+// they differ from what is stored (deleting the record when none is
+// left), again when another writer got in between. It holds b.mu, which
+// fn may rely on.
+func (b *actionBook) change(ctx context.Context, decode bool, fn func(stored []PendingAction) []PendingAction) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for range storeActionsRetries {
@@ -252,27 +277,22 @@ func (b *actionBook) sync(ctx context.Context, boot string, bootKnown bool) erro
 		case err != nil:
 			return fmt.Errorf("converge: pending actions %q: %w", b.key, bare(err))
 		default:
-			if stored, err = decodeActions(b.key, rec.Value); err != nil {
-				return err
-			}
 			version = rec.Version
-		}
-		merged := mergeActions(stored, b.list)
-		kept := merged[:0:0]
-		for _, p := range merged {
-			if boot != "" && p.BootID != "" && p.BootID != boot {
-				b.obs.logAttrs(ctx, slog.LevelInfo, "host action done", slog.Any("done", p))
-				continue
+			if decode {
+				if stored, err = decodeActions(b.key, rec.Value); err != nil {
+					return err
+				}
 			}
-			kept = append(kept, p)
 		}
-		if equalActions(kept, stored) {
-			b.set(kept)
-			return nil
-		}
-		if len(kept) == 0 {
+		kept := fn(stored)
+		switch {
+		case version != 0 && equalActions(kept, stored) && (decode || len(kept) > 0):
+			err = nil // as stored
+		case version == 0 && len(kept) == 0:
+			err = nil // none stored, none kept
+		case len(kept) == 0:
 			err = b.store.Delete(ctx, b.key, version)
-		} else {
+		default:
 			var v []byte
 			if v, err = encodeActions(kept); err != nil {
 				return fmt.Errorf("converge: pending actions %q: encode: %w", b.key, bare(err))
@@ -285,40 +305,8 @@ func (b *actionBook) sync(ctx context.Context, boot string, bootKnown bool) erro
 		if err != nil {
 			return fmt.Errorf("converge: pending actions %q: %w", b.key, bare(err))
 		}
-		b.set(kept)
-		return nil
-	}
-	return fmt.Errorf("converge: pending actions %q: %w: still changing after %d attempts", b.key, bare(ErrStoreStale), storeActionsRetries)
-}
-
-// set makes list the known pending actions and reports their number; the
-// caller holds b.mu.
-func (b *actionBook) set(list []PendingAction) {
-	b.list = list
-	b.obs.pendingActions(list)
-}
-
-// clear forgets every pending action, in the store too.
-func (b *actionBook) clear(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for range storeActionsRetries {
-		rec, err := b.store.Get(ctx, b.key)
-		if errors.Is(err, ErrStoreNotFound) {
-			b.set(nil)
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("converge: pending actions %q: %w", b.key, bare(err))
-		}
-		err = b.store.Delete(ctx, b.key, rec.Version)
-		if errors.Is(err, ErrStoreStale) || errors.Is(err, ErrStoreNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("converge: pending actions %q: %w", b.key, bare(err))
-		}
-		b.set(nil)
+		b.list = kept
+		b.obs.pendingActions(kept)
 		return nil
 	}
 	return fmt.Errorf("converge: pending actions %q: %w: still changing after %d attempts", b.key, bare(ErrStoreStale), storeActionsRetries)

@@ -67,6 +67,28 @@ func (a *agent) pass(t *testing.T) converge.TargetEvent {
 	}
 }
 
+// runOnePass runs r until its first pass ends and returns that pass's
+// event.
+func runOnePass(t *testing.T, r *converge.TargetReconciler[spec]) converge.TargetEvent {
+	t.Helper()
+	ends := make(chan converge.TargetEvent, 8)
+	unsubscribe := r.Subscribe(func(e converge.TargetEvent) {
+		if e.Kind == converge.TargetPassFailed || e.Kind == converge.TargetPassFinished {
+			ends <- e
+		}
+	})
+	defer unsubscribe()
+	stop := runReconciler(t, r)
+	var e converge.TargetEvent
+	select {
+	case e = <-ends:
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "no pass ended")
+	}
+	require.NoError(t, stop())
+	return e
+}
+
 func (a *agent) stop(t *testing.T, stop func() error) {
 	t.Helper()
 	require.NoError(t, stop())
@@ -160,19 +182,7 @@ func TestTargetReconcilerPendingActions(t *testing.T) {
 		store := converge.NewMemStore()
 		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: build, Store: store, BootID: boot.read})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))
-		failed := make(chan struct{}, 8)
-		r.Subscribe(func(e converge.TargetEvent) {
-			if e.Kind == converge.TargetPassFailed {
-				failed <- struct{}{}
-			}
-		})
-		stop := runReconciler(t, r)
-		select {
-		case <-failed:
-		case <-time.After(20 * time.Second):
-			require.FailNow(t, "no pass failed")
-		}
-		require.NoError(t, stop())
+		require.Equal(t, converge.TargetPassFailed, runOnePass(t, r).Kind)
 		got := r.PendingActions()
 		require.Len(t, got, 1)
 		assert.Equal(t, converge.ActionReboot, got[0].Action)
@@ -191,19 +201,7 @@ func TestTargetReconcilerPendingActions(t *testing.T) {
 		store := converge.NewMemStore()
 		r, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store, BootID: boot.read})
 		require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))
-		done := make(chan struct{}, 8)
-		r.Subscribe(func(e converge.TargetEvent) {
-			if e.Kind == converge.TargetPassFinished {
-				done <- struct{}{}
-			}
-		})
-		stop := runReconciler(t, r)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			require.FailNow(t, "no pass finished")
-		}
-		require.NoError(t, stop())
+		require.Equal(t, converge.TargetPassFinished, runOnePass(t, r).Kind)
 		require.Len(t, r.PendingActions(), 1)
 		assert.Empty(t, r.PendingActions()[0].BootID)
 
@@ -236,21 +234,13 @@ func TestTargetReconcilerPendingActions(t *testing.T) {
 				r, _ := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: d.build, Store: store, BootID: (&bootClock{id: "b"}).read})
 				_, err = r.Load(ctx)
 				require.NoError(t, err, "Load does not fail for it; the pass does")
-				ends := make(chan converge.TargetEvent, 8)
-				r.Subscribe(func(e converge.TargetEvent) {
-					if e.Kind == converge.TargetPassFailed || e.Kind == converge.TargetPassFinished {
-						ends <- e
-					}
-				})
 				require.NoError(t, r.SetTarget(ctx, spec{Host: "on", App: "v1"}))
-				stop := runReconciler(t, r)
-				e := <-ends
+				e := runOnePass(t, r)
 				require.Equal(t, converge.TargetPassFailed, e.Kind)
 				require.ErrorIs(t, e.Err, converge.ErrActionsDamaged)
 				assert.Contains(t, e.Err.Error(), `"converge.actions/edge"`)
 				v, _ := d.app.get()
 				assert.Empty(t, v, "nothing was applied")
-				require.NoError(t, stop())
 				require.NoError(t, r.ClearPendingActions(ctx))
 				_, err = store.Get(ctx, converge.TargetActionsKey("edge"))
 				require.ErrorIs(t, err, converge.ErrStoreNotFound)
