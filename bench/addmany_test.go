@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -35,12 +36,31 @@ func BenchmarkPGAddObjects(b *testing.B) {
 	for i := range objs {
 		objs[i] = controller.NewObject{Key: pgKey(i), State: "new", Data: []byte(`{"rack":"r1"}`)}
 	}
+	wal := walPosition(b, ctx, store.Pool())
 	timeObjects(b, ctx, dsn, rt, n, func() (int, error) {
 		if err := controller.AddObjects(ctx, store, pgFloorKind, objs); err != nil {
 			return 0, err
 		}
 		return n, nil
 	})
+	reportWAL(b, ctx, store.Pool(), wal, n)
+}
+
+// walPosition returns the server's current WAL position, in bytes.
+func walPosition(b *testing.B, ctx context.Context, pool *pgxpool.Pool) int64 {
+	b.Helper()
+	var lsn int64
+	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&lsn); err != nil {
+		b.Fatal(err)
+	}
+	return lsn
+}
+
+// reportWAL reports the WAL the server wrote since from, per object of n
+// (the cluster is the test binary's own: nothing else writes to it
+// meanwhile).
+func reportWAL(b *testing.B, ctx context.Context, pool *pgxpool.Pool, from int64, n int) {
+	b.ReportMetric(float64(walPosition(b, ctx, pool)-from)/float64(n), "wal-B/object")
 }
 
 // riverRackArgs is the job of BenchmarkRiverInsertMany: as much data as
@@ -85,8 +105,10 @@ func BenchmarkRiverInsertMany(b *testing.B) {
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: riverRackArgs{Rack: "r1"}}
 	}
+	wal := walPosition(b, ctx, pool)
 	timeObjects(b, ctx, dsn, rt, n, func() (int, error) {
 		res, err := client.InsertMany(ctx, params)
 		return len(res), err
 	})
+	reportWAL(b, ctx, pool, wal, n)
 }
