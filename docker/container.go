@@ -60,6 +60,12 @@ type DependencyError struct {
 	Service    string
 	Condition  Condition
 	Err        error
+	// Status and Health are the dependency's engine state and health
+	// status ("starting", "healthy", "unhealthy"; "" without a
+	// healthcheck) as read by the inspect that ended the wait, the read
+	// the message describes; both "" when the dependency could not be
+	// read.
+	Status, Health string
 	// Log is the tail of the dependency's log (see ContainerError.Log), ""
 	// when it could not be read.
 	Log string
@@ -93,6 +99,10 @@ type ContainerError struct {
 	// Log is at most the last LogTailLines lines and LogTailBytes bytes of
 	// the container's output, secret values redacted.
 	Log string
+
+	// state is the container's state as the read that found the failure
+	// saw it: the After state of the failed Apply.
+	state *ContainerState
 }
 
 // ID returns ContainerID(project, service).
@@ -226,7 +236,13 @@ func (c *Container) Apply(ctx context.Context, current, target ContainerState) (
 		default: // the failed step names the action
 			err = fmt.Errorf("docker: container %s: %w", c.name, err)
 		}
-		return current, c.red.err(err)
+		after := current
+		if ce := (*ContainerError)(nil); errors.As(err, &ce) && ce.state != nil {
+			// The read that found the failure is the state the report
+			// shows with it, so both say the same (unhealthy, exited).
+			after = *ce.state
+		}
+		return after, c.red.err(err)
 	}
 	return simulate(current, target, plan), nil
 }
@@ -405,8 +421,9 @@ func (c *Container) settle(ctx context.Context, name string) (container.InspectR
 		health = string(st.Health.Status)
 	}
 	if exited && (c.spec.Run != Once || st.ExitCode != 0) || health == container.Unhealthy {
+		read := stateFromInspect(r, &c.spec)
 		return r, &ContainerError{Container: c.name, Service: c.spec.Service, Status: string(st.Status), ExitCode: st.ExitCode,
-			Health: health, Log: logTail(ctx, c.eng, name, c.red)}
+			Health: health, Log: logTail(ctx, c.eng, name, c.red), state: &read}
 	}
 	return r, nil
 }
@@ -660,8 +677,10 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	var status, health string // of the last read of the dependency
 	fail := func(err error) error {
-		de := &DependencyError{Container: c.name, Dependency: w.name, Service: w.dep.Service, Condition: w.dep.Condition, Err: err}
+		de := &DependencyError{Container: c.name, Dependency: w.name, Service: w.dep.Service, Condition: w.dep.Condition, Err: err,
+			Status: status, Health: health}
 		if ctx.Err() == nil {
 			de.Log = logTail(ctx, c.eng, w.name, w.red)
 		}
@@ -675,8 +694,13 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 		if err != nil && !errdefs.IsNotFound(err) {
 			return fail(err)
 		}
+		status, health = "", ""
 		if err == nil && r.State != nil {
 			st := r.State
+			status = string(st.Status)
+			if st.Health != nil {
+				health = string(st.Health.Status)
+			}
 			stopped := st.Status == container.StateExited || st.Status == container.StateDead
 			switch w.dep.Condition {
 			case ServiceStarted:

@@ -270,3 +270,48 @@ func ExamplePullAlways() {
 	// demo-player: recreate (image-id)
 	// changed: 0 registry questions: 1
 }
+
+// A device agent's target holds its applications (a docker project)
+// beside its other parts. TargetBuild is given the runtime dependencies
+// once, here the label key kept apart in the store, and BuildPart builds
+// the docker stage from the target's part. The stored target holds
+// neither the key nor Go field names.
+func ExampleTargetBuild() {
+	ctx := context.Background()
+	eng := dockertest.New() // docker.NewClient() for a real engine
+	eng.AddImage("app:1")
+	store := converge.NewMemStore() // boltstore.Open(path, ...) on a device
+	key, err := docker.LoadHashKey(ctx, store, "demo")
+	if err != nil {
+		panic(err)
+	}
+	type agentTarget struct {
+		Apps docker.Project `json:"apps"`
+	}
+	build := converge.BuildPart(func(t agentTarget) docker.Project { return t.Apps },
+		docker.TargetBuild(eng, docker.Runtime{HashKey: key}))
+	r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[agentTarget]{Build: build, Store: store})
+	if err != nil {
+		panic(err)
+	}
+	p, err := docker.LoadCompose(ctx, []byte("name: demo\nservices:\n  web: {image: app:1, restart: always}\n"), docker.LoadOptions{})
+	if err != nil {
+		panic(err)
+	}
+	if err := r.SetTarget(ctx, agentTarget{Apps: *p}); err != nil {
+		panic(err)
+	}
+	stored, _, err := store.Target(ctx, converge.TargetDefaultName)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(stored))
+	stages, err := build(ctx, agentTarget{Apps: *p})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(stages[0].Name)
+	// Output:
+	// {"apps":{"format":2,"name":"demo","services":[{"service":"web","image":"app:1","networks":[{"name":"demo_default"}],"restart":"always"}],"networks":[{"name":"demo_default"}]}}
+	// docker:demo
+}

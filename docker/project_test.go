@@ -406,7 +406,8 @@ func TestContainerThatExitsAfterStartFails(t *testing.T) {
 		require.ErrorIs(t, err, docker.ErrContainerFailed)
 		var ce *docker.ContainerError
 		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, docker.ContainerError{Container: "ex-a", Service: "a", Status: "exited", ExitCode: 1, Log: "no config file"}, *ce)
+		got := docker.ContainerError{Container: ce.Container, Service: ce.Service, Status: ce.Status, ExitCode: ce.ExitCode, Health: ce.Health, Log: ce.Log}
+		assert.Equal(t, docker.ContainerError{Container: "ex-a", Service: "a", Status: "exited", ExitCode: 1, Log: "no config file"}, got)
 	})
 }
 

@@ -101,10 +101,10 @@ func (r redactor) copy(err error) (error, bool) {
 		out = &SpecError{Object: str(e.Object), Service: str(e.Service), Field: str(e.Field), Reason: str(e.Reason)}
 	case *ContainerError:
 		out = &ContainerError{Container: str(e.Container), Service: str(e.Service), Status: str(e.Status),
-			ExitCode: e.ExitCode, Health: str(e.Health), Log: str(e.Log)}
+			ExitCode: e.ExitCode, Health: str(e.Health), Log: str(e.Log), state: e.state}
 	case *DependencyError:
 		out = &DependencyError{Container: str(e.Container), Dependency: str(e.Dependency), Service: str(e.Service),
-			Condition: e.Condition, Err: cause(e.Err), Log: str(e.Log)}
+			Condition: e.Condition, Err: cause(e.Err), Status: str(e.Status), Health: str(e.Health), Log: str(e.Log)}
 	case *LockError:
 		out = &LockError{Container: str(e.Container), Lock: str(e.Lock), Action: e.Action}
 	case *ImageError:
