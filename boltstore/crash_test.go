@@ -460,7 +460,7 @@ func TestCrashPlanRunner(t *testing.T) {
 		completed := 0
 		for _, h := range hist {
 			assert.NotEqual(t, string(plan.StateCompleted), h.From, "plan %s: a completed step was redone: %+v", id, h)
-			if h.To == string(plan.StateCompleted) && h.Reason == "plan" {
+			if h.To == string(plan.StateCompleted) && h.Subject == nil {
 				completed++
 			}
 		}
