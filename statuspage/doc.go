@@ -122,8 +122,9 @@
 // abort is bound to the plan's run instead (its first command not
 // completed, when that command started, and the attempts of its
 // targets), as every step of a running plan moves its version: a retry
-// changes the run, and within one run the plan itself refuses a second
-// abort (plan.ErrAborted, 409). A token is spent only when its action
+// changes the run (except for a plan aborted before its first command
+// started or listed a target), and within one run the plan itself
+// refuses a second abort (plan.ErrAborted, 409). A token is spent only when its action
 // succeeds: one whose action failed (a store that did not answer) stays
 // good; while its action runs, the same Handler refuses it, and
 // afterwards it keeps refusing it until it expires. A token is rendered

@@ -182,7 +182,10 @@ func storedObject(ctx context.Context, c *controller.Controller, key string) (co
 // the first command not completed, when it started, and the attempts of
 // every target. A retry changes it (the failed command starts again, and
 // its failed targets count one more attempt); the steps of a running
-// command do not.
+// command do not. The one retry that leaves it as it was is that of a plan
+// aborted before its first command started or listed a target: there an
+// abort token taken before stays good on the other Handlers until it
+// expires (the Handler that took it refuses it).
 func planRun(doc *plan.Document) uint64 {
 	m := fnv.New64a()
 	if doc.Status != nil {
