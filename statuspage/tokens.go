@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/internal/errtext"
 	"github.com/convergekit/converge/plan"
 )
 
@@ -173,7 +174,7 @@ func storedObject(ctx context.Context, c *controller.Controller, key string) (co
 	}
 	i := sort.Search(len(objs), func(i int) bool { return objs[i].Key >= key })
 	if i == len(objs) || objs[i].Key != key {
-		return controller.Object{}, fmt.Errorf("statuspage: %s %q: %w", c.Kind(), key, controller.ErrObjectNotFound)
+		return controller.Object{}, fmt.Errorf("statuspage: %s %q: %w", c.Kind(), key, errtext.Bare(controller.ErrObjectNotFound, "controller: "))
 	}
 	return objs[i], nil
 }
