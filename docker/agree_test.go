@@ -19,7 +19,9 @@ import (
 // the engine, so they say the same: a container that turned unhealthy
 // right after its start is unhealthy in both; a dependency that turned
 // unhealthy while its dependent waited is named unhealthy in the error's
-// message and in its Status and Health.
+// message and in its Status and Health, and the message says it was
+// starting before (as the report's state of the dependency, read when its
+// item finished, shows it).
 func TestFailureAndReportAgree(t *testing.T) {
 	health := &docker.Healthcheck{Test: []string{"CMD", "true"}}
 	t.Run("container", func(t *testing.T) {
@@ -64,12 +66,18 @@ func TestFailureAndReportAgree(t *testing.T) {
 				time.Sleep(2 * time.Second) // virtual time: a turns unhealthy while b waits
 				f.SetHealth("agree-a", container.Unhealthy)
 			}()
-			_, err = converge.Apply(t.Context(), g)
+			rep, err := converge.Apply(t.Context(), g)
+			r, ok := rep.Item(docker.ContainerID("agree", "a"))
+			require.True(t, ok)
+			_, after, ok := converge.ResultStates[docker.ContainerState](r)
+			require.True(t, ok)
+			require.Equal(t, string(container.Starting), after.Health, "the report read a when its item finished")
 			var de *docker.DependencyError
 			require.ErrorAs(t, err, &de)
 			assert.Equal(t, string(container.Unhealthy), de.Health)
 			assert.Equal(t, "running", de.Status)
-			assert.Contains(t, de.Error(), "unhealthy")
+			assert.Contains(t, de.Error(), "it turned unhealthy during the wait (it was starting)",
+				"the message says the dependency changed since the walk read it starting")
 		})
 	})
 }

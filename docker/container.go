@@ -678,6 +678,7 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	var status, health string // of the last read of the dependency
+	var wasStarting bool      // an earlier read of this wait found it starting
 	fail := func(err error) error {
 		de := &DependencyError{Container: c.name, Dependency: w.name, Service: w.dep.Service, Condition: w.dep.Condition, Err: err,
 			Status: status, Health: health}
@@ -716,6 +717,10 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 					return failed("it has no healthcheck")
 				case st.Health.Status == container.Healthy:
 					return nil
+				case st.Health.Status == container.Unhealthy && wasStarting:
+					// The walk's report may show it starting, as it was when
+					// its item finished: say that it changed since.
+					return failed("it turned unhealthy during the wait (it was starting)")
 				case st.Health.Status == container.Unhealthy:
 					return failed("it is unhealthy")
 				case stopped:
@@ -731,6 +736,7 @@ func (c *Container) waitOne(ctx context.Context, w wait) error {
 					return failed("it exited with code %d", st.ExitCode)
 				}
 			}
+			wasStarting = wasStarting || health == string(container.Starting)
 		}
 		poll := time.NewTimer(c.poll)
 		select {
