@@ -2,6 +2,7 @@ package converge
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -66,4 +67,68 @@ func FuzzDecodeActions(f *testing.F) {
 		require.NoError(t, err)
 		require.True(t, equalActions(list, again), "%s", enc)
 	})
+}
+
+// TestActionBookDropsWhatANewBootDid checks the rule that ends a pending
+// action: a reboot or a shutdown asked for under one boot ID is done once
+// the boot ID differs; an unknown boot ID, then or now, keeps it.
+func TestActionBookDropsWhatANewBootDid(t *testing.T) {
+	at := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	reboot := PendingAction{Action: ActionReboot, ID: "config:arm_freq", Revision: 2, BootID: "b1", Since: at}
+	shutdown := PendingAction{Action: ActionShutdown, ID: "power", Revision: 3, BootID: "b1", Since: at}
+	unknown := PendingAction{Action: ActionReboot, ID: "kernel", Revision: 3, Since: at}
+	for _, tc := range []struct {
+		name   string
+		boot   string
+		stored []PendingAction
+		want   []PendingAction
+	}{
+		{name: "same boot keeps both", boot: "b1", stored: []PendingAction{reboot, shutdown}, want: []PendingAction{reboot, shutdown}},
+		{name: "new boot ends both", boot: "b2", stored: []PendingAction{reboot, shutdown}, want: nil},
+		{name: "unknown boot now keeps both", boot: "", stored: []PendingAction{reboot, shutdown}, want: []PendingAction{reboot, shutdown}},
+		{name: "asked under an unknown boot is kept", boot: "b2", stored: []PendingAction{unknown, reboot}, want: []PendingAction{unknown}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := NewMemStore()
+			v, err := encodeActions(tc.stored)
+			require.NoError(t, err)
+			_, err = store.Put(ctx, StoreRecord{Key: TargetActionsKey("edge"), Value: v})
+			require.NoError(t, err)
+			obs := newTargetObs("edge", nil, nil, time.Now)
+			b := &actionBook{store: store, key: TargetActionsKey("edge"), bootID: func(context.Context) (string, error) { return tc.boot, nil }, now: time.Now, obs: &obs}
+			require.NoError(t, b.sync(ctx, "", false))
+			assert.Equal(t, tc.want, b.pending())
+			rec, err := store.Get(ctx, TargetActionsKey("edge"))
+			if tc.want == nil {
+				require.ErrorIs(t, err, ErrStoreNotFound, "the record is deleted once nothing is pending")
+				return
+			}
+			require.NoError(t, err)
+			got, err := decodeActions(rec.Key, rec.Value)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestLinuxBootID reads the boot ID where the kernel gives one: the same
+// ID twice, and ctx's error when ctx ended.
+func TestLinuxBootID(t *testing.T) {
+	ctx := context.Background()
+	first, err := LinuxBootID(ctx)
+	require.NoError(t, err)
+	if _, statErr := os.Stat(BootIDFile); statErr != nil {
+		assert.Empty(t, first, "no file: unknown, not an error")
+	} else {
+		assert.NotEmpty(t, first)
+		assert.NotContains(t, first, "\n")
+	}
+	again, err := LinuxBootID(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "one boot, one ID")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = LinuxBootID(cancelled)
+	require.ErrorIs(t, err, context.Canceled)
 }
