@@ -87,7 +87,12 @@
 // and which its events and reports carry; a new target preempts the
 // running pass at the next item boundary. Subscribers each get their own
 // goroutine, so a slow one only loses events (TargetEvent.Dropped), and
-// Run stops as a walk is interrupted, gracefully within Walk.Grace. The controller
+// Run stops as a walk is interrupted, gracefully within Walk.Grace. A
+// reboot or shutdown an item asked for (RequireAction) stays in
+// PendingActions, kept in the Store, until the host booted again, so an
+// agent restarted before the reboot still knows it is due. JoinBuilds and
+// BuildPart make one target of the builds of several adapters (host
+// configuration, then containers). The controller
 // package moves many objects through lifecycle states on the same Store
 // contract.
 //
