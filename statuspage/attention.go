@@ -44,9 +44,30 @@ func pendingAttention(tv TargetView) []AttentionItem {
 // sorted by key.
 func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller, objs []controller.Object, above map[string]bool) ([]AttentionItem, error) {
 	kind := c.Kind()
-	quarantined, err := c.Quarantined(r.Context())
-	if err != nil {
-		return nil, err
+	// With actions, the store is listed once as objects: the releases'
+	// tokens are bound to the stored versions (the view may lag behind),
+	// and its quarantined objects are those. When it cannot be listed
+	// whole (a record that is not an object), Quarantined reads those
+	// that are, and the view's versions stand in: a token of a stale
+	// version is refused when it is used, never taken.
+	var stored map[string]controller.Object
+	var quarantined []controller.Object
+	if h.opts.Actions {
+		if all, err := c.StoredObjects(r.Context()); err == nil {
+			stored = make(map[string]controller.Object, len(all))
+			for _, o := range all {
+				stored[o.Key] = o
+				if o.Halted == controller.HaltQuarantined {
+					quarantined = append(quarantined, o)
+				}
+			}
+		}
+	}
+	if stored == nil {
+		var err error
+		if quarantined, err = c.Quarantined(r.Context()); err != nil {
+			return nil, err
+		}
 	}
 	byKey := map[string]controller.Object{}
 	for _, o := range objs {
@@ -56,19 +77,6 @@ func (h *Handler) controllerAttention(r *http.Request, c *controller.Controller,
 	}
 	for _, o := range quarantined {
 		byKey[o.Key] = o // the store's, newer than the view's
-	}
-	// The tokens of the releases are bound to the stored versions, which
-	// the view may lag behind. When the store cannot be listed whole (a
-	// record that does not decode), the view's stand in: a token of a
-	// stale version is refused when it is used, never taken.
-	var stored map[string]controller.Object
-	if h.opts.Actions {
-		if objs, err := c.StoredObjects(r.Context()); err == nil {
-			stored = make(map[string]controller.Object, len(objs))
-			for _, o := range objs {
-				stored[o.Key] = o
-			}
-		}
 	}
 	keys := make([]string, 0, len(byKey))
 	for k := range byKey {
