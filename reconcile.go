@@ -156,7 +156,9 @@ const (
 	// Event.Retry when the next attempt runs (0 when at once).
 	TargetPassFailed
 	// TargetActionRequired means an item asked for a reboot or shutdown;
-	// Event.Action says which.
+	// Event.Action says which. It comes once per pass that asked; the
+	// action is in PendingActions from then on, until the host booted
+	// again, across restarts too.
 	TargetActionRequired
 	// TargetPassPreempted means a new target (SetTarget) or an
 	// intermediate one (ApplyIntermediate) ended the pass before it
