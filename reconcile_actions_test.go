@@ -127,8 +127,8 @@ func TestTargetReconcilerPendingRebootSurvivesRestart(t *testing.T) {
 	assert.False(t, got[0].Since.IsZero())
 	assert.Equal(t, 1.0, a1.gauge("reboot"))
 	assert.Zero(t, a1.gauge("shutdown"))
+	a1.stop(t, stop) // the subscribers took their events
 	require.Len(t, a1.ev.of(converge.TargetActionRequired), 1, "the event is still emitted")
-	a1.stop(t, stop)
 
 	// The agent restarts; the host did not reboot.
 	d.app.reboot = false
