@@ -55,9 +55,13 @@ type Controller struct {
 	// series is resolved once even when workers miss it at the same time.
 	handlerObsMu sync.Mutex
 
-	// terminal counts the objects of the view halted by a terminal error,
-	// so that Enqueue looks for one to wake only when there is one.
+	// terminal counts the objects of the view halted by a terminal error
+	// or a cancel, so that Enqueue looks for one to wake only when there
+	// is one.
 	terminal atomic.Int64
+
+	// runs holds the handlers running, for Cancel.
+	runs handlerRuns
 
 	mu      sync.RWMutex
 	objs    map[string]*ctrlEntry
@@ -267,8 +271,9 @@ func decodeObject(rec converge.StoreRecord, prefix string) (*Object, error) {
 // run it; it then fails with ErrObjectNotFound for a key that is not
 // stored, or with the store's error.
 //
-// An object halted by a terminal error (HaltTerminal) is woken: the halt
-// is cleared in the store first, and the handler runs again. A
+// An object halted by a terminal error (HaltTerminal) or a cancel
+// (HaltCancelled) is woken: the halt is cleared in the store first, and
+// the handler runs again. A
 // quarantined object is not: see Release. With Config.Owner set, Enqueue
 // reads the stored object for that (another replica may have halted it),
 // so it costs a read besides the write that makes the object due.
@@ -282,7 +287,7 @@ func (c *Controller) Enqueue(ctx context.Context, key string) error {
 		return c.schedule(ctx, sq, key)
 	}
 	if c.terminal.Load() > 0 {
-		if e := c.entry(key); e != nil && e.load().Halted == HaltTerminal {
+		if e := c.entry(key); e != nil && (e.load().Halted == HaltTerminal || e.load().Halted == HaltCancelled) {
 			if err := c.update(ctx, key, wakeTerminal); err != nil {
 				return err
 			}
@@ -305,9 +310,10 @@ func (c *Controller) schedule(ctx context.Context, sq converge.Queue, key string
 	return nil
 }
 
-// wakeTerminal clears a halt by a terminal error, for Enqueue.
+// wakeTerminal clears a halt by a terminal error or a cancel, for Enqueue
+// and Request.
 func wakeTerminal(o *Object) bool {
-	if o.Halted != HaltTerminal {
+	if o.Halted != HaltTerminal && o.Halted != HaltCancelled {
 		return false
 	}
 	o.Halted, o.Retries = "", 0
@@ -360,8 +366,9 @@ func (c *Controller) update(ctx context.Context, key string, change func(*Object
 // Request queues an intent for the handler of key (for example "delete"):
 // it is stored with the object, the object is enqueued, and the handler
 // sees it in Object.Intents. Only the handler acts on it. A new intent
-// wakes an object halted by a terminal error (HaltTerminal), but not a
-// quarantined one: it waits for Release with the intent stored.
+// wakes an object halted by a terminal error (HaltTerminal) or a cancel
+// (HaltCancelled), but not a quarantined one: it waits for Release with
+// the intent stored.
 func (c *Controller) Request(ctx context.Context, key, intent string) error {
 	err := c.update(ctx, key, func(o *Object) bool {
 		o.Intents = append(o.Intents, intent)

@@ -32,6 +32,11 @@
 // often the object failed in its state (Object.Failures, and
 // Object.Retries in a row, both stored) and its newest transitions
 // (Object.History), so it can take another path after repeated failures.
+// Cancel (Controller.Cancel, or the package's Cancel for an operator's
+// tool) stops an object: its running handler's context is cancelled with
+// cause ErrCancelled on whichever replica runs it, told by the store's
+// watch, and the object is halted (HaltCancelled) with a history entry
+// naming who asked, until Enqueue, Request or Release wakes it.
 // An operator reads the newest failed runs, each with its time, state and
 // error (Object.RecentFailures, kept across transitions), and when the
 // current run of failures began (Object.FailingSince).

@@ -39,7 +39,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 		default:
 		}
 	}
-	w := &watch{sq: sq, prefix: c.prefix, fn: func(string) { poke() }}
+	w := &watch{sq: sq, prefix: c.prefix, fn: func(key string) { c.heard(hctx, key); poke() }}
 	w.start(ctx)
 	defer w.stop()
 	rescanned := make(chan struct{})
@@ -136,8 +136,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 							break
 						}
 					}
-					c.runClaimed(hctx, sq, cl.Claimed, asked, &finishing, hr)
+					c.runClaimed(cl.ctx, sq, cl.Claimed, asked, &finishing, hr)
 				}
+				cl.done()
 				if hr.endTurn() {
 					addWaiting(-1) // ended without its handler running
 				}
@@ -176,7 +177,11 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 					addWaiting(len(claimed)) // before a worker takes one
 				}
 				for _, cl := range claimed {
-					work <- claim{cl, asked}
+					// Registered for Cancel from the claim on: a cancel
+					// heard while the object waits to start ends its run
+					// before it starts.
+					rctx, done := c.runs.start(hctx, strings.TrimPrefix(cl.Lease.Key, c.prefix))
+					work <- claim{cl, asked, rctx, done}
 				}
 				if len(claimed) == want {
 					continue // there may be more due, once these start
@@ -210,6 +215,10 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 type claim struct {
 	converge.Claimed
 	asked time.Time
+	// ctx is the replica's handler context for this object, which a
+	// Cancel of it cancels; done unregisters it.
+	ctx  context.Context
+	done func()
 }
 
 // renewWaiting renews lease, claimed a while ago and not started yet,
@@ -296,6 +305,10 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 			next = time.Time{} // not due until woken (Enqueue, Request, Release)
 		case errors.Is(err, converge.ErrLeaseLost):
 			return // someone else holds the object now
+		case errors.Is(err, ErrCancelled):
+			// Halted by the cancel: not due, unless the cancel's Schedule
+			// (which Finish keeps) makes it due to be found halted.
+			next = time.Time{}
 		case errors.Is(err, errStopping):
 			next = c.now() // hand it back: another replica takes it at once
 		case hctx.Err() != nil && ctx.Err() == nil:

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
@@ -108,6 +109,11 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	}
 	if errors.Is(herr, errStopping) {
 		return stepStore, 0, herr // not run: the replica is stopping
+	}
+	if errors.Is(herr, ErrCancelled) {
+		// Cancelled while it ran: the cancel wrote a newer version, which
+		// is read again (and found halted) instead of storing anything.
+		return stepStore, 0, fmt.Errorf("%w (%w)", herr, converge.ErrStoreStale)
 	}
 	if herr == nil {
 		how, d, err := c.settle(ctx, e, obj, res, token)
@@ -420,7 +426,17 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duratio
 	if c.timed {
 		start = c.mono()
 	}
-	res, err := c.handle(ctx, *obj)
+	hctx := ctx
+	if _, replica := ctx.Value(handlerRunKey{}).(*handlerRun); !replica {
+		// A replica registers its claims for Cancel when it claims them.
+		var done func()
+		hctx, done = c.runs.start(ctx, obj.Key)
+		defer done()
+	}
+	res, err := c.handle(hctx, *obj)
+	if cause := context.Cause(hctx); err != nil && errors.Is(cause, ErrCancelled) {
+		err = cause
+	}
 	if c.timed {
 		end := c.mono()
 		c.handlerObserver(obj.State)((end - start).Seconds())
@@ -590,7 +606,7 @@ func (c *Controller) countHalt(obj *Object, delta int) {
 	if obj.Halted == "" {
 		return
 	}
-	if obj.Halted == HaltTerminal {
+	if obj.Halted == HaltTerminal || obj.Halted == HaltCancelled {
 		c.terminal.Add(int64(delta))
 	}
 	c.metrics.Add(MetricHalted, float64(delta), c.cfg.Kind, string(obj.State), string(obj.Halted))

@@ -23,7 +23,8 @@
 //	plan    ID              one plan: every command and host, history
 //	targets                 the names of the stored targets, with their revisions
 //	target  NAME            the last target of NAME and its revision
-//	release KIND KEY        clear the halt of a quarantined or terminal object
+//	release KIND KEY        clear the halt of a quarantined, terminal or cancelled object
+//	cancel KIND KEY         cancel an object: stop its running handler, halt it
 //	abort   ID              ask a plan to stop (--reason)
 //	retry   ID              run a failed plan again from the failed command
 //
@@ -146,10 +147,14 @@
 //	  "history": [ENTRY, ...]}
 //
 // A sealed object has only kind, key, version, sealed (true), keyID and
-// history. halted is "quarantined", "terminal" or absent. failingSince
+// history. halted is "quarantined", "terminal", "cancelled" or absent. failingSince
 // is when the current run of failures began (absent once a handler run
 // succeeded); recentFailures are the newest failed handler runs, oldest
 // first, shown by the object command only.
+//
+// cancel:
+//
+//	{"cancelled": true, "object": OBJECT}
 //
 // release:
 //

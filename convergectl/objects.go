@@ -132,6 +132,61 @@ controller runs it again. The history records the release and who did it.
 Releasing an object that is not halted changes nothing.`,
 		run: runRelease,
 	})
+	register(&command{
+		name:  "cancel",
+		short: "Cancel an object: stop its running handler and halt it.",
+		args:  "KIND KEY",
+		nargs: 2,
+		write: true,
+		summary: `Cancel an object: it is halted (cancelled), and the replica running its
+handler, in any process sharing the store, cancels the handler's context
+at once (on PostgreSQL within milliseconds, through LISTEN/NOTIFY). Its
+controller does not run it again until it is released or enqueued. The
+history records the cancel and who asked. Cancelling an object cancelled
+already changes nothing.`,
+		run: runCancel,
+	})
+}
+
+func runCancel(ctx context.Context, e *env, c *common, args []string) error {
+	kind, key := args[0], args[1]
+	if err := checkKind(kind); err != nil {
+		return err
+	}
+	st, closer, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	before, err := getObject(ctx, st, kind, key, c.keyFile != "")
+	if err != nil {
+		return err
+	}
+	if before.Sealed {
+		return &sealedError{what: kind, name: key, keyID: before.KeyID}
+	}
+	cancelled := before.Halted != controller.HaltCancelled
+	if cancelled {
+		if err := controller.Cancel(ctx, st, kind, key, c.by()); err != nil {
+			return err
+		}
+	}
+	after, err := getObject(ctx, st, kind, key, c.keyFile != "")
+	if err != nil {
+		return err
+	}
+	if !c.showSecrets {
+		after.redact()
+	}
+	if c.structured() {
+		return c.emit(e.out, map[string]any{"cancelled": cancelled, "object": after})
+	}
+	if !cancelled {
+		fmt.Fprintf(e.out, "%s %q is cancelled already: nothing to do\n", kind, key)
+		return nil
+	}
+	fmt.Fprintf(e.out, "cancelled %s %q in state %s; its controller stops its handler and does not run it until it is released\n", kind, key, after.State)
+	return nil
 }
 
 func runKinds(ctx context.Context, e *env, c *common, _ []string) error {

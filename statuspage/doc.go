@@ -82,7 +82,7 @@
 // The page has no authentication of its own: it must sit behind the
 // program's. Options.Authorizer is how a program plugs its own in: it is
 // called for every read (ActionRead) and every action (ActionRetry,
-// ActionAbort, ActionRelease) with the request, and returns who asks or
+// ActionAbort, ActionRelease, ActionCancel) with the request, and returns who asks or
 // an error to refuse; a refused request gets 403 Forbidden (an ErrorView
 // when JSON was asked). Without an Authorizer every request that reaches
 // the page may read every view, and actions cannot be turned on (New
@@ -96,10 +96,13 @@
 // (POST /plans/{id}/retry), abort a running one (POST /plans/{id}/abort,
 // with a reason) and release a halted object
 // (POST /controllers/{kind}/objects/{key}/release), on the overview and
-// on the page of the object or plan. Each action is stored with the
+// on the page of the object or plan, and to cancel an object that is not
+// cancelled (POST /controllers/{kind}/objects/{key}/cancel, on its page:
+// its running handler is stopped on whichever replica runs it, see
+// controller.Controller.Cancel). Each action is stored with the
 // Authorizer's who in the By of the history entries it writes
-// (controller.Controller.ReleaseBy, plan.Runner.RetryBy and
-// AbortBy), so the object's or plan's history says who did it. Each POST must carry the
+// (controller.Controller.ReleaseBy, controller.Controller.Cancel,
+// plan.Runner.RetryBy and AbortBy), so the object's or plan's history says who did it. Each POST must carry the
 // CSRF token the page rendered with its form (form field "csrf", or the
 // header X-CSRF-Token; the JSON views list them in their actions): the
 // expiry, what the token is bound to (below) and an HMAC of the viewer

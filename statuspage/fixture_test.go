@@ -181,6 +181,7 @@ func testAuthorizer(r *http.Request, a statuspage.Action) (string, error) {
 		"viewer": {statuspage.ActionRead},
 		"alice":  {statuspage.ActionRead, statuspage.ActionRelease},
 		"bob":    {statuspage.ActionRead, statuspage.ActionAbort},
+		"carol":  {statuspage.ActionRead, statuspage.ActionCancel},
 	}
 	if slices.Contains(allowed[who], a) {
 		return who, nil

@@ -62,6 +62,10 @@ const (
 	// ActionRelease releases a halted object
 	// (controller.Controller.ReleaseBy).
 	ActionRelease Action = "release"
+	// ActionCancel cancels an object: its running handler's context is
+	// cancelled, on whichever replica runs it, and it is halted
+	// (controller.Controller.Cancel).
+	ActionCancel Action = "cancel"
 )
 
 // Authorizer decides whether the request r may do action a. It returns
@@ -315,6 +319,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /controllers/{kind}/objects", h.state)
 	h.mux.HandleFunc("GET /controllers/{kind}/objects/{key}", h.object)
 	h.mux.HandleFunc("POST /controllers/{kind}/objects/{key}/release", h.action(h.release))
+	h.mux.HandleFunc("POST /controllers/{kind}/objects/{key}/cancel", h.action(h.cancel))
 	h.mux.HandleFunc("GET /plans", h.plans)
 	h.mux.HandleFunc("GET /plans/{id}", h.plan)
 	h.mux.HandleFunc("POST /plans/{id}/retry", h.action(h.retry))
@@ -877,6 +882,11 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request) {
 			v.Actions = h.offer(r, v.Actions, ActionRelease, v.Path+"/release", kind, key, stored.Version)
 		}
 	}
+	if h.opts.Actions && o.Halted != controller.HaltCancelled {
+		// Bound to when the object entered its state, which its handler's
+		// writes do not move (see anchorOf).
+		v.Actions = h.offer(r, v.Actions, ActionCancel, v.Path+"/cancel", kind, key, uint64(o.Since.UnixNano()))
+	}
 	h.write(w, r, http.StatusOK, "object", v)
 }
 
@@ -1043,6 +1053,19 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request, who string) (s
 	}
 	key := r.PathValue("key")
 	if err := c.Controller.ReleaseBy(r.Context(), key, who); err != nil {
+		h.failErr(w, r, err)
+		return "", false
+	}
+	return "../" + url.PathEscape(key), true
+}
+
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, who string) (string, bool) {
+	c, ok := h.lookupController(w, r)
+	if !ok {
+		return "", false
+	}
+	key := r.PathValue("key")
+	if err := c.Controller.Cancel(r.Context(), key, who); err != nil {
 		h.failErr(w, r, err)
 		return "", false
 	}

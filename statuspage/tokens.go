@@ -123,6 +123,8 @@ func (h *Handler) settle(mac string, ok bool) {
 //     handled, so its version stays while it waits; a release writes it);
 //   - retry: the stored version of the plan (a plan in an error state
 //     does not move; a retry writes it);
+//   - cancel: when the object entered its state (Object.Since), not its
+//     version, which its running handler's writes move;
 //   - abort: the plan's run (see planRun), not its version, which every
 //     step of a running plan moves; within one run the plan itself
 //     refuses a second abort (plan.ErrAborted).
@@ -138,6 +140,18 @@ func (h *Handler) anchorOf(ctx context.Context, action Action, kind, key string)
 			return 0, err
 		}
 		return o.Version, nil
+	case ActionCancel:
+		// When the object entered its state: its handler's writes move
+		// its version, not this; within the state, a token is used once.
+		c, ok := h.controllers[kind]
+		if !ok {
+			return 0, &statusError{http.StatusNotFound, fmt.Sprintf("statuspage: no controller of kind %q", kind)}
+		}
+		o, err := storedObject(ctx, c.Controller, key)
+		if err != nil {
+			return 0, err
+		}
+		return uint64(o.Since.UnixNano()), nil
 	case ActionRetry, ActionAbort:
 		if h.opts.Plans == nil {
 			return 0, &statusError{http.StatusNotFound, "statuspage: no plans are shown"}

@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/convergekit/converge"
+)
+
+// ReasonCancelled is the Reason of the history entry of a cancel (Cancel,
+// Controller.Cancel); its By names who asked.
+const ReasonCancelled = "cancelled"
+
+// HaltCancelled means someone cancelled the object (Cancel,
+// Controller.Cancel): its running handler's context was cancelled and the
+// handler is not run again until Controller.Enqueue, Controller.Request
+// or Release wakes the object.
+const HaltCancelled Halt = "cancelled"
+
+// ErrCancelled is the cause of the context of a handler whose object was
+// cancelled (context.Cause returns an error matching it).
+var ErrCancelled = errors.New("controller: object cancelled")
+
+// Cancel cancels the stored object of kind under key in store without a
+// Controller at hand (an operator's command line, a page in another
+// process): the object is halted (Object.Halted is HaltCancelled) and
+// its history gets an entry with Reason ReasonCancelled and By by, the
+// identity of who asked, in the same write. When the store is a
+// converge.Queue the object is then made due, which the store's watch
+// announces: the replica running the object's handler (Config.Owner set),
+// in this process or another one, cancels the handler's context with
+// cause ErrCancelled as soon as it hears of it, and writes nothing the
+// handler returns. A controller on its own (no Owner) learns of it when
+// it lists the store next; Controller.Cancel cancels its handler at once.
+// Cancelling an object cancelled already changes nothing.
+//
+// It fails with an *ObjectError: ErrObjectNotFound for a key that is not
+// stored, ErrObjectInvalid for an empty key, a kind that is empty or holds
+// '/', or a nil store, or the store's error. The entry is stamped with
+// time.Now.
+func Cancel(ctx context.Context, store converge.Store, kind, key, by string) error {
+	_, err := cancelObject(ctx, store, kind, key, by, time.Now())
+	return err
+}
+
+// Cancel cancels the object key as the package's Cancel does, by by (the
+// identity of who asks, stored in the history entry's By), and cancels
+// its handler at once when this controller is running it; a controller
+// on its own reads the object again at once, so that its view (Get,
+// Objects) shows it halted.
+func (c *Controller) Cancel(ctx context.Context, key, by string) error {
+	changed, err := cancelObject(ctx, c.cfg.Store, c.cfg.Kind, key, by, c.now())
+	if err != nil {
+		return err
+	}
+	if e := c.entry(key); e != nil && changed {
+		e.flags.Or(entryReload)
+	}
+	c.runs.cancel(key)
+	if q := c.q.Load(); q != nil && changed {
+		q.Add(key) // read again, and found halted
+	}
+	return nil
+}
+
+// cancelObject halts the object of kind under key at now as Cancel does,
+// and reports whether it stored anything.
+func cancelObject(ctx context.Context, store converge.Store, kind, key, by string, now time.Time) (bool, error) {
+	objErr := func(err error) error { return &ObjectError{Kind: kind, Key: key, Err: err} }
+	invalid := func(why string) error { return objErr(fmt.Errorf("%w: %s", ErrObjectInvalid, why)) }
+	switch {
+	case kind == "" || strings.Contains(kind, "/"):
+		return false, invalid("the kind must not be empty nor contain '/'")
+	case store == nil:
+		return false, invalid("nil store")
+	case key == "":
+		return false, invalid("empty key")
+	}
+	rkey := kind + "/" + key
+	for {
+		rec, err := store.Get(ctx, rkey)
+		if errors.Is(err, converge.ErrStoreNotFound) {
+			return false, objErr(ErrObjectNotFound)
+		}
+		if err != nil {
+			return false, objErr(err)
+		}
+		obj, err := decodeObject(rec, kind+"/")
+		if err != nil {
+			return false, objErr(err)
+		}
+		if obj.Halted == HaltCancelled {
+			return false, nil
+		}
+		if obj.Halted != "" {
+			// Halted already (quarantined, terminal): it stays so, under
+			// the cancel, until woken.
+			obj.Retries = 0
+		}
+		obj.Halted = HaltCancelled
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return false, objErr(err)
+		}
+		h := converge.HistoryEntry{At: now, From: string(obj.State), To: string(obj.State), Reason: ReasonCancelled, By: by}
+		_, err = store.Put(ctx, converge.StoreRecord{Key: rkey, Version: rec.Version, Value: b}, h)
+		if errors.Is(err, converge.ErrStoreStale) {
+			continue // someone wrote in between: read again
+		}
+		if err != nil {
+			return false, objErr(err)
+		}
+		break
+	}
+	if q, ok := store.(converge.Queue); ok {
+		// Announce it: the watch of the replica that holds the object
+		// hears of the key.
+		if err := q.Schedule(ctx, rkey, now); err != nil && !errors.Is(err, converge.ErrStoreNotFound) {
+			return true, objErr(err)
+		}
+	}
+	return true, nil
+}
+
+// handlerRuns holds the cancel functions of the handlers running, by key,
+// so that a cancel reaches them.
+type handlerRuns struct {
+	mu   sync.Mutex
+	runs map[string]*handlerCancel
+}
+
+// handlerCancel is the cancel function of one registered run.
+type handlerCancel struct{ cancel context.CancelCauseFunc }
+
+// start returns a context for the handler of key, derived from ctx, that
+// a cancel of key cancels, and the function to call when it returns. A
+// key registered twice (a claim of a key being handled) is cancelled
+// through its newest registration.
+func (r *handlerRuns) start(ctx context.Context, key string) (context.Context, func()) {
+	hctx, cancel := context.WithCancelCause(ctx)
+	mine := &handlerCancel{cancel}
+	r.mu.Lock()
+	if r.runs == nil {
+		r.runs = map[string]*handlerCancel{}
+	}
+	r.runs[key] = mine
+	r.mu.Unlock()
+	return hctx, func() {
+		r.mu.Lock()
+		if r.runs[key] == mine {
+			delete(r.runs, key)
+		}
+		r.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// running reports whether a handler of key is running.
+func (r *handlerRuns) running(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.runs[key]
+	return ok
+}
+
+// cancel cancels the running handler of key, if any, with ErrCancelled.
+func (r *handlerRuns) cancel(key string) {
+	r.mu.Lock()
+	run := r.runs[key]
+	r.mu.Unlock()
+	if run != nil {
+		run.cancel(ErrCancelled)
+	}
+}
+
+// heard is called with a key the store's watch announced: when this
+// replica runs the key's handler, it reads the object and cancels the
+// handler if the object was cancelled. It does not block the watch.
+func (c *Controller) heard(ctx context.Context, rkey string) {
+	key, ok := strings.CutPrefix(rkey, c.prefix)
+	if !ok || !c.runs.running(key) {
+		return
+	}
+	go func() {
+		rec, err := c.cfg.Store.Get(ctx, rkey)
+		if err != nil {
+			return // gone, or the store failed: the run's own write tells
+		}
+		if obj, err := c.decode(rec); err == nil && obj.Halted == HaltCancelled {
+			c.runs.cancel(key)
+		}
+	}()
+}
