@@ -33,18 +33,27 @@ var ErrBystanderTouched = errors.New("touched by a test")
 // they run (StartBystander), and Check it after their cleanup: the same
 // containers (IDs), started at the same time, on the same networks and
 // volumes, with the data written in its volume.
+//
+// Test runs that share an engine (the packages of one `go test`, two
+// developers' runs) share one bystander: each watcher holds a token (a
+// small volume labelled LabelBystander), and the last one to Remove its
+// token removes the project, when tests made it.
 type Bystander struct {
 	cli     *client.Client
 	project docker.Project
-	// created: StartBystander created the project (and Remove removes
-	// it); otherwise it found a user's project by that name and only
-	// watches it.
+	// test: the project carries TestLabel (a test made it, this one or
+	// another run's); otherwise it is a user's own, only watched.
+	test       bool
 	created    bool
-	marker     string
+	token      string
 	containers map[string]bystanderContainer
 	networks   map[string]string // name -> ID
 	volumes    []string
 }
+
+// LabelBystander labels the tokens of a bystander's watchers (see
+// Bystander); its value is the project's name.
+const LabelBystander = "io.convergekit.test.bystander"
 
 type bystanderContainer struct {
 	id, startedAt string
@@ -56,8 +65,9 @@ type bystanderContainer struct {
 const bystanderData = "bystander"
 
 // StartBystander makes sure a project named name runs on cli, as a user
-// running the example of that name has it, and records it. When containers
-// of a project by that name exist already (a user's own), it creates
+// running the example of that name has it, and records it, holding a
+// token until Remove. When containers of a project by that name exist
+// already (a user's own, or one another test run made), it creates
 // nothing and only records them. Otherwise it creates the project as
 // converge does (containers name-db and name-web on the network
 // name_default, the volume name_data mounted at /data in name-db, every
@@ -65,33 +75,57 @@ const bystanderData = "bystander"
 // value in a file of the volume.
 func StartBystander(ctx context.Context, cli *client.Client, name, image string) (*Bystander, error) {
 	b := &Bystander{cli: cli, project: bystanderProject(name, image)}
-	cs, err := b.list(ctx)
-	if err != nil {
-		return nil, err
+	tok := make([]byte, 6)
+	_, _ = rand.Read(tok)
+	b.token = name + "-bystander-" + hex.EncodeToString(tok)
+	// The token first: a watcher that removes its own token meanwhile
+	// sees this one and leaves the project.
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: b.token, Labels: map[string]string{TestLabel: "1", LabelBystander: name}}); err != nil {
+		return nil, fmt.Errorf("dockertest: bystander %s: token: %w", name, err)
 	}
-	if len(cs) == 0 {
-		g, err := b.project.Graph(cli)
-		if err != nil {
-			return nil, err
-		}
-		b.created = true
-		if _, err := converge.Apply(ctx, g); err != nil {
-			_ = b.Remove(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("dockertest: bystander %s: %w", name, err)
-		}
-		m := make([]byte, 8)
-		_, _ = rand.Read(m)
-		b.marker = hex.EncodeToString(m)
-		if err := b.writeData(ctx); err != nil {
-			_ = b.Remove(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
-	b.containers, b.networks, b.volumes, err = b.snapshot(ctx)
-	if err != nil {
+	if err := b.start(ctx); err != nil {
+		_ = b.Remove(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return b, nil
+}
+
+func (b *Bystander) start(ctx context.Context) error {
+	cs, err := b.list(ctx)
+	if err != nil {
+		return err
+	}
+	b.test = true
+	running := 0
+	for _, c := range cs {
+		b.test = b.test && c.Labels[TestLabel] == "1"
+		if c.State == container.StateRunning {
+			running++
+		}
+	}
+	if b.test && running < len(b.project.Containers) {
+		// None, or another run is making it right now: converge it (what
+		// is there already is adopted, nothing is recreated).
+		g, err := b.project.Graph(b.cli)
+		if err != nil {
+			return err
+		}
+		if _, err := converge.Apply(ctx, g); err != nil {
+			return fmt.Errorf("dockertest: bystander %s: %w", b.project.Name, err)
+		}
+		b.created = len(cs) == 0
+	}
+	if b.containers, b.networks, b.volumes, err = b.snapshot(ctx); err != nil {
+		return err
+	}
+	if b.test {
+		// The data is the ID of the db container: every run that watches
+		// the project knows what it must be, and writes the same.
+		if want := b.containers[b.project.Name+"-db"].id; b.readDataIs(ctx, want) != nil {
+			return b.writeData(ctx, want)
+		}
+	}
+	return nil
 }
 
 func bystanderProject(name, image string) docker.Project {
@@ -114,8 +148,8 @@ func bystanderProject(name, image string) docker.Project {
 // Name is the name of the project.
 func (b *Bystander) Name() string { return b.project.Name }
 
-// Created reports whether StartBystander created the project (true), or
-// found a user's project by that name and only watches it (false).
+// Created reports whether this StartBystander created the project (true),
+// or found it there (false): a user's own, or one another test run made.
 func (b *Bystander) Created() bool { return b.created }
 
 func (b *Bystander) filter() container.ListOptions {
@@ -211,9 +245,9 @@ func (b *Bystander) Check(ctx context.Context) error {
 			diffs = append(diffs, "volume "+v+" is gone")
 		}
 	}
-	if b.created && len(diffs) == 0 {
-		if data, err := b.readData(ctx); err != nil || data != b.marker {
-			diffs = append(diffs, fmt.Sprintf("the data in volume %s_data changed (%q, %v)", b.project.Name, data, err))
+	if b.test && len(diffs) == 0 {
+		if err := b.readDataIs(ctx, b.containers[b.project.Name+"-db"].id); err != nil {
+			diffs = append(diffs, fmt.Sprintf("the data in volume %s_data: %v", b.project.Name, err))
 		}
 	}
 	if len(diffs) > 0 {
@@ -222,11 +256,22 @@ func (b *Bystander) Check(ctx context.Context) error {
 	return nil
 }
 
-// Remove removes the project, with its volume, when StartBystander created
-// it; a user's project is left as it is.
+// Remove ends this watch: it removes its token, and the project with its
+// volume when tests made the project and no other watcher holds a token;
+// a user's project is left as it is.
 func (b *Bystander) Remove(ctx context.Context) error {
-	if !b.created {
+	if err := b.cli.VolumeRemove(ctx, b.token, true); err != nil && !client.IsErrNotFound(err) {
+		return fmt.Errorf("dockertest: bystander %s: token: %w", b.project.Name, err)
+	}
+	if !b.test {
 		return nil
+	}
+	others, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelBystander+"="+b.project.Name))})
+	if err != nil {
+		return fmt.Errorf("dockertest: bystander %s: %w", b.project.Name, err)
+	}
+	if len(others.Volumes) > 0 {
+		return nil // another watcher removes it
 	}
 	g, err := b.project.Graph(b.cli)
 	if err != nil {
@@ -238,14 +283,14 @@ func (b *Bystander) Remove(ctx context.Context) error {
 	return nil
 }
 
-// writeData writes the marker in the volume, through the db container.
-func (b *Bystander) writeData(ctx context.Context) error {
+// writeData writes data in the volume, through the db container.
+func (b *Bystander) writeData(ctx context.Context, data string) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: bystanderData, Mode: 0o644, Size: int64(len(b.marker))}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: bystanderData, Mode: 0o644, Size: int64(len(data))}); err != nil {
 		return err
 	}
-	if _, err := tw.Write([]byte(b.marker)); err != nil {
+	if _, err := tw.Write([]byte(data)); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {
@@ -257,17 +302,21 @@ func (b *Bystander) writeData(ctx context.Context) error {
 	return nil
 }
 
-// readData reads the marker back from the volume.
-func (b *Bystander) readData(ctx context.Context) (string, error) {
+// readDataIs reads the data back from the volume and says how it is not
+// want.
+func (b *Bystander) readDataIs(ctx context.Context, want string) error {
 	rc, _, err := b.cli.CopyFromContainer(ctx, b.project.Name+"-db", "/data/"+bystanderData)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)
 	if _, err := tr.Next(); err != nil {
-		return "", err
+		return err
 	}
 	data, err := io.ReadAll(io.LimitReader(tr, 1<<10))
-	return string(data), err
+	if err == nil && string(data) != want {
+		err = fmt.Errorf("it holds %q, not %q", data, want)
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/stretchr/testify/assert"
@@ -33,7 +34,7 @@ func TestBystanderNoticesATouch(t *testing.T) {
 		}
 		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { _ = cli.Close() }) // after the cleanups that use it
 	img, built, err := dockertest.BuildAppImage(ctx, cli)
 	require.NoError(t, err)
 	if built { // after the bystanders are removed
@@ -69,4 +70,45 @@ func TestBystanderNoticesATouch(t *testing.T) {
 			require.ErrorIs(t, by.Check(ctx), dockertest.ErrBystanderTouched)
 		})
 	}
+}
+
+// TestBystanderIsShared: runs that share an engine share the bystander:
+// the second watcher finds it, the first one's Remove leaves it to the
+// second, whose Check still passes and whose Remove removes it.
+func TestBystanderIsShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test against the Docker engine skipped in -short mode")
+	}
+	ctx := context.Background()
+	cli, err := dockertest.Connect(ctx)
+	if err != nil {
+		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
+		}
+		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() }) // after the cleanups that use it
+	img, built, err := dockertest.BuildAppImage(ctx, cli)
+	require.NoError(t, err)
+	if built {
+		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{}) })
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "cvby" + hex.EncodeToString(b)
+	first, err := dockertest.StartBystander(ctx, cli, name, img)
+	require.NoError(t, err)
+	second, err := dockertest.StartBystander(ctx, cli, name, img)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = first.Remove(context.Background()); _ = second.Remove(context.Background()) })
+	assert.True(t, first.Created())
+	assert.False(t, second.Created(), "the second watcher finds it")
+
+	require.NoError(t, first.Remove(ctx))
+	require.NoError(t, second.Check(ctx), "the first watcher left it to the second")
+	require.NoError(t, second.Remove(ctx))
+	_, err = cli.ContainerInspect(ctx, name+"-db")
+	assert.True(t, errdefs.IsNotFound(err), "the last watcher removed it: %v", err)
+	_, err = cli.VolumeInspect(ctx, name+"_data")
+	assert.True(t, errdefs.IsNotFound(err), "with its volume: %v", err)
 }
