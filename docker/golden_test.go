@@ -224,8 +224,10 @@ func TestProjectJSONRefusesUnknownEnumValues(t *testing.T) {
 	} {
 		p := load(t, threeServices)
 		set(&p.Containers[1])
-		_, err := json.Marshal(p)
+		_, err := p.MarshalJSON()
 		require.ErrorIs(t, err, docker.ErrInvalidSpec)
+		_, err = json.Marshal(p)
+		require.ErrorIs(t, err, docker.ErrInvalidSpec, "through encoding/json too")
 	}
 }
 

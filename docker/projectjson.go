@@ -70,6 +70,10 @@ type projectDoc struct {
 // carries no key. An enum value out of range is an error.
 func (p Project) MarshalJSON() ([]byte, error) {
 	b, err := jsonv2.Marshal(projectDoc{Format: ProjectFormat, projectPlain: (*projectPlain)(&p)}, jsonv2.Deterministic(true))
+	var se *jsonv2.SemanticError
+	if errors.As(err, &se) && se.Err != nil {
+		return nil, fmt.Errorf("docker: project %s: %s: %w", p.Name, wire.Path(se.JSONPointer, false), se.Err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("docker: project %s: encode: %w", p.Name, err)
 	}

@@ -12,6 +12,11 @@
 // conflicts; pulls succeed only for references registered with Pullable;
 // a container's filesystem holds only the paths SetFile put there (per
 // container: nothing is shared through volumes).
+//
+// For tests against a real engine, BuildAppImage builds a tiny test image
+// locally (no registry needed), and a Bystander is a project named like
+// one a user runs that the tests must leave alone: start it before them,
+// check it after.
 package dockertest
 
 import (
