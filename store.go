@@ -285,6 +285,12 @@ type Claimed struct {
 	// (MemStore, pgstore, boltstore) always do; a Queue that leaves it
 	// false makes the controller read the history with Store.History.
 	HasHistory bool
+	// Due is when the record became due, by the store's clock: its due
+	// time, or the expiry of the lease it was taken over from. The zero
+	// time means the store does not say (a record due since "at once",
+	// the zero time, or a Queue that does not fill it). The controller
+	// measures its queue duration from it (controller.MetricQueueDuration).
+	Due time.Time
 }
 
 // historyTail returns a copy of the newest ClaimHistoryEntries entries of
@@ -811,6 +817,9 @@ func (s *MemStore) ClaimDue(ctx context.Context, prefix, owner string, ttl time.
 		}
 		out[i].Record = StoreRecord{Key: q.key, Version: r.version, Value: v}
 		out[i].History, out[i].HasHistory = historyTail(s.history[q.key].ordered()), true
+		if q.at != math.MinInt64 {
+			out[i].Due = time.Unix(0, q.at)
+		}
 	}
 	expires := now.Add(ttl)
 	for i, q := range picked {

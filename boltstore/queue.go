@@ -250,6 +250,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 		lease   lease
 		held    bool
 		history []converge.HistoryEntry
+		due     int64
 	}
 	var out []taken
 	var refused error
@@ -293,7 +294,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 			if err != nil {
 				return err
 			}
-			out = append(out, taken{key: key, version: r.version, value: v, lease: cur, held: held, history: h})
+			out = append(out, taken{key: key, version: r.version, value: v, lease: cur, held: held, history: h, due: dueTime(k)})
 		}
 		// Claim after the walk: writing to a bucket moves its cursors.
 		for i := range out {
@@ -318,6 +319,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 			Lease:      t.lease.public(t.key),
 			History:    t.history,
 			HasHistory: true,
+			Due:        dueAt(t.due),
 		})
 	}
 	return claimed, nil
@@ -347,4 +349,13 @@ func historyTail(tx *bolt.Tx, key string) ([]converge.HistoryEntry, error) {
 	}
 	slices.Reverse(out)
 	return out, nil
+}
+
+// dueAt is the time of the due index's nanoseconds n; the zero time for
+// the earliest (a record due since "at once").
+func dueAt(n int64) time.Time {
+	if n == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }

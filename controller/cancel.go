@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergekit/converge"
@@ -134,8 +135,18 @@ type handlerRuns struct {
 	runs map[string]*handlerCancel
 }
 
-// handlerCancel is the cancel function of one registered run.
-type handlerCancel struct{ cancel context.CancelCauseFunc }
+// handlerCancel is one registered run: its cancel function, and when its
+// handler started (see handlerRuns.started).
+type handlerCancel struct {
+	cancel context.CancelCauseFunc
+	// started is the monotonic reading (Controller.mono) when the
+	// handler started, plus one; 0 while it does not run. Set only when
+	// the controller has metrics.
+	started atomic.Int64
+}
+
+// runEntryKey is the context key of the *handlerCancel of a run.
+type runEntryKey struct{}
 
 // start returns a context for the handler of key, derived from ctx, that
 // a cancel of key cancels, and the function to call when it returns. A
@@ -143,7 +154,8 @@ type handlerCancel struct{ cancel context.CancelCauseFunc }
 // through its newest registration.
 func (r *handlerRuns) start(ctx context.Context, key string) (context.Context, func()) {
 	hctx, cancel := context.WithCancelCause(ctx)
-	mine := &handlerCancel{cancel}
+	mine := &handlerCancel{cancel: cancel}
+	hctx = context.WithValue(hctx, runEntryKey{}, mine)
 	r.mu.Lock()
 	if r.runs == nil {
 		r.runs = map[string]*handlerCancel{}
@@ -160,8 +172,23 @@ func (r *handlerRuns) start(ctx context.Context, key string) (context.Context, f
 	}
 }
 
-// running reports whether a handler of key is running.
-func (r *handlerRuns) running(key string) bool {
+// running returns, at the monotonic reading now, how many handlers run,
+// how long they have run added up, and the longest.
+func (r *handlerRuns) running(now time.Duration) (n int, total, longest time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, run := range r.runs {
+		if s := run.started.Load(); s != 0 {
+			d := max(now-time.Duration(s-1), 0)
+			n, total, longest = n+1, total+d, max(longest, d)
+		}
+	}
+	return n, total, longest
+}
+
+// registered reports whether a run of key is registered: its handler
+// runs, or (a replica's) its object is claimed and waits to start.
+func (r *handlerRuns) registered(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, ok := r.runs[key]
@@ -183,7 +210,7 @@ func (r *handlerRuns) cancel(key string) {
 // handler if the object was cancelled. It does not block the watch.
 func (c *Controller) heard(ctx context.Context, rkey string) {
 	key, ok := strings.CutPrefix(rkey, c.prefix)
-	if !ok || !c.runs.running(key) {
+	if !ok || !c.runs.registered(key) {
 		return
 	}
 	go func() {

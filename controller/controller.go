@@ -62,6 +62,9 @@ type Controller struct {
 
 	// runs holds the handlers running, for Cancel.
 	runs handlerRuns
+	// queueObs records into MetricQueueDuration (see observeQueued).
+	queueObs     func(float64)
+	queueObsOnce sync.Once
 
 	mu      sync.RWMutex
 	objs    map[string]*ctrlEntry
@@ -553,12 +556,18 @@ func (c *Controller) Run(ctx context.Context) error {
 	rescanned := make(chan struct{})
 	go func() { defer close(rescanned); c.rescan(ctx, q) }()
 	defer func() { <-rescanned }()
+	reported := make(chan struct{})
+	go func() { defer close(reported); c.reportRunning(ctx) }()
+	defer func() { <-reported }()
 
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			it, ok := q.GetItem()
 			for ok {
+				if c.timed {
+					c.observeQueued(q.Waited(it))
+				}
 				forget, next := c.process(hctx, q, it)
 				it, ok = q.FinishGet(it, forget, next)
 				if c.timed && (!ok || c.stats.depth.Load() == 0) {

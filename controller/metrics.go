@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"maps"
+	"time"
 
 	"github.com/convergekit/converge"
 )
@@ -134,6 +136,47 @@ var (
 		Help:   "When a handler run of the controller last succeeded, in seconds since the Unix epoch.",
 		Labels: []string{"controller"},
 	}
+	// MetricQueueDuration is how long objects waited between becoming
+	// due and a worker taking them (a histogram, in seconds), as
+	// client-go's workqueue_queue_duration_seconds: in a controller's own
+	// queue, from when the object became ready (an add, or the time of
+	// a delayed one) to its hand-out; for a replica, from the due time
+	// the store returns with the claim (converge.Claimed.Due, by the
+	// store's clock, so a skew between the replica's clock and the
+	// database's shifts it) to the start of the worker's turn on it.
+	MetricQueueDuration = &converge.Metric{
+		Name: "converge_controller_queue_duration_seconds", Kind: converge.MetricHistogram,
+		Help:    "How long objects waited between becoming due and a worker taking them.",
+		Labels:  []string{"controller"},
+		Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300},
+	}
+	// MetricActiveWorkers is the number of handlers running now (a
+	// gauge), as controller-runtime's controller_runtime_active_workers:
+	// of a replica, those running in its process. It and the two gauges
+	// below are updated every MetricsInterval while Run runs, and set to
+	// zero when it returns.
+	MetricActiveWorkers = &converge.Metric{
+		Name: "converge_controller_active_workers", Kind: converge.MetricGauge,
+		Help:   "Handlers running now.",
+		Labels: []string{"controller"},
+	}
+	// MetricUnfinishedWork is how long the handlers running now have run,
+	// added up, in seconds (a gauge), as client-go's
+	// workqueue_unfinished_work_seconds: a value that grows while
+	// MetricActiveWorkers stays the same means stuck handlers.
+	MetricUnfinishedWork = &converge.Metric{
+		Name: "converge_controller_unfinished_work_seconds", Kind: converge.MetricGauge,
+		Help:   "How long the handlers running now have run, added up, in seconds.",
+		Labels: []string{"controller"},
+	}
+	// MetricLongestRunning is how long the handler that has run longest
+	// of those running now has run, in seconds (a gauge), as client-go's
+	// workqueue_longest_running_processor_seconds.
+	MetricLongestRunning = &converge.Metric{
+		Name: "converge_controller_longest_running_handler_seconds", Kind: converge.MetricGauge,
+		Help:   "How long the longest-running handler running now has run, in seconds.",
+		Labels: []string{"controller"},
+	}
 	// MetricHandlerOverruns counts the handler runs of a replica that went
 	// on after the replica cancelled them at its renew deadline
 	// (Config.RenewDeadline) until the lease may have expired, so another
@@ -155,6 +198,53 @@ func AllMetrics() []*converge.Metric {
 		MetricHandlerDuration, MetricQueueDepth, MetricQueueAdds,
 		MetricRetries, MetricHalted, MetricHandlerOverruns,
 		MetricReconciles, MetricLastSuccess,
+		MetricActiveWorkers, MetricUnfinishedWork, MetricLongestRunning,
+		MetricQueueDuration,
+	}
+}
+
+// observeQueued records that an object waited d before a worker took it
+// (MetricQueueDuration), through a series resolved once.
+func (c *Controller) observeQueued(d time.Duration) {
+	c.queueObsOnce.Do(func() {
+		c.queueObs = func(v float64) { c.metrics.Observe(MetricQueueDuration, v, c.kindLabels...) }
+		if so, ok := c.metrics.(seriesObserver); ok {
+			if f, err := so.Observer(MetricQueueDuration, c.kindLabels...); err == nil {
+				c.queueObs = f
+			}
+		}
+	})
+	c.queueObs(max(d, 0).Seconds())
+}
+
+// MetricsInterval is how often a running Controller updates the gauges
+// of its running handlers (MetricActiveWorkers, MetricUnfinishedWork,
+// MetricLongestRunning), as client-go's workqueue updates its own
+// every 500 ms.
+const MetricsInterval = 500 * time.Millisecond
+
+// reportRunning updates the gauges of the running handlers every
+// MetricsInterval until ctx ends, then sets them to zero. It does
+// nothing without metrics.
+func (c *Controller) reportRunning(ctx context.Context) {
+	if !c.timed {
+		return
+	}
+	t := time.NewTicker(MetricsInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, m := range []*converge.Metric{MetricActiveWorkers, MetricUnfinishedWork, MetricLongestRunning} {
+				c.metrics.Set(m, 0, c.kindLabels...)
+			}
+			return
+		case <-t.C:
+		}
+		active, total, longest := c.runs.running(c.mono())
+		c.metrics.Set(MetricActiveWorkers, float64(active), c.kindLabels...)
+		c.metrics.Set(MetricUnfinishedWork, total.Seconds(), c.kindLabels...)
+		c.metrics.Set(MetricLongestRunning, longest.Seconds(), c.kindLabels...)
 	}
 }
 

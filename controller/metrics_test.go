@@ -22,7 +22,7 @@ import (
 
 func TestMetricsAreNamedLikeControllerRuntime(t *testing.T) {
 	all := controller.AllMetrics()
-	require.Len(t, all, 15)
+	require.Len(t, all, 19)
 	names := map[string]bool{}
 	for _, m := range all {
 		t.Run(m.Name, func(t *testing.T) {
@@ -213,12 +213,15 @@ type observerMetrics struct {
 	fail bool
 
 	mu       sync.Mutex
-	resolved map[string]int // "kind/state": Observer calls
-	via      map[string]int // "kind/state": values recorded through them
+	resolved map[string]int // "kind/state", or "metric:labels" for the others: Observer calls
+	via      map[string]int // the same keys: values recorded through them
 }
 
 func (m *observerMetrics) Observer(d *converge.Metric, labels ...string) (func(float64), error) {
 	key := strings.Join(labels, "/")
+	if d != controller.MetricHandlerDuration {
+		key = d.Name + ":" + key
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.resolved[key]++
@@ -251,6 +254,12 @@ func TestHandlerRunsAreTimedThroughAnObserverResolvedOncePerState(t *testing.T) 
 
 				assert.Len(t, m.observed(controller.MetricHandlerDuration, "vm", "provisioning"), 6, "two objects, three runs each")
 				require.Contains(t, m.resolved, "vm/provisioning")
+				queued := controller.MetricQueueDuration.Name + ":vm"
+				assert.Equal(t, 1, m.resolved[queued], "the queue duration's series resolved once")
+				if !tt.fail {
+					assert.Equal(t, len(m.observed(controller.MetricQueueDuration, "vm")), m.via[queued], "every queue duration through the observer")
+				}
+				delete(m.resolved, queued)
 				for key, n := range m.resolved {
 					assert.Equal(t, 1, n, "%s resolved once", key)
 					state := strings.TrimPrefix(key, "vm/")

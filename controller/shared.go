@@ -54,6 +54,9 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 		c.rescanWith(ctx, nil, func() { w.start(ctx) })
 	}()
 	defer func() { <-rescanned }()
+	reported := make(chan struct{})
+	go func() { defer close(reported); c.reportRunning(ctx) }()
+	defer func() { <-reported }()
 
 	// Claims wait in work until a goroutine takes them, one goroutine
 	// for each of the 4×Workers objects that may be claimed and not
@@ -279,6 +282,9 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 	if cl.HasHistory {
 		c.histClaimed(e, cl.Record.Version, cl.History)
 	}
+	if c.timed {
+		hr.due = cl.Due
+	}
 	cur := e.load()
 	obj := &cur
 	hctx, stop := c.keep(ctx, sq, lease, asked, obj.State, hr)
@@ -494,6 +500,10 @@ type handlerRun struct {
 	// in the order they were claimed. It is used on the goroutine of the
 	// worker that handles the object, where its handler runs are.
 	turn chan struct{}
+	// due is when the object became due (converge.Claimed.Due), for
+	// MetricQueueDuration, observed when its first handler run gets its
+	// slot; zero after, or when unknown.
+	due time.Time
 }
 
 // endTurn gives the replica's turn to start an object back, if this

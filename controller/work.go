@@ -419,6 +419,10 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duratio
 			return Result{}, 0, err
 		}
 		defer hr.leave()
+		if !hr.due.IsZero() {
+			c.observeQueued(c.now().Sub(hr.due))
+			hr.due = time.Time{}
+		}
 	}
 	// The monotonic clock: with time.Now it reads one clock where
 	// time.Now reads two, and a handler run takes two readings.
@@ -433,7 +437,16 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duratio
 		hctx, done = c.runs.start(ctx, obj.Key)
 		defer done()
 	}
+	var run *handlerCancel
+	if c.timed {
+		if run, _ = hctx.Value(runEntryKey{}).(*handlerCancel); run != nil {
+			run.started.Store(int64(start) + 1)
+		}
+	}
 	res, err := c.handle(hctx, *obj)
+	if run != nil {
+		run.started.Store(0)
+	}
 	if cause := context.Cause(hctx); err != nil && errors.Is(cause, ErrCancelled) {
 		err = cause
 	}

@@ -149,6 +149,8 @@ const watchTimeout = 5 * time.Second
 //     HasHistory set and History equal to the newest
 //     converge.ClaimHistoryEntries entries History returns for it (none
 //     for a record without history).
+//   - "queue: claim due time": ClaimDue returns a record scheduled at a
+//     time in the past with that time in Claimed.Due, to the microsecond.
 //   - "queue: claim order": ClaimDue takes at most limit records, the
 //     earliest due first, only under its prefix.
 //   - "queue: schedule": Schedule keeps the earlier of two times, a future
@@ -208,6 +210,7 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 	if c.q != nil {
 		c.queueNewDue()
 		c.queueClaimHistory()
+		c.queueDue()
 		c.queueOrder()
 		c.queueSchedule()
 		c.queueExclusive()

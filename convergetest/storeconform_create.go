@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/convergekit/converge"
 )
@@ -157,5 +158,30 @@ func (c *storeConformer) createManyInvalid(cr converge.Creator, prefix string) {
 			c.fail(rule, "%s: want a *StoreRequestError naming %q, got %v", tc.name, tc.key, err)
 		}
 		c.wroteNothing(rule, []string{good.Key, prefix + "y/bad"}, "", "")
+	}
+}
+
+// queueDue checks Claimed.Due (rule "queue: claim due time"): a record
+// scheduled at a time in the past is claimed with that time as its due
+// time, to the microsecond.
+func (c *storeConformer) queueDue() {
+	const rule = "queue: claim due time"
+	prefix := c.k("qdue/")
+	key := prefix + "a"
+	if _, ok := c.put(rule, key, 0, `1`); !ok {
+		return
+	}
+	at := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+	if err := c.q.Schedule(c.ctx, key, at); err != nil {
+		c.fail(rule, "schedule: %v", err)
+		return
+	}
+	got, ok := c.claimDue(rule, prefix, "owner-due", 10)
+	switch {
+	case !ok:
+	case len(got) != 1:
+		c.fail(rule, "want the record claimed, got %d records", len(got))
+	case !got[0].Due.Equal(at):
+		c.fail(rule, "want Due %s, the time it was scheduled at, got %s", at, got[0].Due)
 	}
 }

@@ -59,13 +59,14 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 		expires    time.Time
 		token      int64
 		history    []converge.HistoryEntry
+		due        *time.Time // NULL: -infinity (released)
 	}
 	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
 		var ats []time.Time
 		var froms, tos, reasons, bys []string
 		var subjects []*string
-		if err := r.Scan(&x.key, &x.version, &x.stored, &x.owner, &x.expires, &x.token, &ats, &froms, &tos, &reasons, &subjects, &bys); err != nil {
+		if err := r.Scan(&x.key, &x.version, &x.stored, &x.owner, &x.expires, &x.token, &ats, &froms, &tos, &reasons, &subjects, &bys, &x.due); err != nil {
 			return x, err
 		}
 		if len(froms) != len(ats) || len(tos) != len(ats) || len(reasons) != len(ats) || len(subjects) != len(ats) || len(bys) != len(ats) {
@@ -98,7 +99,11 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 			bad = cmpOr(bad, err)
 			continue
 		}
-		out = append(out, converge.Claimed{Record: converge.StoreRecord{Key: x.key, Version: uint64(x.version), Value: val}, Lease: l, History: x.history, HasHistory: true})
+		c := converge.Claimed{Record: converge.StoreRecord{Key: x.key, Version: uint64(x.version), Value: val}, Lease: l, History: x.history, HasHistory: true}
+		if x.due != nil {
+			c.Due = *x.due
+		}
+		out = append(out, c)
 	}
 	if bad != nil {
 		// Give the good records of the batch back at once rather than

@@ -381,7 +381,8 @@ SELECT pg_notify($3, $4)::text FROM w`
 	UPDATE ` + records + ` r SET claimed_due = now() + $4::bigint * interval '1 microsecond', due_at = NULL
 	WHERE r.key = ANY (ARRAY(SELECT l.key FROM l))
 )
-SELECT c.key, c.version, c.value, l.owner, l.expires, l.token, h.at, h.f, h.t, h.r, h.s, h.b
+SELECT c.key, c.version, c.value, l.owner, l.expires, l.token, h.at, h.f, h.t, h.r, h.s, h.b,
+	CASE WHEN isfinite(c.due) THEN c.due END
 FROM c JOIN l ON l.key = c.key
 CROSS JOIN LATERAL (
 	SELECT array_agg(n.at ORDER BY n.id) AS at, array_agg(n.from_state ORDER BY n.id) AS f,

@@ -82,9 +82,21 @@ type Item[E any] struct {
 	Entry *E
 
 	at       int64 // due time of the pending delayed add (see clock)
+	ready    int64 // when it became ready (see clock), with an observer
 	index    int32 // position in delayed, -1 when none
 	failures int32
 	state    uint8
+}
+
+// Waited returns how long it waited between becoming ready and being
+// handed out by GetItem or FinishGet; 0 for a queue without an observer
+// (SetObserver), which does not read the clock for it. Call it between
+// the hand-out and the next Done.
+func (q *Queue[E]) Waited(it *Item[E]) time.Duration {
+	if q.observe == nil {
+		return 0
+	}
+	return time.Duration(max(q.clock()-it.ready, 0))
 }
 
 // NewItem returns the item of key carrying entry, for a newItem function of
@@ -159,6 +171,7 @@ func (q *Queue[E]) addLocked(it *Item[E]) {
 		it.state |= qQueued
 		q.ready = append(q.ready, it)
 		if q.observe != nil {
+			it.ready = q.clock()
 			q.observe(q.readyLen(), true)
 		}
 		if q.waiting > 0 {
