@@ -108,6 +108,8 @@ type Metrics struct {
 	mu     sync.Mutex         // serializes declarations; guards the fields below
 	byName map[string]*family // every family by metric name
 	fams   []*family          // every family, in declaration order
+
+	handlerState
 }
 
 var (
