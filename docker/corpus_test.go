@@ -12,29 +12,30 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compose-spec/compose-go/v2/dotenv"
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/stretchr/testify/require"
+
 	"github.com/convergekit/converge/docker"
 )
 
-// TestLoadComposeCorpus loads, strictly, every Compose file
-// (docker-compose*.y*ml, compose*.y*ml) under the directory named by
-// CONVERGE_COMPOSE_CORPUS, and logs how many load and why the others do
-// not. It measures; it asserts only that every failure is one of the
-// package's typed errors. Without the variable it is skipped. The files
-// are not part of the repository: see docker/testdata/compose-corpus.txt
-// for the public sources used.
-func TestLoadComposeCorpus(t *testing.T) {
-	root := os.Getenv("CONVERGE_COMPOSE_CORPUS")
-	if root == "" {
-		t.Skip("CONVERGE_COMPOSE_CORPUS names no directory of Compose files")
-	}
-	name := regexp.MustCompile(`^(docker-)?compose([.-][\w.-]+)?\.ya?ml$`)
+// corpusResult is what loading one corpus found.
+type corpusResult struct {
+	files    int            // YAML files found
+	accepted int            // of them, files compose-go loads
+	loaded   int            // of the accepted, files LoadComposeFile loads strictly
+	reasons  map[string]int // refusal reasons of the others, by field
+	untyped  []string       // accepted files refused with an error that names nothing
+}
+
+// loadCorpus loads every file under root matching name, first with
+// compose-go alone (as compose itself would, with the .env of the file's
+// directory), then strictly with LoadComposeFile, and counts.
+func loadCorpus(t *testing.T, root string, name *regexp.Regexp) corpusResult {
+	t.Helper()
 	var files []string
-	require := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	require(filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -47,17 +48,34 @@ func TestLoadComposeCorpus(t *testing.T) {
 		return nil
 	}))
 	sort.Strings(files)
-	loaded := 0
-	reasons := map[string]int{}
+	res := corpusResult{files: len(files), reasons: map[string]int{}}
 	for i, f := range files {
-		_, err := docker.LoadComposeFile(context.Background(), f, docker.LoadOptions{ProjectName: fmt.Sprintf("corpus%d", i)})
 		rel, _ := filepath.Rel(root, f)
+		env := map[string]string{}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(f), ".env")); err == nil {
+			env, err = dotenv.GetEnvFromFile(map[string]string{}, []string{filepath.Join(filepath.Dir(f), ".env")})
+			require.NoError(t, err, rel)
+		}
+		project := fmt.Sprintf("corpus%d", i)
+		content, err := os.ReadFile(f)
+		require.NoError(t, err)
+		_, err = loader.LoadWithContext(context.Background(), types.ConfigDetails{
+			WorkingDir:  filepath.Dir(f),
+			ConfigFiles: []types.ConfigFile{{Filename: f, Content: content}},
+			Environment: env,
+		}, func(o *loader.Options) { o.SetProjectName(project, true) })
+		if err != nil {
+			continue // compose-go refuses it: not a Compose file compose runs
+		}
+		res.accepted++
+		_, err = docker.LoadComposeFile(context.Background(), f, docker.LoadOptions{ProjectName: project, Env: env})
 		if err == nil {
-			loaded++
+			res.loaded++
 			t.Logf("ok   %s", rel)
 			continue
 		}
 		var ue *docker.UnsupportedError
+		var se *docker.SpecError
 		switch {
 		case errors.As(err, &ue):
 			for _, fld := range ue.Fields {
@@ -65,26 +83,65 @@ func TestLoadComposeCorpus(t *testing.T) {
 				if len(parts) > 2 && parts[0] == "services" {
 					parts = append([]string{"services.*"}, parts[2:]...)
 				}
-				reasons["unsupported "+strings.Join(parts, ".")]++
+				res.reasons["unsupported "+strings.Join(parts, ".")]++
 			}
-		case errors.Is(err, docker.ErrInvalidSpec):
-			reasons["invalid spec"]++
-		case errors.Is(err, docker.ErrInvalidCompose):
-			reasons["invalid compose"]++
+		case errors.As(err, &se):
+			res.reasons["invalid "+se.Field]++
 		default:
-			t.Errorf("%s: untyped error: %v", rel, err)
+			res.untyped = append(res.untyped, rel)
 		}
 		t.Logf("FAIL %s: %v", rel, err)
 	}
-	keys := make([]string, 0, len(reasons))
-	for k := range reasons {
+	keys := make([]string, 0, len(res.reasons))
+	for k := range res.reasons {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		return reasons[keys[i]] > reasons[keys[j]] || reasons[keys[i]] == reasons[keys[j]] && keys[i] < keys[j]
+		return res.reasons[keys[i]] > res.reasons[keys[j]] || res.reasons[keys[i]] == res.reasons[keys[j]] && keys[i] < keys[j]
 	})
 	for _, k := range keys {
-		t.Logf("reason %3d  %s", reasons[k], k)
+		t.Logf("reason %3d  %s", res.reasons[k], k)
 	}
-	t.Logf("CORPUS: %d of %d Compose files load strictly", loaded, len(files))
+	return res
+}
+
+// TestLoadComposeCorpus loads, strictly, the Compose files that compose
+// itself, compose-go and awesome-compose test with or show (committed under
+// testdata/corpus, sources in testdata/corpus/README.md), counts how many of
+// those compose-go accepts load, and asserts the floor of each corpus. Every
+// accepted file that does not load must be refused by name: an
+// *UnsupportedError naming its fields or a *SpecError naming the culprit.
+// CONVERGE_COMPOSE_CORPUS names one more directory to measure (no floor).
+func TestLoadComposeCorpus(t *testing.T) {
+	anyYAML := regexp.MustCompile(`\.ya?ml$`)
+	composeName := regexp.MustCompile(`^(docker-)?compose([.-][\w.-]+)?\.ya?ml$`)
+	tests := []struct {
+		name  string
+		root  string
+		files *regexp.Regexp
+		// floor is the number of accepted files that must load strictly.
+		floor int
+	}{
+		{"compose e2e", "testdata/corpus/compose/pkg/e2e", anyYAML, 118},
+		{"compose-go", "testdata/corpus/compose-go", anyYAML, 20},
+		{"awesome-compose", "testdata/corpus/awesome-compose", composeName, 28},
+	}
+	if extra := os.Getenv("CONVERGE_COMPOSE_CORPUS"); extra != "" {
+		tests = append(tests, struct {
+			name  string
+			root  string
+			files *regexp.Regexp
+			floor int
+		}{"extra", extra, composeName, 0})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := loadCorpus(t, tt.root, tt.files)
+			t.Logf("CORPUS %s: %d of %d files compose-go accepts load strictly (%.0f%%); %d YAML files in all",
+				tt.name, res.loaded, res.accepted, 100*float64(res.loaded)/float64(max(res.accepted, 1)), res.files)
+			assert := require.New(t)
+			assert.Empty(res.untyped, "refused without naming the culprit")
+			assert.GreaterOrEqual(res.loaded, tt.floor)
+		})
+	}
 }

@@ -1,0 +1,3 @@
+>&2 echo "log to stderr"
+echo "log to stdout"
+
