@@ -50,6 +50,7 @@ require (
 	github.com/containerd/errdefs v1.0.0
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/convergekit/converge/prometheus v0.1.0
+	github.com/convergekit/converge/statuspage v0.1.0
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.4.0 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
@@ -91,7 +92,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.12.0 // indirect
@@ -116,3 +117,5 @@ replace github.com/convergekit/converge/pgstore => ../pgstore
 tool golang.org/x/perf/cmd/benchstat
 
 replace github.com/convergekit/converge/prometheus => ../prometheus
+
+replace github.com/convergekit/converge/statuspage => ../statuspage

@@ -495,7 +495,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, status int, name
 		p.Toggle = "?" + q.Encode()
 	}
 	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, name, p); err != nil {
+	if err := templates().ExecuteTemplate(&buf, name, p); err != nil {
 		http.Error(w, "statuspage: render "+name+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -1102,16 +1102,19 @@ func (h *Handler) abort(w http.ResponseWriter, r *http.Request, who string) (str
 	return "../" + url.PathEscape(id), true
 }
 
-// templates holds the pages; see page.html.
-var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"pathEscape": url.PathEscape,
-	"dict":       dict,
-	"ago":        ago,
-	"history":    groupHistory,
-	"more":       more,
-	"statuses":   statuses,
-	"when":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"secs": func(s float64) string {
-		return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
-	},
-}).ParseFS(pageFS, "page.html"))
+// templates holds the pages (see page.html), parsed when the first page
+// is written rather than when a program that links the package starts.
+var templates = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").Funcs(template.FuncMap{
+		"pathEscape": url.PathEscape,
+		"dict":       dict,
+		"ago":        ago,
+		"history":    groupHistory,
+		"more":       more,
+		"statuses":   statuses,
+		"when":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"secs": func(s float64) string {
+			return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+		},
+	}).ParseFS(pageFS, "page.html"))
+})

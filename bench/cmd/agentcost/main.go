@@ -56,10 +56,11 @@ func main() {
 	flag.DurationVar(&o.sample, "sample", 5*time.Second, "sampling period of the idle phase")
 	flag.IntVar(&o.rounds, "rounds", 5, "start-up measurements of each")
 	flag.DurationVar(&o.interval, "interval", 5*time.Minute, "the agent's periodic pass (its -interval)")
-	flag.StringVar(&o.args, "agent-args", "-f {compose} -state {state} -root {root} -interval {interval}",
-		"the agent's arguments; {compose}, {state}, {root} and {interval} are replaced")
-	flag.StringVar(&o.firstArgs, "first-args", "", "the agent's arguments for the first run, which converges the project (default: -agent-args)")
-	flag.StringVar(&o.noop, "noop", `^pass \d+: .*(no change|unchanged)`, "regexp of the agent's line for a verified pass that changed nothing")
+	flag.StringVar(&o.args, "agent-args", "-state {state} -key {state}.key -root {root} -interval {interval} -http 127.0.0.1:0",
+		"the agent's arguments once the project converged (it resumes its stored target); {compose}, {state}, {root} and {interval} are replaced")
+	flag.StringVar(&o.firstArgs, "first-args", "-f {compose} -state {state} -key {state}.key -root {root} -interval {interval}",
+		"the agent's arguments for the first run, which sets the target and converges the project")
+	flag.StringVar(&o.noop, "noop", `^pass \d+: verified, no change`, "regexp of the agent's line for a verified pass that changed nothing")
 	flag.StringVar(&o.pass, "pass", `^pass \d+: `, "regexp of the agent's line for any pass")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -102,12 +103,11 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	agentBin, floorBin := filepath.Join(dir, "deviceagent"), filepath.Join(dir, "enginefloor")
-	if err := build(ctx, "../examples/deviceagent", agentBin); err != nil {
-		return err
-	}
-	if err := build(ctx, "./cmd/enginefloor", floorBin); err != nil {
-		return err
+	agentBin, floorBin, linkBin := filepath.Join(dir, "deviceagent"), filepath.Join(dir, "enginefloor"), filepath.Join(dir, "linkfloor")
+	for pkg, bin := range map[string]string{"../examples/deviceagent": agentBin, "./cmd/enginefloor": floorBin, "./cmd/linkfloor": linkBin} {
+		if err := build(ctx, pkg, bin); err != nil {
+			return err
+		}
 	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -128,14 +128,11 @@ func run(ctx context.Context, o options) (err error) {
 	repl := strings.NewReplacer("{compose}", compose, "{state}", filepath.Join(dir, "state.db"),
 		"{root}", root, "{interval}", o.interval.String())
 	args := strings.Fields(repl.Replace(o.args))
-	firstArgs := args
-	if o.firstArgs != "" {
-		firstArgs = strings.Fields(repl.Replace(o.firstArgs))
-	}
+	firstArgs := strings.Fields(repl.Replace(o.firstArgs))
 
 	fmt.Printf("# date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("# machine: %d cores, %s %s/%s, %s\n", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, cpuModel())
-	fmt.Printf("# command (in bench/): go run ./cmd/agentcost -containers %d -idle %s -rounds %d -interval %s\n", o.containers, o.idle, o.rounds, o.interval)
+	fmt.Printf("# command (in bench/): go run ./cmd/agentcost -containers %d -idle %s -sample %s -rounds %d -interval %s\n", o.containers, o.idle, o.sample, o.rounds, o.interval)
 	fmt.Printf("# agent: deviceagent %s (first run: %s)\n", strings.Join(args, " "), strings.Join(firstArgs, " "))
 	fmt.Printf("# project %s: %d containers of %s\n", project, o.containers, img)
 
@@ -152,29 +149,30 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 
-	var agentStarts, floorStarts []time.Duration
+	var agentStarts, floorStarts, linkStarts []time.Duration
 	var idle *proc
 	for i := range o.rounds {
-		t0 := time.Now()
-		out, err := exec.CommandContext(ctx, floorBin, "-mode", "start", "-project", project).CombinedOutput()
+		d, err := floorStart(ctx, floorBin, project, o.containers)
 		if err != nil {
-			return fmt.Errorf("floor start: %w: %s", err, out)
+			return err
 		}
-		floorStarts = append(floorStarts, time.Since(t0))
-		if !strings.Contains(string(out), fmt.Sprintf("inspected %d", o.containers)) {
-			return fmt.Errorf("floor start: %s", out)
+		floorStarts = append(floorStarts, d)
+		if d, err = floorStart(ctx, linkBin, project, o.containers); err != nil {
+			return err
 		}
+		linkStarts = append(linkStarts, d)
 		a, err := startAgent(ctx, agentBin, args)
 		if err != nil {
 			return err
 		}
-		d, err := a.waitLine(ctx, noop, 2*time.Minute)
+		d, err = a.waitLine(ctx, noop, 2*time.Minute)
 		if err != nil {
 			a.stop()
 			return fmt.Errorf("start round %d: %w", i+1, err)
 		}
 		agentStarts = append(agentStarts, d)
 		fmt.Printf("BenchmarkEngineFloorStart \t1\t%d ns/op\n", floorStarts[i].Nanoseconds())
+		fmt.Printf("BenchmarkLinkFloorStart \t1\t%d ns/op\n", linkStarts[i].Nanoseconds())
 		fmt.Printf("BenchmarkDeviceAgentStart \t1\t%d ns/op\n", d.Nanoseconds())
 		if i == o.rounds-1 {
 			idle = a
@@ -183,14 +181,16 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	defer idle.stop()
-	floor, err := startProc(ctx, floorBin, "-mode", "events", "-project", project)
+	floor, err := holdEvents(ctx, floorBin, project)
 	if err != nil {
 		return err
 	}
 	defer floor.stop()
-	if _, err := floor.waitLine(ctx, regexp.MustCompile(`^ready$`), time.Minute); err != nil {
-		return fmt.Errorf("floor events: %w", err)
+	link, err := holdEvents(ctx, linkBin, project)
+	if err != nil {
+		return err
 	}
+	defer link.stop()
 	// Let both settle (the agent's first pass, a GC) before the window.
 	select {
 	case <-ctx.Done():
@@ -198,8 +198,8 @@ func run(ctx context.Context, o options) (err error) {
 	case <-time.After(5 * time.Second):
 	}
 	passes0 := idle.count(pass)
-	a0, f0 := idle.usage(), floor.usage()
-	var aRSS, fRSS, aAnon, fAnon []int64
+	a0, f0, l0 := idle.usage(), floor.usage(), link.usage()
+	var aRSS, fRSS, lRSS, aAnon, fAnon, lAnon []int64
 	t0 := time.Now()
 	for time.Since(t0) < o.idle {
 		select {
@@ -207,12 +207,13 @@ func run(ctx context.Context, o options) (err error) {
 			return ctx.Err()
 		case <-time.After(o.sample):
 		}
-		au, fu := idle.usage(), floor.usage()
+		au, fu, lu := idle.usage(), floor.usage(), link.usage()
 		aRSS, aAnon = append(aRSS, au.rssKiB), append(aAnon, au.anonKiB)
 		fRSS, fAnon = append(fRSS, fu.rssKiB), append(fAnon, fu.anonKiB)
+		lRSS, lAnon = append(lRSS, lu.rssKiB), append(lAnon, lu.anonKiB)
 	}
 	window := time.Since(t0)
-	a1, f1 := idle.usage(), floor.usage()
+	a1, f1, l1 := idle.usage(), floor.usage(), link.usage()
 	passes := idle.count(pass) - passes0
 	for _, r := range []struct {
 		name   string
@@ -220,19 +221,49 @@ func run(ctx context.Context, o options) (err error) {
 		rss    []int64
 		anon   []int64
 		passes int
-	}{{"EngineFloorIdle", f0, f1, fRSS, fAnon, 0}, {"DeviceAgentIdle", a0, a1, aRSS, aAnon, passes}} {
+	}{{"EngineFloorIdle", f0, f1, fRSS, fAnon, 0}, {"LinkFloorIdle", l0, l1, lRSS, lAnon, 0}, {"DeviceAgentIdle", a0, a1, aRSS, aAnon, passes}} {
 		mins := window.Minutes()
 		fmt.Printf("Benchmark%s \t1\t%d ns/op\t%d rss-KiB\t%d anon-KiB\t%d max-rss-KiB\t%.1f cpu-ms/min\t%.1f wakeups/min\t%d passes\n",
 			r.name, window.Nanoseconds(), median(r.rss), median(r.anon), slices.Max(r.rss),
 			float64(r.u1.cpu-r.u0.cpu)/float64(time.Millisecond)/mins,
 			float64(r.u1.switches-r.u0.switches)/mins, r.passes)
 	}
-	ms, mf := median(agentStarts), median(floorStarts)
-	ra, rf := median(aRSS), median(fRSS)
-	fmt.Printf("# start: agent %s, engine floor %s (medians of %d): %.2fx\n", ms.Round(time.Millisecond), mf.Round(time.Millisecond), o.rounds, float64(ms)/float64(mf))
-	fmt.Printf("# idle RSS: agent %d KiB, floor %d KiB (medians over %s): %.2fx\n", ra, rf, window.Round(time.Second), float64(ra)/float64(rf))
+	ms, mf, ml := median(agentStarts), median(floorStarts), median(linkStarts)
+	ra, rf, rl := median(aRSS), median(fRSS), median(lRSS)
+	fmt.Printf("# start: agent %s, engine floor %s (medians of %d): %.2fx; the floor linked with the agent's packages %s: %.2fx\n",
+		ms.Round(100*time.Microsecond), mf.Round(100*time.Microsecond), o.rounds, float64(ms)/float64(mf), ml.Round(100*time.Microsecond), float64(ml)/float64(mf))
+	fmt.Printf("# idle RSS: agent %d KiB, floor %d KiB (medians over %s): %.2fx; the floor linked with the agent's packages %d KiB: %.2fx\n",
+		ra, rf, window.Round(time.Second), float64(ra)/float64(rf), rl, float64(rl)/float64(rf))
 	fmt.Printf("# idle passes: %d in %s at -interval %s (at most %d expected)\n", passes, window.Round(time.Second), o.interval, int(window/o.interval)+1)
 	return nil
+}
+
+// floorStart runs bin -mode start (exec, list and inspect the project's
+// containers, exit) and returns how long it took.
+func floorStart(ctx context.Context, bin, project string, containers int) (time.Duration, error) {
+	t0 := time.Now()
+	out, err := exec.CommandContext(ctx, bin, "-mode", "start", "-project", project).CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("%s start: %w: %s", filepath.Base(bin), err, out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("inspected %d", containers)) {
+		return 0, fmt.Errorf("%s start: %s", filepath.Base(bin), out)
+	}
+	return d, nil
+}
+
+// holdEvents starts bin -mode events and waits until it is subscribed.
+func holdEvents(ctx context.Context, bin, project string) (*proc, error) {
+	p, err := startProc(ctx, bin, "-mode", "events", "-project", project)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.waitLine(ctx, regexp.MustCompile(`^ready$`), time.Minute); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%s events: %w", filepath.Base(bin), err)
+	}
+	return p, nil
 }
 
 func build(ctx context.Context, pkg, out string) error {
