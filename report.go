@@ -160,9 +160,18 @@ type Report struct {
 	cause  error
 }
 
-// Item returns the result of item id.
+// Item returns the result of item id. A Report that no walk made (one
+// decoded from JSON, or built by hand) is searched item by item.
 func (r *Report) Item(id ID) (ItemResult, bool) {
 	if r == nil {
+		return ItemResult{}, false
+	}
+	if r.index == nil {
+		for _, it := range r.Items {
+			if it.ID == id {
+				return it, true
+			}
+		}
 		return ItemResult{}, false
 	}
 	k, ok := r.index[id]

@@ -628,7 +628,7 @@ func (h *Handler) graphSVG(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var dot bytes.Buffer
-	if err := stages[i].Graph.WriteDOT(&dot, t.outcomes(stages)[i].report); err != nil {
+	if err := stages[i].Graph.WriteDOT(&dot, t.outcomes(stages)[i].drawn()); err != nil {
 		http.Error(w, "statuspage: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -691,7 +691,7 @@ func (h *Handler) drawSVG(ctx context.Context, k svgKey, rev uint64, dot []byte)
 
 // stageGraph describes one stage's graph with the outcomes of so.
 func stageGraph(st converge.TargetStage, so stageOutcomes) StageGraph {
-	rep := so.report
+	rep := so.drawn()
 	sg := StageGraph{Name: st.Name, Clean: st.Clean, Items: []GraphItem{}, Pass: so.pass}
 	g := st.Graph
 	if g == nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -240,6 +241,22 @@ type stageOutcomes struct {
 	pass     int
 	report   *converge.Report
 	outcomes map[converge.ID]string
+}
+
+// drawn is the report the stage's picture is drawn with: the walk's, or
+// one made of the outcomes the page knows otherwise.
+func (so stageOutcomes) drawn() *converge.Report {
+	if so.report != nil || len(so.outcomes) == 0 {
+		return so.report
+	}
+	rep := &converge.Report{Items: make([]converge.ItemResult, 0, len(so.outcomes))}
+	for _, id := range slices.Sorted(maps.Keys(so.outcomes)) {
+		var o converge.Outcome
+		if o.UnmarshalText([]byte(so.outcomes[id])) == nil {
+			rep.Items = append(rep.Items, converge.ItemResult{ID: id, Outcome: o})
+		}
+	}
+	return rep
 }
 
 // outcomes returns the outcomes of each of stages in the newest pass that

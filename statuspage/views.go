@@ -237,9 +237,8 @@ type GraphItem struct {
 	// "waiting" for those that wait for them and "unchanged" for the
 	// others. It is "" when the pass did not walk the stage (it failed or
 	// was preempted before) or the page cannot tell. The drawings (DOT,
-	// Mermaid, SVG) colour the items by the walk's report when the
-	// outcomes come from one, and leave them uncoloured otherwise: never
-	// by an older pass's.
+	// Mermaid, SVG) colour the items by the same outcomes, never by an
+	// older pass's.
 	Outcome string `json:"outcome,omitempty"`
 }
 
