@@ -140,8 +140,10 @@ func (p *printer) event(e converge.TargetEvent) {
 
 // setTarget sets the target the Compose file describes, or, without one,
 // resumes the stored target (the built-in project when none is stored),
-// and returns the name of the target's project. A resumed target is read
-// from the store alone: no Compose file is loaded.
+// and returns the name of the target's project. It is
+// TargetReconciler.LoadOrSet with the default made only when no target is
+// stored: a resumed target is read from the store alone, and no Compose
+// file is loaded at a restart.
 func setTarget(ctx context.Context, r *converge.TargetReconciler[Device], file, image string) (string, error) {
 	found := false
 	if file == "" {

@@ -24,7 +24,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
@@ -109,29 +108,6 @@ func snapshot(ctx context.Context, project string) (*projectSnapshot, error) {
 	slices.Sort(s.containers)
 	slices.Sort(s.volumes)
 	return s, nil
-}
-
-// removeProject removes the containers, networks and volumes labelled
-// with project: only the tests' own projects.
-func removeProject(ctx context.Context, project string) error {
-	f := filters.NewArgs(filters.Arg("label", docker.LabelProject+"="+project))
-	var errs []error
-	cs, err := engine.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	errs = append(errs, err)
-	for _, c := range cs {
-		errs = append(errs, engine.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}))
-	}
-	ns, err := engine.NetworkList(ctx, network.ListOptions{Filters: f})
-	errs = append(errs, err)
-	for _, n := range ns {
-		errs = append(errs, engine.NetworkRemove(ctx, n.ID))
-	}
-	vs, err := engine.VolumeList(ctx, volume.ListOptions{Filters: f})
-	errs = append(errs, err)
-	for _, v := range vs.Volumes {
-		errs = append(errs, engine.VolumeRemove(ctx, v.Name, true))
-	}
-	return errors.Join(errs...)
 }
 
 // requireEngine skips t without a Docker engine, or fails it when one is
@@ -275,7 +251,7 @@ services:
 volumes:
   data: {}
 `, name, demoImage, secret, demoImage)), 0o600))
-	t.Cleanup(func() { assert.NoError(t, removeProject(context.Background(), name)) })
+	t.Cleanup(func() { assert.NoError(t, dockertest.RemoveProject(context.Background(), engine, name)) })
 	return file, name
 }
 

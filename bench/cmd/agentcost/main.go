@@ -39,13 +39,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
-	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
 )
 
@@ -113,7 +108,7 @@ func run(ctx context.Context, o options) (err error) {
 	_, _ = rand.Read(suffix)
 	project := "agentcost-" + hex.EncodeToString(suffix)
 	defer func() {
-		if cerr := cleanup(context.WithoutCancel(ctx), eng, project); err == nil {
+		if cerr := dockertest.RemoveProject(context.WithoutCancel(ctx), eng, project); err == nil {
 			err = cerr
 		}
 	}()
@@ -443,28 +438,4 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
-}
-
-// cleanup removes the containers, networks and volumes of the project.
-func cleanup(ctx context.Context, eng *client.Client, project string) error {
-	f := filters.NewArgs(filters.Arg("label", docker.LabelProject+"="+project))
-	cs, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, eng.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}))
-	}
-	ns, err := eng.NetworkList(ctx, network.ListOptions{Filters: f})
-	errs = append(errs, err)
-	for _, n := range ns {
-		errs = append(errs, eng.NetworkRemove(ctx, n.ID))
-	}
-	vs, err := eng.VolumeList(ctx, volume.ListOptions{Filters: f})
-	errs = append(errs, err)
-	for _, v := range vs.Volumes {
-		errs = append(errs, eng.VolumeRemove(ctx, v.Name, true))
-	}
-	return errors.Join(errs...)
 }
