@@ -152,7 +152,12 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 // extends: is resolved, as compose-go does: neither is ever dropped, and
 // one that cannot be read fails with ErrInvalidCompose. Two
 // extensions are read: x-timeout on a depends_on entry (a duration) and
-// x-update on a service ("download-then-kill" or "kill-then-download").
+// x-update on a service (an UpdateStrategy by name: "download-then-kill",
+// "kill-then-download", "delete-then-download", "hand-over" or "auto").
+// balena's labels io.balena.update.strategy (LabelUpdateStrategy, the same
+// names; x-update must agree with it) and io.balena.update.handover-timeout
+// (LabelHandoverTimeout, milliseconds) set ContainerSpec.Update and
+// HandoverTimeout instead of labels.
 // The label io.convergekit.update-lock (LabelUpdateLock) on a service sets
 // its ContainerSpec.UpdateLock instead of a label.
 // A service that others wait for with service_completed_successfully runs
@@ -252,6 +257,22 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 		}
 		for k, v := range s.Labels {
+			switch k {
+			case LabelUpdateStrategy:
+				u, err := ParseUpdateStrategy(v)
+				if err != nil {
+					return nil, &SpecError{Object: "service " + name, Service: name, Field: "labels." + k, Reason: fmt.Sprintf("unknown strategy %q", v)}
+				}
+				spec.Update = u
+				continue
+			case LabelHandoverTimeout:
+				ms, err := strconv.ParseUint(v, 10, 32)
+				if err != nil {
+					return nil, &SpecError{Object: "service " + name, Service: name, Field: "labels." + k, Reason: fmt.Sprintf("%q is not a number of milliseconds", v)}
+				}
+				spec.HandoverTimeout = time.Duration(ms) * time.Millisecond
+				continue
+			}
 			if k == LabelUpdateLock {
 				spec.UpdateLock = v
 				if reason := checkUpdateLock(v); reason != "" {
@@ -338,14 +359,16 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		default:
 			unsupported = append(unsupported, prefix+"pull_policy("+s.PullPolicy+")")
 		}
-		if u, ok := s.Extensions["x-update"]; ok {
-			switch fmt.Sprint(u) {
-			case "download-then-kill":
-			case "kill-then-download":
-				spec.Update = KillThenDownload
-			default:
-				return nil, &SpecError{Object: "service " + name, Service: name, Field: "x-update", Reason: fmt.Sprintf("unknown strategy %q", u)}
+		if x, ok := s.Extensions["x-update"]; ok {
+			u, err := ParseUpdateStrategy(fmt.Sprint(x))
+			if err != nil {
+				return nil, &SpecError{Object: "service " + name, Service: name, Field: "x-update", Reason: fmt.Sprintf("unknown strategy %q", x)}
 			}
+			if l, ok := s.Labels[LabelUpdateStrategy]; ok && l != u.String() {
+				return nil, &SpecError{Object: "service " + name, Service: name, Field: "x-update",
+					Reason: fmt.Sprintf("%q contradicts label %s=%q", x, LabelUpdateStrategy, l)}
+			}
+			spec.Update = u
 		}
 		if once[name] {
 			spec.Run = Once

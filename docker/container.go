@@ -38,6 +38,7 @@ type Container struct {
 	poll      time.Duration
 	red       redactor
 	hashKey   []byte // keys the spec hashes (Project.HashKey)
+	space     *space // the engine's free space, for ImageSize
 	// netContainer is the engine name of the container whose network
 	// namespace a "service:NAME" NetworkMode shares.
 	netContainer string
@@ -187,7 +188,15 @@ func (c *Container) StateGoal(_ context.Context, deps converge.DepStates) (Conta
 			}
 		}
 	}
-	if is, err := converge.DepState[ImageState](deps, c.imageID); err == nil {
+	st.update = c.spec.Update
+	is, ierr := converge.DepState[ImageState](deps, c.imageID)
+	if st.update == AutoUpdate {
+		st.update = DownloadThenKill
+		if ierr == nil && is.short {
+			st.update = DeleteThenDownload
+		}
+	}
+	if ierr == nil {
 		switch { // a newer image is (or will be) pulled: leave the present one
 		case is.Outdated:
 			st.staleImage = is.ID
@@ -216,8 +225,10 @@ func (c *Container) Check(_ context.Context, current, target ContainerState) (co
 }
 
 // Apply carries out the plan: create, recreate (create under TempName,
-// stop, remove, rename, start; or for KillThenDownload stop, remove, pull,
-// create, start), adopt a leftover of an interrupted recreate, start,
+// stop, remove, rename, start; for KillThenDownload stop, remove, pull,
+// create, start; for DeleteThenDownload stop, remove, remove the old image,
+// pull, create, start; for HandOver create under TempName, start, wait
+// for the hand-over, stop and remove the old, rename), adopt a leftover of an interrupted recreate, start,
 // unpause, stop or remove. Before a recreate, stop or remove of a
 // container with an update lock (current.UpdateLock) it looks the lock
 // file up, and while it exists fails with a *LockError, changing nothing,
@@ -332,13 +343,24 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 	if err := c.waitDeps(ctx); err != nil {
 		return err
 	}
-	if !adoptable && (plan.Action == ActionCreate || c.spec.Update == KillThenDownload) {
+	strategy := target.update
+	if !adoptable && (plan.Action == ActionCreate || strategy.deferred()) {
+		if strategy.deferred() {
+			if err := c.checkSpace(ctx, strategy, current, target); err != nil {
+				return err
+			}
+		}
 		if plan.Action == ActionRecreate {
 			if err := removeContainer(ctx, c.eng, c.name, c.spec.StopTimeout); err != nil {
 				return err
 			}
+			if strategy == DeleteThenDownload {
+				if err := c.deleteOldImage(ctx, current, target); err != nil {
+					return err
+				}
+			}
 		}
-		if c.spec.Update == KillThenDownload {
+		if strategy.deferred() {
 			// A newer image in the registry (PullAlways) is pulled even
 			// though the old one is present.
 			refresh := target.staleImage != ""
@@ -358,6 +380,18 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 		tmp = TempName(c.name)
 		if err := c.create(ctx, tmp); err != nil {
 			return err
+		}
+		if strategy == HandOver {
+			if err := c.handOver(ctx, tmp); err != nil {
+				return err
+			}
+			if err := removeContainer(ctx, c.eng, current.ID, c.spec.StopTimeout); err != nil {
+				return err
+			}
+			if err := c.eng.ContainerRename(ctx, tmp, c.name); err != nil {
+				return fmt.Errorf("rename: %w", err)
+			}
+			return nil
 		}
 	}
 	if err := removeContainer(ctx, c.eng, current.ID, c.spec.StopTimeout); err != nil {

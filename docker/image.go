@@ -40,6 +40,11 @@ type ImageState struct {
 	// buildKey is the LabelBuildKey of a built image (current), or the
 	// key of its context and options now (target).
 	buildKey string
+	// short is true when a pull is due, the image's size is known and the
+	// engine's data root (root) has less free space (free) than it.
+	short bool
+	root  string
+	free  uint64
 }
 
 // Image is the item of one image reference: Present pulls it when it is
@@ -57,7 +62,10 @@ type Image struct {
 	project  converge.ID
 	keep     bool
 	services []string // the services using the image, for errors
-	deferred bool     // only KillThenDownload containers use it
+	deferred bool     // only KillThenDownload and DeleteThenDownload containers use it
+	auto     bool     // the containers that do not pull it themselves use AutoUpdate
+	size     uint64   // the largest ContainerSpec.ImageSize of its services
+	space    *space
 }
 
 // NewImage returns a standalone Image item on eng (outside a project).
@@ -108,6 +116,13 @@ func (im *Image) StateCurrent(ctx context.Context, deps converge.DepStates) (_ I
 			st.unpullable = &PullError{Ref: ref, Err: err}
 		}
 	}
+	if (!st.Present && im.Pull != PullNever || st.Outdated) && !im.deferred && im.size > 0 {
+		root, free, ok, err := im.space.read(ctx)
+		if err != nil {
+			return ImageState{}, err
+		}
+		st.root, st.free, st.short = root, free, ok && free < im.size
+	}
 	return st, nil
 }
 
@@ -124,6 +139,10 @@ func (im *Image) StateClean(context.Context, converge.DepStates) (ImageState, er
 }
 
 // Check compares presence, and requires a pull of an Outdated image. A
+// pull the engine's data root has no room for (see ContainerSpec.ImageSize)
+// is a *SpaceError matching ErrNoSpace, with nothing pulled; when every
+// container that does not pull the image itself uses AutoUpdate, the pull
+// is left to them (DeleteThenDownload) instead. A
 // missing image that may not be pulled (PullNever) is an *ImageError
 // matching ErrImageMissing, in a dry run as in Apply. The image of
 // KillThenDownload containers only is pulled by the container after the
@@ -132,6 +151,12 @@ func (im *Image) StateClean(context.Context, converge.DepStates) (ImageState, er
 func (im *Image) Check(_ context.Context, current, target ImageState) (converge.Decision, error) {
 	if target.keep {
 		return converge.NotRequired(), nil
+	}
+	if current.short && target.Present && !target.deferred {
+		if im.auto { // the containers delete the old image, then pull
+			return converge.NotRequired(), nil
+		}
+		return converge.Decision{}, &SpaceError{Ref: target.Ref, Services: im.services, Root: current.root, Need: im.size, Free: current.free}
 	}
 	if current.Present && target.Present && current.Outdated && !target.deferred {
 		return converge.Required(converge.WorkUnitsUnknown), nil

@@ -75,6 +75,13 @@ type Project struct {
 	// the project's secrets as the package's errors are. It is not part
 	// of the project's JSON (see Runtime).
 	Logger *slog.Logger `json:"-"`
+	// FreeSpace, when set, reads the free space of the engine's data root
+	// (docker info DockerRootDir) for the space check before a pull (see
+	// ContainerSpec.ImageSize); nil statfs's the data root from this
+	// process, which must then see it at the path the engine names (an
+	// agent in a container mounts it there): where it cannot, no space is
+	// checked. It is not part of the project's JSON.
+	FreeSpace FreeSpaceFunc `json:"-"`
 }
 
 // NetworkSpec is an engine network the project owns.
@@ -219,6 +226,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		return nil, err
 	}
 	cp := p.clone()
+	sp := &space{eng: eng, free: cp.FreeSpace}
 	eng = observe(settled{eng}, cp)
 	g := converge.NewGraph()
 	pid := ProjectID(cp.Name)
@@ -250,15 +258,19 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		j := slices.IndexFunc(images, func(im *Image) bool { return im.Ref == ref })
 		if j < 0 {
 			j = len(images)
-			images = append(images, &Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages, deferred: true})
+			images = append(images, &Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages, deferred: true, auto: true, space: sp})
 		}
 		images[j].services = append(images[j].services, s.Service)
 		if s.Pull == PullAlways { // one service asking is enough to ask the registry
 			images[j].Pull = PullAlways
 		}
-		if s.Update != KillThenDownload {
+		if !s.Update.deferred() {
 			images[j].deferred = false
+			if s.Update != AutoUpdate {
+				images[j].auto = false
+			}
 		}
+		images[j].size = max(images[j].size, s.ImageSize)
 	}
 	var imageIDs []converge.ID
 	for _, im := range images {
@@ -296,7 +308,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
 		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: forService(eng, s, cp.containerName(s)), projectID: pid,
-			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp)}
+			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp), space: sp}
 		deps := []converge.ID{pid, oid, c.imageID}
 		if c.poll <= 0 {
 			c.poll = DefaultPollInterval

@@ -340,7 +340,7 @@ func nameOf(kind string, v uint8, names []string) ([]byte, error) {
 
 var (
 	runModeNames  = []string{"running", "stopped", "once"}
-	updateNames   = []string{"download-then-kill", "kill-then-download"}
+	updateNames   = []string{"download-then-kill", "kill-then-download", "delete-then-download", "hand-over", "auto"}
 	pullNames     = []string{"missing", "never", "always"}
 	conditionKind = "depends_on condition"
 )
@@ -368,7 +368,7 @@ func (c *Condition) UnmarshalText(b []byte) error {
 	return err
 }
 
-// MarshalText returns "download-then-kill" or "kill-then-download".
+// MarshalText returns the strategy's name (see String).
 func (u UpdateStrategy) MarshalText() ([]byte, error) {
 	return nameOf("update strategy", uint8(u), updateNames)
 }

@@ -112,9 +112,11 @@ func described(err error) bool {
 		ce *ContainerError
 		ie *ImageError
 		le *LockError
+		sp *SpaceError
+		he *HandoverError
 	)
 	return errors.As(err, &de) || errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &oe) ||
-		errors.As(err, &ce) || errors.As(err, &ie) || errors.As(err, &le)
+		errors.As(err, &ce) || errors.As(err, &ie) || errors.As(err, &le) || errors.As(err, &sp) || errors.As(err, &he)
 }
 
 // Is makes SpecError match ErrInvalidSpec.
@@ -182,7 +184,9 @@ func ParseCondition(s string) (Condition, error) {
 }
 
 // UpdateStrategy says in which order a container whose image changed is
-// replaced. The zero value is DownloadThenKill.
+// replaced, with the names and meaning of balena's update strategies (the
+// label io.balena.update.strategy, LabelUpdateStrategy, sets it from a
+// Compose file). The zero value is DownloadThenKill.
 type UpdateStrategy uint8
 
 const (
@@ -190,17 +194,61 @@ const (
 	// and only then replaces the container: the shortest downtime.
 	DownloadThenKill UpdateStrategy = iota
 	// KillThenDownload stops and removes the old container before pulling
-	// the image, for devices without room for two images.
+	// the image, for devices without room for two running containers.
 	KillThenDownload
+	// DeleteThenDownload stops and removes the old container, then removes
+	// its image (when no other container uses it) before pulling or
+	// building the new one: for devices without room for two images.
+	DeleteThenDownload
+	// HandOver pulls the new image, starts the new container beside the
+	// old one (under TempName) and waits until it is healthy (with a
+	// healthcheck) or signals that the hand-over is complete by creating
+	// HandoverCompleteFile, for at most ContainerSpec.HandoverTimeout; only
+	// then is the old container stopped and removed and the new one
+	// renamed. A new container with a healthcheck that is not healthy when
+	// the timeout passes is removed and the old one keeps running (a
+	// *HandoverError); one without a healthcheck that is still running
+	// then takes over, as balena's does. Both containers run at once: they
+	// must not publish the same host port.
+	HandOver
+	// AutoUpdate is DownloadThenKill, or DeleteThenDownload when the
+	// engine's data root has less free space than the new image needs
+	// (see ContainerSpec.ImageSize); where the size is not known it is
+	// DownloadThenKill.
+	AutoUpdate
 )
 
-// String returns "download-then-kill" or "kill-then-download".
+// String returns the strategy's name, as balena names it:
+// "download-then-kill", "kill-then-download", "delete-then-download",
+// "hand-over" or "auto".
 func (u UpdateStrategy) String() string {
-	if u == KillThenDownload {
-		return "kill-then-download"
+	if int(u) < len(updateNames) {
+		return updateNames[u]
 	}
-	return "download-then-kill"
+	return fmt.Sprintf("updatestrategy(%d)", uint8(u))
 }
+
+// ParseUpdateStrategy parses a strategy by its name (see String); ""
+// means DownloadThenKill.
+func ParseUpdateStrategy(s string) (UpdateStrategy, error) {
+	if s == "" {
+		return DownloadThenKill, nil
+	}
+	i := slices.Index(updateNames, s)
+	if i < 0 {
+		return 0, fmt.Errorf("docker: %w: unknown update strategy %q", ErrInvalidSpec, s)
+	}
+	return UpdateStrategy(i), nil
+}
+
+// HandoverCompleteFile is the file a HandOver container creates (inside
+// its own filesystem, as balena's /tmp/balena/handover-complete) to say
+// it is ready to take over before its healthcheck says so.
+const HandoverCompleteFile = "/tmp/balena/handover-complete"
+
+// DefaultHandoverTimeout bounds a HandOver wait whose HandoverTimeout is
+// zero (balena's default).
+const DefaultHandoverTimeout = time.Minute
 
 // PullPolicy says when an image is pulled. The zero value is PullMissing.
 type PullPolicy uint8
@@ -301,7 +349,19 @@ type ContainerSpec struct {
 	Run         RunMode        `json:"run,omitzero"`
 	DependsOn   []Dependency   `json:"depends_on,omitempty"`
 	Update      UpdateStrategy `json:"update_strategy,omitzero"`
-	Pull        PullPolicy     `json:"pull_policy,omitzero"`
+	// HandoverTimeout bounds the wait of a HandOver update for the new
+	// container (0 means DefaultHandoverTimeout) [label
+	// io.balena.update.handover-timeout, in milliseconds].
+	HandoverTimeout time.Duration `json:"handover_timeout,omitzero,format:units"`
+	// ImageSize is how many bytes the image needs on the engine's data
+	// root, when the program knows it (a fleet server that built the
+	// release can say); 0 means unknown. The package reads no registry
+	// manifest, so with 0 no space is checked before a pull. With a size,
+	// the free space of the engine's data root is checked before anything
+	// is stopped or pulled (see SpaceError and AutoUpdate). A build
+	// (Build) is not checked: its size is not known before it ends.
+	ImageSize uint64     `json:"image_size,omitzero"`
+	Pull      PullPolicy `json:"pull_policy,omitzero"`
 	// SecretEnv lists environment keys whose values are secret on top of
 	// those matched by the default pattern (see IsSecretEnv).
 	SecretEnv []string `json:"secret_env,omitempty"`
@@ -440,12 +500,14 @@ func (s *ContainerSpec) validate(object string) error {
 		return bad("Image", "must not be empty")
 	case s.Run > Once:
 		return bad("Run", "unknown run mode %d", s.Run)
-	case s.Update > KillThenDownload:
+	case s.Update > AutoUpdate:
 		return bad("Update", "unknown update strategy %d", s.Update)
 	case s.Pull > PullAlways:
 		return bad("Pull", "unknown pull policy %d", s.Pull)
 	case s.StopTimeout != nil && *s.StopTimeout < 0:
 		return bad("StopTimeout", "must not be negative")
+	case s.HandoverTimeout < 0:
+		return bad("HandoverTimeout", "must not be negative")
 	}
 	if s.Build != nil {
 		if field, reason := s.Build.validate(); field != "" {

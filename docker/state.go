@@ -51,6 +51,9 @@ type ContainerState struct {
 	UpdateLock string
 
 	snap *snapshot // the walk's snapshot this state was read from
+	// update is, for a target, the strategy of its update (AutoUpdate
+	// resolved).
+	update UpdateStrategy
 	// staleImage is, for a target, the ID of a local image the registry
 	// no longer serves under the tag (PullAlways): a container on it is
 	// recreated on the newer one.

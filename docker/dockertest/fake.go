@@ -108,6 +108,7 @@ type img struct {
 	id      string
 	tags    []string
 	digests []string // repository digests, of a pulled image
+	size    int64
 }
 
 // Engine is the fake engine. It is safe for concurrent use.
@@ -179,6 +180,34 @@ func (e *Engine) addImage(ref string) string {
 	id := "sha256:" + e.nextID("img")
 	e.images[id] = &img{id: id, tags: []string{ref}}
 	return id
+}
+
+// SetImageSize sets the size ImageList reports for the local image ref
+// (a pulled image's size is the sum of its layers).
+func (e *Engine) SetImageSize(ref string, size int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, im := range e.images {
+		if slices.Contains(im.tags, norm(ref)) {
+			im.size = size
+		}
+	}
+}
+
+// Images returns the tags of every local image, sorted; an untagged image
+// is listed by its ID.
+func (e *Engine) Images() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, im := range e.images {
+		if len(im.tags) == 0 {
+			out = append(out, im.id)
+		}
+		out = append(out, im.tags...)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Pullable lets ImagePull fetch ref, streaming progress for layers of the
@@ -724,7 +753,7 @@ func (e *Engine) ImageList(ctx context.Context, opts image.ListOptions) ([]image
 			}
 		}
 		if ok {
-			out = append(out, image.Summary{ID: im.id, RepoTags: slices.Clone(im.tags), RepoDigests: slices.Clone(im.digests)})
+			out = append(out, image.Summary{ID: im.id, RepoTags: slices.Clone(im.tags), RepoDigests: slices.Clone(im.digests), Size: im.size})
 		}
 	}
 	return out, nil
@@ -769,6 +798,9 @@ func (e *Engine) ImagePull(ctx context.Context, ref string, _ image.PullOptions)
 	}
 	id := e.addImage(n)
 	e.images[id].digests = []string{rd}
+	for _, l := range layers {
+		e.images[id].size += l
+	}
 	return io.NopCloser(&buf), nil
 }
 
