@@ -55,7 +55,19 @@ type Build struct {
 	// ShmSize is the size of /dev/shm of the build's containers, in
 	// bytes; 0 keeps the engine's default.
 	ShmSize int64 `json:"shm_size,omitzero"`
+	// DockerfileInline is the Dockerfile itself (Compose
+	// dockerfile_inline), sent with the context under a name of its own;
+	// it excludes Dockerfile.
+	DockerfileInline string `json:"dockerfile_inline,omitzero"`
+	// Tags are more names the built image gets, besides
+	// ContainerSpec.Image (Compose build.tags). Removing the image removes
+	// ContainerSpec.Image's name only.
+	Tags []string `json:"tags,omitempty"`
 }
+
+// inlineDockerfile is the name under which a DockerfileInline is sent in
+// the build context; a file of that name in the context is not sent.
+const inlineDockerfile = ".converge-dockerfile-inline"
 
 // ImageBuilder is the ability to build an image, which *client.Client
 // has. The Engine of a project that builds images must have it; an engine
@@ -83,6 +95,13 @@ func (b *Build) validate() (string, string) {
 		return "Build.Dockerfile", fmt.Sprintf("%q is not a path inside the context", b.Dockerfile)
 	case b.ShmSize < 0:
 		return "Build.ShmSize", "must not be negative"
+	case b.Dockerfile != "" && b.DockerfileInline != "":
+		return "Build.DockerfileInline", "excludes Build.Dockerfile: set one of them"
+	}
+	for i, t := range b.Tags {
+		if t == "" || strings.ContainsAny(t, " \t\n") {
+			return fmt.Sprintf("Build.Tags[%d]", i), fmt.Sprintf("%q is not an image name", t)
+		}
 	}
 	for i, h := range b.ExtraHosts {
 		if name, _, ok := strings.Cut(h, ":"); !ok || name == "" {
@@ -93,6 +112,9 @@ func (b *Build) validate() (string, string) {
 }
 
 func (b *Build) dockerfile() string {
+	if b.DockerfileInline != "" {
+		return inlineDockerfile
+	}
 	if b.Dockerfile == "" {
 		return "Dockerfile"
 	}
@@ -129,7 +151,7 @@ func (b *Build) contextTar() ([]byte, string, error) {
 		if err != nil {
 			return err
 		}
-		if name == "." {
+		if name == "." || name == inlineDockerfile && b.DockerfileInline != "" {
 			return nil
 		}
 		if !keep[name] {
@@ -182,6 +204,16 @@ func (b *Build) contextTar() ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	if b.DockerfileInline != "" {
+		hdr := &tar.Header{Name: inlineDockerfile, Mode: 0o644, Size: int64(len(b.DockerfileInline)),
+			Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, "", err
+		}
+		if _, err := io.WriteString(tw, b.DockerfileInline); err != nil {
+			return nil, "", err
+		}
+	}
 	if err := tw.Close(); err != nil {
 		return nil, "", err
 	}
@@ -190,9 +222,9 @@ func (b *Build) contextTar() ([]byte, string, error) {
 	opts, _ := json.Marshal(struct {
 		Dockerfile, Target string
 		Args, Labels       map[string]string
-		ExtraHosts         []string
+		ExtraHosts, Tags   []string
 		ShmSize            int64
-	}{b.dockerfile(), b.Target, b.Args, b.Labels, b.ExtraHosts, b.ShmSize})
+	}{b.dockerfile(), b.Target, b.Args, b.Labels, b.ExtraHosts, b.Tags, b.ShmSize})
 	h.Write(opts)
 	return buf.Bytes(), "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -302,7 +334,7 @@ func (bi *builtImage) Apply(ctx context.Context, current, target ImageState) (Im
 		args[k] = &v
 	}
 	resp, err := builder.ImageBuild(ctx, bytes.NewReader(tarball), build.ImageBuildOptions{
-		Tags: []string{bi.ref}, Dockerfile: bi.spec.dockerfile(), BuildArgs: args, Target: bi.spec.Target,
+		Tags: append([]string{bi.ref}, bi.spec.Tags...), Dockerfile: bi.spec.dockerfile(), BuildArgs: args, Target: bi.spec.Target,
 		Labels: labels, ExtraHosts: bi.spec.ExtraHosts, ShmSize: bi.spec.ShmSize, Remove: true, ForceRemove: true,
 	})
 	red := bi.spec.redactor()

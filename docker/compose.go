@@ -1,9 +1,13 @@
 package docker
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -15,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/interpolation"
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -39,6 +44,11 @@ type LoadOptions struct {
 	// HashKey becomes Project.HashKey: the key of the spec hashes in the
 	// containers' labels. Nil derives one from the project name.
 	HashKey []byte
+	// EnvFileDirs are directories outside WorkingDir from which a
+	// service's env_file may be read. By default env_file is read only
+	// from inside WorkingDir (through os.Root, so neither ".." nor a
+	// symbolic link leads out of it); a file elsewhere is a *SpecError.
+	EnvFileDirs []string
 }
 
 // UnsupportedError lists the Compose fields set in a file that the loader
@@ -46,11 +56,45 @@ type LoadOptions struct {
 // ErrUnsupported.
 type UnsupportedError struct {
 	Fields []string
+	// Reasons says, for the fields refused by design, why they are not
+	// carried out (keyed by the entry of Fields); other fields are not
+	// implemented yet.
+	Reasons map[string]string
 }
 
 // Error describes the problem, naming its culprit.
 func (e *UnsupportedError) Error() string {
-	return "docker: compose: unsupported fields: " + strings.Join(e.Fields, ", ")
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f
+		if r := e.Reasons[f]; r != "" {
+			parts[i] += " (" + r + ")"
+		}
+	}
+	return "docker: compose: unsupported fields: " + strings.Join(parts, ", ")
+}
+
+// refusedService are the Compose service fields refused by design, with
+// the reason given in UnsupportedError.Reasons.
+var refusedService = map[string]string{
+	"develop":             "compose watch is a development loop, not a deployment: converge applies the file as it is",
+	"provider":            "a provider service runs a compose plugin instead of a container; converge runs containers only",
+	"additional_contexts": "named build contexts need BuildKit's session API, which the engine's build endpoint used here lacks",
+}
+
+// refusalReasons returns the reasons of the refused-by-design fields in
+// fields, nil when none.
+func refusalReasons(fields []string) map[string]string {
+	var out map[string]string
+	for _, f := range fields {
+		if r := refusedService[f[strings.LastIndex(f, ".")+1:]]; r != "" && strings.HasPrefix(f, "services.") {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[f] = r
+		}
+	}
+	return out
 }
 
 // Is makes UnsupportedError match ErrUnsupported.
@@ -63,7 +107,7 @@ var supportedService = map[string]bool{
 	"ContainerSpec": true, "WorkloadSpec": true,
 	// ContainerSpec
 	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
-	"CustomLabels": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
+	"CustomLabels": true, "EnvFiles": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
 }
@@ -182,6 +226,9 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 	}
 	cp, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
 		o.ResolvePaths = true
+		// env_file is read by resolveEnvFiles, inside the allowed
+		// directories only.
+		o.SkipResolveEnvironment = true
 		if opts.ProjectName != "" {
 			o.SetProjectName(opts.ProjectName, true)
 		}
@@ -189,7 +236,127 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w: %w", ErrInvalidCompose, err)
 	}
-	return fromCompose(cp, opts)
+	used, err := resolveEnvFiles(cp, wd, opts.EnvFileDirs)
+	if err != nil {
+		return nil, err
+	}
+	p, err := fromCompose(cp, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.EnvFiles = used
+	return p, nil
+}
+
+// resolveEnvFiles sets the environment of every service of cp as compose
+// does (values without one from the project's variables, then the
+// env_file entries in order, overridden by environment), reading each
+// env_file inside wd or one of dirs only, and returns the files read.
+func resolveEnvFiles(cp *types.Project, wd string, dirs []string) ([]EnvFileRead, error) {
+	var used []EnvFileRead
+	for _, name := range slices.Sorted(mapKeys(cp.Services)) {
+		s := cp.Services[name]
+		env := s.Environment.Resolve(cp.Environment.Resolve)
+		vars := env.ToMapping()
+		for i, ef := range s.EnvFiles {
+			bad := func(reason string) error {
+				return &SpecError{Object: "service " + name, Service: name, Field: fmt.Sprintf("env_file[%d]", i), Reason: reason}
+			}
+			f, shown, err := openInside(ef.Path, append([]string{wd}, dirs...))
+			switch {
+			case errors.Is(err, errOutside):
+				return nil, bad(fmt.Sprintf("%q is outside the project directory (allow its directory in LoadOptions.EnvFileDirs)", ef.Path))
+			case errors.Is(err, fs.ErrNotExist) && !bool(ef.Required):
+				continue
+			case errors.Is(err, fs.ErrNotExist):
+				return nil, bad(fmt.Sprintf("%q does not exist (required: false makes it optional)", shown))
+			case err != nil:
+				return nil, bad(fmt.Sprintf("%q cannot be read: %v", shown, errors.Unwrap(err)))
+			}
+			lookup := func(k string) (string, bool) {
+				if v, ok := cp.Environment.Resolve(k); ok {
+					return v, true
+				}
+				if v, ok := env[k]; ok && v != nil {
+					return *v, true
+				}
+				return "", false
+			}
+			if ef.Format == "raw" {
+				err = parseRawEnv(f, vars, lookup)
+			} else {
+				err = dotenv.ParseWithFormat(f, ef.Path, vars, lookup, ef.Format)
+			}
+			f.Close()
+			if err != nil {
+				// The parser's message quotes the file's content.
+				return nil, bad(fmt.Sprintf("%q is not an env file (format %q)", shown, cmp.Or(ef.Format, "dotenv")))
+			}
+			used = append(used, EnvFileRead{Service: name, Path: shown})
+		}
+		s.Environment = vars.ToMappingWithEquals().OverrideBy(env)
+		s.EnvFiles = nil
+		cp.Services[name] = s
+	}
+	return used, nil
+}
+
+// parseRawEnv reads an env file in compose's "raw" format, the one of
+// "docker run --env-file": KEY=VALUE lines taken literally, "#" comments,
+// and a bare KEY taken from lookup (or left out when it has no value).
+func parseRawEnv(r io.Reader, vars map[string]string, lookup func(string) (string, bool)) error {
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimLeft(sc.Text(), " \t")
+		if n == 1 {
+			line = strings.TrimPrefix(line, "\ufeff")
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, hasValue := strings.Cut(line, "=")
+		if key == "" || strings.ContainsAny(key, " \t") {
+			return fmt.Errorf("line %d: no variable name", n)
+		}
+		if !hasValue {
+			if value, hasValue = lookup(key); !hasValue {
+				continue
+			}
+		}
+		vars[key] = value
+	}
+	return sc.Err()
+}
+
+// errOutside means a path is in none of the allowed directories.
+var errOutside = errors.New("outside the allowed directories")
+
+// openInside opens the file at path p through an os.Root of
+// the first of dirs that holds it, so neither ".." nor a symbolic link
+// leads out of that directory. It returns the path as shown to users:
+// relative to dirs[0] when inside it.
+func openInside(p string, dirs []string) (*os.File, string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return nil, p, err
+	}
+	for i, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		rel, err := filepath.Rel(abs, p)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		shown := p
+		if i == 0 {
+			shown = rel
+		}
+		f, err := os.OpenInRoot(abs, rel)
+		return f, shown, err
+	}
+	return nil, p, errOutside
 }
 
 func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
@@ -405,7 +572,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 	unsupported = slices.Compact(unsupported)
 	if len(unsupported) > 0 {
 		if !opts.IgnoreUnsupported {
-			return nil, &UnsupportedError{Fields: unsupported}
+			return nil, &UnsupportedError{Fields: unsupported, Reasons: refusalReasons(unsupported)}
 		}
 		p.Unsupported = unsupported
 	}

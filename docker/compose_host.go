@@ -78,9 +78,13 @@ func hostFromCompose(projectName string, s *types.ServiceConfig, spec *Container
 	spec.StdinOpen, spec.Tty = s.StdinOpen, s.Tty
 	if b := s.Build; b != nil {
 		unsupported = append(unsupported, setFields(prefix+"build.", b, "Context", "Dockerfile", "Args", "Target", "Labels",
-			"ExtraHosts", "ShmSize")...)
+			"ExtraHosts", "ShmSize", "DockerfileInline", "Tags")...)
 		spec.Build = &Build{Context: b.Context, Dockerfile: b.Dockerfile, Target: b.Target, ShmSize: int64(b.ShmSize),
-			Labels: maps.Clone(map[string]string(b.Labels))}
+			Labels: maps.Clone(map[string]string(b.Labels)), DockerfileInline: b.DockerfileInline, Tags: slices.Clone(b.Tags)}
+		if b.DockerfileInline != "" {
+			// compose-go sets the default name besides the inline one.
+			spec.Build.Dockerfile = ""
+		}
 		for k, v := range b.Args {
 			if v != nil {
 				if spec.Build.Args == nil {

@@ -343,6 +343,13 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 	if err := c.waitDeps(ctx); err != nil {
 		return err
 	}
+	var anon map[string]string
+	if current.Exists && !adoptable {
+		var err error
+		if anon, err = c.anonymousVolumes(ctx, current.ID); err != nil {
+			return err
+		}
+	}
 	strategy := target.update
 	if !adoptable && (plan.Action == ActionCreate || strategy.deferred()) {
 		if strategy.deferred() {
@@ -368,7 +375,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 				return err
 			}
 		}
-		if err := c.create(ctx, c.name); err != nil {
+		if err := c.create(ctx, c.name, anon); err != nil {
 			return err
 		}
 		return c.start(ctx, c.name, current.snap)
@@ -378,7 +385,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 	tmp := left.ID
 	if !adoptable {
 		tmp = TempName(c.name)
-		if err := c.create(ctx, tmp); err != nil {
+		if err := c.create(ctx, tmp, anon); err != nil {
 			return err
 		}
 		if strategy == HandOver {
@@ -474,7 +481,34 @@ func (c *Container) stop(ctx context.Context, name string) error {
 	return nil
 }
 
-func (c *Container) create(ctx context.Context, name string) error {
+// anonymousVolumes returns, by target, the engine volumes of the
+// container id mounted where the spec mounts an anonymous volume, so its
+// successor keeps them, as compose does; nil when the spec has none.
+func (c *Container) anonymousVolumes(ctx context.Context, id string) (map[string]string, error) {
+	var out map[string]string
+	for _, m := range c.spec.Mounts {
+		if m.Type != "volume" || m.Source != "" {
+			continue
+		}
+		if out == nil {
+			r, err := c.eng.ContainerInspect(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("inspect: %w", err)
+			}
+			out = map[string]string{}
+			for _, mp := range r.Mounts {
+				if mp.Type == mount.TypeVolume && mp.Name != "" {
+					out[mp.Destination] = mp.Name
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// create creates the container under name; anon names, by target, the
+// volumes its anonymous mounts reuse (see anonymousVolumes).
+func (c *Container) create(ctx context.Context, name string, anon map[string]string) error {
 	s := &c.spec
 	f := s.fields(c.hashKey)
 	labels := map[string]string{}
@@ -533,7 +567,11 @@ func (c *Container) create(ctx context.Context, name string) error {
 		}
 	}
 	for _, m := range s.Mounts {
-		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		src := m.Source
+		if m.Type == "volume" && src == "" {
+			src = anon[m.Target]
+		}
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.Type(m.Type), Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	platform := s.hostOptions(cfg, host, c.netContainer)
 	var netcfg *network.NetworkingConfig

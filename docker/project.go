@@ -49,6 +49,10 @@ type Project struct {
 	// Unsupported lists the Compose fields the loader skipped because
 	// LoadOptions.IgnoreUnsupported was set ("services.web.cap_add").
 	Unsupported []string `json:"unsupported,omitempty"`
+	// EnvFiles lists the env_file files the loader read, per service, in
+	// the order read; the values are in each ContainerSpec.Env. A file
+	// marked "required: false" that does not exist is not listed.
+	EnvFiles []EnvFileRead `json:"env_files,omitempty"`
 	// HashKey keys the spec hashes in LabelSpecHash and LabelSpecFields
 	// (HMAC-SHA256), so a reader of the labels cannot test a guessed secret
 	// offline. Keep it secret and stable: a new key recreates every
@@ -82,6 +86,15 @@ type Project struct {
 	// agent in a container mounts it there): where it cannot, no space is
 	// checked. It is not part of the project's JSON.
 	FreeSpace FreeSpaceFunc `json:"-"`
+}
+
+// EnvFileRead is one env_file the Compose loader read for a service.
+type EnvFileRead struct {
+	// Service is the Compose service.
+	Service string `json:"service,omitzero"`
+	// Path is the file, relative to the project directory when inside
+	// it, absolute when in one of LoadOptions.EnvFileDirs.
+	Path string `json:"path,omitzero"`
 }
 
 // NetworkSpec is an engine network the project owns.

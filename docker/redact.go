@@ -112,7 +112,14 @@ func (r redactor) copy(err error) (error, bool) {
 	case *PullError:
 		out = &PullError{Ref: str(e.Ref), Err: cause(e.Err)}
 	case *UnsupportedError:
-		out = &UnsupportedError{Fields: strs(e.Fields)}
+		var reasons map[string]string
+		for k, v := range e.Reasons {
+			if reasons == nil {
+				reasons = map[string]string{}
+			}
+			reasons[str(k)] = str(v)
+		}
+		out = &UnsupportedError{Fields: strs(e.Fields), Reasons: reasons}
 	case *objectError:
 		out = &objectError{kind: e.kind, name: str(e.name), err: cause(e.err)}
 	case *causeError:

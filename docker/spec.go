@@ -287,7 +287,9 @@ type Port struct {
 }
 
 // Mount attaches a named volume (Type "volume", Source the engine volume
-// name) or a host path (Type "bind") at Target.
+// name) or a host path (Type "bind") at Target. A volume without a Source
+// is anonymous (Compose "- /data"): the engine creates it, and a
+// recreated container keeps its predecessor's, as compose does.
 type Mount struct {
 	Type     string `json:"type,omitzero"`
 	Source   string `json:"source,omitzero"`
@@ -547,8 +549,11 @@ func (s *ContainerSpec) validate(object string) error {
 		if m.Type != "volume" && m.Type != "bind" {
 			return bad(fmt.Sprintf("Mounts[%d].Type", i), "%q is not volume or bind", m.Type)
 		}
-		if m.Target == "" || m.Source == "" {
-			return bad(fmt.Sprintf("Mounts[%d]", i), "source and target are required")
+		if m.Target == "" {
+			return bad(fmt.Sprintf("Mounts[%d].Target", i), "is required")
+		}
+		if m.Type == "bind" && m.Source == "" {
+			return bad(fmt.Sprintf("Mounts[%d].Source", i), "is required for a bind mount")
 		}
 	}
 	for i, p := range s.Ports {

@@ -1,0 +1,181 @@
+package docker_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge/docker"
+)
+
+// writeFiles writes files (relative path to content) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for rel, content := range files {
+		p := filepath.Join(dir, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	}
+}
+
+// TestLoadComposeEnvFile: env_file is read only inside the project
+// directory (or a directory the program allows), through os.Root so
+// neither ".." nor a symbolic link leads out; environment overrides it; a
+// missing optional file is skipped; Project.EnvFiles lists exactly the
+// files read; a refusal is a *SpecError naming the service and the entry.
+func TestLoadComposeEnvFile(t *testing.T) {
+	outside := t.TempDir()
+	writeFiles(t, outside, map[string]string{"shadow": "ROOT=x\n", "allowed.env": "FROM_ALLOWED=yes\n"})
+	tests := []struct {
+		name      string
+		envFile   string // the service's env_file value (YAML)
+		env       string // the service's environment (YAML), or ""
+		allow     bool   // LoadOptions.EnvFileDirs holds outside
+		wantEnv   map[string]string
+		wantFiles []docker.EnvFileRead
+		wantField string // the *SpecError's field, "" for none
+	}{
+		{name: "inside", envFile: "[app.env]", wantEnv: map[string]string{"A": "1", "B": "two"},
+			wantFiles: []docker.EnvFileRead{{Service: "web", Path: "app.env"}}},
+		{name: "environment overrides", envFile: "[app.env]", env: "{B: three}", wantEnv: map[string]string{"A": "1", "B": "three"},
+			wantFiles: []docker.EnvFileRead{{Service: "web", Path: "app.env"}}},
+		{name: "in order, later wins", envFile: "[app.env, sub/more.env]", wantEnv: map[string]string{"A": "1", "B": "again", "C": "3"},
+			wantFiles: []docker.EnvFileRead{{Service: "web", Path: "app.env"}, {Service: "web", Path: filepath.Join("sub", "more.env")}}},
+		{name: "optional missing", envFile: "[{path: app.env}, {path: none.env, required: false}]", wantEnv: map[string]string{"A": "1", "B": "two"},
+			wantFiles: []docker.EnvFileRead{{Service: "web", Path: "app.env"}}},
+		{name: "raw format", envFile: "[{path: raw.env, format: raw}]", wantEnv: map[string]string{"Q": `"kept"`},
+			wantFiles: []docker.EnvFileRead{{Service: "web", Path: "raw.env"}}},
+		{name: "required missing", envFile: "[none.env]", wantField: "env_file[0]"},
+		{name: "dot-dot", envFile: "[../" + filepath.Base(outside) + "/shadow]", wantField: "env_file[0]"},
+		{name: "absolute", envFile: "[" + filepath.Join(outside, "shadow") + "]", wantField: "env_file[0]"},
+		{name: "symlink out", envFile: "[link.env]", wantField: "env_file[0]"},
+		{name: "not an env file", envFile: "[bad.env]", wantField: "env_file[0]"},
+		{name: "allowed directory", envFile: "[" + filepath.Join(outside, "allowed.env") + "]", allow: true,
+			wantEnv:   map[string]string{"FROM_ALLOWED": "yes"},
+			wantFiles: []docker.EnvFileRead{{Service: "web", Path: filepath.Join(outside, "allowed.env")}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(filepath.Dir(outside), "proj-"+filepath.Base(t.TempDir()))
+			writeFiles(t, dir, map[string]string{"app.env": "A=1\nB=two\n", "sub/more.env": "B=again\nC=3\n",
+				"raw.env": `Q="kept"` + "\n", "bad.env": "not a variable line with spaces\n"})
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			require.NoError(t, os.Symlink(filepath.Join(outside, "shadow"), filepath.Join(dir, "link.env")))
+			yaml := "name: ef\nservices:\n  web:\n    image: i\n    env_file: " + tt.envFile + "\n"
+			if tt.env != "" {
+				yaml += "    environment: " + tt.env + "\n"
+			}
+			opts := docker.LoadOptions{WorkingDir: dir}
+			if tt.allow {
+				opts.EnvFileDirs = []string{outside}
+			}
+			p, err := docker.LoadCompose(context.Background(), []byte(yaml), opts)
+			if tt.wantField != "" {
+				var se *docker.SpecError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, "web", se.Service)
+				assert.Equal(t, tt.wantField, se.Field)
+				assert.NotContains(t, err.Error(), "ROOT=x", "no content in the error")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantEnv, p.Containers[0].Env)
+			assert.Equal(t, tt.wantFiles, p.EnvFiles)
+			assert.Empty(t, p.Unsupported)
+		})
+	}
+}
+
+// TestLoadComposeNewFields: anonymous volumes, dockerfile_inline and
+// build tags load, and the stored JSON form carries them (and the env_file
+// report) through a round trip.
+func TestLoadComposeNewFields(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"app.env": "A=1\n"})
+	p, err := docker.LoadCompose(context.Background(), []byte(`name: nf
+services:
+  web:
+    build:
+      dockerfile_inline: |
+        FROM scratch
+        COPY app /app
+      tags: [nf-web:extra]
+    env_file: app.env
+    volumes:
+      - /data
+      - type: volume
+        target: /cache
+`), docker.LoadOptions{WorkingDir: dir})
+	require.NoError(t, err)
+	c := p.Containers[0]
+	assert.Equal(t, []docker.Mount{{Type: "volume", Target: "/data"}, {Type: "volume", Target: "/cache"}}, c.Mounts)
+	require.NotNil(t, c.Build)
+	assert.Equal(t, "FROM scratch\nCOPY app /app\n", c.Build.DockerfileInline)
+	assert.Empty(t, c.Build.Dockerfile)
+	assert.Equal(t, []string{"nf-web:extra"}, c.Build.Tags)
+	assert.Equal(t, "nf-web", c.Image)
+
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	for _, s := range []string{`"dockerfile_inline":"FROM scratch`, `"tags":["nf-web:extra"]`, `"env_files":[{"service":"web","path":"app.env"}]`,
+		`{"type":"volume","target":"/data"}`} {
+		assert.Contains(t, string(b), s)
+	}
+	var back docker.Project
+	require.NoError(t, json.Unmarshal(b, &back))
+	back.HashKey = p.HashKey
+	assert.Equal(t, *p, back)
+}
+
+// TestBadMountsAndBuildsNameTheField: a mount without a target, a bind
+// without a source, a build with both Dockerfile and DockerfileInline,
+// and an empty tag are refused naming the field.
+func TestBadMountsAndBuildsNameTheField(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  docker.ContainerSpec
+		field string
+	}{
+		{"volume without target", docker.ContainerSpec{Mounts: []docker.Mount{{Type: "volume"}}}, "Mounts[0].Target"},
+		{"bind without source", docker.ContainerSpec{Mounts: []docker.Mount{{Type: "bind", Target: "/x"}}}, "Mounts[0].Source"},
+		{"two dockerfiles", docker.ContainerSpec{Build: &docker.Build{Context: ".", Dockerfile: "D", DockerfileInline: "FROM scratch"}}, "Build.DockerfileInline"},
+		{"empty tag", docker.ContainerSpec{Build: &docker.Build{Context: ".", Tags: []string{""}}}, "Build.Tags[0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.spec.Service, tt.spec.Image = "a", "i"
+			_, err := (&docker.Project{Name: "bad", Containers: []docker.ContainerSpec{tt.spec}}).Graph(newFake())
+			require.ErrorIs(t, err, docker.ErrInvalidSpec)
+			var se *docker.SpecError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tt.field, se.Field)
+		})
+	}
+}
+
+// TestLoadComposeRefusesByDesignWithReason: develop, provider and
+// additional_contexts are refused through *UnsupportedError with the
+// reason, which the message carries.
+func TestLoadComposeRefusesByDesignWithReason(t *testing.T) {
+	_, err := docker.LoadCompose(context.Background(), []byte(`name: r
+services:
+  web:
+    image: i
+    develop:
+      watch: [{path: ., action: rebuild}]
+  ai:
+    provider: {type: model, options: {model: x}}
+`), docker.LoadOptions{WorkingDir: t.TempDir()})
+	var ue *docker.UnsupportedError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, []string{"services.ai.provider", "services.web.develop"}, ue.Fields)
+	for _, f := range ue.Fields {
+		require.NotEmpty(t, ue.Reasons[f], f)
+		assert.Contains(t, err.Error(), f+" ("+ue.Reasons[f]+")")
+	}
+}

@@ -1,0 +1,109 @@
+package docker_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/convergekit/converge/docker"
+	"github.com/convergekit/converge/docker/dockertest"
+)
+
+// volumeAt returns the engine volume mounted at dest in c, "" when none.
+func volumeAt(c container.InspectResponse, dest string) string {
+	for _, m := range c.Mounts {
+		if m.Destination == dest {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+// TestIntegrationComposeFields carries out, on the real engine, the
+// Compose fields of round two and reads them back with inspect: an image
+// built from dockerfile_inline with its extra tags, the variables of
+// env_file (environment overriding them), and anonymous volumes, which a
+// recreated container keeps, as compose does; a change to the env file
+// recreates the container.
+func TestIntegrationComposeFields(t *testing.T) {
+	cli, img := realEngine(t)
+	ctx := context.Background()
+	name := uniqueName("cvf")
+	ref, extra := name+"-web", name+"-web:extra"
+	removeImageAfter(t, cli, name, extra)
+	removeImageAfter(t, cli, name, ref)
+	cleanupProject(t, cli, name)
+	eng := dockertest.Count(cli)
+
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"app.env": "FROM_FILE=1\nOVERRIDDEN=file\n"})
+	compose := `name: ` + name + `
+services:
+  web:
+    build:
+      dockerfile_inline: |
+        FROM ` + img + `
+        LABEL inline=yes
+      tags: [` + extra + `]
+    command: ["/app", "serve"]
+    env_file: [app.env, {path: optional.env, required: false}]
+    environment: {OVERRIDDEN: compose}
+    volumes: [/data]
+    labels: {` + dockertest.TestLabel + `: "1"}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644))
+	load := func() *docker.Project {
+		p, err := docker.LoadComposeFile(ctx, filepath.Join(dir, "compose.yaml"), docker.LoadOptions{})
+		require.NoError(t, err)
+		p.PollInterval = 100 * time.Millisecond
+		return p
+	}
+	p := load()
+	assert.Equal(t, []docker.EnvFileRead{{Service: "web", Path: "app.env"}}, p.EnvFiles)
+	apply(t, eng, p)
+
+	built, _, err := cli.ImageInspectWithRaw(ctx, ref)
+	require.NoError(t, err)
+	assert.Equal(t, "yes", built.Config.Labels["inline"], "built from dockerfile_inline")
+	tagged, _, err := cli.ImageInspectWithRaw(ctx, extra)
+	require.NoError(t, err)
+	assert.Equal(t, built.ID, tagged.ID, "build.tags names the same image")
+
+	c := inspect(t, cli, name+"-web")
+	assert.True(t, c.State.Running)
+	assert.Equal(t, built.ID, c.Image)
+	assert.Contains(t, c.Config.Env, "FROM_FILE=1")
+	assert.Contains(t, c.Config.Env, "OVERRIDDEN=compose")
+	anon := volumeAt(c, "/data")
+	require.NotEmpty(t, anon, "an anonymous volume at /data: %+v", c.Mounts)
+
+	// Converged: nothing written.
+	eng.Reset()
+	apply(t, eng, load())
+	assert.Zero(t, eng.Writes(), "calls: %v", eng.Calls())
+
+	// A changed env file recreates the container, which keeps its
+	// anonymous volume.
+	writeFiles(t, dir, map[string]string{"app.env": "FROM_FILE=2\nOVERRIDDEN=file\n"})
+	apply(t, eng, load())
+	c2 := inspect(t, cli, name+"-web")
+	assert.NotEqual(t, c.ID, c2.ID, "recreated")
+	assert.Contains(t, c2.Config.Env, "FROM_FILE=2")
+	assert.Equal(t, anon, volumeAt(c2, "/data"), "the successor keeps the anonymous volume")
+
+	// So does a kill-then-download recreate, which removes the old
+	// container first.
+	p = load()
+	p.Containers[0].Update = docker.KillThenDownload
+	p.Containers[0].Env["FROM_FILE"] = "3"
+	apply(t, eng, p)
+	c3 := inspect(t, cli, name+"-web")
+	assert.NotEqual(t, c2.ID, c3.ID, "recreated")
+	assert.Equal(t, anon, volumeAt(c3, "/data"), "kill-then-download keeps the anonymous volume too")
+}
