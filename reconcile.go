@@ -120,6 +120,17 @@ type TargetReconcilerConfig[T any] struct {
 	// stays pending until ClearPendingActions. An error is logged (Warn)
 	// and counts as unknown; it never fails a pass.
 	BootID func(ctx context.Context) (string, error)
+	// RollbackAfter, when positive, rolls a target back after that many
+	// failed passes in a row: the last target that converged on this
+	// device (every stage of a pass converged), which the reconciler
+	// keeps in Store (TargetRollbackKey), is set again under a new
+	// revision, with a TargetRolledBack event, a history entry of that
+	// record and a Warn log line. The rollback stays in force
+	// (RolledBack) until a new target is set; a target rolled back to
+	// that fails in its turn is not rolled back again, and a target that
+	// never converged has nothing to roll back to. 0 (the zero value)
+	// never rolls back.
+	RollbackAfter int
 }
 
 // Validate reports the first field out of range as a *ConfigError.
@@ -134,6 +145,8 @@ func (c TargetReconcilerConfig[T]) Validate() error {
 		return &ConfigError{Field: "MaxRounds", Reason: fmt.Sprintf("must not be negative, got %d", c.MaxRounds)}
 	case c.Interval < 0:
 		return &ConfigError{Field: "Interval", Reason: fmt.Sprintf("must not be negative, got %s", c.Interval)}
+	case c.RollbackAfter < 0:
+		return &ConfigError{Field: "RollbackAfter", Reason: fmt.Sprintf("must not be negative, got %d", c.RollbackAfter)}
 	}
 	walk := c.Walk
 	walk.Name = "" // replaced by Name
@@ -164,9 +177,13 @@ const (
 	// intermediate one (ApplyIntermediate) ended the pass before it
 	// finished; the next pass runs that target. It is not a failure.
 	TargetPassPreempted
+	// TargetRolledBack means the target of Event.Revision failed
+	// TargetReconcilerConfig.RollbackAfter passes in a row and the last
+	// target that converged was set again; Event.Rollback says which.
+	TargetRolledBack
 )
 
-var targetEventNames = [...]string{"", "state-changed", "pass-finished", "pass-failed", "action-required", "pass-preempted"}
+var targetEventNames = [...]string{"", "state-changed", "pass-finished", "pass-failed", "action-required", "pass-preempted", "rolled-back"}
 
 // String returns the lower-case name of the kind.
 func (k TargetEventKind) String() string {
@@ -209,6 +226,8 @@ type TargetEvent struct {
 	// Dropped is how many events this subscriber lost just before this
 	// one because it was too slow (see Subscribe); usually 0.
 	Dropped int
+	// Rollback is the rollback made (TargetRolledBack).
+	Rollback *TargetRollback
 }
 
 // TargetReconciler keeps one device converged to a target: each pass
@@ -236,6 +255,9 @@ type TargetReconciler[T any] struct {
 	obs    targetObs
 	// actions are the pending host actions; they have their own lock.
 	actions actionBook
+	// rollback keeps the last target that converged; nil without
+	// RollbackAfter.
+	rollback *rollbackBook
 
 	mu           sync.Mutex
 	target       T
@@ -313,6 +335,9 @@ func NewTargetReconciler[T any](cfg TargetReconcilerConfig[T]) (*TargetReconcile
 		wake: make(chan struct{}, 1),
 	}
 	r.actions = actionBook{store: cfg.Store, key: TargetActionsKey(name), bootID: cfg.BootID, now: w.cfg.Now, obs: &r.obs}
+	if cfg.RollbackAfter > 0 {
+		r.rollback = &rollbackBook{store: cfg.Store, key: TargetRollbackKey(name), after: cfg.RollbackAfter}
+	}
 	return r, nil
 }
 
@@ -347,7 +372,9 @@ func (r *TargetReconciler[T]) SetTarget(ctx context.Context, t T) error {
 	if err != nil {
 		return fmt.Errorf("converge: target %q: store: %w", r.name, bare(err))
 	}
-	r.adopt(ctx, t, rev, false)
+	if r.adopt(ctx, t, rev, false) {
+		r.clearRollback(ctx, rev)
+	}
 	return nil
 }
 
@@ -391,6 +418,11 @@ func (r *TargetReconciler[T]) adopt(ctx context.Context, t T, rev uint64, resume
 // stored then preempts the running pass as SetTarget does.
 func (r *TargetReconciler[T]) Load(ctx context.Context) (bool, error) {
 	r.loadActions(ctx)
+	if r.rollback != nil {
+		if err := r.rollback.load(ctx); err != nil {
+			r.obs.logAttrs(ctx, slog.LevelWarn, "rollback record unreadable", slog.String("error", err.Error()))
+		}
+	}
 	b, rev, err := r.cfg.Store.Target(ctx, r.name)
 	if errors.Is(err, ErrStoreNotFound) {
 		r.mu.Lock()
@@ -670,6 +702,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		r.mu.Lock()
 		r.running = nil
 		var retry time.Duration
+		converged := false
 		switch {
 		case inter != nil:
 			// Hand back to the regular loop at once.
@@ -685,6 +718,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 			continue
 		case err == nil:
 			r.failures, r.notBefore = 0, time.Time{}
+			converged = true
 			if r.cfg.Interval > 0 {
 				nextPeriodic = time.Now().Add(r.cfg.Interval)
 			}
@@ -700,6 +734,9 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		}
 		failures := r.failures
 		r.mu.Unlock()
+		if converged {
+			r.converged(ctx, target, rev)
+		}
 		if inter != nil {
 			inter.done <- err
 		}
@@ -713,6 +750,11 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		}
 		r.obs.passEnded(ctx, ev, failures)
 		r.emit(ev)
+		if err != nil && inter == nil && !errors.Is(err, ErrLocked) {
+			if rb := r.maybeRollBack(ctx, rev, failures, err); rb != nil {
+				r.emit(TargetEvent{Kind: TargetRolledBack, Pass: pass, Revision: rev, Rollback: rb})
+			}
+		}
 	}
 }
 

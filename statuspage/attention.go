@@ -22,6 +22,19 @@ func targetAttention(tv TargetView) (AttentionItem, bool) {
 	}, true
 }
 
+// rollbackAttention returns the item of a target rolled back, until a new
+// target is set.
+func rollbackAttention(tv TargetView) (AttentionItem, bool) {
+	rb := tv.RolledBack
+	if rb == nil {
+		return AttentionItem{}, false
+	}
+	return AttentionItem{
+		Kind: "target", Name: tv.Name, Problem: ProblemRolledBack, Revision: rb.From, Since: rb.At, Repeats: rb.Failures,
+		Error: fmt.Sprintf("revision %d rolled back to revision %d: %s", rb.From, rb.To, rb.Error), Path: "targets/" + url.PathEscape(tv.Name),
+	}, true
+}
+
 // pendingAttention returns the items of a target's pending host actions.
 func pendingAttention(tv TargetView) []AttentionItem {
 	items := make([]AttentionItem, 0, len(tv.PendingActions))

@@ -535,6 +535,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		if item, ok := targetAttention(tv); ok {
 			v.NeedsAttention = append(v.NeedsAttention, item)
 		}
+		if item, ok := rollbackAttention(tv); ok {
+			v.NeedsAttention = append(v.NeedsAttention, item)
+		}
 		v.NeedsAttention = append(v.NeedsAttention, pendingAttention(tv)...)
 	}
 	for _, c := range h.opts.Controllers {

@@ -27,6 +27,7 @@ type Target struct {
 	name     string
 	revision func() uint64
 	pending  func() []converge.PendingAction
+	rollback func() (converge.TargetRollback, bool)
 	stages   func(ctx context.Context) ([]converge.TargetStage, error)
 	data     func() (json.RawMessage, error) // the current target as JSON, nil when none
 	now      func() time.Time
@@ -76,6 +77,7 @@ func WatchTarget[T any](r *converge.TargetReconciler[T], opts TargetOptions[T]) 
 		name:     opts.Name,
 		revision: r.Revision,
 		pending:  r.PendingActions,
+		rollback: r.RolledBack,
 		now:      opts.Now,
 	}
 	if t.name == "" {
@@ -364,6 +366,9 @@ func (t *Target) view() TargetView {
 		v.PendingActions = append(v.PendingActions, PendingActionView{
 			Action: p.Action.String(), Item: string(p.ID), Reason: p.Reason, Revision: p.Revision, Since: p.Since,
 		})
+	}
+	if rb, ok := t.rollback(); ok {
+		v.RolledBack = &RollbackView{From: rb.From, To: rb.To, Revision: rb.Revision, Failures: rb.Failures, At: rb.At, Error: rb.Err}
 	}
 	v.Graph = t.stages != nil
 	v.Failures = append([]PassView(nil), v.Failures...)

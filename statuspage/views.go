@@ -48,6 +48,11 @@ const (
 	ProblemPlanFailed    = "plan failed"
 	ProblemPlanAborted   = "plan aborted"
 	ProblemHostsFailed   = "targets failed"
+	// ProblemRolledBack is a target that failed its passes until the
+	// reconciler rolled it back to the last target that converged
+	// (converge.TargetReconciler.RolledBack); AttentionItem.Revision is
+	// the revision that failed. It goes once a new target is set.
+	ProblemRolledBack = "rolled back"
 )
 
 // AttentionItem is one thing that needs an operator, on the overview.
@@ -123,6 +128,11 @@ type TargetView struct {
 	// (converge.TargetReconciler.PendingActions): they survive a restart
 	// of the program, and go once the host booted again.
 	PendingActions []PendingActionView `json:"pendingActions"`
+	// RolledBack is the rollback in force, as the reconciler keeps it in
+	// its Store (converge.TargetReconciler.RolledBack), nil when none:
+	// the target of revision From failed until the reconciler set the
+	// last one that converged (To) again.
+	RolledBack *RollbackView `json:"rolledBack,omitempty"`
 	// Actions are the newest host actions (reboot, shutdown) items asked
 	// for in the passes this page saw, oldest first.
 	Actions []ActionRequiredView `json:"actionsRequired"`
@@ -134,6 +144,19 @@ type TargetView struct {
 	Data json.RawMessage `json:"data,omitempty"`
 	// DroppedEvents counts the events the page lost because it was slow.
 	DroppedEvents int `json:"droppedEvents,omitempty"`
+}
+
+// RollbackView is a target reconciler's rollback in force.
+type RollbackView struct {
+	// From is the revision that failed, Failures its failed passes in a
+	// row; To is the revision rolled back to, stored again as Revision.
+	From     uint64    `json:"from"`
+	To       uint64    `json:"to"`
+	Revision uint64    `json:"revision"`
+	Failures int       `json:"failures"`
+	At       time.Time `json:"at"`
+	// Error is the last failed pass's error.
+	Error string `json:"error,omitempty"`
 }
 
 // PassView is one pass of a target reconciler that ended.
