@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -74,11 +75,69 @@ func (e *UnsupportedError) Error() string {
 	return "docker: compose: unsupported fields: " + strings.Join(parts, ", ")
 }
 
+// fileRef is a service's reference to a top-level secret or config.
+type fileRef struct {
+	kind string // "secrets" or "configs"
+	ref  types.FileReferenceConfig
+	obj  types.FileObjectConfig
+}
+
+// filesFromCompose carries a service's secrets and configs into spec as
+// compose does without swarm: a file-based one is bind-mounted read-only,
+// one given by content or by an environment variable becomes a File
+// copied in before the container starts. A secret's target defaults to
+// /run/secrets/<source> (a relative one is under /run/secrets), a
+// config's to /<source>. It returns the fields it does not carry out; an
+// unset variable is a *SpecError naming it, never its value.
+func filesFromCompose(refs []fileRef, env types.Mapping, spec *ContainerSpec, prefix string) ([]string, error) {
+	var unsupported []string
+	for _, r := range refs {
+		field := prefix + r.kind + "." + r.ref.Source + "."
+		target := r.ref.Target
+		switch {
+		case r.kind == "secrets" && target == "":
+			target = "/run/secrets/" + r.ref.Source
+		case r.kind == "secrets" && !path.IsAbs(target):
+			target = "/run/secrets/" + target
+		case target == "":
+			target = "/" + r.ref.Source
+		}
+		target = path.Clean("/" + target)
+		if bool(r.obj.External) {
+			continue // refused at the top level
+		}
+		if r.obj.File != "" {
+			unsupported = append(unsupported, setFields(field, r.ref, "Source", "Target")...)
+			spec.Mounts = append(spec.Mounts, Mount{Type: "bind", Source: r.obj.File, Target: target, ReadOnly: true})
+			continue
+		}
+		content := r.obj.Content
+		if r.obj.Environment != "" {
+			v, ok := env[r.obj.Environment]
+			if !ok {
+				return nil, &SpecError{Object: "service " + spec.Service, Service: spec.Service, Field: r.kind + "." + r.ref.Source,
+					Reason: fmt.Sprintf("environment variable %s is not set", r.obj.Environment)}
+			}
+			content = v
+		}
+		f := File{Target: target, Content: content, UID: r.ref.UID, GID: r.ref.GID, Secret: r.kind == "secrets"}
+		if r.ref.Mode != nil {
+			f.Mode = uint32(*r.ref.Mode)
+		}
+		spec.Files = append(spec.Files, f)
+	}
+	return unsupported, nil
+}
+
 // refusedService are the Compose service fields refused by design, with
 // the reason given in UnsupportedError.Reasons.
 var refusedService = map[string]string{
 	"develop":             "compose watch is a development loop, not a deployment: converge applies the file as it is",
 	"provider":            "a provider service runs a compose plugin instead of a container; converge runs containers only",
+	"uid":                 "a file-based secret or config is bind-mounted: it keeps the host file's owner and mode (compose ignores them too)",
+	"gid":                 "a file-based secret or config is bind-mounted: it keeps the host file's owner and mode (compose ignores them too)",
+	"mode":                "a file-based secret or config is bind-mounted: it keeps the host file's owner and mode (compose ignores them too)",
+	"external":            "an external secret or config lives in a swarm, which converge does not use",
 	"additional_contexts": "named build contexts need BuildKit's session API, which the engine's build endpoint used here lacks",
 }
 
@@ -87,7 +146,7 @@ var refusedService = map[string]string{
 func refusalReasons(fields []string) map[string]string {
 	var out map[string]string
 	for _, f := range fields {
-		if r := refusedService[f[strings.LastIndex(f, ".")+1:]]; r != "" && strings.HasPrefix(f, "services.") {
+		if r := refusedService[f[strings.LastIndex(f, ".")+1:]]; r != "" {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -107,7 +166,7 @@ var supportedService = map[string]bool{
 	"ContainerSpec": true, "WorkloadSpec": true,
 	// ContainerSpec
 	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
-	"CustomLabels": true, "EnvFiles": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
+	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
 }
@@ -362,7 +421,13 @@ func openInside(p string, dirs []string) (*os.File, string, error) {
 func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 	p := &Project{Name: cp.Name, HashKey: slices.Clone(opts.HashKey)}
 	unsupported := setFields("", cp, "Name", "WorkingDir", "Services", "Networks", "Volumes", "ComposeFiles", "Environment",
-		"DisabledServices", "DisabledJobs", "Profiles")
+		"DisabledServices", "DisabledJobs", "Profiles", "Secrets", "Configs")
+	for _, key := range slices.Sorted(mapKeys(cp.Secrets)) {
+		unsupported = append(unsupported, setFields("secrets."+key+".", types.FileObjectConfig(cp.Secrets[key]), "Name", "File", "Environment", "Content")...)
+	}
+	for _, key := range slices.Sorted(mapKeys(cp.Configs)) {
+		unsupported = append(unsupported, setFields("configs."+key+".", types.FileObjectConfig(cp.Configs[key]), "Name", "File", "Environment", "Content")...)
+	}
 	netName := map[string]string{}
 	for _, key := range slices.Sorted(mapKeys(cp.Networks)) {
 		n := cp.Networks[key]
@@ -477,6 +542,18 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 				unsupported = append(unsupported, prefix+"volumes("+v.Type+")")
 			}
 		}
+		refs := make([]fileRef, 0, len(s.Secrets)+len(s.Configs))
+		for _, r := range s.Secrets {
+			refs = append(refs, fileRef{kind: "secrets", ref: types.FileReferenceConfig(r), obj: types.FileObjectConfig(cp.Secrets[r.Source])})
+		}
+		for _, r := range s.Configs {
+			refs = append(refs, fileRef{kind: "configs", ref: types.FileReferenceConfig(r), obj: types.FileObjectConfig(cp.Configs[r.Source])})
+		}
+		skipped, err := filesFromCompose(refs, cp.Environment, &spec, prefix)
+		if err != nil {
+			return nil, err
+		}
+		unsupported = append(unsupported, skipped...)
 		for _, key := range slices.Sorted(mapKeys(s.Networks)) {
 			att := NetworkAttachment{Name: netName[key]}
 			if att.Name == "" {

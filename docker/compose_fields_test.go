@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/docker"
 )
 
@@ -178,4 +180,90 @@ services:
 		require.NotEmpty(t, ue.Reasons[f], f)
 		assert.Contains(t, err.Error(), f+" ("+ue.Reasons[f]+")")
 	}
+}
+
+// TestLoadComposeSecretsAndConfigs: secrets and configs are carried out as
+// compose does without swarm, file-based ones as read-only binds, the
+// others as Files; what cannot be carried out is refused by name with its
+// reason, and an unset variable is named without any value.
+func TestLoadComposeSecretsAndConfigs(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"db.txt": "s3cr3t-file\n", "app.conf": "x=1\n"})
+	top := `
+secrets:
+  db: {file: ./db.txt}
+  api: {environment: API_VALUE}
+configs:
+  conf: {file: ./app.conf}
+  inline: {content: "hello config"}
+`
+	tests := []struct {
+		name       string
+		service    string
+		extraTop   string
+		env        map[string]string
+		wantMounts []docker.Mount
+		wantFiles  []docker.File
+		wantFields []string // UnsupportedError.Fields
+		wantSpec   string   // SpecError.Field
+	}{
+		{name: "file secret at its default target", service: "secrets: [db]",
+			wantMounts: []docker.Mount{{Type: "bind", Source: filepath.Join(dir, "db.txt"), Target: "/run/secrets/db", ReadOnly: true}}},
+		{name: "relative secret target", service: "secrets: [{source: db, target: pw}]",
+			wantMounts: []docker.Mount{{Type: "bind", Source: filepath.Join(dir, "db.txt"), Target: "/run/secrets/pw", ReadOnly: true}}},
+		{name: "file config", service: "configs: [{source: conf, target: /etc/app.conf}]",
+			wantMounts: []docker.Mount{{Type: "bind", Source: filepath.Join(dir, "app.conf"), Target: "/etc/app.conf", ReadOnly: true}}},
+		{name: "environment secret with owner and mode", service: "secrets: [{source: api, uid: '100', gid: '101', mode: 0400}]",
+			env:       map[string]string{"API_VALUE": "from-env"},
+			wantFiles: []docker.File{{Target: "/run/secrets/api", Content: "from-env", UID: "100", GID: "101", Mode: 0o400, Secret: true}}},
+		{name: "content config", service: "configs: [inline]",
+			wantFiles: []docker.File{{Target: "/inline", Content: "hello config"}}},
+		{name: "unset variable", service: "secrets: [api]", wantSpec: "secrets.api"},
+		{name: "owner of a file secret", service: "secrets: [{source: db, uid: '1'}]", wantFields: []string{"services.web.secrets.db.uid"}},
+		{name: "external secret", service: "secrets: [ext]", extraTop: "  ext: {external: true}\n",
+			wantFields: []string{"secrets.ext.external"}},
+		{name: "read-only container", service: "read_only: true\n    configs: [inline]", wantSpec: "Files[0].Target"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			yaml := "name: sc\nservices:\n  web:\n    image: i\n    " + tt.service + "\n" + top
+			if tt.extraTop != "" {
+				yaml = strings.Replace(yaml, "secrets:\n  db:", "secrets:\n"+tt.extraTop+"  db:", 1)
+			}
+			p, err := docker.LoadCompose(context.Background(), []byte(yaml), docker.LoadOptions{WorkingDir: dir, Env: tt.env})
+			switch {
+			case tt.wantFields != nil:
+				var ue *docker.UnsupportedError
+				require.ErrorAs(t, err, &ue)
+				assert.Equal(t, tt.wantFields, ue.Fields)
+				for _, f := range tt.wantFields {
+					assert.NotEmpty(t, ue.Reasons[f], f)
+				}
+			case tt.wantSpec != "":
+				var se *docker.SpecError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, tt.wantSpec, se.Field)
+			default:
+				require.NoError(t, err)
+				assert.Equal(t, tt.wantMounts, p.Containers[0].Mounts)
+				assert.Equal(t, tt.wantFiles, p.Containers[0].Files)
+			}
+		})
+	}
+}
+
+// TestFilesNeedACopier: a container with Files on an engine that cannot
+// copy fails with ErrCannotCopy, before it is started, and the error
+// carries no secret content.
+func TestFilesNeedACopier(t *testing.T) {
+	f := newFake()
+	p := &docker.Project{Name: "fc", Containers: []docker.ContainerSpec{{Service: "a", Image: "app:1",
+		Files: []docker.File{{Target: "/run/secrets/k", Content: "very-secret-content", Secret: true}}}}}
+	g, err := p.Graph(f)
+	require.NoError(t, err)
+	_, err = converge.Apply(context.Background(), g)
+	require.ErrorIs(t, err, docker.ErrCannotCopy)
+	assert.NotContains(t, err.Error(), "very-secret-content")
+	assert.Zero(t, f.Calls()["ContainerStart"], "calls: %v", f.Calls())
+	assert.Empty(t, f.Containers(), "the container without its files is removed")
 }

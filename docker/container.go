@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -481,6 +482,57 @@ func (c *Container) stop(ctx context.Context, name string) error {
 	return nil
 }
 
+// ContainerCopier is the ability to copy files into a container, which
+// *client.Client has. The Engine of a project whose containers have Files
+// must have it; an engine without it fails their creation with
+// ErrCannotCopy.
+type ContainerCopier interface {
+	CopyToContainer(ctx context.Context, containerID, dstPath string, content io.Reader, options container.CopyToContainerOptions) error
+}
+
+// ErrCannotCopy means a container has Files but the Engine has no
+// CopyToContainer method (see ContainerCopier).
+var ErrCannotCopy = errors.New("the engine cannot copy files into containers")
+
+// copyFiles puts the spec's Files into the created container name, in one
+// tar stream, as compose does for secrets and configs without swarm.
+func (c *Container) copyFiles(ctx context.Context, name string) error {
+	if len(c.spec.Files) == 0 {
+		return nil
+	}
+	cp, ok := c.eng.(ContainerCopier)
+	if !ok {
+		return ErrCannotCopy
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	owned := false
+	for _, f := range c.spec.Files {
+		mode := int64(f.Mode)
+		if mode == 0 {
+			mode = 0o444
+		}
+		uid, _ := strconv.Atoi(f.UID)
+		gid, _ := strconv.Atoi(f.GID)
+		owned = owned || f.UID != "" || f.GID != ""
+		hdr := &tar.Header{Name: strings.TrimPrefix(f.Target, "/"), Mode: mode, Size: int64(len(f.Content)),
+			Uid: uid, Gid: gid, Typeflag: tar.TypeReg, ModTime: time.Now(), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("files: %w", err)
+		}
+		if _, err := io.WriteString(tw, f.Content); err != nil {
+			return fmt.Errorf("files: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("files: %w", err)
+	}
+	if err := cp.CopyToContainer(ctx, name, "/", &buf, container.CopyToContainerOptions{CopyUIDGID: owned}); err != nil {
+		return fmt.Errorf("copy files: %w", err)
+	}
+	return nil
+}
+
 // anonymousVolumes returns, by target, the engine volumes of the
 // container id mounted where the spec mounts an anonymous volume, so its
 // successor keeps them, as compose does; nil when the spec has none.
@@ -602,6 +654,11 @@ func (c *Container) create(ctx context.Context, name string, anon map[string]str
 			attached = slices.Collect(maps.Keys(holder.NetworkSettings.Networks))
 			break
 		}
+	}
+	if err := c.copyFiles(ctx, name); err != nil {
+		// A container without its files must not be adopted later.
+		_ = c.eng.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
+		return err
 	}
 	// API 1.41 attaches one network at create; connect the others.
 	for _, n := range s.Networks {

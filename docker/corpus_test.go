@@ -122,9 +122,9 @@ func TestLoadComposeCorpus(t *testing.T) {
 		// floor is the number of accepted files that must load strictly.
 		floor int
 	}{
-		{"compose e2e", "testdata/corpus/compose/pkg/e2e", anyYAML, 129},
+		{"compose e2e", "testdata/corpus/compose/pkg/e2e", anyYAML, 133},
 		{"compose-go", "testdata/corpus/compose-go", anyYAML, 25},
-		{"awesome-compose", "testdata/corpus/awesome-compose", composeName, 31},
+		{"awesome-compose", "testdata/corpus/awesome-compose", composeName, 39},
 	}
 	if extra := os.Getenv("CONVERGE_COMPOSE_CORPUS"); extra != "" {
 		tests = append(tests, struct {

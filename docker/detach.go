@@ -150,3 +150,19 @@ func (s settled) ImageBuild(ctx context.Context, buildContext io.Reader, opts bu
 	}
 	return b.ImageBuild(ctx, buildContext, opts)
 }
+
+// CopyToContainer passes a copy to the wrapped engine when it is a
+// ContainerCopier, and fails with ErrCannotCopy otherwise. Like the other
+// writes, it finishes once started.
+func (e settled) CopyToContainer(ctx context.Context, id, dst string, content io.Reader, opts container.CopyToContainerOptions) error {
+	cp, ok := e.Engine.(ContainerCopier)
+	if !ok {
+		return ErrCannotCopy
+	}
+	c, cancel, err := detach(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return cp.CopyToContainer(c, id, dst, content, opts)
+}

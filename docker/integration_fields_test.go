@@ -1,13 +1,16 @@
 package docker_test
 
 import (
+	"archive/tar"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -106,4 +109,95 @@ services:
 	c3 := inspect(t, cli, name+"-web")
 	assert.NotEqual(t, c2.ID, c3.ID, "recreated")
 	assert.Equal(t, anon, volumeAt(c3, "/data"), "kill-then-download keeps the anonymous volume too")
+}
+
+// readFile reads one file of a container through the engine's archive
+// API.
+func readFile(t *testing.T, cli *client.Client, id, p string) (string, container.PathStat) {
+	t.Helper()
+	rc, st, err := cli.CopyFromContainer(context.Background(), id, p)
+	require.NoError(t, err)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	_, err = tr.Next()
+	require.NoError(t, err)
+	b, err := io.ReadAll(tr)
+	require.NoError(t, err)
+	return string(b), st
+}
+
+// TestIntegrationComposeSecretsAndConfigs carries out secrets and configs
+// on the real engine as compose does without swarm, and reads them back: a
+// file secret bind-mounted read-only under /run/secrets, a secret from an
+// environment variable and a config from content copied in with their
+// owner and mode; no label carries a content; a changed content recreates
+// the container.
+func TestIntegrationComposeSecretsAndConfigs(t *testing.T) {
+	cli, img := realEngine(t)
+	ctx := context.Background()
+	name := uniqueName("cvs")
+	cleanupProject(t, cli, name)
+	eng := dockertest.Count(cli)
+
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"db.txt": "file-secret-value\n"})
+	compose := `name: ` + name + `
+services:
+  web:
+    image: ` + img + `
+    command: ["/app", "serve"]
+    labels: {` + dockertest.TestLabel + `: "1"}
+    secrets:
+      - db
+      - {source: api, target: api-key, uid: "1000", gid: "1001", mode: 0400}
+    configs:
+      - {source: greeting, target: /etc/greeting.txt}
+secrets:
+  db: {file: ./db.txt}
+  api: {environment: API_TOKEN}
+configs:
+  greeting: {content: "hello from a config"}
+`
+	load := func(token string) *docker.Project {
+		p, err := docker.LoadCompose(ctx, []byte(compose), docker.LoadOptions{WorkingDir: dir, Env: map[string]string{"API_TOKEN": token}})
+		require.NoError(t, err)
+		p.PollInterval = 100 * time.Millisecond
+		return p
+	}
+	apply(t, eng, load("env-secret-value-1"))
+
+	c := inspect(t, cli, name+"-web")
+	require.True(t, c.State.Running)
+	var bind *container.MountPoint
+	for i, m := range c.Mounts {
+		if m.Destination == "/run/secrets/db" {
+			bind = &c.Mounts[i]
+		}
+	}
+	require.NotNil(t, bind, "mounts: %+v", c.Mounts)
+	assert.Equal(t, filepath.Join(dir, "db.txt"), bind.Source)
+	assert.False(t, bind.RW, "read-only")
+
+	content, st := readFile(t, cli, c.ID, "/run/secrets/api-key")
+	assert.Equal(t, "env-secret-value-1", content)
+	assert.Equal(t, os.FileMode(0o400), st.Mode.Perm())
+	content, st = readFile(t, cli, c.ID, "/etc/greeting.txt")
+	assert.Equal(t, "hello from a config", content)
+	assert.Equal(t, os.FileMode(0o444), st.Mode.Perm())
+	for k, v := range c.Config.Labels {
+		for _, secret := range []string{"env-secret-value-1", "file-secret-value", "hello from a config"} {
+			assert.NotContains(t, v, secret, "label %s", k)
+		}
+	}
+
+	// Converged: nothing written. A new secret value recreates the
+	// container with it.
+	eng.Reset()
+	apply(t, eng, load("env-secret-value-1"))
+	assert.Zero(t, eng.Writes(), "calls: %v", eng.Calls())
+	apply(t, eng, load("env-secret-value-2"))
+	c2 := inspect(t, cli, name+"-web")
+	assert.NotEqual(t, c.ID, c2.ID)
+	content, _ = readFile(t, cli, c2.ID, "/run/secrets/api-key")
+	assert.Equal(t, "env-secret-value-2", content)
 }

@@ -249,6 +249,18 @@ func (o *observed) ImageBuild(ctx context.Context, buildContext io.Reader, opts 
 	return r, o.write(ctx, "ImageBuild", "build", err, slog.String("image", strings.Join(opts.Tags, ",")))
 }
 
+// CopyToContainer passes a copy to the wrapped engine when it is a
+// ContainerCopier, and fails with ErrCannotCopy otherwise. The log names
+// the destination, never the content.
+func (o *observed) CopyToContainer(ctx context.Context, id, dst string, content io.Reader, opts container.CopyToContainerOptions) error {
+	c, ok := o.eng.(ContainerCopier)
+	if !ok {
+		return ErrCannotCopy
+	}
+	err := c.CopyToContainer(ctx, id, dst, content, opts)
+	return o.write(ctx, "CopyToContainer", "copy files", err, slog.String("target", id))
+}
+
 func (o *observed) ImageRemove(ctx context.Context, ref string, opts image.RemoveOptions) ([]image.DeleteResponse, error) {
 	r, err := o.eng.ImageRemove(ctx, ref, opts)
 	return r, o.write(ctx, "ImageRemove", "remove image", err, slog.String("image", redactURLs(ref)))

@@ -297,6 +297,24 @@ type Mount struct {
 	ReadOnly bool   `json:"read_only,omitzero"`
 }
 
+// File is a file a container receives before it starts (see
+// ContainerSpec.Files). Its content takes part in the spec hash only
+// through the keyed hash, never in clear; the content of a Secret file is
+// scrubbed from errors like a secret environment value.
+type File struct {
+	// Target is the absolute path of the file in the container; required.
+	Target string `json:"target,omitzero"`
+	// Content is what the file holds.
+	Content string `json:"content,omitzero"`
+	// UID and GID own the file (numeric IDs); "" is root.
+	UID string `json:"uid,omitzero"`
+	GID string `json:"gid,omitzero"`
+	// Mode is the file's permission bits; 0 means 0444, compose's default.
+	Mode uint32 `json:"mode,omitzero"`
+	// Secret marks a Compose secret (as opposed to a config).
+	Secret bool `json:"secret,omitzero"`
+}
+
 // NetworkAttachment connects a container to the engine network Name with
 // the given DNS aliases.
 type NetworkAttachment struct {
@@ -342,6 +360,11 @@ type ContainerSpec struct {
 	Labels      map[string]string   `json:"labels,omitempty"`
 	Ports       []Port              `json:"ports,omitempty"`
 	Mounts      []Mount             `json:"volumes,omitempty"`
+	// Files are put into the container after it is created and before it
+	// starts (Compose secrets and configs given by content or by an
+	// environment variable, as compose provides them without swarm). The
+	// engine must be a ContainerCopier.
+	Files []File `json:"files,omitempty"`
 	Networks    []NetworkAttachment `json:"networks,omitempty"`
 	Restart     string              `json:"restart,omitzero"`
 	Healthcheck *Healthcheck        `json:"healthcheck,omitzero"`
@@ -556,6 +579,26 @@ func (s *ContainerSpec) validate(object string) error {
 			return bad(fmt.Sprintf("Mounts[%d].Source", i), "is required for a bind mount")
 		}
 	}
+	targets := map[string]bool{}
+	for i, f := range s.Files {
+		field := fmt.Sprintf("Files[%d].", i)
+		switch {
+		case !path.IsAbs(f.Target) || path.Clean(f.Target) != f.Target || f.Target == "/":
+			return bad(field+"Target", "%q is not an absolute path to a file", f.Target)
+		case targets[f.Target]:
+			return bad(field+"Target", "%q is given twice", f.Target)
+		case f.Mode > 0o7777:
+			return bad(field+"Mode", "%#o is not a file mode", f.Mode)
+		case s.ReadOnly:
+			return bad(field+"Target", "a read-only container cannot receive a file (use a file-based secret, which is bind-mounted)")
+		}
+		for _, id := range [][2]string{{"UID", f.UID}, {"GID", f.GID}} {
+			if n, err := strconv.Atoi(id[1]); id[1] != "" && (err != nil || n < 0) {
+				return bad(field+id[0], "%q is not a numeric ID", id[1])
+			}
+		}
+		targets[f.Target] = true
+	}
 	for i, p := range s.Ports {
 		field := fmt.Sprintf("Ports[%d].", i)
 		if p.ContainerPort == 0 {
@@ -680,6 +723,10 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	put("healthcheck", hashShape(s.Healthcheck, func(h Healthcheck) hashHealthcheck { return hashHealthcheck(h) }), s.Healthcheck != nil)
 	put("stop-timeout", s.StopTimeout, s.StopTimeout != nil)
 	put("update-lock", s.UpdateLock, s.UpdateLock != "")
+	for _, file := range s.Files {
+		b, _ := json.Marshal(file)
+		f["file."+file.Target] = short(key, string(b))
+	}
 	s.hostFields(put)
 	return f
 }
@@ -759,6 +806,12 @@ func newRedactor(s *ContainerSpec) redactor {
 		}
 		for _, pw := range urlPasswords(v) {
 			add(pw)
+		}
+	}
+	for _, f := range s.Files {
+		if f.Secret {
+			add(f.Content)
+			add(strings.TrimSpace(f.Content))
 		}
 	}
 	var values []string

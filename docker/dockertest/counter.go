@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/system"
 
 	"github.com/convergekit/converge"
@@ -95,6 +96,17 @@ func (c *Counter) Info(ctx context.Context) (system.Info, error) {
 		return i.Info(ctx)
 	}
 	return system.Info{SystemTime: time.Now().Format(time.RFC3339Nano)}, nil
+}
+
+// CopyToContainer passes a copy to the wrapped engine (counted as
+// "CopyToContainer"), so a Counter around a real client can put files into
+// containers (see docker.ContainerCopier); around an engine that cannot it
+// fails with docker.ErrCannotCopy.
+func (c *Counter) CopyToContainer(ctx context.Context, id, dst string, content io.Reader, options container.CopyToContainerOptions) error {
+	if cp, ok := c.Engine.(docker.ContainerCopier); ok {
+		return cp.CopyToContainer(ctx, id, dst, content, options)
+	}
+	return docker.ErrCannotCopy
 }
 
 // ImageBuild passes a build to the wrapped engine (counted as
