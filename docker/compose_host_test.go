@@ -196,16 +196,16 @@ services:
       resources:
         reservations: {cpus: "0.5", devices: [{capabilities: [gpu]}]}
 secrets:
-  token: {file: ./token}
+  token: {external: true}
 configs:
-  conf: {file: ./conf}
+  conf: {external: true}
 `)
 	_, err := docker.LoadCompose(context.Background(), yaml, docker.LoadOptions{WorkingDir: t.TempDir()})
 	var ue *docker.UnsupportedError
 	require.ErrorAs(t, err, &ue, "%v", err)
 	require.ErrorIs(t, err, docker.ErrUnsupported)
 	for _, f := range []string{
-		"configs", "secrets",
+		"configs.conf.external", "secrets.token.external",
 		"services.web.links", "services.web.external_links", "services.web.volumes_from", "services.web.scale",
 		"services.web.deploy.mode", "services.web.deploy.replicas", "services.web.deploy.placement",
 		"services.web.deploy.update_config", "services.web.deploy.restart_policy",

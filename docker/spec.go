@@ -353,18 +353,18 @@ type ContainerSpec struct {
 	// project's graph, before any container is created, and an image
 	// built from another context or options than the present one is
 	// built again (its containers are recreated on it).
-	Build       *Build              `json:"build,omitzero"`
-	Command     []string            `json:"command,omitempty"`
-	Entrypoint  []string            `json:"entrypoint,omitempty"`
-	Env         map[string]string   `json:"environment,omitempty"`
-	Labels      map[string]string   `json:"labels,omitempty"`
-	Ports       []Port              `json:"ports,omitempty"`
-	Mounts      []Mount             `json:"volumes,omitempty"`
+	Build      *Build            `json:"build,omitzero"`
+	Command    []string          `json:"command,omitempty"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Env        map[string]string `json:"environment,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Ports      []Port            `json:"ports,omitempty"`
+	Mounts     []Mount           `json:"volumes,omitempty"`
 	// Files are put into the container after it is created and before it
 	// starts (Compose secrets and configs given by content or by an
 	// environment variable, as compose provides them without swarm). The
 	// engine must be a ContainerCopier.
-	Files []File `json:"files,omitempty"`
+	Files       []File              `json:"files,omitempty"`
 	Networks    []NetworkAttachment `json:"networks,omitempty"`
 	Restart     string              `json:"restart,omitzero"`
 	Healthcheck *Healthcheck        `json:"healthcheck,omitzero"`
