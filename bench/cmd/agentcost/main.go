@@ -130,6 +130,7 @@ func run(ctx context.Context, o options) (err error) {
 	fmt.Printf("# command (in bench/): go run ./cmd/agentcost -containers %d -idle %s -sample %s -rounds %d -interval %s\n", o.containers, o.idle, o.sample, o.rounds, o.interval)
 	fmt.Printf("# agent: deviceagent %s (first run: %s)\n", strings.Join(args, " "), strings.Join(firstArgs, " "))
 	fmt.Printf("# project %s: %d containers of %s\n", project, o.containers, img)
+	fmt.Printf("# load average at the start: %s\n", loadAverage())
 
 	// The first run converges the project; it is not measured.
 	first, err := startAgent(ctx, agentBin, firstArgs)
@@ -229,6 +230,7 @@ func run(ctx context.Context, o options) (err error) {
 		ms.Round(100*time.Microsecond), mf.Round(100*time.Microsecond), o.rounds, float64(ms)/float64(mf), ml.Round(100*time.Microsecond), float64(ml)/float64(mf))
 	fmt.Printf("# idle RSS: agent %d KiB, floor %d KiB (medians over %s): %.2fx; the floor linked with the agent's packages %d KiB: %.2fx\n",
 		ra, rf, window.Round(time.Second), float64(ra)/float64(rf), rl, float64(rl)/float64(rf))
+	fmt.Printf("# load average at the end: %s\n", loadAverage())
 	fmt.Printf("# idle passes: %d in %s at -interval %s (at most %d expected)\n", passes, window.Round(time.Second), o.interval, int(window/o.interval)+1)
 	return nil
 }
@@ -428,6 +430,20 @@ func median[T int64 | time.Duration](v []T) T {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// loadAverage is the machine's load over 1, 5 and 15 minutes, as
+// /proc/loadavg gives it: the measurement's noise.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func cpuModel() string {
