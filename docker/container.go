@@ -40,6 +40,9 @@ type Container struct {
 	red       redactor
 	hashKey   []byte // keys the spec hashes (Project.HashKey)
 	space     *space // the engine's free space, for ImageSize
+	// bringing is set by Apply before it creates a container whose image
+	// the package brought (LabelImageBrought).
+	bringing bool
 	// netContainer is the engine name of the container whose network
 	// namespace a "service:NAME" NetworkMode shares.
 	netContainer string
@@ -198,6 +201,7 @@ func (c *Container) StateGoal(_ context.Context, deps converge.DepStates) (Conta
 		}
 	}
 	if ierr == nil {
+		st.brought = is.brought || is.buildKey != ""
 		switch { // a newer image is (or will be) pulled: leave the present one
 		case is.Outdated:
 			st.staleImage = is.ID
@@ -352,6 +356,9 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 		}
 	}
 	strategy := target.update
+	// The image is known as brought when its item pulled or built it, or
+	// the container replaced ran on it and knew.
+	c.bringing = target.brought || current.brought && current.ImageID != "" && current.ImageID == target.ImageID
 	if !adoptable && (plan.Action == ActionCreate || strategy.deferred()) {
 		if strategy.deferred() {
 			if err := c.checkSpace(ctx, strategy, current, target); err != nil {
@@ -372,9 +379,11 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			// A newer image in the registry (PullAlways) is pulled even
 			// though the old one is present.
 			refresh := target.staleImage != ""
-			if _, err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}, refresh); err != nil {
+			id, pulled, err := ensureImage(ctx, c.eng, c.spec.Image, c.spec.Pull, []string{c.spec.Service}, refresh)
+			if err != nil {
 				return err
 			}
+			c.bringing = pulled || target.brought || current.brought && current.ImageID == id
 		}
 		if err := c.create(ctx, c.name, anon); err != nil {
 			return err
@@ -574,6 +583,9 @@ func (c *Container) create(ctx context.Context, name string, anon map[string]str
 	labels[LabelSpecFields] = encodeFields(f)
 	if s.UpdateLock != "" {
 		labels[LabelUpdateLock] = s.UpdateLock
+	}
+	if c.bringing {
+		labels[LabelImageBrought] = "true"
 	}
 	cfg := &container.Config{
 		Image:      s.Image,

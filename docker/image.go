@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -45,6 +46,8 @@ type ImageState struct {
 	short bool
 	root  string
 	free  uint64
+	// brought is true after Apply pulled the image.
+	brought bool
 }
 
 // Image is the item of one image reference: Present pulls it when it is
@@ -66,6 +69,7 @@ type Image struct {
 	auto     bool     // the containers that do not pull it themselves use AutoUpdate
 	size     uint64   // the largest ContainerSpec.ImageSize of its services
 	space    *space
+	pulled   atomic.Pointer[string] // the ID of the image Apply pulled
 }
 
 // NewImage returns a standalone Image item on eng (outside a project).
@@ -115,6 +119,9 @@ func (im *Image) StateCurrent(ctx context.Context, deps converge.DepStates) (_ I
 		if _, err := im.eng.DistributionInspect(ctx, ref, ""); err != nil {
 			st.unpullable = &PullError{Ref: ref, Err: err}
 		}
+	}
+	if id := im.pulled.Load(); id != nil && *id == st.ID {
+		st.brought = true // the verification's read
 	}
 	if (!st.Present && im.Pull != PullNever || st.Outdated) && !im.deferred && im.size > 0 {
 		root, free, ok, err := im.space.read(ctx)
@@ -185,11 +192,14 @@ func (im *Image) Apply(ctx context.Context, current, target ImageState) (_ Image
 	defer func() { err = scrubURLs(err) }()
 	current.snap.invalidate(im.key())
 	if target.Present {
-		id, err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services, current.Outdated)
+		id, pulled, err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services, current.Outdated)
 		if err != nil {
 			return current, err
 		}
-		return ImageState{Ref: target.Ref, Present: true, ID: id}, nil
+		if pulled {
+			im.pulled.Store(&id)
+		}
+		return ImageState{Ref: target.Ref, Present: true, ID: id, brought: pulled}, nil
 	}
 	// The engine's ancestor filter also matches containers created from
 	// another tag of the same image, or by ID; removing this tag leaves
@@ -273,27 +283,27 @@ func (e *ImageError) Error() string {
 func (e *ImageError) Unwrap() error { return e.Err }
 
 // ensureImage pulls ref when it is not present locally, or when refresh
-// is set, and returns the ID of the local image; services are the users
-// named in the *ImageError it returns.
-func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy, services []string, refresh bool) (string, error) {
+// is set, and returns the ID of the local image and whether it pulled it;
+// services are the users named in the *ImageError it returns.
+func ensureImage(ctx context.Context, eng Engine, ref string, pull PullPolicy, services []string, refresh bool) (string, bool, error) {
 	ref = normalizeRef(ref)
 	found, err := listImages(ctx, eng, []string{ref})
 	if err != nil {
-		return "", &ImageError{Ref: ref, Services: services, Err: err}
+		return "", false, &ImageError{Ref: ref, Services: services, Err: err}
 	}
 	if li, ok := found[ref]; ok && !refresh {
-		return li.ID, nil
+		return li.ID, false, nil
 	}
 	if pull == PullNever && !refresh {
-		return "", &ImageError{Ref: ref, Services: services, Err: ErrImageMissing}
+		return "", false, &ImageError{Ref: ref, Services: services, Err: ErrImageMissing}
 	}
 	if err := pullImage(ctx, eng, ref); err != nil {
-		return "", &ImageError{Ref: ref, Services: services, Err: err}
+		return "", false, &ImageError{Ref: ref, Services: services, Err: err}
 	}
 	if found, err = listImages(ctx, eng, []string{ref}); err != nil {
-		return "", &ImageError{Ref: ref, Services: services, Err: err}
+		return "", false, &ImageError{Ref: ref, Services: services, Err: err}
 	}
-	return found[ref].ID, nil
+	return found[ref].ID, true, nil
 }
 
 // PullError is a pull that failed, with the engine's message.

@@ -46,6 +46,15 @@ type Project struct {
 	// "docker compose down --volumes" does; by default cleaning keeps them,
 	// with the data in them.
 	RemoveVolumes bool `json:"remove_volumes,omitzero"`
+	// KeepImages keeps the images an update superseded. By default, once
+	// every container of the project converged (each verified running),
+	// the images the package pulled or built for containers it then
+	// replaced, and that no container on the engine uses any more, are
+	// removed (the prune item, PruneID). Images the package did not bring
+	// are never removed (see LabelImageBrought); an image it pulled in an
+	// earlier walk than the one that created its container is not known
+	// as brought either, and stays.
+	KeepImages bool `json:"keep_images,omitzero"`
 	// Unsupported lists the Compose fields the loader skipped because
 	// LoadOptions.IgnoreUnsupported was set ("services.web.cap_add").
 	Unsupported []string `json:"unsupported,omitempty"`
@@ -317,6 +326,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		orphanDeps = append(orphanDeps, VolumeID(v.Name))
 	}
 	oid := OrphansID(cp.Name)
+	var containerIDs []converge.ID
 	g.Add(converge.Wrap[ProjectState](&orphansItem{p: cp, eng: eng}), converge.Present, orphanDeps...)
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
@@ -357,7 +367,10 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 			}
 		}
 		g.Add(converge.Wrap[ContainerState](c), converge.Present, deps...)
+		containerIDs = append(containerIDs, c.ID())
 	}
+	g.Add(converge.Wrap[PruneState](&pruneItem{p: cp, eng: eng, containers: containerIDs}), converge.Present,
+		append([]converge.ID{pid}, containerIDs...)...)
 	return g, nil
 }
 

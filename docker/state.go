@@ -54,6 +54,9 @@ type ContainerState struct {
 	// update is, for a target, the strategy of its update (AutoUpdate
 	// resolved).
 	update UpdateStrategy
+	// brought is, for a container, its LabelImageBrought; for a target,
+	// that its image item pulled or built the image in this walk.
+	brought bool
 	// staleImage is, for a target, the ID of a local image the registry
 	// no longer serves under the tag (PullAlways): a container on it is
 	// recreated on the newer one.
@@ -234,6 +237,7 @@ func stateFromSummary(s container.Summary) ContainerState {
 		Fields:     decodeFields(s.Labels[LabelSpecFields]),
 		UpdateLock: s.Labels[LabelUpdateLock],
 		netNS:      s.HostConfig.NetworkMode,
+		brought:    s.Labels[LabelImageBrought] == "true",
 	}
 	if len(s.Names) > 0 {
 		st.Name = strings.TrimPrefix(s.Names[0], "/")
@@ -283,6 +287,7 @@ func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) Containe
 		st.SpecHash = r.Config.Labels[LabelSpecHash]
 		st.Fields = decodeFields(r.Config.Labels[LabelSpecFields])
 		st.UpdateLock = r.Config.Labels[LabelUpdateLock]
+		st.brought = r.Config.Labels[LabelImageBrought] == "true"
 		if spec != nil {
 			env := map[string]string{}
 			for _, kv := range r.Config.Env {

@@ -201,3 +201,55 @@ func TestParseUpdateStrategy(t *testing.T) {
 	_, err = p.Graph(dockertest.New())
 	require.ErrorIs(t, err, docker.ErrInvalidSpec)
 }
+
+// TestSupersededImagesPruned updates app:1 (loaded by someone else) to
+// app:2 and then app:3 (both pulled by converge): app:1 survives, app:2 is
+// removed once app:3 runs, unless another container uses it or the
+// project keeps its images.
+func TestSupersededImagesPruned(t *testing.T) {
+	tests := []struct {
+		name      string
+		strategy  docker.UpdateStrategy
+		keep      bool
+		bystander bool // a container of another program on app:2
+		want      []string
+	}{
+		{name: "download-then-kill", strategy: docker.DownloadThenKill, want: []string{oldRef, "app:3"}},
+		{name: "kill-then-download", strategy: docker.KillThenDownload, want: []string{oldRef, "app:3"}},
+		{name: "hand-over", strategy: docker.HandOver, want: []string{oldRef, "app:3"}},
+		{name: "kept on request", strategy: docker.DownloadThenKill, keep: true, want: []string{oldRef, newRef, "app:3"}},
+		{name: "still used by another container", strategy: docker.DownloadThenKill, bystander: true, want: []string{oldRef, newRef, "app:3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := dockertest.New()
+				f.AddImage(oldRef)
+				f.Pullable(newRef, 10)
+				f.Pullable("app:3", 10)
+				p := &docker.Project{Name: "pr", KeepImages: tt.keep,
+					Containers: []docker.ContainerSpec{{Service: "a", Image: oldRef, Update: tt.strategy}}}
+				apply(t, f, p)
+				p.Containers[0].Image = newRef
+				apply(t, f, p)
+				assert.Equal(t, []string{oldRef, newRef}, f.Images(), "app:1 was not brought by converge: kept")
+				if tt.bystander {
+					_, err := f.ContainerCreate(t.Context(), &container.Config{Image: newRef}, nil, nil, nil, "someone-else")
+					require.NoError(t, err)
+				}
+				p.Containers[0].Image = "app:3"
+				rep := apply(t, f, p)
+				assert.Equal(t, tt.want, f.Images())
+				r, ok := rep.Item(docker.PruneID("pr"))
+				require.True(t, ok)
+				assert.Equal(t, converge.OutcomeUnchanged == r.Outcome, tt.keep || tt.bystander)
+
+				// Converged: the prune item costs no engine call.
+				f.ResetCalls()
+				rep = apply(t, f, p)
+				assert.Empty(t, rep.IDs(converge.OutcomeChanged))
+				assert.Zero(t, f.Calls()[dockertest.ImageRemove])
+			})
+		})
+	}
+}
