@@ -567,7 +567,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			spec.Networks = append(spec.Networks, att)
 		}
 		if h := s.HealthCheck; h != nil {
-			unsupported = append(unsupported, setFields(prefix+"healthcheck.", h, "Test", "Timeout", "Interval", "Retries", "StartPeriod", "Disable")...)
+			unsupported = append(unsupported, setFields(prefix+"healthcheck.", h, "Test", "Timeout", "Interval", "Retries", "StartPeriod", "StartInterval", "Disable")...)
 			hc := &Healthcheck{Test: []string(h.Test)}
 			if h.Disable {
 				hc.Test = []string{"NONE"}
@@ -580,6 +580,9 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			}
 			if h.StartPeriod != nil {
 				hc.StartPeriod = time.Duration(*h.StartPeriod)
+			}
+			if h.StartInterval != nil {
+				hc.StartInterval = time.Duration(*h.StartInterval)
 			}
 			if h.Retries != nil {
 				hc.Retries = int(*h.Retries)
@@ -625,8 +628,10 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			if d.Restart && s.NetworkMode != ServiceNetworkPrefix+dep {
 				unsupported = append(unsupported, prefix+"depends_on."+dep+".restart")
 			}
-			if !d.Required {
-				unsupported = append(unsupported, prefix+"depends_on."+dep+".required")
+			if _, ok := cp.Services[dep]; !ok && !d.Required {
+				// As compose: an optional dependency on a service the
+				// project does not run (in a disabled profile) is left out.
+				continue
 			}
 			cond, err := ParseCondition(d.Condition)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -266,4 +267,69 @@ func TestFilesNeedACopier(t *testing.T) {
 	assert.NotContains(t, err.Error(), "very-secret-content")
 	assert.Zero(t, f.Calls()["ContainerStart"], "calls: %v", f.Calls())
 	assert.Empty(t, f.Containers(), "the container without its files is removed")
+}
+
+// TestLoadComposeSmallFields: healthcheck.start_interval,
+// deploy.restart_policy (restart: wins, as in compose) and an optional
+// dependency on a service the project does not run.
+func TestLoadComposeSmallFields(t *testing.T) {
+	tests := []struct {
+		name    string
+		service string
+		check   func(t *testing.T, c docker.ContainerSpec)
+		refused []string
+	}{
+		{name: "start_interval", service: "healthcheck: {test: [CMD, x], interval: 30s, start_period: 10s, start_interval: 1s}",
+			check: func(t *testing.T, c docker.ContainerSpec) {
+				assert.Equal(t, &docker.Healthcheck{Test: []string{"CMD", "x"}, Interval: 30 * time.Second, StartPeriod: 10 * time.Second,
+					StartInterval: time.Second}, c.Healthcheck)
+			}},
+		{name: "restart_policy on-failure", service: "deploy: {restart_policy: {condition: on-failure, max_attempts: 2}}",
+			check: func(t *testing.T, c docker.ContainerSpec) { assert.Equal(t, "on-failure:2", c.Restart) }},
+		{name: "restart_policy any", service: "deploy: {restart_policy: {condition: any}}",
+			check: func(t *testing.T, c docker.ContainerSpec) { assert.Equal(t, "always", c.Restart) }},
+		{name: "restart_policy none", service: "deploy: {restart_policy: {condition: none}}",
+			check: func(t *testing.T, c docker.ContainerSpec) { assert.Equal(t, "no", c.Restart) }},
+		{name: "restart wins", service: "restart: unless-stopped\n    deploy: {restart_policy: {condition: none}}",
+			check: func(t *testing.T, c docker.ContainerSpec) { assert.Equal(t, "unless-stopped", c.Restart) }},
+		{name: "restart_policy delay is swarm's", service: "deploy: {restart_policy: {condition: any, delay: 5s}}",
+			refused: []string{"services.web.deploy.restart_policy.delay"}},
+		{name: "optional dependency absent", service: "depends_on: {off: {condition: service_healthy, required: false}}",
+			check: func(t *testing.T, c docker.ContainerSpec) { assert.Empty(t, c.DependsOn) }},
+		{name: "optional dependency present", service: "depends_on: {db: {condition: service_started, required: false}}",
+			check: func(t *testing.T, c docker.ContainerSpec) {
+				require.Len(t, c.DependsOn, 1)
+				assert.Equal(t, "db", c.DependsOn[0].Service)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			yaml := "name: sf\nservices:\n  db:\n    image: i\n  off:\n    image: i\n    profiles: [never]\n  web:\n    image: i\n    " + tt.service + "\n"
+			p, err := docker.LoadCompose(context.Background(), []byte(yaml), docker.LoadOptions{WorkingDir: t.TempDir()})
+			if tt.refused != nil {
+				var ue *docker.UnsupportedError
+				require.ErrorAs(t, err, &ue)
+				assert.Equal(t, tt.refused, ue.Fields)
+				return
+			}
+			require.NoError(t, err)
+			for _, c := range p.Containers {
+				if c.Service == "web" {
+					tt.check(t, c)
+				}
+			}
+		})
+	}
+}
+
+// TestStartIntervalReachesTheEngine: healthcheck.start_interval is in the
+// create request (engines older than API 1.44 refuse it there).
+func TestStartIntervalReachesTheEngine(t *testing.T) {
+	f := newFake()
+	p := load(t, "name: si\nservices:\n  a:\n    image: app:1\n    healthcheck: {test: [CMD, x], start_interval: 2s}\n")
+	apply(t, f, p)
+	c, ok := f.Container("si-a")
+	require.True(t, ok, "containers: %v", f.Containers())
+	require.NotNil(t, c.Config.Healthcheck)
+	assert.Equal(t, 2*time.Second, c.Config.Healthcheck.StartInterval)
 }

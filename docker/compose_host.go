@@ -3,6 +3,7 @@ package docker
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -104,7 +105,25 @@ func hostFromCompose(projectName string, s *types.ServiceConfig, spec *Container
 		}
 	}
 	if d := s.Deploy; d != nil {
-		unsupported = append(unsupported, setFields(prefix+"deploy.", d, "Resources")...)
+		unsupported = append(unsupported, setFields(prefix+"deploy.", d, "Resources", "RestartPolicy")...)
+		if rp := d.RestartPolicy; rp != nil {
+			unsupported = append(unsupported, setFields(prefix+"deploy.restart_policy.", rp, "Condition", "MaxAttempts")...)
+			if spec.Restart == "" { // restart: wins, as in compose
+				switch rp.Condition {
+				case "none":
+					spec.Restart = "no"
+				case "on-failure":
+					spec.Restart = "on-failure"
+					if rp.MaxAttempts != nil {
+						spec.Restart += ":" + strconv.FormatUint(*rp.MaxAttempts, 10)
+					}
+				case "", "any":
+					spec.Restart = "always"
+				default:
+					unsupported = append(unsupported, prefix+"deploy.restart_policy.condition("+rp.Condition+")")
+				}
+			}
+		}
 		unsupported = append(unsupported, setFields(prefix+"deploy.resources.", d.Resources, "Limits", "Reservations")...)
 		unsupported = append(unsupported, setFields(prefix+"deploy.resources.limits.", d.Resources.Limits, "NanoCPUs", "MemoryBytes", "Pids")...)
 		unsupported = append(unsupported, setFields(prefix+"deploy.resources.reservations.", d.Resources.Reservations, "MemoryBytes")...)

@@ -607,7 +607,7 @@ func (c *Container) create(ctx context.Context, name string, anon map[string]str
 	}
 	if h := s.Healthcheck; h != nil {
 		cfg.Healthcheck = &container.HealthConfig{Test: h.Test, Interval: h.Interval, Timeout: h.Timeout,
-			StartPeriod: h.StartPeriod, Retries: h.Retries}
+			StartPeriod: h.StartPeriod, Retries: h.Retries, StartInterval: h.StartInterval}
 	}
 	host := &container.HostConfig{}
 	if s.Restart != "" {

@@ -27,6 +27,9 @@ type (
 		Timeout     time.Duration
 		StartPeriod time.Duration
 		Retries     int
+		// Left out when zero, so the hash of a healthcheck without it
+		// is the one it always had.
+		StartInterval time.Duration `json:",omitempty"`
 	}
 	hashDevice struct {
 		Host        string

@@ -31,7 +31,7 @@ func volumeAt(c container.InspectResponse, dest string) string {
 // TestIntegrationComposeFields carries out, on the real engine, the
 // Compose fields of round two and reads them back with inspect: an image
 // built from dockerfile_inline with its extra tags, the variables of
-// env_file (environment overriding them), and anonymous volumes, which a
+// env_file (environment overriding them), deploy.restart_policy, and anonymous volumes, which a
 // recreated container keeps, as compose does; a change to the env file
 // recreates the container.
 func TestIntegrationComposeFields(t *testing.T) {
@@ -58,6 +58,7 @@ services:
     env_file: [app.env, {path: optional.env, required: false}]
     environment: {OVERRIDDEN: compose}
     volumes: [/data]
+    deploy: {restart_policy: {condition: on-failure, max_attempts: 2}}
     labels: {` + dockertest.TestLabel + `: "1"}
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644))
@@ -83,6 +84,7 @@ services:
 	assert.Equal(t, built.ID, c.Image)
 	assert.Contains(t, c.Config.Env, "FROM_FILE=1")
 	assert.Contains(t, c.Config.Env, "OVERRIDDEN=compose")
+	assert.Equal(t, container.RestartPolicy{Name: "on-failure", MaximumRetryCount: 2}, c.HostConfig.RestartPolicy, "deploy.restart_policy")
 	anon := volumeAt(c, "/data")
 	require.NotEmpty(t, anon, "an anonymous volume at /data: %+v", c.Mounts)
 

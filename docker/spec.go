@@ -335,6 +335,10 @@ type Healthcheck struct {
 	Timeout     time.Duration `json:"timeout,omitzero,format:units"`
 	StartPeriod time.Duration `json:"start_period,omitzero,format:units"`
 	Retries     int           `json:"retries,omitzero"`
+	// StartInterval is the interval of the checks during StartPeriod
+	// (Compose start_interval; engine API 1.44 or newer); 0 means
+	// Interval.
+	StartInterval time.Duration `json:"start_interval,omitzero,format:units"`
 }
 
 // ContainerSpec is what the user wants of one container. Only the fields
@@ -559,7 +563,7 @@ func (s *ContainerSpec) validate(object string) error {
 		for _, d := range []struct {
 			name string
 			v    time.Duration
-		}{{"Interval", h.Interval}, {"Timeout", h.Timeout}, {"StartPeriod", h.StartPeriod}} {
+		}{{"Interval", h.Interval}, {"Timeout", h.Timeout}, {"StartPeriod", h.StartPeriod}, {"StartInterval", h.StartInterval}} {
 			if d.v < 0 {
 				return bad("Healthcheck."+d.name, "must not be negative")
 			}
