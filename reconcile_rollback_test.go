@@ -24,6 +24,7 @@ type release struct {
 	mu      sync.Mutex
 	running string
 	goal    string
+	broken  string // a release that stopped applying too
 }
 
 func (r *release) ID() converge.ID { return "release" }
@@ -44,11 +45,11 @@ func (r *release) Check(_ context.Context, cur, target string) (converge.Decisio
 	return converge.Required(1), nil
 }
 func (r *release) Apply(_ context.Context, cur, target string) (string, error) {
-	if strings.HasPrefix(target, "bad") {
-		return cur, errBadRelease
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if strings.HasPrefix(target, "bad") || target == r.broken {
+		return cur, errBadRelease
+	}
 	r.running = target
 	return target, nil
 }
@@ -187,4 +188,30 @@ func TestReconcileRollbackAfterValidated(t *testing.T) {
 	var ce *converge.ConfigError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "RollbackAfter", ce.Field)
+}
+
+// TestReconcileRollbackIsNotRolledBackAgain: the target rolled back to
+// fails in its turn (the device changed since it converged); it is not
+// rolled back again, and keeps being retried.
+func TestReconcileRollbackIsNotRolledBackAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dev := &release{}
+		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: dev.build, RollbackAfter: 2,
+			Backoff: converge.Backoff{Base: time.Second, Max: time.Second}})
+		runReconciler(t, r)
+		require.NoError(t, r.SetTarget(ctx, spec{App: "v1"}))
+		synctest.Wait()
+		dev.mu.Lock()
+		dev.broken, dev.running = "v1", "v0"
+		dev.mu.Unlock()
+		require.NoError(t, r.SetTarget(ctx, spec{App: "bad-v2"}))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Len(t, ev.of(converge.TargetRolledBack), 1, "one rollback, not a loop")
+		assert.Equal(t, uint64(3), r.Revision())
+		failed := revisionsOf(ev, converge.TargetPassFailed)
+		assert.Greater(t, len(failed), 4, "the rolled-back target is retried")
+		assert.Equal(t, uint64(3), failed[len(failed)-1])
+	})
 }

@@ -84,6 +84,27 @@
 // the old container is removed) and its containers are recreated. When the
 // registry cannot be asked, the local image stands.
 //
+// Updates follow balena's strategies (ContainerSpec.Update; in a Compose
+// file the label io.balena.update.strategy or x-update): download-then-kill
+// (the default: pull, create the new container, then replace the old),
+// kill-then-download (stop and remove, then pull and create),
+// delete-then-download (stop and remove, remove the old image, then pull),
+// hand-over (start the new container beside the old, wait until it is
+// healthy or creates HandoverCompleteFile, then remove the old; a new
+// container with a healthcheck still not healthy at HandoverTimeout is
+// removed and the old one kept: *HandoverError) and auto (download-then-kill,
+// or delete-then-download when the disk is short). With
+// ContainerSpec.ImageSize, the free space of the engine's data root is
+// checked before anything is stopped or pulled, and a disk too full is a
+// *SpaceError (ErrNoSpace) with nothing changed; the size of an image is
+// otherwise unknown (no registry manifest is read, and a build's size is
+// known only after it), and then nothing is checked. Once every container
+// converged, the images the package pulled or built for the containers it
+// replaced, and that no container uses any more, are removed (see
+// LabelImageBrought, Project.KeepImages). A target that keeps failing can
+// be rolled back to the last one that converged by the reconciler that
+// runs it (converge.TargetReconcilerConfig.RollbackAfter).
+//
 // Confirming that a converged project is converged costs a constant number
 // of engine calls, whatever the number of containers: the project item
 // lists the project's containers by label and, at the same time, the
