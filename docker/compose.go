@@ -468,6 +468,8 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 	for _, name := range slices.Sorted(mapKeys(cp.Services)) {
 		s := cp.Services[name]
 		prefix := "services." + name + "."
+		before := len(unsupported)
+		composeHash, hashErr := composeConfigHash(s)
 		unsupported = append(unsupported, unsupportedFields(prefix, reflect.ValueOf(s))...)
 		if s.Scale != nil && *s.Scale != 1 {
 			unsupported = append(unsupported, prefix+"scale")
@@ -647,6 +649,12 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 				timeout = t
 			}
 			spec.DependsOn = append(spec.DependsOn, Dependency{Service: dep, Condition: cond, Timeout: timeout})
+		}
+		// Compose's hash is written only where it says the truth: every
+		// field of the service carried out, and no secret value in it
+		// (compose's hash is unkeyed, see ContainerSpec.ComposeHash).
+		if hashErr == nil && len(unsupported) == before && len(newRedactor(&spec)) == 0 {
+			spec.ComposeHash = composeHash
 		}
 		p.Containers = append(p.Containers, spec)
 	}

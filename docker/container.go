@@ -132,6 +132,8 @@ func (c *Container) StateCurrent(ctx context.Context, deps converge.DepStates) (
 		st := ContainerState{Name: c.name}
 		if s, ok := ps.snap.containers[c.name]; ok {
 			st = stateFromSummary(s)
+		} else if n := ps.snap.adoptable(c.project, c.spec.Service, c.name); n != "" && c.spec.Name == "" {
+			st = stateFromSummary(ps.snap.containers[n]) // started by compose under its name
 		}
 		if s, ok := ps.snap.containers[TempName(c.name)]; ok && s.Labels[LabelOwner] == OwnerValue {
 			st.Leftover = Leftover{ID: s.ID, SpecHash: s.Labels[LabelSpecHash]}
@@ -169,7 +171,7 @@ func (c *Container) key() string { return "container:" + c.name }
 func (c *Container) StateGoal(_ context.Context, deps converge.DepStates) (ContainerState, error) {
 	f := c.spec.fields(c.hashKey)
 	st := ContainerState{Name: c.name, Exists: true, Image: c.spec.Image, SpecHash: hashFields(c.hashKey, f), Fields: f, Run: c.spec.Run,
-		UpdateLock: c.spec.UpdateLock}
+		UpdateLock: c.spec.UpdateLock, composeHash: c.spec.ComposeHash}
 	for _, n := range c.spec.Networks {
 		st.Networks = append(st.Networks, n.Name)
 	}
@@ -288,6 +290,13 @@ func simulate(current, target ContainerState, plan Plan) ContainerState {
 		next.Status, next.ExitCode, next.Paused = "running", 0, false
 		next.Leftover = Leftover{}
 		return next
+	case ActionRename:
+		next := current
+		next.Name = target.Name
+		if renameStarts(current, target) {
+			next.Status, next.ExitCode = "running", 0
+		}
+		return next
 	}
 	next := target
 	next.Status = "running"
@@ -344,6 +353,17 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			return fmt.Errorf("rename: %w", err)
 		}
 		return c.start(ctx, c.name, current.snap)
+	case ActionRename:
+		if err := c.eng.ContainerRename(ctx, current.ID, c.name); err != nil {
+			return fmt.Errorf("rename %s: %w", current.Name, err)
+		}
+		if !renameStarts(current, target) {
+			return nil
+		}
+		if err := c.waitDeps(ctx); err != nil {
+			return err
+		}
+		return c.start(ctx, c.name, current.snap)
 	}
 	if err := c.waitDeps(ctx); err != nil {
 		return err
@@ -359,6 +379,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 	// The image is known as brought when its item pulled or built it, or
 	// the container replaced ran on it and knew.
 	c.bringing = target.brought || current.brought && current.ImageID != "" && current.ImageID == target.ImageID
+	imageID := target.ImageID
 	if !adoptable && (plan.Action == ActionCreate || strategy.deferred()) {
 		if strategy.deferred() {
 			if err := c.checkSpace(ctx, strategy, current, target); err != nil {
@@ -366,7 +387,11 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			}
 		}
 		if plan.Action == ActionRecreate {
-			if err := removeContainer(ctx, c.eng, c.name, c.spec.StopTimeout); err != nil {
+			old := current.ID // compose may have named it otherwise
+			if old == "" {
+				old = c.name
+			}
+			if err := removeContainer(ctx, c.eng, old, c.spec.StopTimeout); err != nil {
 				return err
 			}
 			if strategy == DeleteThenDownload {
@@ -383,9 +408,10 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			if err != nil {
 				return err
 			}
+			imageID = id
 			c.bringing = pulled || target.brought || current.brought && current.ImageID == id
 		}
-		if err := c.create(ctx, c.name, anon); err != nil {
+		if err := c.create(ctx, c.name, anon, imageID); err != nil {
 			return err
 		}
 		return c.start(ctx, c.name, current.snap)
@@ -395,7 +421,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 	tmp := left.ID
 	if !adoptable {
 		tmp = TempName(c.name)
-		if err := c.create(ctx, tmp, anon); err != nil {
+		if err := c.create(ctx, tmp, anon, imageID); err != nil {
 			return err
 		}
 		if strategy == HandOver {
@@ -568,8 +594,9 @@ func (c *Container) anonymousVolumes(ctx context.Context, id string) (map[string
 }
 
 // create creates the container under name; anon names, by target, the
-// volumes its anonymous mounts reuse (see anonymousVolumes).
-func (c *Container) create(ctx context.Context, name string, anon map[string]string) error {
+// volumes its anonymous mounts reuse (see anonymousVolumes); imageID is
+// the ID of the image it runs, for compose's label ("" when unknown).
+func (c *Container) create(ctx context.Context, name string, anon map[string]string, imageID string) error {
 	s := &c.spec
 	f := s.fields(c.hashKey)
 	labels := map[string]string{}
@@ -587,6 +614,7 @@ func (c *Container) create(ctx context.Context, name string, anon map[string]str
 	if c.bringing {
 		labels[LabelImageBrought] = "true"
 	}
+	c.composeLabels(labels, name, imageID)
 	cfg := &container.Config{
 		Image:      s.Image,
 		Cmd:        s.Command,
@@ -725,7 +753,7 @@ func (c *Container) nameTaken(ctx context.Context, name, specHash string, confli
 		id = id[:12]
 	}
 	lbl := r.Config.Labels
-	if lbl[LabelOwner] != OwnerValue || lbl[LabelProject] != c.project {
+	if !ownedLabels(lbl, c.project) {
 		return nil, &causeError{msg: fmt.Sprintf("create: the name is taken by container %s, which converge does not own for project %s", id, c.project),
 			err: errors.Join(ErrNotOwned, conflict)}
 	}

@@ -107,7 +107,8 @@
 //
 // Confirming that a converged project is converged costs a constant number
 // of engine calls, whatever the number of containers: the project item
-// lists the project's containers by label and, at the same time, the
+// lists the project's containers by label (a second time by compose's
+// label when one of them is missing) and, at the same time, the
 // images they use, once per walk, and only what differs is inspected. PullAlways adds one
 // registry question per image (not per container). Bringing containers up
 // costs, beyond each one's create and start, one inspect per started
@@ -172,6 +173,24 @@
 // the labels; set HashKey wherever labels may be seen by someone who must
 // not learn the environment. Containers labelled by older versions with
 // unkeyed hashes are recreated once, with the plan field "spec".
+//
+// Side by side with compose's CLI: containers, networks and volumes carry
+// compose's labels too (LabelComposeProject and the others), so "docker
+// compose -p P ps", "logs" and "down" see a project converge runs. The
+// containers compose started for the project (LabelComposeProject, not
+// one-off) are the project's: one whose compose configuration hash is the
+// service's ContainerSpec.ComposeHash is adopted as it is (renamed to the
+// package's name when compose named it otherwise, ActionRename), another
+// is replaced, and those of services the project no longer names are
+// orphans. The reverse holds where ContainerSpec.ComposeHash is set:
+// "docker compose up" (ComposeVersion) on the same file recreates nothing
+// converge started. Where it is not set (a Go-built spec, a service with a
+// skipped field or a secret value, see ContainerSpec.ComposeHash), and
+// with docker-compose 1.x, whose hash is computed otherwise, compose's
+// next up recreates the container, once. Compose keys networks and
+// volumes by their key in the file: one given an explicit name in the
+// file is labelled with its name as its key, so "docker compose down"
+// without the file does not find it.
 //
 // Errors read once: "docker: <object>: <step>: <cause>", with one package
 // prefix and the object named once (the engine's own message may name it

@@ -92,7 +92,8 @@ func (n *Network) Check(_ context.Context, current, target NetworkState) (conver
 func (n *Network) Apply(ctx context.Context, current, target NetworkState) (NetworkState, error) {
 	current.snap.invalidate(n.key())
 	if target.Exists {
-		labels := map[string]string{LabelOwner: OwnerValue, LabelProject: n.project}
+		labels := composeObjectLabels(n.project, LabelComposeNetwork, n.spec.Name)
+		labels[LabelOwner], labels[LabelProject] = OwnerValue, n.project
 		for k, v := range n.spec.Labels {
 			labels[k] = v
 		}
@@ -202,7 +203,8 @@ func (v *Volume) Check(_ context.Context, current, target VolumeState) (converge
 func (v *Volume) Apply(ctx context.Context, current, target VolumeState) (VolumeState, error) {
 	current.snap.invalidate(v.key())
 	if target.Exists {
-		labels := map[string]string{LabelOwner: OwnerValue, LabelProject: v.project}
+		labels := composeObjectLabels(v.project, LabelComposeVolume, v.spec.Name)
+		labels[LabelOwner], labels[LabelProject] = OwnerValue, v.project
 		for k, val := range v.spec.Labels {
 			labels[k] = val
 		}

@@ -440,7 +440,7 @@ func (it *projectItem) StateCurrent(ctx context.Context, _ converge.DepStates) (
 	if err != nil {
 		return ProjectState{}, err
 	}
-	return ProjectState{Project: it.p.Name, Containers: snap.owned(), snap: snap, locks: snap.locks()}, nil
+	return ProjectState{Project: it.p.Name, Containers: snap.owned(it.p.Name), snap: snap, locks: snap.locks()}, nil
 }
 
 func (it *projectItem) StateGoal(context.Context, converge.DepStates) (ProjectState, error) {
@@ -479,18 +479,27 @@ func (it *orphansItem) StateCurrent(ctx context.Context, deps converge.DepStates
 	if ps, err := converge.DepState[ProjectState](deps, ProjectID(it.p.Name)); err == nil && ps.snap.usable(it.key()) {
 		return ProjectState{Project: it.p.Name, Containers: ps.Containers, snap: ps.snap, locks: ps.locks}, nil
 	}
-	list, err := listProjectContainers(ctx, it.eng, it.p.Name)
+	list, err := listProjectContainers(ctx, it.eng, it.p.Name, nil)
 	if err != nil {
 		return ProjectState{}, err
 	}
 	snap := &snapshot{containers: list}
-	return ProjectState{Project: it.p.Name, Containers: snap.owned(), locks: snap.locks()}, nil
+	return ProjectState{Project: it.p.Name, Containers: snap.owned(it.p.Name), locks: snap.locks()}, nil
 }
 
-func (it *orphansItem) StateGoal(context.Context, converge.DepStates) (ProjectState, error) {
+// StateGoal names the project's containers, and the containers compose
+// started under other names that the project's containers adopt (see
+// ActionRename): those are not orphans.
+func (it *orphansItem) StateGoal(_ context.Context, deps converge.DepStates) (ProjectState, error) {
 	st := ProjectState{Project: it.p.Name}
+	ps, _ := converge.DepState[ProjectState](deps, ProjectID(it.p.Name))
 	for i := range it.p.Containers {
-		st.Containers = append(st.Containers, it.p.containerName(&it.p.Containers[i]))
+		s := &it.p.Containers[i]
+		name := it.p.containerName(s)
+		st.Containers = append(st.Containers, name)
+		if n := ps.snap.adoptable(it.p.Name, s.Service, name); n != "" && s.Name == "" {
+			st.Containers = append(st.Containers, n)
+		}
 	}
 	sort.Strings(st.Containers)
 	return st, nil

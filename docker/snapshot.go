@@ -115,7 +115,11 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 		wg.Go(func() { imgErr = s.listImages(ctx, eng, refs) })
 	}
 	defer wg.Wait() // every return waits for the image list
-	list, err := listProjectContainers(ctx, eng, p.Name)
+	want := make([]string, 0, len(p.Containers))
+	for i := range p.Containers {
+		want = append(want, p.containerName(&p.Containers[i]))
+	}
+	list, err := listProjectContainers(ctx, eng, p.Name, want)
 	if err != nil {
 		return nil, err
 	}
@@ -175,28 +179,37 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 	return s, nil
 }
 
-// listProjectContainers lists the containers carrying the project's label,
-// by name, in one call.
-func listProjectContainers(ctx context.Context, eng Engine, project string) (map[string]container.Summary, error) {
-	list, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", LabelProject+"="+project))})
-	if err != nil {
-		return nil, fmt.Errorf("docker: project %s: list containers: %w", project, err)
-	}
-	out := make(map[string]container.Summary, len(list))
-	for _, c := range list {
-		if len(c.Names) > 0 {
-			out[strings.TrimPrefix(c.Names[0], "/")] = c
+// listProjectContainers lists the containers of the project, by name: those
+// carrying its label (LabelProject), and, unless every name in want is
+// among them, also those carrying compose's (LabelComposeProject), which
+// "docker compose up" started: a converged project costs one call, a
+// project that lacks a container two. A nil want always asks for both.
+func listProjectContainers(ctx context.Context, eng Engine, project string, want []string) (map[string]container.Summary, error) {
+	out := map[string]container.Summary{}
+	for _, l := range []string{LabelProject, LabelComposeProject} {
+		list, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", l+"="+project))})
+		if err != nil {
+			return nil, fmt.Errorf("docker: project %s: list containers: %w", project, err)
+		}
+		for _, c := range list {
+			if len(c.Names) > 0 {
+				out[strings.TrimPrefix(c.Names[0], "/")] = c
+			}
+		}
+		if want != nil && !slices.ContainsFunc(want, func(n string) bool { _, ok := out[n]; return !ok }) {
+			break
 		}
 	}
 	return out, nil
 }
 
-// owned returns the names of the containers we own, sorted.
-func (s *snapshot) owned() []string {
+// owned returns the names of the containers of project, sorted: those we
+// created for it and those compose started for it (see ownedLabels).
+func (s *snapshot) owned(project string) []string {
 	var out []string
 	for name, c := range s.containers {
-		if c.Labels[LabelOwner] == OwnerValue {
+		if ownedLabels(c.Labels, project) {
 			out = append(out, name)
 		}
 	}

@@ -404,6 +404,20 @@ type ContainerSpec struct {
 	// container's filesystem, a named volume or a bind mount (not a
 	// tmpfs), where the engine can look it up.
 	UpdateLock string `json:"update_lock,omitzero"`
+	// ComposeHash is compose's own configuration hash of the service
+	// (LabelComposeConfigHash), which LoadCompose computes as compose
+	// v2 does; it is written on the container so that "docker compose
+	// up" on the same file finds the container up to date, and a
+	// container compose started with the same hash is adopted without
+	// being recreated. It does not take part in the spec hash. "" writes
+	// no hash: compose then recreates the container on its next up.
+	// LoadCompose leaves it "" for a service with a field it does not
+	// carry out (LoadOptions.IgnoreUnsupported), since compose would apply
+	// it, and for a service with a secret value (IsSecretEnv, a URL's
+	// password), since compose's hash is an unkeyed SHA-256 of the whole
+	// configuration, against which anyone reading the labels could test
+	// a guessed value.
+	ComposeHash string `json:"compose_hash,omitzero"`
 
 	// The options below are those of the engine's container create (the
 	// Compose field of the same meaning is named in brackets). Their zero

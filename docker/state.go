@@ -69,6 +69,9 @@ type ContainerState struct {
 	// this walk (re)created NAME, the mode naming NAME's old container,
 	// whose namespace is gone.
 	staleNetNS string
+	// composeHash is compose's configuration hash of the container
+	// (LabelComposeConfigHash; ContainerSpec.ComposeHash for a target).
+	composeHash string
 }
 
 // Leftover is an owned container found under the temporary name of a
@@ -101,6 +104,11 @@ const (
 	// container was created under its temporary name: the leftover already
 	// has the target spec, so it is renamed and started.
 	ActionAdopt Action = "adopt"
+	// ActionRename adopts, without recreating it, a container "docker
+	// compose up" started under another name than the package gives it
+	// (see ContainerSpec.ComposeHash): it is renamed, and started when it
+	// should run and does not.
+	ActionRename Action = "rename"
 )
 
 // Plan is the action a container needs to go from a current to a target
@@ -149,6 +157,10 @@ func PlanFor(current, target ContainerState) Plan {
 		p.Action, p.Fields = ActionRecreate, diff
 		return p
 	}
+	if current.Name != "" && target.Name != "" && current.Name != target.Name {
+		p.Action = ActionRename
+		return p
+	}
 	switch target.Run {
 	case Running:
 		switch {
@@ -180,7 +192,12 @@ func PlanFor(current, target ContainerState) Plan {
 // target, sorted.
 func diffFields(current, target ContainerState) []string {
 	var diff []string
-	if current.SpecHash != "" && !strings.HasPrefix(current.SpecHash, specHashScheme) && strings.HasPrefix(target.SpecHash, specHashScheme) {
+	if current.SpecHash == "" && current.composeHash != "" {
+		// Started by compose: compared through compose's own hash.
+		if current.composeHash != target.composeHash {
+			diff = append(diff, "compose-config-hash")
+		}
+	} else if current.SpecHash != "" && !strings.HasPrefix(current.SpecHash, specHashScheme) && strings.HasPrefix(target.SpecHash, specHashScheme) {
 		// Labelled with unkeyed hashes by an older version: recreated
 		// once, so no label lets anyone test a guessed secret offline.
 		diff = append(diff, "spec")
@@ -239,6 +256,7 @@ func stateFromSummary(s container.Summary) ContainerState {
 		netNS:      s.HostConfig.NetworkMode,
 		brought:    s.Labels[LabelImageBrought] == "true",
 	}
+	composeState(&st, s.Labels)
 	if len(s.Names) > 0 {
 		st.Name = strings.TrimPrefix(s.Names[0], "/")
 	}
@@ -288,6 +306,7 @@ func stateFromInspect(r container.InspectResponse, spec *ContainerSpec) Containe
 		st.Fields = decodeFields(r.Config.Labels[LabelSpecFields])
 		st.UpdateLock = r.Config.Labels[LabelUpdateLock]
 		st.brought = r.Config.Labels[LabelImageBrought] == "true"
+		composeState(&st, r.Config.Labels)
 		if spec != nil {
 			env := map[string]string{}
 			for _, kv := range r.Config.Env {
@@ -330,4 +349,10 @@ func restartString(p container.RestartPolicy) string {
 		return "no"
 	}
 	return string(p.Name)
+}
+
+// renameStarts reports whether adopting current under its target name
+// (ActionRename) also starts it: it should run and does not.
+func renameStarts(current, target ContainerState) bool {
+	return target.Run == Running && current.Status != "running"
 }

@@ -19,10 +19,11 @@ import (
 )
 
 // upCalls is the engine calls, per kind, of bringing a project of n
-// containers of one local image up from nothing.
+// containers of one local image up from nothing: the second list looks
+// for the containers compose may have started for the project.
 func upCalls(n int) map[string]int {
 	return map[string]int{
-		dockertest.ContainerList:    1,
+		dockertest.ContainerList:    2,
 		dockertest.ImageList:        1,
 		dockertest.NetworkList:      1,
 		dockertest.NetworkCreate:    1,

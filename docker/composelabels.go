@@ -1,0 +1,181 @@
+package docker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// Compose's labels, which the package writes beside its own so that
+// compose's CLI ("docker compose -p P ps", "logs", "down") sees the
+// containers, networks and volumes of a project converge runs, and through
+// which the package finds a project "docker compose up" started.
+const (
+	// LabelComposeProject names the Compose project of a container,
+	// network or volume: the Project's Name.
+	LabelComposeProject = "com.docker.compose.project"
+	// LabelComposeService names the service of a container.
+	LabelComposeService = "com.docker.compose.service"
+	// LabelComposeContainerNumber is the replica number of a container:
+	// N for a container named "<project>-<service>-N", 1 otherwise.
+	LabelComposeContainerNumber = "com.docker.compose.container-number"
+	// LabelComposeOneoff is "False" on a service's container ("True" marks
+	// the one-off containers of "docker compose run", which the package
+	// never adopts nor removes).
+	LabelComposeOneoff = "com.docker.compose.oneoff"
+	// LabelComposeVersion is the compose release whose labels and
+	// configuration hash the package writes (ComposeVersion).
+	LabelComposeVersion = "com.docker.compose.version"
+	// LabelComposeConfigHash is compose's configuration hash of the
+	// service (ContainerSpec.ComposeHash), written only when it is set.
+	LabelComposeConfigHash = "com.docker.compose.config-hash"
+	// LabelComposeDependsOn lists a container's dependencies as compose
+	// writes them: "service:condition:restart", comma-separated.
+	LabelComposeDependsOn = "com.docker.compose.depends_on"
+	// LabelComposeImage is the ID of the image a container was created
+	// from; compose recreates a container whose label differs from the ID
+	// of the local image.
+	LabelComposeImage = "com.docker.compose.image"
+	// LabelComposeNetwork is a network's key in the Compose file
+	// ("default"): its name without the "<project>_" prefix, or its name.
+	LabelComposeNetwork = "com.docker.compose.network"
+	// LabelComposeVolume is a volume's key in the Compose file, as
+	// LabelComposeNetwork is a network's.
+	LabelComposeVolume = "com.docker.compose.volume"
+)
+
+// ComposeVersion is the compose v2 release whose labels and configuration
+// hash the package reproduces, and the value of LabelComposeVersion.
+const ComposeVersion = "2.40.3"
+
+// composeConfigHash is compose's configuration hash of a service: the
+// SHA-256, in hex, of the JSON of its compose-go ServiceConfig without the
+// fields compose leaves out of it (build, pull_policy, scale,
+// deploy.replicas, depends_on and profiles).
+func composeConfigHash(s types.ServiceConfig) (string, error) {
+	s.Build = nil
+	s.PullPolicy = ""
+	s.Scale = nil
+	if s.Deploy != nil {
+		d := *s.Deploy
+		d.Replicas = nil
+		s.Deploy = &d
+	}
+	s.DependsOn = nil
+	s.Profiles = nil
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// composeKey is the key in the Compose file of a network or volume of
+// project named name: the name without the "<project>_" prefix the loader
+// gives it, or the name.
+func composeKey(project, name string) string {
+	if k, ok := strings.CutPrefix(name, project+"_"); ok && k != "" {
+		return k
+	}
+	return name
+}
+
+// composeObjectLabels are compose's labels of a network (key
+// LabelComposeNetwork) or volume (LabelComposeVolume) named name.
+func composeObjectLabels(project, keyLabel, name string) map[string]string {
+	if project == "" { // a standalone item of no project
+		return map[string]string{}
+	}
+	return map[string]string{LabelComposeProject: project, keyLabel: composeKey(project, name), LabelComposeVersion: ComposeVersion}
+}
+
+// containerNumber is the replica number of the container name of a
+// service: N when name is "<project>-<service>-N", else 1.
+func containerNumber(project, service, name string) int {
+	if n, ok := strings.CutPrefix(name, project+"-"+service+"-"); ok {
+		if i, err := strconv.Atoi(n); err == nil && i > 0 {
+			return i
+		}
+	}
+	return 1
+}
+
+// composeLabels adds compose's labels of the container name to labels;
+// imageID is the ID of the image it is created from ("" when unknown).
+func (c *Container) composeLabels(labels map[string]string, name, imageID string) {
+	s := &c.spec
+	if name == TempName(c.name) {
+		name = c.name
+	}
+	labels[LabelComposeProject] = c.project
+	labels[LabelComposeService] = s.Service
+	labels[LabelComposeContainerNumber] = strconv.Itoa(containerNumber(c.project, s.Service, name))
+	labels[LabelComposeOneoff] = "False"
+	labels[LabelComposeVersion] = ComposeVersion
+	if s.ComposeHash != "" {
+		labels[LabelComposeConfigHash] = s.ComposeHash
+	}
+	if imageID != "" {
+		labels[LabelComposeImage] = imageID
+	}
+	deps := make([]string, 0, len(s.DependsOn))
+	for _, d := range s.DependsOn {
+		deps = append(deps, d.Service+":"+d.Condition.String()+":false")
+	}
+	labels[LabelComposeDependsOn] = strings.Join(deps, ",")
+}
+
+// ownedLabels reports whether a container with labels belongs to project:
+// converge created it for the project, or compose did (not as a one-off
+// container of "docker compose run").
+func ownedLabels(labels map[string]string, project string) bool {
+	if labels[LabelOwner] == OwnerValue {
+		return labels[LabelProject] == project
+	}
+	return labels[LabelComposeProject] == project && labels[LabelComposeOneoff] != "True"
+}
+
+// adoptable returns the name of the container compose started for service
+// under another name than name (compose names it "<project>-<service>-1"),
+// which the service's container adopts (renames) when it matches and
+// replaces otherwise: the lowest-numbered of the service's containers that
+// only compose labelled. It returns "" when name is in the snapshot or
+// when there is none.
+func (s *snapshot) adoptable(project, service, name string) string {
+	if s == nil {
+		return ""
+	}
+	if _, ok := s.containers[name]; ok {
+		return ""
+	}
+	var found []string
+	for n, c := range s.containers {
+		l := c.Labels
+		if l[LabelOwner] != OwnerValue && ownedLabels(l, project) && l[LabelComposeService] == service {
+			found = append(found, n)
+		}
+	}
+	slices.SortFunc(found, func(a, b string) int {
+		na, _ := strconv.Atoi(s.containers[a].Labels[LabelComposeContainerNumber])
+		nb, _ := strconv.Atoi(s.containers[b].Labels[LabelComposeContainerNumber])
+		if na != nb {
+			return na - nb
+		}
+		return strings.Compare(a, b)
+	})
+	if len(found) == 0 {
+		return ""
+	}
+	return found[0]
+}
+
+// composeState fills in what compose's labels say of a container.
+func composeState(st *ContainerState, labels map[string]string) {
+	st.composeHash = labels[LabelComposeConfigHash]
+}
