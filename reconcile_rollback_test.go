@@ -13,62 +13,42 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/convergetest"
 )
 
 // errBadRelease is what a release whose name starts with "bad" fails with.
 var errBadRelease = errors.New("release does not start")
 
-// release is an Item[string]: the device runs one release at a time, and
-// a release named "bad..." never applies.
+// release is the device of the rollback tests: it runs one release at a
+// time, and a release named "bad..." (or the one broken names) never
+// applies.
 type release struct {
-	mu      sync.Mutex
-	running string
-	goal    string
-	broken  string // a release that stopped applying too
+	item   convergetest.Item
+	mu     sync.Mutex
+	broken string
 }
 
-func (r *release) ID() converge.ID { return "release" }
-func (r *release) StateCurrent(context.Context, converge.DepStates) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.running, nil
-}
-func (r *release) StateGoal(context.Context, converge.DepStates) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.goal, nil
-}
-func (r *release) Check(_ context.Context, cur, target string) (converge.Decision, error) {
-	if cur == target {
-		return converge.NotRequired(), nil
+func newRelease() *release {
+	r := &release{item: convergetest.Item{Key: "release"}}
+	r.item.Refuse = func(target string) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if strings.HasPrefix(target, "bad") || target == r.broken {
+			return errBadRelease
+		}
+		return nil
 	}
-	return converge.Required(1), nil
+	return r
 }
-func (r *release) Apply(_ context.Context, cur, target string) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if strings.HasPrefix(target, "bad") || target == r.broken {
-		return cur, errBadRelease
-	}
-	r.running = target
-	return target, nil
-}
-func (r *release) ApplyDry(_ context.Context, _, target string) (string, error) { return target, nil }
 
 func (r *release) build(_ context.Context, s spec) ([]converge.TargetStage, error) {
-	r.mu.Lock()
-	r.goal = s.App
-	r.mu.Unlock()
+	r.item.Goal = s.App
 	g := converge.NewGraph()
-	g.Add(converge.Wrap[string](r), converge.Present)
+	g.Add(r.item.Node(), converge.Present)
 	return []converge.TargetStage{{Name: "apps", Graph: g}}, nil
 }
 
-func (r *release) now() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.running
-}
+func (r *release) now() string { return r.item.Current() }
 
 // TestReconcileRollback sets a good target, then a bad one: after
 // RollbackAfter failed passes in a row the good one is set again (an
@@ -78,7 +58,7 @@ func TestReconcileRollback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := converge.NewMemStore()
-		dev := &release{}
+		dev := newRelease()
 		cfg := converge.TargetReconcilerConfig[spec]{Name: "edge", Build: dev.build, Store: store, RollbackAfter: 3,
 			Backoff: converge.Backoff{Base: time.Second, Max: time.Second}}
 		r, ev := newReconciler(t, cfg)
@@ -163,7 +143,7 @@ func TestReconcileRollbackLimits(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
 				store := converge.NewMemStore()
-				dev := &release{}
+				dev := newRelease()
 				r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: dev.build, Store: store, RollbackAfter: tt.after,
 					Backoff: converge.Backoff{Base: time.Second, Max: time.Second}})
 				runReconciler(t, r)
@@ -184,7 +164,7 @@ func TestReconcileRollbackLimits(t *testing.T) {
 }
 
 func TestReconcileRollbackAfterValidated(t *testing.T) {
-	_, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[spec]{Build: (&release{}).build, RollbackAfter: -1})
+	_, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[spec]{Build: newRelease().build, RollbackAfter: -1})
 	var ce *converge.ConfigError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "RollbackAfter", ce.Field)
@@ -196,15 +176,16 @@ func TestReconcileRollbackAfterValidated(t *testing.T) {
 func TestReconcileRollbackIsNotRolledBackAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		dev := &release{}
+		dev := newRelease()
 		r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Build: dev.build, RollbackAfter: 2,
 			Backoff: converge.Backoff{Base: time.Second, Max: time.Second}})
 		runReconciler(t, r)
 		require.NoError(t, r.SetTarget(ctx, spec{App: "v1"}))
 		synctest.Wait()
 		dev.mu.Lock()
-		dev.broken, dev.running = "v1", "v0"
+		dev.broken = "v1"
 		dev.mu.Unlock()
+		dev.item.SetCurrent("v0")
 		require.NoError(t, r.SetTarget(ctx, spec{App: "bad-v2"}))
 		time.Sleep(time.Minute)
 		synctest.Wait()

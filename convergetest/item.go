@@ -40,6 +40,10 @@ type Item struct {
 	Stuck bool
 	// Recorder, when set, records the start and end of every Apply.
 	Recorder *Recorder
+	// Refuse, when set, is asked before every Apply with its target: an
+	// error fails the Apply with it, changing nothing (a release that
+	// never starts, whatever the retries).
+	Refuse func(target string) error
 
 	mu       sync.Mutex
 	failures map[converge.Phase]*failure
@@ -188,6 +192,11 @@ func (f *Item) Check(ctx context.Context, current, target string) (converge.Deci
 func (f *Item) Apply(ctx context.Context, current, target string) (string, error) {
 	if err := f.enter("Apply", converge.PhaseApply); err != nil {
 		return current, err
+	}
+	if f.Refuse != nil {
+		if err := f.Refuse(target); err != nil {
+			return current, err
+		}
 	}
 	f.Recorder.record(f.Key, "apply-start")
 	defer f.Recorder.record(f.Key, "apply-end")

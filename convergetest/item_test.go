@@ -27,6 +27,37 @@ func TestItemFailAtCountsDown(t *testing.T) {
 	assert.Equal(t, "x", it.Current())
 }
 
+func TestItemRefuseFailsTheTargetsItNames(t *testing.T) {
+	errNever := errors.New("never starts")
+	tests := []struct {
+		goal    string
+		wantErr error
+		want    string
+	}{
+		{goal: "good", want: "good"},
+		{goal: "bad", wantErr: errNever, want: "old"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.goal, func(t *testing.T) {
+			it := &convergetest.Item{Key: "a", Value: "old", Goal: tt.goal, Refuse: func(target string) error {
+				if target == "bad" {
+					return errNever
+				}
+				return nil
+			}}
+			g := converge.NewGraph()
+			g.Add(it.Node(), converge.Present)
+			_, err := converge.Apply(t.Context(), g)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tt.want, it.Current())
+		})
+	}
+}
+
 func TestItemVerifyFailureOnlyAfterApply(t *testing.T) {
 	custom := errors.New("flaky read")
 	it := (&convergetest.Item{Key: "a", Goal: "x"}).FailAt(converge.PhaseVerify, 1, custom)

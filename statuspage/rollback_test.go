@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,59 +13,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/convergetest"
 	"github.com/convergekit/converge/statuspage"
 )
 
-// appRelease is an Item[string] whose releases named "bad..." never apply.
-type appRelease struct {
-	mu   sync.Mutex
-	goal string
-	run  string
-}
-
-func (a *appRelease) ID() converge.ID { return "app" }
-func (a *appRelease) StateCurrent(context.Context, converge.DepStates) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.run, nil
-}
-func (a *appRelease) StateGoal(context.Context, converge.DepStates) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.goal, nil
-}
-func (a *appRelease) Check(_ context.Context, cur, target string) (converge.Decision, error) {
-	if cur == target {
-		return converge.NotRequired(), nil
+// appRelease builds a target that is one release of an app; releases
+// named "bad..." never start.
+func appRelease() converge.TargetBuildFunc[string] {
+	app := &convergetest.Item{Key: "app", Refuse: func(target string) error {
+		if strings.HasPrefix(target, "bad") {
+			return errors.New("crash loop")
+		}
+		return nil
+	}}
+	return func(_ context.Context, target string) ([]converge.TargetStage, error) {
+		app.Goal = target
+		g := converge.NewGraph()
+		g.Add(app.Node(), converge.Present)
+		return []converge.TargetStage{{Name: "apps", Graph: g}}, nil
 	}
-	return converge.Required(1), nil
-}
-func (a *appRelease) Apply(_ context.Context, cur, target string) (string, error) {
-	if strings.HasPrefix(target, "bad") {
-		return cur, errors.New("crash loop")
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.run = target
-	return target, nil
-}
-func (a *appRelease) ApplyDry(_ context.Context, _, target string) (string, error) {
-	return target, nil
-}
-
-func (a *appRelease) build(_ context.Context, target string) ([]converge.TargetStage, error) {
-	a.mu.Lock()
-	a.goal = target
-	a.mu.Unlock()
-	g := converge.NewGraph()
-	g.Add(converge.Wrap[string](a), converge.Present)
-	return []converge.TargetStage{{Name: "apps", Graph: g}}, nil
 }
 
 func TestRolledBackTargetNeedsAttentionUntilANewTarget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		app := &appRelease{}
-		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Build: app.build, RollbackAfter: 2,
+		build := appRelease()
+		r, err := converge.NewTargetReconciler(converge.TargetReconcilerConfig[string]{Build: build, RollbackAfter: 2,
 			Backoff: converge.Backoff{Base: time.Second, Max: time.Second}})
 		require.NoError(t, err)
 		tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Name: "device"})
