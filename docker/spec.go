@@ -203,7 +203,8 @@ const (
 	// HandOver pulls the new image, starts the new container beside the
 	// old one (under TempName) and waits until it is healthy (with a
 	// healthcheck) or signals that the hand-over is complete by creating
-	// HandoverCompleteFile, for at most ContainerSpec.HandoverTimeout; only
+	// HandoverCompleteFile (or HandoverKillMeFile),
+	// for at most ContainerSpec.HandoverTimeout; only
 	// then is the old container stopped and removed and the new one
 	// renamed. A new container with a healthcheck that is not healthy when
 	// the timeout passes is removed and the old one keeps running (a
@@ -241,10 +242,16 @@ func ParseUpdateStrategy(s string) (UpdateStrategy, error) {
 	return UpdateStrategy(i), nil
 }
 
-// HandoverCompleteFile is the file a HandOver container creates (inside
-// its own filesystem, as balena's /tmp/balena/handover-complete) to say
-// it is ready to take over before its healthcheck says so.
+// HandoverCompleteFile is the file the new container of a HandOver update
+// creates (in its own filesystem, or a volume mounted there) to say the
+// hand-over is done before its healthcheck says so. Unlike balena, whose
+// directory is shared, the old container's file is not looked up: it may
+// be left from that container's own hand-over.
 const HandoverCompleteFile = "/tmp/balena/handover-complete"
+
+// HandoverKillMeFile is balena's older name of HandoverCompleteFile, also
+// looked up.
+const HandoverKillMeFile = "/tmp/resin/resin-kill-me"
 
 // DefaultHandoverTimeout bounds a HandOver wait whose HandoverTimeout is
 // zero (balena's default).

@@ -205,7 +205,10 @@ func (c *Container) deleteOldImage(ctx context.Context, current, target Containe
 
 // handOver starts the new container, created under tmp, beside the old
 // one, and waits until it is healthy or has created HandoverCompleteFile,
-// for at most the spec's HandoverTimeout. A new container that exits is a
+// for at most the spec's HandoverTimeout. The signal is looked up in the
+// new container only, under HandoverCompleteFile and balena's legacy
+// HandoverKillMeFile: the old one may still hold the file it created at
+// its own hand-over, which the package cannot remove. A new container that exits is a
 // *ContainerError; one with a healthcheck that is not healthy when the
 // timeout passes is removed (a *HandoverError): in both cases the old
 // container is left running.
@@ -242,7 +245,7 @@ func (c *Container) handOver(ctx context.Context, tmp string) error {
 				return nil
 			}
 		}
-		if _, err := c.eng.ContainerStatPath(ctx, tmp, HandoverCompleteFile); err == nil {
+		if c.handoverSignalled(ctx, tmp) {
 			return nil
 		}
 		select {
@@ -257,6 +260,17 @@ func (c *Container) handOver(ctx context.Context, tmp string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// handoverSignalled reports whether the new container created a
+// hand-over signal file.
+func (c *Container) handoverSignalled(ctx context.Context, tmp string) bool {
+	for _, f := range []string{HandoverCompleteFile, HandoverKillMeFile} {
+		if _, err := c.eng.ContainerStatPath(ctx, tmp, f); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // dropNew removes the new container of a failed hand-over.

@@ -64,6 +64,7 @@ func TestUpdateStrategyOrder(t *testing.T) {
 		onStart   func(c *dockertest.Container) (container.ContainerState, int)
 		want      []string
 		wantErr   error
+		signalOld bool     // the old container holds a signal file
 		wantImage string   // the image the container runs after the update
 		images    []string // the local images after the update
 	}{
@@ -79,6 +80,22 @@ func TestUpdateStrategyOrder(t *testing.T) {
 			onStart: func(c *dockertest.Container) (container.ContainerState, int) {
 				if c.Config.Image == newRef {
 					c.Files = map[string]bool{docker.HandoverCompleteFile: true}
+				}
+				return container.StateRunning, 0
+			},
+			want: []string{pull, create, start, stop, remove, rename}, wantImage: newRef, images: []string{oldRef, newRef}},
+		{name: "hand-over with a stale signal in the old container waits for the new", strategy: docker.HandOver, signalOld: true,
+			onStart: func(c *dockertest.Container) (container.ContainerState, int) {
+				if c.Config.Image == newRef {
+					c.Health = container.Starting
+				}
+				return container.StateRunning, 0
+			}, health: healthy,
+			want: []string{pull, create, start, stop, remove}, wantErr: docker.ErrHandoverFailed, wantImage: oldRef, images: []string{oldRef, newRef}},
+		{name: "hand-over signalled under balena's legacy name", strategy: docker.HandOver,
+			onStart: func(c *dockertest.Container) (container.ContainerState, int) {
+				if c.Config.Image == newRef {
+					c.Files = map[string]bool{docker.HandoverKillMeFile: true}
 				}
 				return container.StateRunning, 0
 			},
@@ -122,6 +139,9 @@ func TestUpdateStrategyOrder(t *testing.T) {
 				}
 				apply(t, f, p)
 				f.OnStart = tt.onStart
+				if tt.signalOld {
+					f.SetFile("up-a", docker.HandoverKillMeFile, true)
+				}
 				p.Containers[0].Image = newRef
 				f.ResetCalls()
 				g, err := p.Graph(f)
