@@ -75,6 +75,25 @@ func (e *UnsupportedError) Error() string {
 	return "docker: compose: unsupported fields: " + strings.Join(parts, ", ")
 }
 
+// hooksFromCompose returns Compose lifecycle hooks as Hooks; a variable
+// without a value takes the project's, as the service's do.
+func hooksFromCompose(hooks []types.ServiceHook, env types.Mapping) []Hook {
+	var out []Hook
+	for _, h := range hooks {
+		hook := Hook{Command: slices.Clone([]string(h.Command)), User: h.User, Privileged: h.Privileged, WorkingDir: h.WorkingDir}
+		for k, v := range h.Environment.Resolve(env.Resolve) {
+			if v != nil {
+				if hook.Env == nil {
+					hook.Env = map[string]string{}
+				}
+				hook.Env[k] = *v
+			}
+		}
+		out = append(out, hook)
+	}
+	return out
+}
+
 // fileRef is a service's reference to a top-level secret or config.
 type fileRef struct {
 	kind string // "secrets" or "configs"
@@ -166,7 +185,7 @@ var supportedService = map[string]bool{
 	"ContainerSpec": true, "WorkloadSpec": true,
 	// ContainerSpec
 	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
-	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
+	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
 }
@@ -551,6 +570,8 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		for _, r := range s.Configs {
 			refs = append(refs, fileRef{kind: "configs", ref: types.FileReferenceConfig(r), obj: types.FileObjectConfig(cp.Configs[r.Source])})
 		}
+		spec.PostStart = hooksFromCompose(s.PostStart, cp.Environment)
+		spec.PreStop = hooksFromCompose(s.PreStop, cp.Environment)
 		skipped, err := filesFromCompose(refs, cp.Environment, &spec, prefix)
 		if err != nil {
 			return nil, err

@@ -333,3 +333,44 @@ func TestStartIntervalReachesTheEngine(t *testing.T) {
 	require.NotNil(t, c.Config.Healthcheck)
 	assert.Equal(t, 2*time.Second, c.Config.Healthcheck.StartInterval)
 }
+
+// TestHooksLoadAndNeedAnExecer: post_start and pre_stop load with their
+// options and survive the stored JSON form; a hook without a command is
+// refused naming it; an engine that cannot exec fails the hook with
+// ErrCannotExec.
+func TestHooksLoadAndNeedAnExecer(t *testing.T) {
+	p := load(t, `name: hk
+services:
+  a:
+    image: app:1
+    environment: {FROM_PROJECT: v}
+    post_start:
+      - {command: [/bin/true], user: root, privileged: true, working_dir: /w, environment: {X: "1"}}
+    pre_stop:
+      - command: [/bin/drain]
+`)
+	c := p.Containers[0]
+	assert.Equal(t, []docker.Hook{{Command: []string{"/bin/true"}, User: "root", Privileged: true, WorkingDir: "/w", Env: map[string]string{"X": "1"}}}, c.PostStart)
+	assert.Equal(t, []docker.Hook{{Command: []string{"/bin/drain"}}}, c.PreStop)
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"post_start":[{"command":["/bin/true"]`)
+	var back docker.Project
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, c.PostStart, back.Containers[0].PostStart)
+	assert.Equal(t, c.PreStop, back.Containers[0].PreStop)
+
+	bad := *p
+	bad.Containers = []docker.ContainerSpec{c}
+	bad.Containers[0].PreStop = []docker.Hook{{}}
+	_, err = bad.Graph(newFake())
+	var se *docker.SpecError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "PreStop[0].Command", se.Field)
+
+	f := newFake()
+	g, err := p.Graph(f)
+	require.NoError(t, err)
+	_, err = converge.Apply(context.Background(), g)
+	require.ErrorIs(t, err, docker.ErrCannotExec)
+}

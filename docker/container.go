@@ -330,12 +330,18 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 		if plan.Container != c.name || !current.Exists { // the leftover only, removed above
 			return nil
 		}
+		if err := c.preStop(ctx, current); err != nil {
+			return err
+		}
 		return removeContainer(ctx, c.eng, c.name, c.spec.StopTimeout)
 	case ActionStop:
 		if current.Paused {
 			if err := c.unpause(ctx); err != nil {
 				return err
 			}
+		}
+		if err := c.preStop(ctx, current); err != nil {
+			return err
 		}
 		return c.stop(ctx, c.name)
 	case ActionUnpause:
@@ -387,6 +393,9 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			}
 		}
 		if plan.Action == ActionRecreate {
+			if err := c.preStop(ctx, current); err != nil {
+				return err
+			}
 			old := current.ID // compose may have named it otherwise
 			if old == "" {
 				old = c.name
@@ -428,6 +437,9 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			if err := c.handOver(ctx, tmp); err != nil {
 				return err
 			}
+			if err := c.preStop(ctx, current); err != nil {
+				return err
+			}
 			if err := removeContainer(ctx, c.eng, current.ID, c.spec.StopTimeout); err != nil {
 				return err
 			}
@@ -436,6 +448,9 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			}
 			return nil
 		}
+	}
+	if err := c.preStop(ctx, current); err != nil {
+		return err
 	}
 	if err := removeContainer(ctx, c.eng, current.ID, c.spec.StopTimeout); err != nil {
 		return err
@@ -457,6 +472,9 @@ func (c *Container) start(ctx context.Context, name string, snap *snapshot) erro
 	}
 	if err := c.eng.ContainerStart(ctx, name, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start: %w", err)
+	}
+	if err := c.runHooks(ctx, name, "post_start", c.spec.PostStart); err != nil {
+		return err
 	}
 	r, err := c.settle(ctx, name)
 	if err == nil && r.ContainerJSONBase != nil {

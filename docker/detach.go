@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -165,4 +166,35 @@ func (e settled) CopyToContainer(ctx context.Context, id, dst string, content io
 	}
 	defer cancel()
 	return cp.CopyToContainer(c, id, dst, content, opts)
+}
+
+// ContainerExecCreate, ContainerExecAttach and ContainerExecInspect pass
+// a hook's exec to the wrapped engine when it is a ContainerExecer, and
+// fail with ErrCannotExec otherwise. A hook can take long and is not
+// detached: cancelling the walk cancels it.
+func (e settled) ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error) {
+	ex, ok := e.Engine.(ContainerExecer)
+	if !ok {
+		return container.ExecCreateResponse{}, ErrCannotExec
+	}
+	r, err := ex.ContainerExecCreate(ctx, id, opts)
+	return r, err
+}
+
+func (e settled) ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error) {
+	ex, ok := e.Engine.(ContainerExecer)
+	if !ok {
+		return types.HijackedResponse{}, ErrCannotExec
+	}
+	r, err := ex.ContainerExecAttach(ctx, execID, opts)
+	return r, err
+}
+
+func (e settled) ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error) {
+	ex, ok := e.Engine.(ContainerExecer)
+	if !ok {
+		return container.ExecInspect{}, ErrCannotExec
+	}
+	r, err := ex.ContainerExecInspect(ctx, execID)
+	return r, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/docker"
 	"github.com/convergekit/converge/docker/dockertest"
 )
@@ -202,4 +203,73 @@ configs:
 	assert.NotEqual(t, c.ID, c2.ID)
 	content, _ = readFile(t, cli, c2.ID, "/run/secrets/api-key")
 	assert.Equal(t, "env-secret-value-2", content)
+}
+
+// TestIntegrationComposeHooks runs post_start and pre_stop hooks through
+// the real engine's exec API: a hook that succeeds leaves the container
+// running (its exec's status read back); a failing post_start is a
+// *HookError with the hook's exit status and output, a secret of its
+// environment redacted; a failing pre_stop stops a recreate before the
+// old container is touched, and the next pass, with a hook that
+// succeeds, recreates it.
+func TestIntegrationComposeHooks(t *testing.T) {
+	cli, img := realEngine(t)
+	ctx := context.Background()
+	name := uniqueName("cvh")
+	cleanupProject(t, cli, name)
+	eng := dockertest.Count(cli)
+	compose := func(postStart, preStop, greeting string) *docker.Project {
+		y := `name: ` + name + `
+services:
+  web:
+    image: ` + img + `
+    command: ["/app", "serve"]
+    environment: {GREETING: ` + greeting + `}
+    labels: {` + dockertest.TestLabel + `: "1"}
+    post_start:
+      - command: ` + postStart + `
+        environment: {API_TOKEN: tok-0123456789}
+    pre_stop:
+      - command: ` + preStop + `
+`
+		p, err := docker.LoadCompose(ctx, []byte(y), docker.LoadOptions{})
+		require.NoError(t, err)
+		p.PollInterval = 100 * time.Millisecond
+		return p
+	}
+	run := func(p *docker.Project) error {
+		g, err := p.Graph(eng)
+		require.NoError(t, err)
+		_, err = converge.Apply(ctx, g)
+		return err
+	}
+
+	require.NoError(t, run(compose(`["/app", "ok"]`, `["/app", "ok"]`, "one")))
+	c := inspect(t, cli, name+"-web")
+	assert.True(t, c.State.Running)
+	assert.Equal(t, 1, eng.Calls()["ContainerExecCreate"], "post_start ran through exec: %v", eng.Calls())
+	assert.Equal(t, 1, eng.Calls()["ContainerExecInspect"], "and its status was read: %v", eng.Calls())
+
+	// pre_stop fails: the recreate stops before the old container is
+	// stopped, and says why.
+	err := run(compose(`["/app", "ok"]`, `["/app", "fail", "not now"]`, "two"))
+	var he *docker.HookError
+	require.ErrorAs(t, err, &he)
+	require.ErrorIs(t, err, docker.ErrHookFailed)
+	assert.Equal(t, "pre_stop[0]", he.Hook)
+	assert.Equal(t, 3, he.ExitCode)
+	assert.Contains(t, he.Output, "not now")
+	same := inspect(t, cli, name+"-web")
+	assert.Equal(t, c.ID, same.ID)
+	assert.True(t, same.State.Running, "a failing pre_stop leaves the container running")
+
+	// pre_stop succeeds, post_start fails: the new container is there,
+	// the error carries the hook's output with the secret redacted.
+	err = run(compose(`["/app", "fail", "post start said $API_TOKEN"]`, `["/app", "ok"]`, "two"))
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, "post_start[0]", he.Hook)
+	assert.Equal(t, 3, he.ExitCode)
+	assert.Contains(t, he.Output, "post start said")
+	assert.NotContains(t, err.Error(), "tok-0123456789", "the hook's secret is redacted")
+	assert.NotEqual(t, c.ID, inspect(t, cli, name+"-web").ID, "recreated")
 }

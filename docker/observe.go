@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
@@ -307,4 +308,34 @@ func (o *observed) VolumeRemove(ctx context.Context, id string, force bool) erro
 func (o *observed) Events(ctx context.Context, opts events.ListOptions) (<-chan events.Message, <-chan error) {
 	o.call("Events", nil)
 	return o.eng.Events(ctx, opts)
+}
+
+// ContainerExecCreate, ContainerExecAttach and ContainerExecInspect pass
+// a hook's exec to the wrapped engine when it is a ContainerExecer, and
+// fail with ErrCannotExec otherwise.
+func (o *observed) ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error) {
+	ex, ok := o.eng.(ContainerExecer)
+	if !ok {
+		return container.ExecCreateResponse{}, ErrCannotExec
+	}
+	r, err := ex.ContainerExecCreate(ctx, id, opts)
+	return r, o.call("ContainerExecCreate", err)
+}
+
+func (o *observed) ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error) {
+	ex, ok := o.eng.(ContainerExecer)
+	if !ok {
+		return types.HijackedResponse{}, ErrCannotExec
+	}
+	r, err := ex.ContainerExecAttach(ctx, execID, opts)
+	return r, o.call("ContainerExecAttach", err)
+}
+
+func (o *observed) ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error) {
+	ex, ok := o.eng.(ContainerExecer)
+	if !ok {
+		return container.ExecInspect{}, ErrCannotExec
+	}
+	r, err := ex.ContainerExecInspect(ctx, execID)
+	return r, o.call("ContainerExecInspect", err)
 }

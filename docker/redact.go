@@ -111,6 +111,8 @@ func (r redactor) copy(err error) (error, bool) {
 		out = &ImageError{Ref: str(e.Ref), Services: strs(e.Services), Err: cause(e.Err)}
 	case *PullError:
 		out = &PullError{Ref: str(e.Ref), Err: cause(e.Err)}
+	case *HookError:
+		out = &HookError{Container: str(e.Container), Hook: str(e.Hook), ExitCode: e.ExitCode, Output: str(e.Output)}
 	case *UnsupportedError:
 		var reasons map[string]string
 		for k, v := range e.Reasons {

@@ -375,7 +375,15 @@ type ContainerSpec struct {
 	// starts (Compose secrets and configs given by content or by an
 	// environment variable, as compose provides them without swarm). The
 	// engine must be a ContainerCopier.
-	Files       []File              `json:"files,omitempty"`
+	Files []File `json:"files,omitempty"`
+	// PostStart hooks run in the container, one after the other, once it
+	// started (Compose post_start); PreStop hooks before the package stops
+	// or removes it while it runs (Compose pre_stop), on a recreate too. A
+	// hook that fails is a *HookError with its output; a failing PreStop
+	// leaves the container running. The engine must be a
+	// ContainerExecer.
+	PostStart   []Hook              `json:"post_start,omitempty"`
+	PreStop     []Hook              `json:"pre_stop,omitempty"`
 	Networks    []NetworkAttachment `json:"networks,omitempty"`
 	Restart     string              `json:"restart,omitzero"`
 	Healthcheck *Healthcheck        `json:"healthcheck,omitzero"`
@@ -604,6 +612,13 @@ func (s *ContainerSpec) validate(object string) error {
 			return bad(fmt.Sprintf("Mounts[%d].Source", i), "is required for a bind mount")
 		}
 	}
+	for kind, hooks := range map[string][]Hook{"PostStart": s.PostStart, "PreStop": s.PreStop} {
+		for i, h := range hooks {
+			if len(h.Command) == 0 {
+				return bad(fmt.Sprintf("%s[%d].Command", kind, i), "is required")
+			}
+		}
+	}
 	targets := map[string]bool{}
 	for i, f := range s.Files {
 		field := fmt.Sprintf("Files[%d].", i)
@@ -748,6 +763,8 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	put("healthcheck", hashShape(s.Healthcheck, func(h Healthcheck) hashHealthcheck { return hashHealthcheck(h) }), s.Healthcheck != nil)
 	put("stop-timeout", s.StopTimeout, s.StopTimeout != nil)
 	put("update-lock", s.UpdateLock, s.UpdateLock != "")
+	put("post-start", s.PostStart, len(s.PostStart) > 0)
+	put("pre-stop", s.PreStop, len(s.PreStop) > 0)
 	for _, file := range s.Files {
 		b, _ := json.Marshal(file)
 		f["file."+file.Target] = short(key, string(b))
@@ -831,6 +848,13 @@ func newRedactor(s *ContainerSpec) redactor {
 		}
 		for _, pw := range urlPasswords(v) {
 			add(pw)
+		}
+	}
+	for _, h := range slices.Concat(s.PostStart, s.PreStop) {
+		for k, v := range h.Env {
+			if IsSecretEnv(k, s.SecretEnv) {
+				add(v)
+			}
 		}
 	}
 	for _, f := range s.Files {

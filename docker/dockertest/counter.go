@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/system"
@@ -118,4 +119,34 @@ func (c *Counter) ImageBuild(ctx context.Context, buildContext io.Reader, option
 		return b.ImageBuild(ctx, buildContext, options)
 	}
 	return build.ImageBuildResponse{}, docker.ErrCannotBuild
+}
+
+// ContainerExecCreate, ContainerExecAttach and ContainerExecInspect pass
+// a hook's exec to the wrapped engine when it is a ContainerExecer, and
+// fail with docker.ErrCannotExec otherwise.
+func (c *Counter) ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error) {
+	ex, ok := c.Engine.(docker.ContainerExecer)
+	if !ok {
+		return container.ExecCreateResponse{}, docker.ErrCannotExec
+	}
+	r, err := ex.ContainerExecCreate(ctx, id, opts)
+	return r, err
+}
+
+func (c *Counter) ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error) {
+	ex, ok := c.Engine.(docker.ContainerExecer)
+	if !ok {
+		return types.HijackedResponse{}, docker.ErrCannotExec
+	}
+	r, err := ex.ContainerExecAttach(ctx, execID, opts)
+	return r, err
+}
+
+func (c *Counter) ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error) {
+	ex, ok := c.Engine.(docker.ContainerExecer)
+	if !ok {
+		return container.ExecInspect{}, docker.ErrCannotExec
+	}
+	r, err := ex.ContainerExecInspect(ctx, execID)
+	return r, err
 }
