@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -180,6 +181,17 @@ func watch(ctx context.Context, eng docker.Engine, project string, r *converge.T
 	r.Trigger()
 	<-ctx.Done()
 	return nil
+}
+
+// makeDirs creates the directories of the store and the key file (mode
+// 0700) and the root of the host stage, where they are missing.
+func makeDirs(o options) error {
+	for _, d := range []string{filepath.Dir(o.state), filepath.Dir(o.keyFile)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(o.root, 0o755)
 }
 
 // startOver tells that the store was damaged and moved aside: the agent

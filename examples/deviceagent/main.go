@@ -38,7 +38,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -66,7 +65,7 @@ func main() {
 	flag.StringVar(&o.image, "image", "alpine:3.20", "image of the built-in project; it must be on the engine or pullable")
 	flag.StringVar(&o.state, "state", defaultPath(os.UserCacheDir, "deviceagent.db"), "store file that keeps the target")
 	flag.StringVar(&o.keyFile, "key", defaultPath(os.UserConfigDir, "deviceagent.key"), "file of the keys that seal the stored target, apart from the store")
-	flag.StringVar(&o.root, "root", defaultPath(os.UserCacheDir, "deviceagent-root/"), `root directory of the host stage ("/" on a device)`)
+	flag.StringVar(&o.root, "root", defaultPath(os.UserCacheDir, "deviceagent-root"), `root directory of the host stage ("/" on a device)`)
 	flag.StringVar(&o.addr, "http", "", "serve the status page, /metrics, /healthz and /readyz on this address (host:port)")
 	flag.DurationVar(&o.interval, "interval", 5*time.Minute, "check everything again this long after the last pass")
 	cli.Parse("deviceagent", "[-f compose.yaml] [-image ref] [-state file] [-key file] [-root dir] [-http addr] [-interval d]",
@@ -83,6 +82,9 @@ func main() {
 // root, the builds of the two stages, the reconciler and its target, the
 // engine's events, and the HTTP surface.
 func run(ctx context.Context, o options) error {
+	if err := makeDirs(o); err != nil {
+		return err
+	}
 	eng, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return err
@@ -140,17 +142,11 @@ func run(ctx context.Context, o options) error {
 }
 
 // defaultPath is name in the directory "converge" under the one dir
-// returns, which it creates (mode 0700) when it can, as it creates name
-// when it ends with '/': the file's directory must exist, and a root.
+// returns (the user's cache or configuration directory).
 func defaultPath(dir func() (string, error), name string) string {
 	d, err := dir()
 	if err != nil {
 		d = os.TempDir()
 	}
-	p := filepath.Join(d, "converge", name)
-	_ = os.MkdirAll(filepath.Dir(p), 0o700) // else Open names what it cannot create
-	if strings.HasSuffix(name, "/") {
-		_ = os.MkdirAll(p, 0o755)
-	}
-	return p
+	return filepath.Join(d, "converge", name)
 }
