@@ -185,7 +185,7 @@ var supportedService = map[string]bool{
 	"ContainerSpec": true, "WorkloadSpec": true,
 	// ContainerSpec
 	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
-	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
+	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Links": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
 }
@@ -570,6 +570,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		for _, r := range s.Configs {
 			refs = append(refs, fileRef{kind: "configs", ref: types.FileReferenceConfig(r), obj: types.FileObjectConfig(cp.Configs[r.Source])})
 		}
+		spec.Links = slices.Clone(s.Links)
 		spec.PostStart = hooksFromCompose(s.PostStart, cp.Environment)
 		spec.PreStop = hooksFromCompose(s.PreStop, cp.Environment)
 		skipped, err := filesFromCompose(refs, cp.Environment, &spec, prefix)
@@ -648,9 +649,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			// compose-go adds "restart: true" to the dependency a
 			// network_mode of service:NAME implies; that container is
 			// recreated with NAME (see ContainerSpec.NetworkMode).
-			if d.Restart && s.NetworkMode != ServiceNetworkPrefix+dep {
-				unsupported = append(unsupported, prefix+"depends_on."+dep+".restart")
-			}
+			restart := d.Restart && s.NetworkMode != ServiceNetworkPrefix+dep
 			if _, ok := cp.Services[dep]; !ok && !d.Required {
 				// As compose: an optional dependency on a service the
 				// project does not run (in a disabled profile) is left out.
@@ -669,7 +668,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 				}
 				timeout = t
 			}
-			spec.DependsOn = append(spec.DependsOn, Dependency{Service: dep, Condition: cond, Timeout: timeout})
+			spec.DependsOn = append(spec.DependsOn, Dependency{Service: dep, Condition: cond, Timeout: timeout, Restart: restart})
 		}
 		// Compose's hash is written only where it says the truth: every
 		// field of the service carried out, and no secret value in it

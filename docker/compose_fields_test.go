@@ -137,7 +137,8 @@ services:
 
 // TestBadMountsAndBuildsNameTheField: a mount without a target, a bind
 // without a source, a build with both Dockerfile and DockerfileInline,
-// and an empty tag are refused naming the field.
+// an empty tag and a link to a service the container does not depend on
+// are refused naming the field.
 func TestBadMountsAndBuildsNameTheField(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -148,6 +149,7 @@ func TestBadMountsAndBuildsNameTheField(t *testing.T) {
 		{"bind without source", docker.ContainerSpec{Mounts: []docker.Mount{{Type: "bind", Target: "/x"}}}, "Mounts[0].Source"},
 		{"two dockerfiles", docker.ContainerSpec{Build: &docker.Build{Context: ".", Dockerfile: "D", DockerfileInline: "FROM scratch"}}, "Build.DockerfileInline"},
 		{"empty tag", docker.ContainerSpec{Build: &docker.Build{Context: ".", Tags: []string{""}}}, "Build.Tags[0]"},
+		{"link to a service not depended on", docker.ContainerSpec{Links: []string{"db:database"}}, "Links[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -120,7 +120,7 @@ volumes:
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, []string{
 		"services.web.build.cache_from", "services.web.cpu_count",
-		"services.web.depends_on.db.restart", "services.web.mem_swappiness",
+		"services.web.mem_swappiness",
 		"services.web.networks.default.link_local_ips", "services.web.ports.app_protocol",
 		"services.web.volumes.bind.propagation", "services.web.volumes.volume.nocopy",
 	}, ue.Fields)

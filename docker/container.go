@@ -46,6 +46,31 @@ type Container struct {
 	// netContainer is the engine name of the container whose network
 	// namespace a "service:NAME" NetworkMode shares.
 	netContainer string
+	// links are the engine's "container:alias" of the spec's Links.
+	links []string
+}
+
+// restartingContainer is a Container with a dependency that restarts it
+// (Dependency.Restart).
+type restartingContainer struct{ *Container }
+
+// Refresh restarts the running container when the container of a
+// dependency with Restart changed in the walk; other changes need nothing.
+func (r *restartingContainer) Refresh(ctx context.Context, current ContainerState, changed []converge.ID) (ContainerState, error) {
+	due := false
+	for _, d := range r.spec.DependsOn {
+		due = due || d.Restart && slices.Contains(changed, ContainerID(r.project, d.Service))
+	}
+	if !due || !current.Exists || current.Status != string(container.StateRunning) || r.spec.Run != Running {
+		return current, nil
+	}
+	if err := r.preStop(ctx, current); err != nil {
+		return current, err
+	}
+	if err := r.stop(ctx, r.name); err != nil {
+		return current, err
+	}
+	return current, r.start(ctx, r.name, nil)
 }
 
 type wait struct {
@@ -684,6 +709,9 @@ func (c *Container) create(ctx context.Context, name string, anon map[string]str
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.Type(m.Type), Source: src, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	platform := s.hostOptions(cfg, host, c.netContainer)
+	if len(s.Networks) == 0 {
+		host.Links = slices.Clone(c.links) // the default bridge's legacy links
+	}
 	var netcfg *network.NetworkingConfig
 	if len(s.Networks) > 0 {
 		first := s.Networks[0]
@@ -796,7 +824,8 @@ func (c *Container) nameTaken(ctx context.Context, name, specHash string, confli
 // endpoint is the endpoint of the container on network n: its aliases and
 // static addresses.
 func (c *Container) endpoint(n NetworkAttachment) *network.EndpointSettings {
-	ep := &network.EndpointSettings{Aliases: c.aliases(n)}
+	// Links on a user-defined network live on its endpoint.
+	ep := &network.EndpointSettings{Aliases: c.aliases(n), Links: slices.Clone(c.links)}
 	if n.IPv4Address != "" || n.IPv6Address != "" {
 		ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: n.IPv4Address, IPv6Address: n.IPv6Address}
 	}

@@ -273,3 +273,56 @@ services:
 	assert.NotContains(t, err.Error(), "tok-0123456789", "the hook's secret is redacted")
 	assert.NotEqual(t, c.ID, inspect(t, cli, name+"-web").ID, "recreated")
 }
+
+// TestIntegrationComposeLinksAndRestart: links reach the engine
+// (HostConfig.Links, read back with inspect), and a dependency with
+// restart: true (which compose-go adds for links) restarts the dependent,
+// same container, when a walk recreates the dependency; a walk that
+// changes nothing restarts nothing.
+func TestIntegrationComposeLinksAndRestart(t *testing.T) {
+	cli, img := realEngine(t)
+	ctx := context.Background()
+	name := uniqueName("cvl")
+	cleanupProject(t, cli, name)
+	eng := dockertest.Count(cli)
+	load := func(greeting string) *docker.Project {
+		p, err := docker.LoadCompose(ctx, []byte(`name: `+name+`
+services:
+  db:
+    image: `+img+`
+    command: ["/app", "serve"]
+    environment: {GREETING: `+greeting+`}
+    labels: {`+dockertest.TestLabel+`: "1"}
+  web:
+    image: `+img+`
+    command: ["/app", "serve"]
+    links: ["db:database"]
+    labels: {`+dockertest.TestLabel+`: "1"}
+`), docker.LoadOptions{})
+		require.NoError(t, err)
+		p.PollInterval = 100 * time.Millisecond
+		return p
+	}
+	p := load("one")
+	require.Equal(t, []docker.Dependency{{Service: "db", Restart: true}}, p.Containers[1].DependsOn)
+	apply(t, eng, p)
+	web := inspect(t, cli, name+"-web")
+	require.True(t, web.State.Running)
+	var links []string
+	for _, n := range web.NetworkSettings.Networks {
+		links = append(links, n.Links...)
+	}
+	links = append(links, web.HostConfig.Links...)
+	assert.Equal(t, []string{name + "-db:database"}, links, "on the project's network")
+
+	apply(t, eng, load("one"))
+	assert.Equal(t, web.State.StartedAt, inspect(t, cli, name+"-web").State.StartedAt, "nothing changed, nothing restarted")
+
+	db := inspect(t, cli, name+"-db")
+	apply(t, eng, load("two"))
+	assert.NotEqual(t, db.ID, inspect(t, cli, name+"-db").ID, "db recreated")
+	after := inspect(t, cli, name+"-web")
+	assert.Equal(t, web.ID, after.ID, "web is the same container")
+	assert.NotEqual(t, web.State.StartedAt, after.State.StartedAt, "web restarted after db")
+	assert.True(t, after.State.Running)
+}

@@ -198,6 +198,13 @@ func (p *Project) validate() error {
 	}
 	for i := range p.Containers {
 		s := &p.Containers[i]
+		for j, l := range s.Links {
+			svc, _, _ := strings.Cut(l, ":")
+			if !seen[svc] || !slices.ContainsFunc(s.DependsOn, func(d Dependency) bool { return d.Service == svc }) {
+				return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: fmt.Sprintf("Links[%d]", j),
+					Reason: fmt.Sprintf("%q is not a service this one depends on", svc)}
+			}
+		}
 		if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok && !seen[svc] {
 			return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: "NetworkMode",
 				Reason: fmt.Sprintf("unknown service %q", svc)}
@@ -366,7 +373,22 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 				deps = append(deps, id)
 			}
 		}
-		g.Add(converge.Wrap[ContainerState](c), converge.Present, deps...)
+		for _, l := range s.Links {
+			svc, alias, ok := strings.Cut(l, ":")
+			if !ok {
+				alias = svc
+			}
+			for j := range cp.Containers {
+				if dep := &cp.Containers[j]; dep.Service == svc {
+					c.links = append(c.links, cp.containerName(dep)+":"+alias)
+				}
+			}
+		}
+		if slices.ContainsFunc(s.DependsOn, func(d Dependency) bool { return d.Restart }) {
+			g.Add(converge.Wrap[ContainerState](&restartingContainer{c}), converge.Present, deps...)
+		} else {
+			g.Add(converge.Wrap[ContainerState](c), converge.Present, deps...)
+		}
 		containerIDs = append(containerIDs, c.ID())
 	}
 	g.Add(converge.Wrap[PruneState](&pruneItem{p: cp, eng: eng, containers: containerIDs}), converge.Present,

@@ -279,6 +279,11 @@ type Dependency struct {
 	Service   string        `json:"service,omitzero"`
 	Condition Condition     `json:"condition,omitzero"`
 	Timeout   time.Duration `json:"timeout,omitzero,format:units"`
+	// Restart restarts the container (stop, then start) after a walk
+	// changed the dependency's container, as compose's depends_on
+	// "restart: true" does; a restart that was due when the process
+	// stopped happens on its next walk (converge.Refresher).
+	Restart bool `json:"restart,omitzero"`
 }
 
 // DefaultDependencyTimeout bounds a depends_on wait whose Timeout is zero.
@@ -382,8 +387,14 @@ type ContainerSpec struct {
 	// hook that fails is a *HookError with its output; a failing PreStop
 	// leaves the container running. The engine must be a
 	// ContainerExecer.
-	PostStart   []Hook              `json:"post_start,omitempty"`
-	PreStop     []Hook              `json:"pre_stop,omitempty"`
+	PostStart []Hook `json:"post_start,omitempty"`
+	PreStop   []Hook `json:"pre_stop,omitempty"`
+	// Links are legacy links to other services of the project, "SERVICE"
+	// or "SERVICE:ALIAS" (Compose links): the engine resolves the alias
+	// (the service's name by default) to the service's container on the
+	// networks they share. They need a dependency on the service
+	// (the Compose loader adds one with Restart, as compose-go does).
+	Links       []string            `json:"links,omitempty"`
 	Networks    []NetworkAttachment `json:"networks,omitempty"`
 	Restart     string              `json:"restart,omitzero"`
 	Healthcheck *Healthcheck        `json:"healthcheck,omitzero"`
@@ -764,6 +775,7 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	put("stop-timeout", s.StopTimeout, s.StopTimeout != nil)
 	put("update-lock", s.UpdateLock, s.UpdateLock != "")
 	put("post-start", s.PostStart, len(s.PostStart) > 0)
+	put("links", s.Links, len(s.Links) > 0)
 	put("pre-stop", s.PreStop, len(s.PreStop) > 0)
 	for _, file := range s.Files {
 		b, _ := json.Marshal(file)
