@@ -3,6 +3,7 @@ package converge_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -195,4 +196,42 @@ func TestReconcileRollbackIsNotRolledBackAgain(t *testing.T) {
 		assert.Greater(t, len(failed), 4, "the rolled-back target is retried")
 		assert.Equal(t, uint64(3), failed[len(failed)-1])
 	})
+}
+
+// TestReconcileRollbackDamagedRecord: a rollback record that does not
+// decode is reported (a Warn line naming it, ErrRollbackDamaged), never
+// trusted, and replaced once a target converges, after which rollback
+// works again.
+func TestReconcileRollbackDamagedRecord(t *testing.T) {
+	for _, damaged := range []string{`{"format":99}`, `[1,2]`, `{"format":1,"good":7}`} {
+		t.Run(damaged, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				store := converge.NewMemStore()
+				_, err := store.Put(ctx, converge.StoreRecord{Key: converge.TargetRollbackKey("edge"), Value: []byte(damaged)})
+				require.NoError(t, err)
+				var logs strings.Builder
+				dev := newRelease()
+				r, ev := newReconciler(t, converge.TargetReconcilerConfig[spec]{Name: "edge", Build: dev.build, Store: store, RollbackAfter: 2,
+					Backoff: converge.Backoff{Base: time.Second, Max: time.Second},
+					Walk:    converge.WalkerConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+				_, err = r.Load(ctx)
+				require.NoError(t, err, "a damaged rollback record does not stop the agent")
+				if damaged != `{"format":1,"good":7}` { // decodes as a record: its good target fails later
+					assert.Contains(t, logs.String(), converge.ErrRollbackDamaged.Error())
+					assert.Contains(t, logs.String(), converge.TargetRollbackKey("edge"))
+				}
+				_, ok := r.RolledBack()
+				assert.False(t, ok)
+				runReconciler(t, r)
+				require.NoError(t, r.SetTarget(ctx, spec{App: "v1"}))
+				synctest.Wait()
+				require.NoError(t, r.SetTarget(ctx, spec{App: "bad-v2"}))
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				require.Len(t, ev.of(converge.TargetRolledBack), 1)
+				assert.Equal(t, "v1", dev.now())
+			})
+		})
+	}
 }
