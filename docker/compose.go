@@ -246,7 +246,8 @@ func setFields(prefix string, v any, allowed ...string) []string {
 }
 
 // LoadComposeFile reads a Compose file and calls LoadCompose. A relative
-// WorkingDir defaults to the file's directory.
+// WorkingDir defaults to the file's directory. The project's ComposeFiles
+// and ComposeDir name the file and its directory.
 func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Project, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -255,7 +256,14 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 	if opts.WorkingDir == "" {
 		opts.WorkingDir = filepath.Dir(path)
 	}
-	return LoadCompose(ctx, b, opts)
+	p, err := LoadCompose(ctx, b, opts)
+	if err != nil {
+		return nil, err
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		p.ComposeFiles, p.ComposeDir = []string{abs}, filepath.Dir(abs)
+	}
+	return p, nil
 }
 
 // LoadCompose turns a Compose file into a Project using compose-go (the

@@ -256,6 +256,11 @@ func TestIntegrationComposeCLISeesConvergeProject(t *testing.T) {
 	convergeUp(t, cli, dir, project)
 	before := containersOf(t, cli, project)
 	require.Len(t, before, 2)
+	abs, err := filepath.Abs(dir)
+	require.NoError(t, err)
+	labels := inspect(t, cli, before["web"]).Config.Labels
+	assert.Equal(t, filepath.Join(abs, "compose.yaml"), labels[docker.LabelComposeConfigFiles])
+	assert.Equal(t, abs, labels[docker.LabelComposeWorkingDir])
 
 	ps := psServices(t, runCompose(t, bin, dir, "-p", project, "ps", "--format", "json"))
 	assert.Equal(t, map[string]string{"db": "running", "web": "running"}, ps, "compose ps")
@@ -303,6 +308,21 @@ func TestIntegrationConvergeAdoptsComposeProject(t *testing.T) {
 	}
 	ps := psServices(t, runCompose(t, bin, dir, "-p", project, "ps", "--format", "json"))
 	assert.Equal(t, map[string]string{"db": "running", "web": "running"}, ps)
+
+	// The network compose created is the project's: cleaning removes it
+	// with the containers, and keeps the volume, as "down" does.
+	p, err := docker.LoadComposeFile(t.Context(), filepath.Join(dir, "compose.yaml"), docker.LoadOptions{ProjectName: project})
+	require.NoError(t, err)
+	g, err := p.Graph(cli)
+	require.NoError(t, err)
+	_, err = converge.Clean(t.Context(), g)
+	require.NoError(t, err)
+	assert.Empty(t, containersOf(t, cli, project))
+	ns, err := cli.NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", project+"_default"))})
+	require.NoError(t, err)
+	assert.Empty(t, ns, "the network compose created is removed")
+	_, err = cli.VolumeInspect(t.Context(), project+"_data")
+	assert.NoError(t, err, "the volume is kept")
 }
 
 // TestIntegrationComposeV1SideBySide: Debian's docker-compose 1.29 lists,

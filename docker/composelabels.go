@@ -41,6 +41,12 @@ const (
 	// from; compose recreates a container whose label differs from the ID
 	// of the local image.
 	LabelComposeImage = "com.docker.compose.image"
+	// LabelComposeWorkingDir is the directory of the project's Compose
+	// file (Project.ComposeDir), written when it is known.
+	LabelComposeWorkingDir = "com.docker.compose.project.working_dir"
+	// LabelComposeConfigFiles lists the project's Compose files
+	// (Project.ComposeFiles), comma-separated, written when they are known.
+	LabelComposeConfigFiles = "com.docker.compose.project.config_files"
 	// LabelComposeNetwork is a network's key in the Compose file
 	// ("default"): its name without the "<project>_" prefix, or its name.
 	LabelComposeNetwork = "com.docker.compose.network"
@@ -123,6 +129,12 @@ func (c *Container) composeLabels(labels map[string]string, name, imageID string
 	}
 	if imageID != "" {
 		labels[LabelComposeImage] = imageID
+	}
+	if c.composeDir != "" {
+		labels[LabelComposeWorkingDir] = c.composeDir
+	}
+	if c.composeFiles != "" {
+		labels[LabelComposeConfigFiles] = c.composeFiles
 	}
 	deps := make([]string, 0, len(s.DependsOn))
 	for _, d := range s.DependsOn {

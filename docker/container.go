@@ -43,6 +43,9 @@ type Container struct {
 	// bringing is set by Apply before it creates a container whose image
 	// the package brought (LabelImageBrought).
 	bringing bool
+	// composeDir and composeFiles are the project's ComposeDir and its
+	// ComposeFiles, comma-separated, for compose's labels.
+	composeDir, composeFiles string
 	// netContainer is the engine name of the container whose network
 	// namespace a "service:NAME" NetworkMode shares.
 	netContainer string

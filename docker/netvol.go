@@ -18,8 +18,9 @@ type NetworkState struct {
 	Name   string
 	Exists bool
 	ID     string
-	// Owned is true when the network carries our owner label; a network we
-	// do not own is never removed.
+	// Owned is true when the network carries our owner label, or compose's
+	// project label with the project's name; a network we do not own is
+	// never removed.
 	Owned bool
 
 	snap *snapshot
@@ -58,7 +59,7 @@ func (n *Network) StateCurrent(ctx context.Context, deps converge.DepStates) (Ne
 		}
 		if err == nil && ps.snap.usable(n.key()) {
 			info, ok := ps.snap.networks[n.spec.Name]
-			return NetworkState{Name: n.spec.Name, Exists: ok, ID: info.ID, Owned: ok && (!info.known || info.Owned), snap: ps.snap}, nil
+			return NetworkState{Name: n.spec.Name, Exists: ok, ID: info.ID, Owned: ok && info.owns(n.project), snap: ps.snap}, nil
 		}
 	}
 	found, err := listNetworks(ctx, n.eng, []string{n.spec.Name})
@@ -66,7 +67,7 @@ func (n *Network) StateCurrent(ctx context.Context, deps converge.DepStates) (Ne
 		return NetworkState{}, err
 	}
 	info, ok := found[n.spec.Name]
-	return NetworkState{Name: n.spec.Name, Exists: ok, ID: info.ID, Owned: info.Owned}, nil
+	return NetworkState{Name: n.spec.Name, Exists: ok, ID: info.ID, Owned: ok && info.owns(n.project)}, nil
 }
 
 // StateGoal is the network existing.
@@ -134,8 +135,9 @@ func (n *Network) ApplyDry(_ context.Context, _, target NetworkState) (NetworkSt
 type VolumeState struct {
 	Name   string
 	Exists bool
-	// Owned is true when the volume carries our owner label; a volume we
-	// do not own is never removed.
+	// Owned is true when the volume carries our owner label, or compose's
+	// project label with the project's name; a volume we do not own is
+	// never removed.
 	Owned bool
 
 	snap *snapshot
@@ -167,7 +169,7 @@ func (v *Volume) StateCurrent(ctx context.Context, deps converge.DepStates) (Vol
 	if v.projectID != "" {
 		if ps, err := converge.DepState[ProjectState](deps, v.projectID); err == nil && ps.snap.usable(v.key()) {
 			info, ok := ps.snap.volumes[v.spec.Name]
-			return VolumeState{Name: v.spec.Name, Exists: ok, Owned: ok && (!info.known || info.Owned), snap: ps.snap}, nil
+			return VolumeState{Name: v.spec.Name, Exists: ok, Owned: ok && info.owns(v.project), snap: ps.snap}, nil
 		}
 	}
 	found, err := listVolumes(ctx, v.eng, []string{v.spec.Name})
@@ -175,7 +177,7 @@ func (v *Volume) StateCurrent(ctx context.Context, deps converge.DepStates) (Vol
 		return VolumeState{}, err
 	}
 	info, ok := found[v.spec.Name]
-	return VolumeState{Name: v.spec.Name, Exists: ok, Owned: info.Owned}, nil
+	return VolumeState{Name: v.spec.Name, Exists: ok, Owned: ok && info.owns(v.project)}, nil
 }
 
 // StateGoal is the volume existing.

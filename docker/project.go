@@ -62,6 +62,13 @@ type Project struct {
 	// the order read; the values are in each ContainerSpec.Env. A file
 	// marked "required: false" that does not exist is not listed.
 	EnvFiles []EnvFileRead `json:"env_files,omitempty"`
+	// ComposeFiles are the absolute paths of the Compose files the project
+	// was loaded from and ComposeDir its directory, which LoadComposeFile
+	// sets; the containers carry them in compose's labels
+	// (LabelComposeConfigFiles, LabelComposeWorkingDir), where "docker
+	// compose ls" shows them. Empty, no label is written.
+	ComposeFiles []string `json:"compose_files,omitempty"`
+	ComposeDir   string   `json:"compose_dir,omitzero"`
 	// HashKey keys the spec hashes in LabelSpecHash and LabelSpecFields
 	// (HMAC-SHA256), so a reader of the labels cannot test a guessed secret
 	// offline. Keep it secret and stable: a new key recreates every
@@ -338,7 +345,8 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
 		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: forService(eng, s, cp.containerName(s)), projectID: pid,
-			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp), space: sp}
+			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp), space: sp,
+			composeDir: cp.ComposeDir, composeFiles: strings.Join(cp.ComposeFiles, ",")}
 		deps := []converge.ID{pid, oid, c.imageID}
 		if c.poll <= 0 {
 			c.poll = DefaultPollInterval
@@ -414,6 +422,7 @@ func (p *Project) clone() *Project {
 	}
 	cp.Networks = slices.Clone(p.Networks)
 	cp.Volumes = slices.Clone(p.Volumes)
+	cp.ComposeFiles = slices.Clone(p.ComposeFiles)
 	cp.HashKey = slices.Clone(p.HashKey)
 	return &cp
 }

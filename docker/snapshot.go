@@ -42,6 +42,16 @@ type objectInfo struct {
 	ID    string
 	Owned bool
 	known bool // listed (Owned is meaningful) rather than inferred
+	// composeProject is the object's LabelComposeProject: compose created
+	// it for that project.
+	composeProject string
+}
+
+// owns reports whether the project named project owns the object: we
+// created it, compose created it for the project, or (not listed) a
+// running container of the project uses it.
+func (o objectInfo) owns(project string) bool {
+	return !o.known || o.Owned || project != "" && o.composeProject == project
 }
 
 func (s *snapshot) invalidate(key string) {
@@ -306,7 +316,8 @@ func listNetworks(ctx context.Context, eng Engine, names []string) (map[string]o
 	found := map[string]objectInfo{}
 	for _, n := range list {
 		if slices.Contains(names, n.Name) { // the name filter matches substrings
-			found[n.Name] = objectInfo{ID: n.ID, Owned: n.Labels[LabelOwner] == OwnerValue, known: true}
+			found[n.Name] = objectInfo{ID: n.ID, Owned: n.Labels[LabelOwner] == OwnerValue, known: true,
+				composeProject: n.Labels[LabelComposeProject]}
 		}
 	}
 	return found, nil
@@ -324,7 +335,8 @@ func listVolumes(ctx context.Context, eng Engine, names []string) (map[string]ob
 	found := map[string]objectInfo{}
 	for _, v := range resp.Volumes {
 		if v != nil && slices.Contains(names, v.Name) {
-			found[v.Name] = objectInfo{ID: v.Name, Owned: v.Labels[LabelOwner] == OwnerValue, known: true}
+			found[v.Name] = objectInfo{ID: v.Name, Owned: v.Labels[LabelOwner] == OwnerValue, known: true,
+				composeProject: v.Labels[LabelComposeProject]}
 		}
 	}
 	return found, nil
