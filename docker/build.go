@@ -259,6 +259,8 @@ type builtImage struct {
 	project  converge.ID
 	keep     bool
 	services []string
+	size     uint64 // the largest ContainerSpec.ImageSize of its services
+	space    *space
 }
 
 func (bi *builtImage) ID() converge.ID { return BuildID(bi.ref) }
@@ -306,7 +308,9 @@ func (bi *builtImage) Check(_ context.Context, current, target ImageState) (conv
 }
 
 // Apply builds the image (tagged ref, labelled with its build key) or
-// removes it. A failed build is an *ImageError matching ErrBuildFailed,
+// removes it. With an ImageSize among its services, the free space of the
+// engine's data root is checked first: too little is a *SpaceError, with
+// nothing built. A failed build is an *ImageError matching ErrBuildFailed,
 // with the last lines of the build output, secret build arguments
 // redacted.
 func (bi *builtImage) Apply(ctx context.Context, current, target ImageState) (ImageState, error) {
@@ -314,6 +318,15 @@ func (bi *builtImage) Apply(ctx context.Context, current, target ImageState) (Im
 	if !target.Present {
 		im := &Image{Ref: bi.ref, eng: bi.eng}
 		return im.Apply(ctx, current, target)
+	}
+	if bi.size > 0 {
+		root, free, ok, err := bi.space.read(ctx)
+		if err != nil {
+			return current, &ImageError{Ref: bi.ref, Services: bi.services, Err: err}
+		}
+		if ok && free < bi.size {
+			return current, &SpaceError{Ref: bi.ref, Services: bi.services, Root: root, Need: bi.size, Free: free}
+		}
 	}
 	builder, ok := bi.eng.(ImageBuilder)
 	if !ok {

@@ -277,7 +277,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 			b, ok := builds[ref]
 			switch {
 			case !ok:
-				b = &builtImage{ref: ref, spec: *s.Build, eng: eng, project: pid, keep: !cp.RemoveImages}
+				b = &builtImage{ref: ref, spec: *s.Build, eng: eng, project: pid, keep: !cp.RemoveImages, space: sp}
 				builds[ref] = b
 				buildRefs = append(buildRefs, ref)
 			case !reflect.DeepEqual(b.spec, *s.Build):
@@ -285,6 +285,7 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 					Reason: fmt.Sprintf("image %s is also built by another service with other options", ref)}
 			}
 			b.services = append(b.services, s.Service)
+			b.size = max(b.size, s.ImageSize)
 			continue
 		}
 		if slices.Contains(buildRefs, ref) {

@@ -411,10 +411,10 @@ type ContainerSpec struct {
 	// ImageSize is how many bytes the image needs on the engine's data
 	// root, when the program knows it (a fleet server that built the
 	// release can say); 0 means unknown. The package reads no registry
-	// manifest, so with 0 no space is checked before a pull. With a size,
-	// the free space of the engine's data root is checked before anything
-	// is stopped or pulled (see SpaceError and AutoUpdate). A build
-	// (Build) is not checked: its size is not known before it ends.
+	// manifest, and the size of an image it builds is known only after the
+	// build, so with 0 no space is checked. With a size, the free space of
+	// the engine's data root is checked before anything is stopped, pulled
+	// or built (see SpaceError and AutoUpdate).
 	ImageSize uint64     `json:"image_size,omitzero"`
 	Pull      PullPolicy `json:"pull_policy,omitzero"`
 	// SecretEnv lists environment keys whose values are secret on top of

@@ -2,6 +2,8 @@ package docker_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -270,6 +272,31 @@ func TestSupersededImagesPruned(t *testing.T) {
 				assert.Empty(t, rep.IDs(converge.OutcomeChanged))
 				assert.Zero(t, f.Calls()[dockertest.ImageRemove])
 			})
+		})
+	}
+}
+
+// TestBuildChecksSpaceFirst: a build with a known size is refused before
+// it starts when the engine's data root is too full.
+func TestBuildChecksSpaceFirst(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\n"), 0o600))
+	tests := []struct {
+		name    string
+		free    uint64
+		wantErr error
+	}{
+		{name: "too full", free: newSize / 2, wantErr: docker.ErrNoSpace},
+		{name: "room: the build is tried", free: 2 * newSize, wantErr: docker.ErrCannotBuild},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := dockertest.New()
+			p := &docker.Project{Name: "b", FreeSpace: freeSpace(tt.free), Containers: []docker.ContainerSpec{
+				{Service: "a", Image: "built:1", Build: &docker.Build{Context: dir}, ImageSize: newSize}}}
+			err := applyErr(t, f, p)
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.Empty(t, f.Containers(), "nothing created")
 		})
 	}
 }
