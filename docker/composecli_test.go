@@ -17,7 +17,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -169,22 +168,16 @@ func writeSideBySide(t *testing.T, img string) string {
 // label or compose's.
 func cleanupBoth(t *testing.T, cli *client.Client, project string) {
 	t.Cleanup(func() {
-		removeProject(cli, project)
-		ctx := context.Background()
-		f := filters.NewArgs(filters.Arg("label", docker.LabelComposeProject+"="+project))
-		cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-		for _, c := range cs {
-			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-		}
-		ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
-		for _, n := range ns {
-			_ = cli.NetworkRemove(ctx, n.ID)
-		}
-		vs, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-		for _, v := range vs.Volumes {
-			_ = cli.VolumeRemove(ctx, v.Name, true)
-		}
+		assert.NoError(t, dockertest.RemoveProject(context.Background(), cli, project))
 	})
+}
+
+// networkGone asserts that no network is named name.
+func networkGone(t *testing.T, cli *client.Client, name, msg string) {
+	t.Helper()
+	ns, err := cli.NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	require.NoError(t, err)
+	assert.False(t, slices.ContainsFunc(ns, func(n network.Summary) bool { return n.Name == name }), msg)
 }
 
 // convergeUp loads the Compose file in dir as project and applies it,
@@ -271,9 +264,7 @@ func TestIntegrationComposeCLISeesConvergeProject(t *testing.T) {
 
 	runCompose(t, bin, dir, "-p", project, "down")
 	assert.Empty(t, containersOf(t, cli, project), "compose down removed the containers")
-	ns, err := cli.NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", project+"_default"))})
-	require.NoError(t, err)
-	assert.Empty(t, ns, "compose down removed the network")
+	networkGone(t, cli, project+"_default", "compose down removed the network")
 }
 
 // TestIntegrationConvergeAdoptsComposeProject: a project "docker compose
@@ -318,9 +309,7 @@ func TestIntegrationConvergeAdoptsComposeProject(t *testing.T) {
 	_, err = converge.Clean(t.Context(), g)
 	require.NoError(t, err)
 	assert.Empty(t, containersOf(t, cli, project))
-	ns, err := cli.NetworkList(t.Context(), network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", project+"_default"))})
-	require.NoError(t, err)
-	assert.Empty(t, ns, "the network compose created is removed")
+	networkGone(t, cli, project+"_default", "the network compose created is removed")
 	_, err = cli.VolumeInspect(t.Context(), project+"_data")
 	assert.NoError(t, err, "the volume is kept")
 }
