@@ -134,6 +134,12 @@ func TestIntegrationBuildFromContext(t *testing.T) {
 	c2 := inspect(t, cli, name+"-web")
 	assert.NotEqual(t, c.ID, c2.ID)
 	assert.Equal(t, img2.ID, c2.Image)
+	// The image the rebuild superseded is pruned once the new container
+	// runs (converge built it: LabelImageBrought on its container).
+	assert.Contains(t, rep.IDs(converge.OutcomeChanged), docker.PruneID(name))
+	_, _, err = cli.ImageInspectWithRaw(ctx, img.ID)
+	assert.True(t, errdefs.IsNotFound(err), "the superseded build is removed: %v", err)
+	assert.Equal(t, "true", c2.Config.Labels[docker.LabelImageBrought])
 
 	// A failed build names the image and service, carries the end of the
 	// build output with the secret argument redacted, and creates nothing.
