@@ -149,7 +149,7 @@ func TestLoadComposeCreateOptionErrors(t *testing.T) {
 		{"cpuset: \"0-\"", "cpuset"},
 		{"devices: [\"dev/zero\"]", "devices[0].Host"},
 		{"dns: [dns.example]", "dns[0]"},
-		{"pid: container:x", "pid"},
+		{"pid: private", "pid"},
 		{"stop_signal: \"kill me\"", "stop_signal"},
 		{"working_dir: srv", "working_dir"},
 		{"network_mode: bridged", "network_mode"},

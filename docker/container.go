@@ -51,6 +51,9 @@ type Container struct {
 	netContainer string
 	// links are the engine's "container:alias" of the spec's Links.
 	links []string
+	// shared maps the "service:NAME" of IPC and PID to NAME's engine
+	// container name.
+	shared map[string]string
 }
 
 // restartingContainer is a Container with a dependency that restarts it
@@ -59,10 +62,16 @@ type restartingContainer struct{ *Container }
 
 // Refresh restarts the running container when the container of a
 // dependency with Restart changed in the walk; other changes need nothing.
+// A container that shares the IPC or PID namespace of that dependency
+// (service:NAME) is recreated instead, as the engine holds the old
+// container's ID: the namespace it named is gone.
 func (r *restartingContainer) Refresh(ctx context.Context, current ContainerState, changed []converge.ID) (ContainerState, error) {
-	due := false
+	due, recreate := false, false
 	for _, d := range r.spec.DependsOn {
-		due = due || d.Restart && slices.Contains(changed, ContainerID(r.project, d.Service))
+		if d.Restart && slices.Contains(changed, ContainerID(r.project, d.Service)) {
+			due = true
+			recreate = recreate || r.spec.IPC == ServiceNetworkPrefix+d.Service || r.spec.PID == ServiceNetworkPrefix+d.Service
+		}
 	}
 	if !due || !current.Exists || current.Status != string(container.StateRunning) || r.spec.Run != Running {
 		return current, nil
@@ -70,10 +79,26 @@ func (r *restartingContainer) Refresh(ctx context.Context, current ContainerStat
 	if err := r.preStop(ctx, current); err != nil {
 		return current, err
 	}
-	if err := r.stop(ctx, r.name); err != nil {
+	if !recreate {
+		if err := r.stop(ctx, r.name); err != nil {
+			return current, err
+		}
+		return current, r.start(ctx, r.name, nil)
+	}
+	anon, err := r.anonymousVolumes(ctx, current.ID)
+	if err != nil {
 		return current, err
 	}
-	return current, r.start(ctx, r.name, nil)
+	if err := removeContainer(ctx, r.eng, current.ID, r.spec.StopTimeout); err != nil {
+		return current, err
+	}
+	if err := r.create(ctx, r.name, anon, current.ImageID); err != nil {
+		return ContainerState{Name: r.name}, err
+	}
+	if err := r.start(ctx, r.name, nil); err != nil {
+		return current, err
+	}
+	return r.StateCurrent(ctx, nil)
 }
 
 type wait struct {
@@ -714,6 +739,12 @@ func (c *Container) create(ctx context.Context, name string, anon map[string]str
 	platform := s.hostOptions(cfg, host, c.netContainer)
 	if len(s.Networks) == 0 {
 		host.Links = slices.Clone(c.links) // the default bridge's legacy links
+	}
+	if strings.HasPrefix(s.IPC, ServiceNetworkPrefix) {
+		host.IpcMode = container.IpcMode("container:" + c.shared[s.IPC])
+	}
+	if strings.HasPrefix(s.PID, ServiceNetworkPrefix) {
+		host.PidMode = container.PidMode("container:" + c.shared[s.PID])
 	}
 	var netcfg *network.NetworkingConfig
 	if len(s.Networks) > 0 {

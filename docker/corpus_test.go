@@ -122,7 +122,7 @@ func TestLoadComposeCorpus(t *testing.T) {
 		// floor is the number of accepted files that must load strictly.
 		floor int
 	}{
-		{"compose e2e", "testdata/corpus/compose/pkg/e2e", anyYAML, 149},
+		{"compose e2e", "testdata/corpus/compose/pkg/e2e", anyYAML, 150},
 		{"compose-go", "testdata/corpus/compose-go", anyYAML, 25},
 		{"awesome-compose", "testdata/corpus/awesome-compose", composeName, 39},
 	}

@@ -87,12 +87,12 @@ func (s *ContainerSpec) validateHost(bad func(field, reason string, args ...any)
 		return bad("PidsLimit", "must be -1 (unlimited) or more")
 	case s.OomScoreAdj < -1000 || s.OomScoreAdj > 1000:
 		return bad("OomScoreAdj", "%d is not between -1000 and 1000", s.OomScoreAdj)
-	case s.PID != "" && s.PID != "host":
-		return bad("PID", "%q is not host", s.PID)
+	case s.PID != "" && s.PID != "host" && !sharesNamespace(s.PID, s.Service):
+		return bad("PID", "%q is not host, container:NAME or service:NAME (another service)", s.PID)
 	case s.UsernsMode != "" && s.UsernsMode != "host":
 		return bad("UsernsMode", "%q is not host", s.UsernsMode)
-	case s.IPC != "" && !container.IpcMode(s.IPC).Valid():
-		return bad("IPC", "%q is not private, shareable, host, none or container:NAME", s.IPC)
+	case s.IPC != "" && !container.IpcMode(s.IPC).Valid() && !sharesNamespace(s.IPC, s.Service):
+		return bad("IPC", "%q is not private, shareable, host, none, container:NAME or service:NAME (another service)", s.IPC)
 	case s.StopSignal != "" && !signalName.MatchString(s.StopSignal):
 		return bad("StopSignal", "%q is not a signal name such as SIGINT, or a number", s.StopSignal)
 	case s.Hostname != "" && !hostName.MatchString(s.Hostname):
@@ -201,6 +201,16 @@ func (s *ContainerSpec) validateHost(bad func(field, reason string, args ...any)
 	return nil
 }
 
+// sharesNamespace reports whether mode is "container:NAME" or
+// "service:NAME" with NAME set and not the service itself.
+func sharesNamespace(mode, service string) bool {
+	if name, ok := strings.CutPrefix(mode, ServiceNetworkPrefix); ok {
+		return name != "" && name != service
+	}
+	name, ok := strings.CutPrefix(mode, "container:")
+	return ok && name != ""
+}
+
 // validateNetworkMode checks NetworkMode and that it does not go with
 // Networks.
 func (s *ContainerSpec) validateNetworkMode(bad func(field, reason string, args ...any) error) error {
@@ -213,8 +223,9 @@ func (s *ContainerSpec) validateNetworkMode(bad func(field, reason string, args 
 		if strings.TrimPrefix(m, ServiceNetworkPrefix) == s.Service {
 			return bad("NetworkMode", "a service cannot share its own network namespace")
 		}
+	case strings.HasPrefix(m, "container:") && len(m) > len("container:"):
 	default:
-		return bad("NetworkMode", "%q is not bridge, host, none or service:NAME", m)
+		return bad("NetworkMode", "%q is not bridge, host, none, service:NAME or container:NAME", m)
 	}
 	if len(s.Networks) > 0 {
 		return bad("NetworkMode", "%q cannot go with Networks", m)

@@ -326,3 +326,60 @@ services:
 	assert.NotEqual(t, web.State.StartedAt, after.State.StartedAt, "web restarted after db")
 	assert.True(t, after.State.Running)
 }
+
+// TestIntegrationComposeNamespaceReferences: ipc and pid of another
+// service (service:NAME) and a network namespace named by container
+// (container:NAME) reach the engine, read back with inspect; the
+// service:NAME ones order the container after NAME and recreate it into
+// the new NAME's namespaces after NAME was recreated.
+func TestIntegrationComposeNamespaceReferences(t *testing.T) {
+	cli, img := realEngine(t)
+	ctx := context.Background()
+	name := uniqueName("cvn")
+	cleanupProject(t, cli, name)
+	eng := dockertest.Count(cli)
+	load := func(greeting string) *docker.Project {
+		p, err := docker.LoadCompose(ctx, []byte(`name: `+name+`
+services:
+  db:
+    image: `+img+`
+    command: ["/app", "serve"]
+    ipc: shareable
+    environment: {GREETING: `+greeting+`}
+    labels: {`+dockertest.TestLabel+`: "1"}
+  side:
+    image: `+img+`
+    command: ["/app", "sleep"]
+    ipc: service:db
+    pid: service:db
+    labels: {`+dockertest.TestLabel+`: "1"}
+  net:
+    image: `+img+`
+    command: ["/app", "sleep"]
+    network_mode: container:`+name+`-db
+    depends_on: [db]
+    labels: {`+dockertest.TestLabel+`: "1"}
+`), docker.LoadOptions{})
+		require.NoError(t, err)
+		p.PollInterval = 100 * time.Millisecond
+		return p
+	}
+	apply(t, eng, load("one"))
+	db := inspect(t, cli, name+"-db")
+	side := inspect(t, cli, name+"-side")
+	require.True(t, side.State.Running)
+	// The engine keeps the ID of the container the name named.
+	assert.Equal(t, container.IpcMode("container:"+db.ID), side.HostConfig.IpcMode)
+	assert.Equal(t, container.PidMode("container:"+db.ID), side.HostConfig.PidMode)
+	netc := inspect(t, cli, name+"-net")
+	require.True(t, netc.State.Running)
+	assert.Equal(t, container.NetworkMode("container:"+db.ID), netc.HostConfig.NetworkMode)
+
+	apply(t, eng, load("two"))
+	db2 := inspect(t, cli, name+"-db")
+	assert.NotEqual(t, db.ID, db2.ID, "db recreated")
+	after := inspect(t, cli, name+"-side")
+	assert.Equal(t, container.IpcMode("container:"+db2.ID), after.HostConfig.IpcMode, "in the new db's namespace")
+	assert.NotEqual(t, side.ID, after.ID, "recreated: the old namespaces are gone with the old db")
+	assert.True(t, after.State.Running)
+}

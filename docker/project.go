@@ -212,6 +212,12 @@ func (p *Project) validate() error {
 					Reason: fmt.Sprintf("%q is not a service this one depends on", svc)}
 			}
 		}
+		for field, mode := range map[string]string{"IPC": s.IPC, "PID": s.PID} {
+			if svc, ok := strings.CutPrefix(mode, ServiceNetworkPrefix); ok && !seen[svc] {
+				return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: field,
+					Reason: fmt.Sprintf("unknown service %q", svc)}
+			}
+		}
 		if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok && !seen[svc] {
 			return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: "NetworkMode",
 				Reason: fmt.Sprintf("unknown service %q", svc)}
@@ -379,6 +385,23 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 				}
 			}
 			if id := ContainerID(cp.Name, d.Service); !slices.Contains(deps, id) {
+				deps = append(deps, id)
+			}
+		}
+		for _, mode := range []string{s.IPC, s.PID} {
+			svc, ok := strings.CutPrefix(mode, ServiceNetworkPrefix)
+			if !ok {
+				continue
+			}
+			for j := range cp.Containers {
+				if dep := &cp.Containers[j]; dep.Service == svc {
+					if c.shared == nil {
+						c.shared = map[string]string{}
+					}
+					c.shared[mode] = cp.containerName(dep)
+				}
+			}
+			if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
 				deps = append(deps, id)
 			}
 		}
