@@ -490,18 +490,18 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 			if err := c.handOver(ctx, tmp); err != nil {
 				return err
 			}
-			if err := c.preStop(ctx, current); err != nil {
-				return err
-			}
-			if err := removeContainer(ctx, c.eng, current.ID, c.spec.StopTimeout); err != nil {
-				return err
-			}
-			if err := c.eng.ContainerRename(ctx, tmp, c.name); err != nil {
-				return fmt.Errorf("rename: %w", err)
-			}
-			return nil
+			return c.replace(ctx, current, tmp)
 		}
 	}
+	if err := c.replace(ctx, current, tmp); err != nil {
+		return err
+	}
+	return c.start(ctx, c.name, current.snap)
+}
+
+// replace puts the new container tmp in the place of current: its
+// pre_stop hooks, its removal, and the rename of tmp to the name.
+func (c *Container) replace(ctx context.Context, current ContainerState, tmp string) error {
 	if err := c.preStop(ctx, current); err != nil {
 		return err
 	}
@@ -511,7 +511,7 @@ func (c *Container) apply(ctx context.Context, plan Plan, current, target Contai
 	if err := c.eng.ContainerRename(ctx, tmp, c.name); err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
-	return c.start(ctx, c.name, current.snap)
+	return nil
 }
 
 // start starts the container (unless it should stay stopped) and watches

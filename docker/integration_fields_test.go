@@ -19,6 +19,16 @@ import (
 	"github.com/convergekit/converge/docker/dockertest"
 )
 
+// loadFast loads a Compose file for a real-engine test, watching started
+// containers for a short poll interval.
+func loadFast(t *testing.T, yaml string, opts docker.LoadOptions) *docker.Project {
+	t.Helper()
+	p, err := docker.LoadCompose(context.Background(), []byte(yaml), opts)
+	require.NoError(t, err)
+	p.PollInterval = 100 * time.Millisecond
+	return p
+}
+
 // volumeAt returns the engine volume mounted at dest in c, "" when none.
 func volumeAt(c container.InspectResponse, dest string) string {
 	for _, m := range c.Mounts {
@@ -137,7 +147,6 @@ func readFile(t *testing.T, cli *client.Client, id, p string) (string, container
 // the container.
 func TestIntegrationComposeSecretsAndConfigs(t *testing.T) {
 	cli, img := realEngine(t)
-	ctx := context.Background()
 	name := uniqueName("cvs")
 	cleanupProject(t, cli, name)
 	eng := dockertest.Count(cli)
@@ -162,10 +171,7 @@ configs:
   greeting: {content: "hello from a config"}
 `
 	load := func(token string) *docker.Project {
-		p, err := docker.LoadCompose(ctx, []byte(compose), docker.LoadOptions{WorkingDir: dir, Env: map[string]string{"API_TOKEN": token}})
-		require.NoError(t, err)
-		p.PollInterval = 100 * time.Millisecond
-		return p
+		return loadFast(t, compose, docker.LoadOptions{WorkingDir: dir, Env: map[string]string{"API_TOKEN": token}})
 	}
 	apply(t, eng, load("env-secret-value-1"))
 
@@ -232,10 +238,7 @@ services:
     pre_stop:
       - command: ` + preStop + `
 `
-		p, err := docker.LoadCompose(ctx, []byte(y), docker.LoadOptions{})
-		require.NoError(t, err)
-		p.PollInterval = 100 * time.Millisecond
-		return p
+		return loadFast(t, y, docker.LoadOptions{})
 	}
 	run := func(p *docker.Project) error {
 		g, err := p.Graph(eng)
@@ -281,12 +284,11 @@ services:
 // changes nothing restarts nothing.
 func TestIntegrationComposeLinksAndRestart(t *testing.T) {
 	cli, img := realEngine(t)
-	ctx := context.Background()
 	name := uniqueName("cvl")
 	cleanupProject(t, cli, name)
 	eng := dockertest.Count(cli)
 	load := func(greeting string) *docker.Project {
-		p, err := docker.LoadCompose(ctx, []byte(`name: `+name+`
+		return loadFast(t, `name: `+name+`
 services:
   db:
     image: `+img+`
@@ -298,10 +300,7 @@ services:
     command: ["/app", "serve"]
     links: ["db:database"]
     labels: {`+dockertest.TestLabel+`: "1"}
-`), docker.LoadOptions{})
-		require.NoError(t, err)
-		p.PollInterval = 100 * time.Millisecond
-		return p
+`, docker.LoadOptions{})
 	}
 	p := load("one")
 	require.Equal(t, []docker.Dependency{{Service: "db", Restart: true}}, p.Containers[1].DependsOn)
@@ -334,12 +333,11 @@ services:
 // the new NAME's namespaces after NAME was recreated.
 func TestIntegrationComposeNamespaceReferences(t *testing.T) {
 	cli, img := realEngine(t)
-	ctx := context.Background()
 	name := uniqueName("cvn")
 	cleanupProject(t, cli, name)
 	eng := dockertest.Count(cli)
 	load := func(greeting string) *docker.Project {
-		p, err := docker.LoadCompose(ctx, []byte(`name: `+name+`
+		return loadFast(t, `name: `+name+`
 services:
   db:
     image: `+img+`
@@ -359,10 +357,7 @@ services:
     network_mode: container:`+name+`-db
     depends_on: [db]
     labels: {`+dockertest.TestLabel+`: "1"}
-`), docker.LoadOptions{})
-		require.NoError(t, err)
-		p.PollInterval = 100 * time.Millisecond
-		return p
+`, docker.LoadOptions{})
 	}
 	apply(t, eng, load("one"))
 	db := inspect(t, cli, name+"-db")
