@@ -185,7 +185,7 @@ var supportedService = map[string]bool{
 	"ContainerSpec": true, "WorkloadSpec": true,
 	// ContainerSpec
 	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
-	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Links": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
+	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Links": true, "VolumesFrom": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
 }
@@ -579,6 +579,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			refs = append(refs, fileRef{kind: "configs", ref: types.FileReferenceConfig(r), obj: types.FileObjectConfig(cp.Configs[r.Source])})
 		}
 		spec.Links = slices.Clone(s.Links)
+		spec.VolumesFrom = slices.Clone(s.VolumesFrom)
 		spec.PostStart = hooksFromCompose(s.PostStart, cp.Environment)
 		spec.PreStop = hooksFromCompose(s.PreStop, cp.Environment)
 		skipped, err := filesFromCompose(refs, cp.Environment, &spec, prefix)

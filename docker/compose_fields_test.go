@@ -137,8 +137,8 @@ services:
 
 // TestBadMountsAndBuildsNameTheField: a mount without a target, a bind
 // without a source, a build with both Dockerfile and DockerfileInline,
-// an empty tag and a link to a service the container does not depend on
-// are refused naming the field.
+// an empty tag, a link to a service the container does not depend on and
+// a bad volumes_from are refused naming the field.
 func TestBadMountsAndBuildsNameTheField(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -150,6 +150,8 @@ func TestBadMountsAndBuildsNameTheField(t *testing.T) {
 		{"two dockerfiles", docker.ContainerSpec{Build: &docker.Build{Context: ".", Dockerfile: "D", DockerfileInline: "FROM scratch"}}, "Build.DockerfileInline"},
 		{"empty tag", docker.ContainerSpec{Build: &docker.Build{Context: ".", Tags: []string{""}}}, "Build.Tags[0]"},
 		{"link to a service not depended on", docker.ContainerSpec{Links: []string{"db:database"}}, "Links[0]"},
+		{"volumes_from an unknown service", docker.ContainerSpec{VolumesFrom: []string{"nope"}}, "VolumesFrom[0]"},
+		{"volumes_from with a bad mode", docker.ContainerSpec{VolumesFrom: []string{"container:x:rx"}}, "VolumesFrom[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -51,6 +51,8 @@ type Container struct {
 	netContainer string
 	// links are the engine's "container:alias" of the spec's Links.
 	links []string
+	// volumesFrom are the engine's "container[:mode]" of VolumesFrom.
+	volumesFrom []string
 	// shared maps the "service:NAME" of IPC and PID to NAME's engine
 	// container name.
 	shared map[string]string
@@ -740,6 +742,7 @@ func (c *Container) create(ctx context.Context, name string, anon map[string]str
 	if len(s.Networks) == 0 {
 		host.Links = slices.Clone(c.links) // the default bridge's legacy links
 	}
+	host.VolumesFrom = slices.Clone(c.volumesFrom)
 	if strings.HasPrefix(s.IPC, ServiceNetworkPrefix) {
 		host.IpcMode = container.IpcMode("container:" + c.shared[s.IPC])
 	}

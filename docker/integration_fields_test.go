@@ -328,7 +328,8 @@ services:
 
 // TestIntegrationComposeNamespaceReferences: ipc and pid of another
 // service (service:NAME) and a network namespace named by container
-// (container:NAME) reach the engine, read back with inspect; the
+// (container:NAME), and volumes_from another service, reach the engine,
+// read back with inspect; the
 // service:NAME ones order the container after NAME and recreate it into
 // the new NAME's namespaces after NAME was recreated.
 func TestIntegrationComposeNamespaceReferences(t *testing.T) {
@@ -357,6 +358,16 @@ services:
     network_mode: container:`+name+`-db
     depends_on: [db]
     labels: {`+dockertest.TestLabel+`: "1"}
+  data:
+    image: `+img+`
+    command: ["/app", "sleep"]
+    volumes: [/data]
+    labels: {`+dockertest.TestLabel+`: "1"}
+  reader:
+    image: `+img+`
+    command: ["/app", "sleep"]
+    volumes_from: ["data:ro"]
+    labels: {`+dockertest.TestLabel+`: "1"}
 `, docker.LoadOptions{})
 	}
 	apply(t, eng, load("one"))
@@ -369,6 +380,11 @@ services:
 	netc := inspect(t, cli, name+"-net")
 	require.True(t, netc.State.Running)
 	assert.Equal(t, container.NetworkMode("container:"+db.ID), netc.HostConfig.NetworkMode)
+	reader := inspect(t, cli, name+"-reader")
+	assert.Equal(t, []string{name + "-data:ro"}, reader.HostConfig.VolumesFrom)
+	shared := volumeAt(inspect(t, cli, name+"-data"), "/data")
+	require.NotEmpty(t, shared)
+	assert.Equal(t, shared, volumeAt(reader, "/data"), "volumes_from mounts data's volume")
 
 	apply(t, eng, load("two"))
 	db2 := inspect(t, cli, name+"-db")

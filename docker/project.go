@@ -155,6 +155,21 @@ func NetworkID(name string) converge.ID { return converge.ID("network:" + name) 
 // VolumeID is the ID of the volume item of an engine volume name.
 func VolumeID(name string) converge.ID { return converge.ID("volume:" + name) }
 
+// volumesFromParts splits a VolumesFrom entry into its source,
+// "service:NAME" or "container:NAME", and its mode ("", "ro" or "rw", or
+// what else was given).
+func volumesFromParts(v string) (src, mode string) {
+	if name, ok := strings.CutPrefix(v, "container:"); ok {
+		name, mode, _ = strings.Cut(name, ":")
+		return "container:" + name, mode
+	}
+	name, mode, _ := strings.Cut(v, ":")
+	if name == "" {
+		return "", mode
+	}
+	return "service:" + name, mode
+}
+
 func (p *Project) containerName(s *ContainerSpec) string {
 	if s.Name != "" {
 		return s.Name
@@ -205,6 +220,14 @@ func (p *Project) validate() error {
 	}
 	for i := range p.Containers {
 		s := &p.Containers[i]
+		for j, v := range s.VolumesFrom {
+			src, mode := volumesFromParts(v)
+			svc, isService := strings.CutPrefix(src, "service:")
+			if isService && !seen[svc] || src == "" || mode != "" && mode != "ro" && mode != "rw" {
+				return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: fmt.Sprintf("VolumesFrom[%d]", j),
+					Reason: fmt.Sprintf("%q is not SERVICE[:ro|rw] (a service of the project) or container:NAME[:ro|rw]", v)}
+			}
+		}
 		for j, l := range s.Links {
 			svc, _, _ := strings.Cut(l, ":")
 			if !seen[svc] || !slices.ContainsFunc(s.DependsOn, func(d Dependency) bool { return d.Service == svc }) {
@@ -404,6 +427,24 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 			if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
 				deps = append(deps, id)
 			}
+		}
+		for _, v := range s.VolumesFrom {
+			src, mode := volumesFromParts(v)
+			ref := strings.TrimPrefix(src, "container:")
+			if svc, ok := strings.CutPrefix(src, "service:"); ok {
+				for j := range cp.Containers {
+					if dep := &cp.Containers[j]; dep.Service == svc {
+						ref = cp.containerName(dep)
+					}
+				}
+				if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
+					deps = append(deps, id)
+				}
+			}
+			if mode != "" {
+				ref += ":" + mode
+			}
+			c.volumesFrom = append(c.volumesFrom, ref)
 		}
 		for _, l := range s.Links {
 			svc, alias, ok := strings.Cut(l, ":")

@@ -394,7 +394,11 @@ type ContainerSpec struct {
 	// (the service's name by default) to the service's container on the
 	// networks they share. They need a dependency on the service
 	// (the Compose loader adds one with Restart, as compose-go does).
-	Links       []string            `json:"links,omitempty"`
+	Links []string `json:"links,omitempty"`
+	// VolumesFrom mounts the volumes of another service's container,
+	// "SERVICE[:ro|rw]", or of any container, "container:NAME[:ro|rw]"
+	// (Compose volumes_from); a service is ordered before this one.
+	VolumesFrom []string            `json:"volumes_from,omitempty"`
 	Networks    []NetworkAttachment `json:"networks,omitempty"`
 	Restart     string              `json:"restart,omitzero"`
 	Healthcheck *Healthcheck        `json:"healthcheck,omitzero"`
@@ -776,6 +780,7 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	put("update-lock", s.UpdateLock, s.UpdateLock != "")
 	put("post-start", s.PostStart, len(s.PostStart) > 0)
 	put("links", s.Links, len(s.Links) > 0)
+	put("volumes-from", s.VolumesFrom, len(s.VolumesFrom) > 0)
 	put("pre-stop", s.PreStop, len(s.PreStop) > 0)
 	for _, file := range s.Files {
 		b, _ := json.Marshal(file)
