@@ -120,7 +120,7 @@ func TestCreateOptionsValidated(t *testing.T) {
 		{"MemoryReservation", func(s *ContainerSpec) { s.Memory, s.MemoryReservation = 1<<20, 2<<20 }},
 		{"PidsLimit", func(s *ContainerSpec) { s.PidsLimit = -2 }},
 		{"OomScoreAdj", func(s *ContainerSpec) { s.OomScoreAdj = 1001 }},
-		{"PID", func(s *ContainerSpec) { s.PID = "container:x" }},
+		{"PID", func(s *ContainerSpec) { s.PID = "private" }},
 		{"UsernsMode", func(s *ContainerSpec) { s.UsernsMode = "private" }},
 		{"IPC", func(s *ContainerSpec) { s.IPC = "bogus" }},
 		{"StopSignal", func(s *ContainerSpec) { s.StopSignal = "KILL ME" }},
