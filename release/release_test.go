@@ -30,7 +30,7 @@ func TestRepositoryModulesRequireEachOtherInLockstep(t *testing.T) {
 			published = append(published, m.Dir)
 		}
 	}
-	for _, dir := range []string{".", "docker", "pgstore", "prometheus", "statuspage", "systemd", "convergectl"} {
+	for _, dir := range []string{".", "docker", "pgstore", "prometheus", "statuspage", "systemd", "fleet", "convergectl"} {
 		assert.Contains(t, published, dir, "a library or command module must be tagged")
 	}
 	for _, m := range mods {

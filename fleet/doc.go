@@ -1,0 +1,53 @@
+// Package fleet is the link between a fleet server and its device agents:
+// targets go out to devices, and the devices' reports come back.
+//
+// A central program mounts a Server, an http.Handler built by NewServer on
+// a converge.Queue (pgstore for several server replicas on one database,
+// boltstore for one server, MemStore in tests). It enrols devices
+// (Server.Enrol issues a random 256-bit credential per device and keeps
+// only its SHA-256, compared in constant time), revokes them
+// (Server.Revoke), and sets their targets (Server.SetTarget): the desired
+// items the server derives a device's status against, and a payload for
+// the device's agent, under a revision that is one more than the device's
+// last, so a device's revisions only grow, whichever replica sets them.
+//
+// A device reads its target with its credential (GET
+// /v1/devices/{id}/target): the ETag is the target's revision, and a read
+// with If-None-Match and a wait (?wait=30s) is a long poll that answers
+// as soon as the target changes, on any replica (the store's watch wakes
+// every replica), or 304 Not Modified when the wait runs out. A device
+// posts its converge.EdgeReport for a revision (PUT or POST
+// /v1/devices/{id}/report), read by the core's capped strict decoder
+// (converge.DecodeEdgeReport under Config.Limits). The server keeps the
+// latest report per device, refuses a report older than the one it holds
+// or newer than the device's target (*ReportError), and derives the
+// device's State against the Desired of the target's revision
+// (converge.DeriveStatus): a report for an older revision never counts for
+// a newer target. Server.DeviceStatus shows one device, Server.Counts the
+// fleet: devices per revision and state, revoked, and stale (no report
+// for Config.StaleAfter).
+//
+// A device reads only its own target and writes only its own report. A
+// request without a credential, for an unknown device, with a revoked or
+// a wrong credential is answered 401 and counted (MetricRefused, by
+// AuthReason); a device's valid credential used for another device is
+// answered 403 and counted as "other_device". Neither is ever served. The
+// server's own API (enrol, revoke, set a target, read) sits behind an
+// Authorizer hook, as the status page's does; without one it refuses
+// every request.
+//
+// Every body is capped (Config.Limits, DefaultMaxBody), every long poll
+// bounded (Config.MaxWait), and every device limited to a rate
+// (Config.Rate, Config.Burst: a token bucket per device, 429 with
+// Retry-After beyond it). The Server sets no connection timeouts of its
+// own: serve it with NewHTTPServer, or an http.Server with the same
+// timeouts, so that slow or silent clients cannot hold connections.
+//
+// Devices, hashed credentials, targets and reports are records of the
+// store under "fleet/", in strict JSON forms carrying FormatVersion; a
+// record of another format is refused with a *FormatError naming its key.
+//
+// Not yet here: the device-side agent (a target source for
+// converge.TargetReconciler), rollouts in waves on plan.Runner, client
+// certificates over mutual TLS, and the proof at fleet scale.
+package fleet
