@@ -322,6 +322,7 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w: %w", ErrInvalidCompose, err)
 	}
+	preStartServices(cp)
 	used, err := resolveEnvFiles(cp, wd, opts.EnvFileDirs)
 	if err != nil {
 		return nil, err
@@ -332,6 +333,48 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 	}
 	p.EnvFiles = used
 	return p, nil
+}
+
+// preStartServices turns the pre_start hooks of every service into
+// services of their own, named "<service>-pre_start-<i>", run once, one
+// after the other, before the service, which waits for each to complete
+// successfully (compose-go has already merged into each hook what it
+// inherits from its service). A hook without an image runs the service's,
+// built once when the service is built. A hook does not take its
+// service's container_name, ports or restart policy.
+func preStartServices(cp *types.Project) {
+	for _, name := range slices.Sorted(mapKeys(cp.Services)) {
+		s := cp.Services[name]
+		if len(s.PreStart) == 0 {
+			continue
+		}
+		if s.DependsOn == nil {
+			s.DependsOn = types.DependsOnConfig{}
+		}
+		prev := ""
+		for i, h := range s.PreStart {
+			hook := types.ServiceConfig{Name: fmt.Sprintf("%s-pre_start-%d", name, i), ContainerSpec: h.ContainerSpec}
+			hook.ContainerName, hook.Ports, hook.Restart = "", nil, ""
+			switch {
+			case hook.Image != "":
+			case s.Image != "":
+				hook.Image = s.Image
+			case s.Build != nil: // the service's built image, built once
+				hook.Image, hook.Build = cp.Name+"-"+name, s.Build
+			}
+			if prev != "" {
+				if hook.DependsOn == nil {
+					hook.DependsOn = types.DependsOnConfig{}
+				}
+				hook.DependsOn[prev] = types.ServiceDependency{Condition: types.ServiceConditionCompletedSuccessfully, Required: true}
+			}
+			cp.Services[hook.Name] = hook
+			s.DependsOn[hook.Name] = types.ServiceDependency{Condition: types.ServiceConditionCompletedSuccessfully, Required: true}
+			prev = hook.Name
+		}
+		s.PreStart = nil
+		cp.Services[name] = s
+	}
 }
 
 // resolveEnvFiles sets the environment of every service of cp as compose

@@ -378,3 +378,43 @@ services:
 	_, err = converge.Apply(context.Background(), g)
 	require.ErrorIs(t, err, docker.ErrCannotExec)
 }
+
+// TestPreStartHooksBecomeServices: each pre_start hook is a service run
+// once, after the previous hook, before its service, on the service's
+// image (its built one, built once), without the service's name, ports
+// or restart policy.
+func TestPreStartHooksBecomeServices(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM scratch\n"})
+	p, err := docker.LoadCompose(context.Background(), []byte(`name: ps
+services:
+  web:
+    build: .
+    container_name: the-web
+    restart: always
+    ports: ["8080:80"]
+    pre_start:
+      - command: [init, one]
+      - {image: other:1, command: [init, two]}
+`), docker.LoadOptions{WorkingDir: dir})
+	require.NoError(t, err)
+	byName := map[string]docker.ContainerSpec{}
+	for _, c := range p.Containers {
+		byName[c.Service] = c
+	}
+	h0, h1, web := byName["web-pre_start-0"], byName["web-pre_start-1"], byName["web"]
+	assert.Equal(t, "ps-web", h0.Image)
+	assert.Equal(t, web.Build, h0.Build, "the service's build")
+	assert.Equal(t, []string{"init", "one"}, h0.Command)
+	assert.Equal(t, docker.Once, h0.Run)
+	assert.Empty(t, h0.Name)
+	assert.Empty(t, h0.Ports)
+	assert.Empty(t, h0.Restart)
+	assert.Equal(t, "other:1", h1.Image)
+	assert.Equal(t, []docker.Dependency{{Service: "web-pre_start-0", Condition: docker.ServiceCompletedSuccessfully}}, h1.DependsOn)
+	assert.Equal(t, []docker.Dependency{{Service: "web-pre_start-0", Condition: docker.ServiceCompletedSuccessfully},
+		{Service: "web-pre_start-1", Condition: docker.ServiceCompletedSuccessfully}}, web.DependsOn)
+	g, err := p.Graph(newFake())
+	require.NoError(t, err)
+	assert.NotNil(t, g)
+}

@@ -394,3 +394,52 @@ services:
 	assert.NotEqual(t, side.ID, after.ID, "recreated: the old namespaces are gone with the old db")
 	assert.True(t, after.State.Running)
 }
+
+// TestIntegrationComposePreStart: pre_start hooks run as containers of
+// their own, once, one after the other and to completion before the
+// service starts (read back with inspect); a failing one leaves the
+// service not created.
+func TestIntegrationComposePreStart(t *testing.T) {
+	cli, img := realEngine(t)
+	name := uniqueName("cvp")
+	cleanupProject(t, cli, name)
+	eng := dockertest.Count(cli)
+	load := func(second string) *docker.Project {
+		return loadFast(t, `name: `+name+`
+services:
+  web:
+    image: `+img+`
+    command: ["/app", "serve"]
+    labels: {`+dockertest.TestLabel+`: "1"}
+    pre_start:
+      - command: ["/app", "ok"]
+      - command: `+second+`
+`, docker.LoadOptions{})
+	}
+	apply(t, eng, load(`["/app", "exit", "0"]`))
+	first, second := inspect(t, cli, name+"-web-pre_start-0"), inspect(t, cli, name+"-web-pre_start-1")
+	web := inspect(t, cli, name+"-web")
+	require.True(t, web.State.Running)
+	assert.Equal(t, 0, first.State.ExitCode)
+	assert.Equal(t, 0, second.State.ExitCode)
+	assert.Equal(t, []string{"/app", "ok"}, []string(first.Config.Cmd), "the hook's command, on the service's image")
+	assert.Equal(t, web.Image, first.Image)
+	assert.LessOrEqual(t, first.State.FinishedAt, second.State.StartedAt, "one after the other")
+	assert.LessOrEqual(t, second.State.FinishedAt, web.State.StartedAt, "before the service starts")
+
+	// A second pass runs nothing again.
+	eng.Reset()
+	apply(t, eng, load(`["/app", "exit", "0"]`))
+	assert.Zero(t, eng.Writes(), "calls: %v", eng.Calls())
+
+	// A failing hook: the error names it and the service is not
+	// recreated.
+	g, err := load(`["/app", "exit", "4"]`).Graph(eng)
+	require.NoError(t, err)
+	_, err = converge.Apply(context.Background(), g)
+	var ce *docker.ContainerError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "web-pre_start-1", ce.Service)
+	assert.Equal(t, 4, ce.ExitCode)
+	assert.Equal(t, web.ID, inspect(t, cli, name+"-web").ID, "the service waits for its hooks")
+}
