@@ -47,7 +47,16 @@
 // store under "fleet/", in strict JSON forms carrying FormatVersion; a
 // record of another format is refused with a *FormatError naming its key.
 //
-// Not yet here: the device-side agent (a target source for
-// converge.TargetReconciler), rollouts in waves on plan.Runner, client
-// certificates over mutual TLS, and the proof at fleet scale.
+// On the device, an Agent is the target source of a
+// converge.TargetReconciler[Target]: it long-polls the server (resuming
+// from the target and server revision the reconciler's Store kept), sets
+// every newer target on the reconciler, retries with jittered backoff
+// while the server is away (the reconciler keeps converging its last
+// target meanwhile), and reports the end of every pass (PassReport), the
+// latest report only, retried until the server takes it. See Agent for how
+// the server's revisions and the device store's relate.
+//
+// Not yet here: rollouts in waves on plan.Runner, client certificates over
+// mutual TLS, the W3C trace context over the link, and the proof at fleet
+// scale.
 package fleet

@@ -120,10 +120,15 @@ func decodeRecord(key string, b []byte, v any, format func() int) error {
 // TargetReconciler's T, as JSON). The server gives each target of a device
 // the next revision (Desired.Revision), one more than the last, so the
 // revisions of a device only grow, across server replicas and restarts.
+//
+// Target is also the target type of a device's converge.TargetReconciler
+// under an Agent: stored with the reconciler's target, the server's
+// revision (Desired.Revision) survives a restart, and is the ETag the
+// agent resumes its long poll with.
 type Target struct {
-	Desired converge.Desired
+	Desired converge.Desired `json:"desired"`
 	// Payload is an opaque JSON document for the agent; nil sends none.
-	Payload json.RawMessage
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // DecodeTarget reads the body of a target as a device receives it
