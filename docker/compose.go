@@ -245,24 +245,26 @@ func setFields(prefix string, v any, allowed ...string) []string {
 	return out
 }
 
-// LoadComposeFile reads a Compose file and calls LoadCompose. A relative
-// WorkingDir defaults to the file's directory. The project's ComposeFiles
+// LoadComposeFile reads a Compose file and calls LoadCompose. WorkingDir
+// defaults to the file's directory (made absolute, as compose makes it). The project's ComposeFiles
 // and ComposeDir name the file and its directory.
 func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Project, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("docker: compose: %w", err)
 	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("docker: compose: %w", err)
+	}
 	if opts.WorkingDir == "" {
-		opts.WorkingDir = filepath.Dir(path)
+		opts.WorkingDir = filepath.Dir(abs)
 	}
 	p, err := LoadCompose(ctx, b, opts)
 	if err != nil {
 		return nil, err
 	}
-	if abs, err := filepath.Abs(path); err == nil {
-		p.ComposeFiles, p.ComposeDir = []string{abs}, filepath.Dir(abs)
-	}
+	p.ComposeFiles, p.ComposeDir = []string{abs}, filepath.Dir(abs)
 	return p, nil
 }
 
@@ -323,6 +325,14 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 		return nil, fmt.Errorf("docker: %w: %w", ErrInvalidCompose, err)
 	}
 	preStartServices(cp)
+	// Compose hashes a service with its env_file entries, which
+	// resolveEnvFiles merges and drops: such a service gets no hash.
+	var withEnvFile []string
+	for name, s := range cp.Services {
+		if len(s.EnvFiles) > 0 {
+			withEnvFile = append(withEnvFile, name)
+		}
+	}
 	used, err := resolveEnvFiles(cp, wd, opts.EnvFileDirs)
 	if err != nil {
 		return nil, err
@@ -330,6 +340,11 @@ func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Projec
 	p, err := fromCompose(cp, opts)
 	if err != nil {
 		return nil, err
+	}
+	for i := range p.Containers {
+		if slices.Contains(withEnvFile, p.Containers[i].Service) {
+			p.Containers[i].ComposeHash = ""
+		}
 	}
 	p.EnvFiles = used
 	return p, nil

@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,10 +61,17 @@ const (
 // hash the package reproduces, and the value of LabelComposeVersion.
 const ComposeVersion = "2.40.3"
 
-// composeConfigHash is compose's configuration hash of a service: the
-// SHA-256, in hex, of the JSON of its compose-go ServiceConfig without the
-// fields compose leaves out of it (build, pull_policy, scale,
-// deploy.replicas, depends_on and profiles).
+// composeConfigHash is compose's configuration hash of a service, as
+// compose ComposeVersion computes it: the SHA-256, in hex, of the JSON of
+// its compose-go ServiceConfig without the fields compose leaves out of it
+// (build, pull_policy, scale, deploy.replicas, depends_on and profiles).
+// That compose is built on an older compose-go than the package, whose
+// JSON of a service differs in two ways the hash sees, both undone here:
+// the order of the service's members (composeServiceKeys) and a bind
+// mount's create_host_path, written when true (it is omitted when true
+// since). A service using a member that compose does not know, an
+// env_file or a hook is given no hash (errNoComposeHash): its JSON is not
+// known to match compose's.
 func composeConfigHash(s types.ServiceConfig) (string, error) {
 	s.Build = nil
 	s.PullPolicy = ""
@@ -74,12 +83,94 @@ func composeConfigHash(s types.ServiceConfig) (string, error) {
 	}
 	s.DependsOn = nil
 	s.Profiles = nil
+	if len(s.EnvFiles) > 0 || len(s.PostStart) > 0 || len(s.PreStop) > 0 || len(s.PreStart) > 0 {
+		return "", errNoComposeHash
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return "", err
+	}
+	if raw, ok := members["volumes"]; ok {
+		if members["volumes"], err = legacyBinds(s.Volumes, raw); err != nil {
+			return "", err
+		}
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	for _, k := range composeServiceKeys {
+		raw, ok := members[k]
+		if !ok {
+			continue
+		}
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		out.WriteString(strconv.Quote(k) + ":")
+		out.Write(raw)
+		delete(members, k)
+	}
+	out.WriteByte('}')
+	if len(members) > 0 {
+		return "", errNoComposeHash
+	}
+	sum := sha256.Sum256(out.Bytes())
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// errNoComposeHash is a service whose compose hash is not written.
+var errNoComposeHash = errors.New("docker: no compose hash")
+
+// composeServiceKeys are the members of a service's JSON in the order
+// compose ComposeVersion writes them.
+var composeServiceKeys = strings.Fields(`profiles annotations attach build develop blkio_config cap_add cap_drop
+	cgroup_parent cgroup cpu_count cpu_percent cpu_period cpu_quota cpu_rt_period cpu_rt_runtime cpus cpuset
+	cpu_shares command configs container_name credential_spec depends_on deploy device_cgroup_rules devices dns
+	dns_opt dns_search dockerfile domainname entrypoint provider environment env_file expose extends
+	external_links extra_hosts group_add gpus hostname healthcheck image init ipc isolation labels label_file
+	links logging log_driver log_opt mem_limit mem_reservation memswap_limit mem_swappiness mac_address models
+	net network_mode networks oom_kill_disable oom_score_adj pid pids_limit platform ports privileged
+	pull_policy read_only restart runtime scale secrets security_opt shm_size stdin_open stop_grace_period
+	stop_signal storage_opt sysctls tmpfs tty ulimits use_api_socket user userns_mode uts volume_driver volumes
+	volumes_from working_dir post_start pre_stop`)
+
+// legacyBinds rewrites the JSON raw of a service's volumes with each bind
+// mount's options as compose ComposeVersion writes them: create_host_path
+// present when true, absent when false.
+func legacyBinds(vols []types.ServiceVolumeConfig, raw json.RawMessage) (json.RawMessage, error) {
+	type legacyBind struct {
+		SELinux        string `json:"selinux,omitempty"`
+		Propagation    string `json:"propagation,omitempty"`
+		CreateHostPath bool   `json:"create_host_path,omitempty"`
+		Recursive      string `json:"recursive,omitempty"`
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil || len(items) != len(vols) {
+		return nil, errNoComposeHash
+	}
+	for i, v := range vols {
+		if v.Bind == nil {
+			continue
+		}
+		now, err := json.Marshal(v.Bind)
+		if err != nil {
+			return nil, err
+		}
+		then, err := json.Marshal(legacyBind{SELinux: v.Bind.SELinux, Propagation: v.Bind.Propagation,
+			CreateHostPath: bool(v.Bind.CreateHostPath), Recursive: v.Bind.Recursive})
+		if err != nil {
+			return nil, err
+		}
+		from := append([]byte(`"bind":`), now...)
+		if bytes.Count(items[i], from) != 1 {
+			return nil, errNoComposeHash
+		}
+		items[i] = bytes.Replace(items[i], from, append([]byte(`"bind":`), then...), 1)
+	}
+	return json.Marshal(items)
 }
 
 // composeKey is the key in the Compose file of a network or volume of

@@ -2,6 +2,8 @@ package docker_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -42,6 +44,15 @@ func TestLoadComposeHash(t *testing.T) {
 			}
 		})
 	}
+
+	// An env_file, which compose hashes and the loader merges, gives none.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.env"), []byte("GREETING=hello\n"), 0o600))
+	withFile, err := docker.LoadCompose(t.Context(), []byte("name: h\nservices:\n  web: {image: app:1, env_file: app.env}\n"),
+		docker.LoadOptions{WorkingDir: dir})
+	require.NoError(t, err)
+	assert.Equal(t, "hello", withFile.Containers[0].Env["GREETING"])
+	assert.Empty(t, withFile.Containers[0].ComposeHash, "env_file")
 
 	// The hash follows the service's configuration.
 	a := load(t, "name: h\nservices:\n  web: {image: app:1, environment: {GREETING: hello}}\n")

@@ -312,6 +312,6 @@ func ExampleTargetBuild() {
 	}
 	fmt.Println(stages[0].Name)
 	// Output:
-	// {"apps":{"format":2,"name":"demo","services":[{"service":"web","image":"app:1","networks":[{"name":"demo_default"}],"restart":"always","compose_hash":"f9c4109b4e3032ed446ce5ebcba6dd0922d0c4598287f821add6c206a6dfc6c1"}],"networks":[{"name":"demo_default"}]}}
+	// {"apps":{"format":2,"name":"demo","services":[{"service":"web","image":"app:1","networks":[{"name":"demo_default"}],"restart":"always","compose_hash":"86afd6513c9732982afa3a4da228ff2fdde9d58a34b78098c8213e1367cf1808"}],"networks":[{"name":"demo_default"}]}}
 	// docker:demo
 }

@@ -443,10 +443,14 @@ type ContainerSpec struct {
 	// no hash: compose then recreates the container on its next up.
 	// LoadCompose leaves it "" for a service with a field it does not
 	// carry out (LoadOptions.IgnoreUnsupported), since compose would apply
-	// it, and for a service with a secret value (IsSecretEnv, a URL's
+	// it; for a service with a secret value (IsSecretEnv, a URL's
 	// password), since compose's hash is an unkeyed SHA-256 of the whole
 	// configuration, against which anyone reading the labels could test
-	// a guessed value.
+	// a guessed value; and for a service with an env_file or a lifecycle
+	// hook, whose form in compose's hash the package does not reproduce.
+	// The hash is compose ComposeVersion's: a compose release built on
+	// another compose-go may hash a service otherwise, and then recreates
+	// it once, as it recreates its own containers after such an upgrade.
 	ComposeHash string `json:"compose_hash,omitzero"`
 
 	// The options below are those of the engine's container create (the
