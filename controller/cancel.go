@@ -128,15 +128,18 @@ func cancelObject(ctx context.Context, store converge.Store, kind, key, by strin
 	return true, nil
 }
 
-// handlerRuns holds the cancel functions of the handlers running, by key,
-// so that a cancel reaches them.
+// handlerRuns holds what a cancel needs to reach the handlers running:
+// a replica's claims by key (registered when claimed, see start), and the
+// workers of a controller on its own (see worker), whose registration
+// costs two atomic stores per handler run, not a context.
 type handlerRuns struct {
-	mu   sync.Mutex
-	runs map[string]*handlerCancel
+	mu      sync.Mutex
+	runs    map[string]*handlerCancel
+	workers []*workerSlot // appended to as workers start
 }
 
 // handlerCancel is one registered run: its cancel function, and when its
-// handler started (see handlerRuns.started).
+// handler started.
 type handlerCancel struct {
 	cancel context.CancelCauseFunc
 	// started is the monotonic reading (Controller.mono) when the
@@ -172,22 +175,79 @@ func (r *handlerRuns) start(ctx context.Context, key string) (context.Context, f
 	}
 }
 
+// workerSlot is one worker of a controller on its own: the context its
+// handler runs get (cancelled by a cancel of the object it runs, then
+// made anew), and the object whose handler runs now.
+type workerSlot struct {
+	parent context.Context
+	mu     sync.Mutex // held to cancel, and to make ctx anew
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// cancelled says a cancel ended ctx: the worker makes it anew.
+	cancelled atomic.Bool
+	// entry is the entry of the object whose handler runs, nil between
+	// runs.
+	entry   atomic.Pointer[ctrlEntry]
+	started atomic.Int64 // as handlerCancel.started
+	// queued says the worker's handler runs observe their queue
+	// duration from their start reading (see Controller.run).
+	queued bool
+}
+
+// workerSlotKey is the context key of a worker's *workerSlot.
+type workerSlotKey struct{}
+
+// worker returns the slot of a new worker whose handlers' contexts
+// derive from parent. Call it before the workers start.
+func (r *handlerRuns) worker(parent context.Context) *workerSlot {
+	w := &workerSlot{parent: parent}
+	w.renew()
+	r.mu.Lock()
+	r.workers = append(r.workers, w)
+	r.mu.Unlock()
+	return w
+}
+
+// renew makes the slot's context anew.
+func (w *workerSlot) renew() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(w.parent)
+	w.ctx, w.cancel = context.WithValue(ctx, workerSlotKey{}, w), cancel
+}
+
+// context returns the context for the worker's next object, made anew
+// when a cancel ended the last one. Only the worker calls it.
+func (w *workerSlot) context() context.Context {
+	if w.cancelled.Load() {
+		w.cancelled.Store(false)
+		w.renew()
+	}
+	return w.ctx
+}
+
 // running returns, at the monotonic reading now, how many handlers run,
 // how long they have run added up, and the longest.
 func (r *handlerRuns) running(now time.Duration) (n int, total, longest time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, run := range r.runs {
-		if s := run.started.Load(); s != 0 {
+	add := func(s int64) {
+		if s != 0 {
 			d := max(now-time.Duration(s-1), 0)
 			n, total, longest = n+1, total+d, max(longest, d)
 		}
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, run := range r.runs {
+		add(run.started.Load())
+	}
+	for _, w := range r.workers {
+		add(w.started.Load())
+	}
 	return n, total, longest
 }
 
-// registered reports whether a run of key is registered: its handler
-// runs, or (a replica's) its object is claimed and waits to start.
+// registered reports whether a replica's claim of key is registered: its
+// handler runs, or its object is claimed and waits to start.
 func (r *handlerRuns) registered(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -199,9 +259,20 @@ func (r *handlerRuns) registered(key string) bool {
 func (r *handlerRuns) cancel(key string) {
 	r.mu.Lock()
 	run := r.runs[key]
+	workers := r.workers
 	r.mu.Unlock()
 	if run != nil {
 		run.cancel(ErrCancelled)
+	}
+	for _, w := range workers {
+		if e := w.entry.Load(); e != nil && e.qi.Key == key {
+			w.mu.Lock()
+			if w.entry.Load() == e { // still that object's run
+				w.cancel(ErrCancelled)
+				w.cancelled.Store(true)
+			}
+			w.mu.Unlock()
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/internal/errtext"
+	"github.com/convergekit/converge/internal/sysclock"
 	"github.com/convergekit/converge/internal/workqueue"
 )
 
@@ -62,6 +63,9 @@ type Controller struct {
 
 	// runs holds the handlers running, for Cancel.
 	runs handlerRuns
+	// queueClock is the controller's monotonic reading less the queue's
+	// clock, set by Run before its workers start (see run).
+	queueClock time.Duration
 	// queueObs records into MetricQueueDuration (see observeQueued).
 	queueObs     func(float64)
 	queueObsOnce sync.Once
@@ -560,15 +564,25 @@ func (c *Controller) Run(ctx context.Context) error {
 	go func() { defer close(reported); c.reportRunning(ctx) }()
 	defer func() { <-reported }()
 
+	// With the process's clocks, a handler run's start reading (on
+	// mono) less this offset is on the queue's clock, so its queue
+	// duration costs no clock reading of its own (see run); with other
+	// clocks the queue reads its own at each hand-out.
+	sameClock := c.timed && sysclock.Is(c.cfg.Now) && c.cfg.Monotonic == nil
+	if sameClock {
+		c.queueClock = c.mono() - q.Clock()
+	}
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
+		w := c.runs.worker(hctx)
+		w.queued = sameClock
 		wg.Go(func() {
 			it, ok := q.GetItem()
 			for ok {
-				if c.timed {
+				if c.timed && !sameClock {
 					c.observeQueued(q.Waited(it))
 				}
-				forget, next := c.process(hctx, q, it)
+				forget, next := c.process(w.context(), q, it)
 				it, ok = q.FinishGet(it, forget, next)
 				if c.timed && (!ok || c.stats.depth.Load() == 0) {
 					c.publish(false)

@@ -100,7 +100,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	if err := c.recent(ctx, e, obj); err != nil {
 		return stepStore, 0, err
 	}
-	res, end, herr := c.run(ctx, obj)
+	res, end, herr := c.run(ctx, e, obj)
 	if token != 0 && ctx.Err() != nil {
 		// The lease was lost (or the replica is stopping) while the
 		// handler ran: what it returned is not written, since another
@@ -406,8 +406,15 @@ func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.Hi
 // run runs the handler on obj, measuring its latency when the controller
 // is timed; it returns when the handler returned, on the controller's
 // monotonic clock (0 when not timed).
-func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duration, error) {
-	if hr, ok := ctx.Value(handlerRunKey{}).(*handlerRun); ok {
+func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (Result, time.Duration, error) {
+	// A worker of a controller on its own finds its slot first in ctx; a
+	// replica's run is registered at its claim (see handlerRuns).
+	w, _ := ctx.Value(workerSlotKey{}).(*workerSlot)
+	var hr *handlerRun
+	if w == nil {
+		hr, _ = ctx.Value(handlerRunKey{}).(*handlerRun)
+	}
+	if hr != nil {
 		// A replica's handler under a lease: it runs in one of the
 		// replica's handler slots, is not started once the lease is lost
 		// or the replica is stopping, and is watched for running on after
@@ -430,25 +437,32 @@ func (c *Controller) run(ctx context.Context, obj *Object) (Result, time.Duratio
 	if c.timed {
 		start = c.mono()
 	}
-	hctx := ctx
-	if _, replica := ctx.Value(handlerRunKey{}).(*handlerRun); !replica {
-		// A replica registers its claims for Cancel when it claims them.
-		var done func()
-		hctx, done = c.runs.start(ctx, obj.Key)
-		defer done()
-	}
-	var run *handlerCancel
-	if c.timed {
-		if run, _ = hctx.Value(runEntryKey{}).(*handlerCancel); run != nil {
-			run.started.Store(int64(start) + 1)
+	// Registered for Cancel and the running handlers' gauges: a
+	// replica's run when it was claimed, a worker's here.
+	var started *atomic.Int64
+	if w != nil {
+		w.entry.Store(e) // the entry, not obj, which would escape to the heap
+		defer w.entry.Store(nil)
+		started = &w.started
+	} else if c.timed {
+		if run, ok := ctx.Value(runEntryKey{}).(*handlerCancel); ok {
+			started = &run.started
 		}
 	}
-	res, err := c.handle(hctx, *obj)
-	if run != nil {
-		run.started.Store(0)
+	if c.timed && started != nil {
+		started.Store(int64(start) + 1)
 	}
-	if cause := context.Cause(hctx); err != nil && errors.Is(cause, ErrCancelled) {
-		err = cause
+	if w != nil && w.queued {
+		if ready, ok := e.qi.ReadyAt(); ok {
+			c.observeQueued(start - c.queueClock - ready)
+		}
+	}
+	res, err := c.handle(ctx, *obj)
+	if c.timed && started != nil {
+		started.Store(0)
+	}
+	if err != nil && errors.Is(context.Cause(ctx), ErrCancelled) {
+		err = context.Cause(ctx)
 	}
 	if c.timed {
 		end := c.mono()

@@ -82,7 +82,7 @@ type Item[E any] struct {
 	Entry *E
 
 	at       int64 // due time of the pending delayed add (see clock)
-	ready    int64 // when it became ready (see clock), with an observer
+	ready    int64 // when it became ready (see clock) plus one, with an observer; 0: unknown
 	index    int32 // position in delayed, -1 when none
 	failures int32
 	state    uint8
@@ -93,10 +93,21 @@ type Item[E any] struct {
 // (SetObserver), which does not read the clock for it. Call it between
 // the hand-out and the next Done.
 func (q *Queue[E]) Waited(it *Item[E]) time.Duration {
-	if q.observe == nil {
+	if q.observe == nil || it.ready == 0 {
 		return 0
 	}
-	return time.Duration(max(q.clock()-it.ready, 0))
+	return time.Duration(max(q.clock()-(it.ready-1), 0))
+}
+
+// Clock returns the queue's clock: the monotonic time since the queue was
+// made, the clock of ReadyAt.
+func (q *Queue[E]) Clock() time.Duration { return time.Duration(q.clock()) }
+
+// ReadyAt returns when it last became ready, on the queue's clock
+// (Clock), and false for a queue without an observer (SetObserver),
+// which does not read the clock for it.
+func (it *Item[E]) ReadyAt() (time.Duration, bool) {
+	return time.Duration(it.ready - 1), it.ready != 0
 }
 
 // NewItem returns the item of key carrying entry, for a newItem function of
@@ -171,7 +182,7 @@ func (q *Queue[E]) addLocked(it *Item[E]) {
 		it.state |= qQueued
 		q.ready = append(q.ready, it)
 		if q.observe != nil {
-			it.ready = q.clock()
+			it.ready = q.clock() + 1
 			q.observe(q.readyLen(), true)
 		}
 		if q.waiting > 0 {
