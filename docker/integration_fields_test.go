@@ -268,7 +268,7 @@ services:
 
 	// pre_stop succeeds, post_start fails: the new container is there,
 	// the error carries the hook's output with the secret redacted.
-	err = run(compose(`["/app", "fail", "post start said $API_TOKEN"]`, `["/app", "ok"]`, "two"))
+	err = run(compose(`["/app", "fail", "post start said $$API_TOKEN"]`, `["/app", "ok"]`, "two"))
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, "post_start[0]", he.Hook)
 	assert.Equal(t, 3, he.ExitCode)
