@@ -152,6 +152,20 @@ func (a *Agent) url(leaf string) string {
 	return a.base.JoinPath("v1", "devices", a.cfg.Device, leaf).String()
 }
 
+// backOff logs err and waits the backoff of the failures-th failure in a
+// row (at least a 429's Retry-After), with jitter; it reports whether ctx
+// is still live.
+func (a *Agent) backOff(ctx context.Context, msg string, failures int, err error) bool {
+	d := a.cfg.Backoff.Delay(failures, rand.Float64())
+	var ra *retryAfter
+	if errors.As(err, &ra) {
+		d = max(d, ra.d)
+	}
+	a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, msg,
+		slog.String("device", a.cfg.Device), slog.String("error", err.Error()), slog.Duration("retry", d))
+	return sleep(ctx, d)
+}
+
 // sleep waits d or until ctx ends; it reports whether ctx is still live.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -176,14 +190,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			return
 		}
 		failures++
-		d := a.cfg.Backoff.Delay(failures, rand.Float64())
-		var re *retryAfter
-		if errors.As(err, &re) {
-			d = max(d, re.d)
-		}
-		a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "fleet: agent: target poll failed",
-			slog.String("device", a.cfg.Device), slog.String("error", err.Error()), slog.Duration("retry", d))
-		if !sleep(ctx, d) {
+		if !a.backOff(ctx, "fleet: agent: target poll failed", failures, err) {
 			return
 		}
 	}
@@ -280,7 +287,8 @@ func (a *Agent) poll(ctx context.Context) error {
 		return err
 	}
 	if t.Desired.Revision <= rev {
-		return nil // not newer: never go back
+		// Never go back; a server behind the device is waited for.
+		return fmt.Errorf("fleet: server offered revision %d, device %q has %d: %w", t.Desired.Revision, a.cfg.Device, rev, ErrOlderTarget)
 	}
 	if err := a.cfg.Reconciler.SetTarget(ctx, t); err != nil {
 		return fmt.Errorf("fleet: set target: %w", err)
@@ -417,14 +425,7 @@ func (a *Agent) reportLoop(ctx context.Context) {
 			continue
 		}
 		failures++
-		d := a.cfg.Backoff.Delay(failures, rand.Float64())
-		var ra *retryAfter
-		if errors.As(err, &ra) {
-			d = max(d, ra.d)
-		}
-		a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "fleet: agent: report failed",
-			slog.String("device", a.cfg.Device), slog.String("error", err.Error()), slog.Duration("retry", d))
-		if !sleep(ctx, d) {
+		if !a.backOff(ctx, "fleet: agent: report failed", failures, err) {
 			return
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,8 @@ type simDevice struct {
 	mu    sync.Mutex
 	items map[converge.ID]*convergetest.Item
 	fail  bool // every Apply fails
+	// failFirst fails the first Apply of each item once.
+	failFirst bool
 }
 
 type payload struct {
@@ -51,8 +54,11 @@ func (d *simDevice) build(_ context.Context, t fleet.Target) ([]converge.TargetS
 		it, ok := d.items[di.ID]
 		if !ok {
 			it = &convergetest.Item{Key: di.ID}
-			if d.fail {
+			switch {
+			case d.fail:
 				it.FailAt(converge.PhaseApply, 1<<20, errors.New("disk full"))
+			case d.failFirst:
+				it.FailAt(converge.PhaseApply, 1, errors.New("busy"))
 			}
 			d.items[di.ID] = it
 		}
@@ -299,4 +305,100 @@ func TestNewAgentConfig(t *testing.T) {
 	}
 	_, err = fleet.NewAgent(ok)
 	assert.NoError(t, err)
+}
+
+// reportGate refuses report requests while shut, counting the requests on
+// either side.
+type reportGate struct {
+	next             http.Handler
+	shut             atomic.Bool
+	refused, reports atomic.Int32
+}
+
+func (g *reportGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/report") {
+		if g.shut.Load() {
+			g.refused.Add(1)
+			http.Error(w, "away", http.StatusBadGateway)
+			return
+		}
+		g.reports.Add(1)
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+func TestAgentSendsOnlyTheLatestReport(t *testing.T) {
+	ctx := context.Background()
+	s, err := fleet.NewServer(fleet.Config{Store: converge.NewMemStore(), Logger: slog.New(slog.DiscardHandler), Rate: -1})
+	require.NoError(t, err)
+	gate := &reportGate{next: s}
+	hs := httptest.NewServer(gate)
+	t.Cleanup(func() { hs.Close(); _ = s.Close() })
+	tok, err := s.Enrol(ctx, "d")
+	require.NoError(t, err)
+	// The first pass fails, the next ones converge: the report sent must
+	// be the last pass's.
+	dev := &simDevice{id: "d", failFirst: true}
+	gate.shut.Store(true)
+	a := startAgent(t, dev, hs.URL, tok, converge.NewMemStore())
+	passes := make(chan struct{}, 16)
+	unsub := a.rec.Subscribe(func(e converge.TargetEvent) {
+		if e.Kind == converge.TargetPassFinished {
+			passes <- struct{}{}
+		}
+	})
+	defer unsub()
+	revs := setAll(t, s, []string{"d"}, "v1")
+	<-passes
+	for range 3 { // three more passes, whose reports wait
+		a.rec.Trigger()
+		<-passes
+	}
+	require.Eventually(t, func() bool { return gate.refused.Load() > 0 }, 10*time.Second, 5*time.Millisecond)
+	gate.shut.Store(false)
+	waitState(t, s, revs, func(string) fleet.State { return fleet.StateReady })
+	assert.Equal(t, int32(1), gate.reports.Load(), "five passes, one report sent: the latest")
+}
+
+// fixedTarget serves one target document whatever the If-None-Match, as a
+// server that lost its newest targets would, and counts the reads.
+type fixedTarget struct {
+	mu    sync.Mutex
+	doc   []byte
+	reads atomic.Int32
+}
+
+func (f *fixedTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	f.reads.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, _ = w.Write(f.doc)
+}
+
+func (f *fixedTarget) set(rev uint64, version string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.doc = []byte(`{"format":1,"desired":{"revision":` + strconv.FormatUint(rev, 10) + `,"items":[{"id":"app","presence":"present"}]},"payload":{"version":"` + version + `"},"set":"2026-01-01T00:00:00Z"}`)
+}
+
+func TestAgentNeverTakesAnOlderRevision(t *testing.T) {
+	f := &fixedTarget{}
+	f.set(2, "v2")
+	hs := httptest.NewServer(f)
+	t.Cleanup(hs.Close)
+	dev := &simDevice{id: "d"}
+	a := startAgent(t, dev, hs.URL, "d.token", converge.NewMemStore())
+	require.Eventually(t, func() bool { return dev.value("app") == "v2" }, 10*time.Second, 5*time.Millisecond)
+	local := a.rec.Revision()
+	f.set(1, "v1")
+	n := f.reads.Load()
+	require.Eventually(t, func() bool { return f.reads.Load() > n+3 }, 10*time.Second, 5*time.Millisecond)
+	tgt, _ := a.rec.Target()
+	assert.Equal(t, uint64(2), tgt.Desired.Revision, "revision 1 after 2 is never taken")
+	assert.Equal(t, local, a.rec.Revision())
+	assert.Equal(t, "v2", dev.value("app"))
 }

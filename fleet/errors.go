@@ -27,6 +27,10 @@ var (
 	// ErrInvalid is matched by every *RequestError: a request or a
 	// document that is malformed or out of range.
 	ErrInvalid = errors.New("fleet: invalid request")
+	// ErrOlderTarget is the error of an agent's poll answered with a
+	// target no newer than the device's (a server that lost targets it
+	// gave): the agent keeps its own and retries with backoff.
+	ErrOlderTarget = errors.New("fleet: target not newer than the device's")
 	// ErrStaleReport is the error of a report for a revision older than
 	// the device's stored report, or newer than any target it was given.
 	ErrStaleReport = errors.New("fleet: report revision out of order")

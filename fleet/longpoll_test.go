@@ -196,3 +196,19 @@ func TestServerRestartLosesNothingAcknowledged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rev+1, rev2, "revisions keep growing across the restart")
 }
+
+func TestNewHTTPServerTimeouts(t *testing.T) {
+	for _, wait := range []time.Duration{0, 5 * time.Minute} {
+		s, err := fleet.NewServer(fleet.Config{Store: converge.NewMemStore(), MaxWait: wait})
+		require.NoError(t, err)
+		hs := fleet.NewHTTPServer(":0", s)
+		require.NoError(t, s.Close())
+		assert.Equal(t, fleet.HTTPReadHeaderTimeout, hs.ReadHeaderTimeout)
+		assert.Equal(t, fleet.HTTPReadTimeout, hs.ReadTimeout)
+		assert.Equal(t, fleet.HTTPIdleTimeout, hs.IdleTimeout)
+		assert.Equal(t, fleet.HTTPMaxHeaderBytes, hs.MaxHeaderBytes)
+		assert.Equal(t, max(wait, fleet.DefaultMaxWait)+fleet.HTTPWriteMargin, hs.WriteTimeout,
+			"a long poll that waited its longest still answers")
+		assert.Same(t, s, hs.Handler)
+	}
+}
