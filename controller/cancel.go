@@ -2,9 +2,7 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,31 +70,9 @@ func (c *Controller) Cancel(ctx context.Context, key, by string) error {
 // cancelObject halts the object of kind under key at now as Cancel does,
 // and reports whether it stored anything.
 func cancelObject(ctx context.Context, store converge.Store, kind, key, by string, now time.Time) (bool, error) {
-	objErr := func(err error) error { return &ObjectError{Kind: kind, Key: key, Err: err} }
-	invalid := func(why string) error { return objErr(fmt.Errorf("%w: %s", ErrObjectInvalid, why)) }
-	switch {
-	case kind == "" || strings.Contains(kind, "/"):
-		return false, invalid("the kind must not be empty nor contain '/'")
-	case store == nil:
-		return false, invalid("nil store")
-	case key == "":
-		return false, invalid("empty key")
-	}
-	rkey := kind + "/" + key
-	for {
-		rec, err := store.Get(ctx, rkey)
-		if errors.Is(err, converge.ErrStoreNotFound) {
-			return false, objErr(ErrObjectNotFound)
-		}
-		if err != nil {
-			return false, objErr(err)
-		}
-		obj, err := decodeObject(rec, kind+"/")
-		if err != nil {
-			return false, objErr(err)
-		}
+	return changeHalt(ctx, store, kind, key, now, func(obj *Object) (converge.HistoryEntry, bool) {
 		if obj.Halted == HaltCancelled {
-			return false, nil
+			return converge.HistoryEntry{}, false
 		}
 		if obj.Halted != "" {
 			// Halted already (quarantined, terminal): it stays so, under
@@ -104,28 +80,8 @@ func cancelObject(ctx context.Context, store converge.Store, kind, key, by strin
 			obj.Retries = 0
 		}
 		obj.Halted = HaltCancelled
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return false, objErr(err)
-		}
-		h := converge.HistoryEntry{At: now, From: string(obj.State), To: string(obj.State), Reason: ReasonCancelled, By: by}
-		_, err = store.Put(ctx, converge.StoreRecord{Key: rkey, Version: rec.Version, Value: b}, h)
-		if errors.Is(err, converge.ErrStoreStale) {
-			continue // someone wrote in between: read again
-		}
-		if err != nil {
-			return false, objErr(err)
-		}
-		break
-	}
-	if q, ok := store.(converge.Queue); ok {
-		// Announce it: the watch of the replica that holds the object
-		// hears of the key.
-		if err := q.Schedule(ctx, rkey, now); err != nil && !errors.Is(err, converge.ErrStoreNotFound) {
-			return true, objErr(err)
-		}
-	}
-	return true, nil
+		return converge.HistoryEntry{At: now, From: string(obj.State), To: string(obj.State), Reason: ReasonCancelled, By: by}, true
+	})
 }
 
 // handlerRuns holds what a cancel needs to reach the handlers running:

@@ -58,6 +58,24 @@ func Release(ctx context.Context, store converge.Store, kind, key, by string) er
 // release clears the halt of the object of kind under key at now, as
 // Release does, and reports whether there was one.
 func release(ctx context.Context, store converge.Store, kind, key, by string, now time.Time) (bool, error) {
+	return changeHalt(ctx, store, kind, key, now, func(obj *Object) (converge.HistoryEntry, bool) {
+		if obj.Halted == "" {
+			return converge.HistoryEntry{}, false
+		}
+		obj.Halted, obj.Retries = "", 0
+		return converge.HistoryEntry{At: now, From: string(obj.State), To: string(obj.State), Reason: ReasonReleased, By: by}, true
+	})
+}
+
+// changeHalt changes the halt of the stored object of kind under key, by
+// hand (Release, Cancel): it reads the object, lets change modify it and
+// name the history entry of the change (false: nothing to change), and
+// stores both in one write, reading again when someone wrote in
+// between; then, when the store is a converge.Queue, it makes the object
+// due at now, which the store's watch announces to the replicas. It
+// reports whether it stored a change, and fails with an *ObjectError as
+// Release does.
+func changeHalt(ctx context.Context, store converge.Store, kind, key string, now time.Time, change func(*Object) (converge.HistoryEntry, bool)) (bool, error) {
 	objErr := func(err error) error { return &ObjectError{Kind: kind, Key: key, Err: err} }
 	invalid := func(why string) error { return objErr(fmt.Errorf("%w: %s", ErrObjectInvalid, why)) }
 	switch {
@@ -81,15 +99,14 @@ func release(ctx context.Context, store converge.Store, kind, key, by string, no
 		if err != nil {
 			return false, objErr(err)
 		}
-		if obj.Halted == "" {
+		h, changed := change(obj)
+		if !changed {
 			return false, nil
 		}
-		obj.Halted, obj.Retries = "", 0
 		b, err := json.Marshal(obj)
 		if err != nil {
 			return false, objErr(err)
 		}
-		h := converge.HistoryEntry{At: now, From: string(obj.State), To: string(obj.State), Reason: ReasonReleased, By: by}
 		_, err = store.Put(ctx, converge.StoreRecord{Key: rkey, Version: rec.Version, Value: b}, h)
 		if errors.Is(err, converge.ErrStoreStale) {
 			continue // someone wrote in between: read again
