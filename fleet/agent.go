@@ -39,7 +39,9 @@ type AgentConfig struct {
 	// Reconciler converges the device to the targets the agent receives.
 	// Its Store keeps the last target with the server's revision in it,
 	// so a restarted agent resumes both the target and its long poll.
-	// The program runs it (Reconciler.Run) beside Agent.Run. Do not turn
+	// The program runs it (Reconciler.Run) beside Agent.Run. Every pass
+	// reports, and the server counts a device without a report for its
+	// StaleAfter as stale: give the reconciler an Interval below it. Do not turn
 	// on its RollbackAfter: a target rolled back to would report an older
 	// server revision than the one the server holds, and be refused.
 	Reconciler *converge.TargetReconciler[Target]
