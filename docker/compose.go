@@ -152,6 +152,8 @@ func filesFromCompose(refs []fileRef, env types.Mapping, spec *ContainerSpec, pr
 // the reason given in UnsupportedError.Reasons.
 var refusedService = map[string]string{
 	"develop":             "compose watch is a development loop, not a deployment: converge applies the file as it is",
+	"attach":              "it chooses which logs compose up prints; converge prints none",
+	"models":              "models run in Docker Model Runner, not on the engine converge drives",
 	"provider":            "a provider service runs a compose plugin instead of a container; converge runs containers only",
 	"uid":                 "a file-based secret or config is bind-mounted: it keeps the host file's owner and mode (compose ignores them too)",
 	"gid":                 "a file-based secret or config is bind-mounted: it keeps the host file's owner and mode (compose ignores them too)",
@@ -185,7 +187,7 @@ var supportedService = map[string]bool{
 	"ContainerSpec": true, "WorkloadSpec": true,
 	// ContainerSpec
 	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
-	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Links": true, "VolumesFrom": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
+	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Links": true, "VolumesFrom": true, "ExternalLinks": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
 	// WorkloadSpec
 	"DependsOn": true, "HealthCheck": true, "Ports": true,
 }
@@ -638,6 +640,7 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		}
 		spec.Links = slices.Clone(s.Links)
 		spec.VolumesFrom = slices.Clone(s.VolumesFrom)
+		spec.ExternalLinks = slices.Clone(s.ExternalLinks)
 		spec.PostStart = hooksFromCompose(s.PostStart, cp.Environment)
 		spec.PreStop = hooksFromCompose(s.PreStop, cp.Environment)
 		skipped, err := filesFromCompose(refs, cp.Environment, &spec, prefix)

@@ -151,6 +151,7 @@ func TestBadMountsAndBuildsNameTheField(t *testing.T) {
 		{"empty tag", docker.ContainerSpec{Build: &docker.Build{Context: ".", Tags: []string{""}}}, "Build.Tags[0]"},
 		{"link to a service not depended on", docker.ContainerSpec{Links: []string{"db:database"}}, "Links[0]"},
 		{"volumes_from an unknown service", docker.ContainerSpec{VolumesFrom: []string{"nope"}}, "VolumesFrom[0]"},
+		{"external link without a container", docker.ContainerSpec{ExternalLinks: []string{":alias"}}, "ExternalLinks[0]"},
 		{"volumes_from with a bad mode", docker.ContainerSpec{VolumesFrom: []string{"container:x:rx"}}, "VolumesFrom[0]"},
 	}
 	for _, tt := range tests {

@@ -208,7 +208,7 @@ configs:
 	require.ErrorIs(t, err, docker.ErrUnsupported)
 	for _, f := range []string{
 		"configs.conf.external", "secrets.token.external",
-		"services.web.external_links", "services.web.scale",
+		"services.web.scale",
 		"services.web.deploy.mode", "services.web.deploy.replicas", "services.web.deploy.placement",
 		"services.web.deploy.update_config",
 		"services.web.deploy.resources.reservations.cpus", "services.web.deploy.resources.reservations.devices",

@@ -277,8 +277,8 @@ services:
 	assert.NotEqual(t, c.ID, inspect(t, cli, name+"-web").ID, "recreated")
 }
 
-// TestIntegrationComposeLinksAndRestart: links reach the engine
-// (HostConfig.Links, read back with inspect), and a dependency with
+// TestIntegrationComposeLinksAndRestart: links and external_links reach
+// the engine (the endpoints' links, read back with inspect), and a dependency with
 // restart: true (which compose-go adds for links) restarts the dependent,
 // same container, when a walk recreates the dependency; a walk that
 // changes nothing restarts nothing.
@@ -300,10 +300,16 @@ services:
     command: ["/app", "serve"]
     links: ["db:database"]
     labels: {`+dockertest.TestLabel+`: "1"}
+  outside:
+    image: `+img+`
+    command: ["/app", "serve"]
+    external_links: ["`+name+`-db:extdb"]
+    depends_on: [db]
+    labels: {`+dockertest.TestLabel+`: "1"}
 `, docker.LoadOptions{})
 	}
 	p := load("one")
-	require.Equal(t, []docker.Dependency{{Service: "db", Restart: true}}, p.Containers[1].DependsOn)
+	require.Equal(t, []docker.Dependency{{Service: "db", Restart: true}}, p.Containers[2].DependsOn, "web")
 	apply(t, eng, p)
 	web := inspect(t, cli, name+"-web")
 	require.True(t, web.State.Running)
@@ -313,6 +319,11 @@ services:
 	}
 	links = append(links, web.HostConfig.Links...)
 	assert.Equal(t, []string{name + "-db:database"}, links, "on the project's network")
+	var ext []string
+	for _, n := range inspect(t, cli, name+"-outside").NetworkSettings.Networks {
+		ext = append(ext, n.Links...)
+	}
+	assert.Equal(t, []string{name + "-db:extdb"}, ext, "external_links")
 
 	apply(t, eng, load("one"))
 	assert.Equal(t, web.State.StartedAt, inspect(t, cli, name+"-web").State.StartedAt, "nothing changed, nothing restarted")

@@ -220,6 +220,12 @@ func (p *Project) validate() error {
 	}
 	for i := range p.Containers {
 		s := &p.Containers[i]
+		for j, l := range s.ExternalLinks {
+			if name, alias, _ := strings.Cut(l, ":"); name == "" || strings.Contains(l, ":") && alias == "" {
+				return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: fmt.Sprintf("ExternalLinks[%d]", j),
+					Reason: fmt.Sprintf("%q is not CONTAINER or CONTAINER:ALIAS", l)}
+			}
+		}
 		for j, v := range s.VolumesFrom {
 			src, mode := volumesFromParts(v)
 			svc, isService := strings.CutPrefix(src, "service:")
@@ -445,6 +451,13 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 				ref += ":" + mode
 			}
 			c.volumesFrom = append(c.volumesFrom, ref)
+		}
+		for _, l := range s.ExternalLinks {
+			name, alias, ok := strings.Cut(l, ":")
+			if !ok {
+				alias = name
+			}
+			c.links = append(c.links, name+":"+alias)
 		}
 		for _, l := range s.Links {
 			svc, alias, ok := strings.Cut(l, ":")

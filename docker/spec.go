@@ -398,10 +398,13 @@ type ContainerSpec struct {
 	// VolumesFrom mounts the volumes of another service's container,
 	// "SERVICE[:ro|rw]", or of any container, "container:NAME[:ro|rw]"
 	// (Compose volumes_from); a service is ordered before this one.
-	VolumesFrom []string            `json:"volumes_from,omitempty"`
-	Networks    []NetworkAttachment `json:"networks,omitempty"`
-	Restart     string              `json:"restart,omitzero"`
-	Healthcheck *Healthcheck        `json:"healthcheck,omitzero"`
+	VolumesFrom []string `json:"volumes_from,omitempty"`
+	// ExternalLinks are legacy links to containers outside the project,
+	// "CONTAINER" or "CONTAINER:ALIAS" (Compose external_links).
+	ExternalLinks []string            `json:"external_links,omitempty"`
+	Networks      []NetworkAttachment `json:"networks,omitempty"`
+	Restart       string              `json:"restart,omitzero"`
+	Healthcheck   *Healthcheck        `json:"healthcheck,omitzero"`
 	// StopTimeout is how long a stop waits before killing; nil means the
 	// engine default.
 	StopTimeout *time.Duration `json:"stop_grace_period,omitzero,format:units"`
@@ -785,6 +788,7 @@ func (s *ContainerSpec) fields(key []byte) map[string]string {
 	put("post-start", s.PostStart, len(s.PostStart) > 0)
 	put("links", s.Links, len(s.Links) > 0)
 	put("volumes-from", s.VolumesFrom, len(s.VolumesFrom) > 0)
+	put("external-links", s.ExternalLinks, len(s.ExternalLinks) > 0)
 	put("pre-stop", s.PreStop, len(s.PreStop) > 0)
 	for _, file := range s.Files {
 		b, _ := json.Marshal(file)
