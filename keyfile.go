@@ -70,6 +70,22 @@ func OpenKeyFile(path string) (Sealer, error) {
 	return NewAESGCMKeyring(keys...)
 }
 
+// ReadKeyFile returns the AES-GCM keyring of the keys in the file at path,
+// read and checked as OpenKeyFile reads it, but it creates nothing: a
+// missing file is a *KeyFileError that matches fs.ErrNotExist. It is the
+// call of a tool that only reads what a program sealed, such as
+// convergectl --key-file.
+func ReadKeyFile(path string) (Sealer, error) {
+	keys, err := readKeyFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &KeyFileError{Path: path, Reason: "does not exist", Err: fs.ErrNotExist}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return NewAESGCMKeyring(keys...)
+}
+
 func readKeyFile(path string) ([][]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

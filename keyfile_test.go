@@ -3,6 +3,7 @@ package converge_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,32 @@ func TestOpenKeyFileRefusesBadFiles(t *testing.T) {
 		assert.Equal(t, path, ke.Path)
 		assert.NotContains(t, err.Error(), ".keyfile-", "never the temporary name")
 	})
+}
+
+func TestReadKeyFileCreatesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seal.key")
+	_, err := converge.ReadKeyFile(path)
+	var ke *converge.KeyFileError
+	require.ErrorAs(t, err, &ke)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	assert.Equal(t, path, ke.Path)
+	_, err = os.Stat(path)
+	require.ErrorIs(t, err, fs.ErrNotExist, "nothing was created")
+
+	written, err := converge.OpenKeyFile(path)
+	require.NoError(t, err)
+	sealed, err := written.Seal("k", []byte("v"))
+	require.NoError(t, err)
+	read, err := converge.ReadKeyFile(path)
+	require.NoError(t, err)
+	plain, err := read.Open("k", sealed)
+	require.NoError(t, err)
+	assert.Equal(t, "v", string(plain))
+
+	require.NoError(t, os.Chmod(path, 0o644))
+	_, err = converge.ReadKeyFile(path)
+	require.ErrorAs(t, err, &ke)
+	assert.Contains(t, ke.Reason, "may be read by others", "the same checks as OpenKeyFile")
 }
 
 func ExampleOpenKeyFile() {

@@ -389,8 +389,19 @@ func TestBoltSealed(t *testing.T) {
 	require.NoError(t, os.WriteFile(notHex, []byte("s3cr3t-not-hex\n"), 0o600))
 	r = ctl(t, "objects", "host", "--bolt", path, "--key-file", notHex)
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.err, "line 1 is not hex")
+	assert.Contains(t, r.err, `nothex" line 1: not a hex key`)
 	assert.NotContains(t, r.err, "s3cr3t")
+	// A key file others may read is refused, as the program that wrote it
+	// refuses it (converge.ReadKeyFile).
+	open := filepath.Join(t.TempDir(), "open")
+	require.NoError(t, os.WriteFile(open, []byte(hexOf(key)+"\n"), 0o644))
+	require.NoError(t, os.Chmod(open, 0o644))
+	r = ctl(t, "objects", "host", "--bolt", path, "--key-file", open)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.err, "may be read by others (mode 0644)")
+	r = ctl(t, "objects", "host", "--bolt", path, "--key-file", filepath.Join(t.TempDir(), "missing"))
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.err, `missing": does not exist`)
 }
 
 func hexOf(b []byte) string {

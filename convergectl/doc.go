@@ -91,8 +91,9 @@
 // In a store whose values are sealed (boltstore.Options.Sealer,
 // pgstore.Options.Sealer), convergectl prints no sealed value unless it is
 // given the key: --key-file names a file of AES keys in hex, one per line,
-// oldest first (blank lines and lines starting with # are skipped), which
-// open the values as converge.NewAESGCMKeyring does. The environment
+// oldest first (blank lines and lines starting with # are skipped), read
+// by converge.ReadKeyFile (the format converge.OpenKeyFile writes; a file
+// that others may read is refused). The environment
 // variable CONVERGECTL_KEY_FILE names the file when --key-file is not
 // given; a key is never given on the command line itself. With the key and
 // without --show-secrets, the values are shown with their secrets

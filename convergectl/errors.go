@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/user"
+	"strings"
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/boltstore"
@@ -69,7 +71,18 @@ type keyFileError struct {
 }
 
 func (e *keyFileError) Error() string {
-	return fmt.Sprintf("convergectl: key file %q: %v", e.path, e.err)
+	var ke *converge.KeyFileError
+	if errors.As(e.err, &ke) { // it names the file: read it once
+		where := fmt.Sprintf("%q", ke.Path)
+		if ke.Line > 0 {
+			where += fmt.Sprintf(" line %d", ke.Line)
+		}
+		if ke.Err != nil && !errors.Is(ke.Err, fs.ErrNotExist) {
+			return fmt.Sprintf("convergectl: key file %s: %s: %v", where, ke.Reason, ke.Err)
+		}
+		return fmt.Sprintf("convergectl: key file %s: %s", where, ke.Reason)
+	}
+	return fmt.Sprintf("convergectl: key file %q: %s", e.path, strings.TrimPrefix(e.err.Error(), "converge: "))
 }
 
 func (e *keyFileError) Unwrap() error { return e.err }

@@ -140,43 +140,13 @@ func (c *common) sealer(write bool) (converge.Sealer, bool, error) {
 		}
 		return markSealer{}, true, nil
 	}
-	keys, err := readKeys(c.keyFile)
-	if err != nil {
-		return nil, false, err
-	}
-	s, err := converge.NewAESGCMKeyring(keys...)
+	s, err := converge.ReadKeyFile(c.keyFile)
 	if err != nil {
 		return nil, false, &keyFileError{path: c.keyFile, err: err}
 	}
 	// A write with a key seals what it writes, so it refuses a store of
 	// clear values (ErrNotSealed) rather than seal one record in it.
 	return s, !write, nil
-}
-
-// readKeys reads the AES keys of a key file: hex, one per line, oldest
-// first; blank lines and lines starting with # are skipped.
-func readKeys(path string) ([][]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &keyFileError{path: path, err: err}
-	}
-	var keys [][]byte
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, err := hex.DecodeString(line)
-		if err != nil {
-			// The line may be a key: never print it.
-			return nil, &keyFileError{path: path, err: fmt.Errorf("line %d is not hex", i+1)}
-		}
-		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return nil, &keyFileError{path: path, err: errors.New("holds no key")}
-	}
-	return keys, nil
 }
 
 // open opens the store the flags name, read-only unless write.
