@@ -164,6 +164,17 @@ func writeSideBySide(t *testing.T, img string) string {
 	return dir
 }
 
+// sideBySide returns the engine, a project name of its own (prefix and a
+// random suffix), removed when the test ends, and the directory of its
+// Compose file (sideBySideCompose).
+func sideBySide(t *testing.T, prefix string) (*client.Client, string, string) {
+	t.Helper()
+	cli, img := realEngine(t)
+	project := uniqueName(prefix)
+	cleanupBoth(t, cli, project)
+	return cli, project, writeSideBySide(t, img)
+}
+
 // cleanupBoth removes, when the test ends, whatever carries the project's
 // label or compose's.
 func cleanupBoth(t *testing.T, cli *client.Client, project string) {
@@ -240,11 +251,8 @@ func psServices(t *testing.T, out string) map[string]string {
 // configuration hash and image label are the ones compose writes), and
 // "down" removes its containers and network.
 func TestIntegrationComposeCLISeesConvergeProject(t *testing.T) {
-	cli, img := realEngine(t)
+	cli, project, dir := sideBySide(t, "cvcli")
 	bin := composeCLI(t)
-	project := uniqueName("cvcli")
-	cleanupBoth(t, cli, project)
-	dir := writeSideBySide(t, img)
 
 	convergeUp(t, cli, dir, project)
 	before := containersOf(t, cli, project)
@@ -272,11 +280,8 @@ func TestIntegrationComposeCLISeesConvergeProject(t *testing.T) {
 // containers keep their IDs; compose's names are taken over), a second
 // walk changes nothing, and compose still sees the project.
 func TestIntegrationConvergeAdoptsComposeProject(t *testing.T) {
-	cli, img := realEngine(t)
+	cli, project, dir := sideBySide(t, "cvadopt")
 	bin := composeCLI(t)
-	project := uniqueName("cvadopt")
-	cleanupBoth(t, cli, project)
-	dir := writeSideBySide(t, img)
 
 	runCompose(t, bin, dir, "-p", project, "up", "-d")
 	before := containersOf(t, cli, project)
@@ -321,11 +326,8 @@ func TestIntegrationConvergeAdoptsComposeProject(t *testing.T) {
 // hash is not compose v2's, see ContainerSpec.ComposeHash) and leaves none
 // of them behind.
 func TestIntegrationComposeV1SideBySide(t *testing.T) {
-	cli, img := realEngine(t)
+	cli, project, dir := sideBySide(t, "cvone")
 	bin := composeV1(t)
-	project := uniqueName("cvone")
-	cleanupBoth(t, cli, project)
-	dir := writeSideBySide(t, img)
 
 	convergeUp(t, cli, dir, project)
 	ours := containersOf(t, cli, project)

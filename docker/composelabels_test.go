@@ -107,7 +107,10 @@ func TestComposeStartedContainers(t *testing.T) {
 		action    docker.Action
 		kept      bool // the compose container is still there, under its ID
 		removed   bool // the compose container is gone
+		stopped   bool // compose's container exited ("docker compose stop")
 	}{
+		{name: "matching, stopped: adopted and started", container: "cmp-web-1", action: docker.ActionRename, kept: true, stopped: true,
+			labels: map[string]string{docker.LabelComposeService: "web", docker.LabelComposeConfigHash: hash}},
 		{name: "matching: adopted", container: "cmp-web-1", action: docker.ActionRename, kept: true,
 			labels: map[string]string{docker.LabelComposeService: "web", docker.LabelComposeConfigHash: hash}},
 		{name: "another hash: replaced", container: "cmp-web-1", action: docker.ActionRecreate, removed: true,
@@ -135,6 +138,9 @@ func TestComposeStartedContainers(t *testing.T) {
 				&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{"cmp_default": {}}}, nil, tt.container)
 			require.NoError(t, err)
 			require.NoError(t, f.ContainerStart(ctx, created.ID, container.StartOptions{}))
+			if tt.stopped {
+				f.Exit(tt.container, 0)
+			}
 
 			var plan docker.Plan
 			for _, pl := range docker.Plans(dry(t, f, p)) {
