@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,7 +217,7 @@ type StatusError struct {
 
 // Error names the status.
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("fleet: server answered %d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+	return fmt.Sprintf("fleet: server answered %d %s: %s", e.Code, http.StatusText(e.Code), strings.TrimPrefix(e.Message, "fleet: "))
 }
 
 // Is makes a StatusError match the sentinel of its status: 401
@@ -265,7 +266,7 @@ func (a *Agent) poll(ctx context.Context) error {
 	req.Header.Set("If-None-Match", ETag(rev))
 	res, err := a.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fleet: poll target: %w", err)
+		return errf("fleet: poll target: %w", err)
 	}
 	defer res.Body.Close()
 	switch res.StatusCode {
@@ -282,7 +283,7 @@ func (a *Agent) poll(ctx context.Context) error {
 	}
 	b, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	if err != nil {
-		return fmt.Errorf("fleet: poll target: %w", err)
+		return errf("fleet: poll target: %w", err)
 	}
 	t, err := DecodeTarget(b, lim)
 	if err != nil {
@@ -290,10 +291,10 @@ func (a *Agent) poll(ctx context.Context) error {
 	}
 	if t.Desired.Revision <= rev {
 		// Never go back; a server behind the device is waited for.
-		return fmt.Errorf("fleet: server offered revision %d, device %q has %d: %w", t.Desired.Revision, a.cfg.Device, rev, ErrOlderTarget)
+		return errf("fleet: server offered revision %d, device %q has %d: %w", t.Desired.Revision, a.cfg.Device, rev, ErrOlderTarget)
 	}
 	if err := a.cfg.Reconciler.SetTarget(ctx, t); err != nil {
-		return fmt.Errorf("fleet: set target: %w", err)
+		return errf("fleet: set target: %w", err)
 	}
 	a.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "fleet: agent: target received",
 		slog.String("device", a.cfg.Device), slog.Uint64("revision", t.Desired.Revision))
@@ -446,7 +447,7 @@ func (a *Agent) send(ctx context.Context, rep *converge.EdgeReport) error {
 	req.Header.Set("Content-Type", "application/json")
 	res, err := a.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fleet: send report: %w", err)
+		return errf("fleet: send report: %w", err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusNoContent {

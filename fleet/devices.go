@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -38,10 +37,10 @@ func (s *Server) Enrol(ctx context.Context, id string) (token string, err error)
 	}
 	_, err = s.cfg.Store.Put(ctx, converge.StoreRecord{Key: keyDevices + id, Value: b})
 	if errors.Is(err, converge.ErrStoreStale) {
-		return "", fmt.Errorf("fleet: device %q: %w", id, ErrDeviceExists)
+		return "", errf("fleet: device %q: %w", id, ErrDeviceExists)
 	}
 	if err != nil {
-		return "", fmt.Errorf("fleet: enrol device %q: %w", id, err)
+		return "", errf("fleet: enrol device %q: %w", id, err)
 	}
 	return tok, nil
 }
@@ -72,11 +71,11 @@ func (s *Server) Revoke(ctx context.Context, id string) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("fleet: revoke device %q: %w", id, err)
+			return errf("fleet: revoke device %q: %w", id, err)
 		}
 		return nil
 	}
-	return fmt.Errorf("fleet: revoke device %q: %w", id, converge.ErrStoreStale)
+	return errf("fleet: revoke device %q: %w", id, converge.ErrStoreStale)
 }
 
 func (s *Server) readDevice(ctx context.Context, id string) (deviceDoc, error) {
@@ -88,10 +87,10 @@ func (s *Server) readDeviceRecord(ctx context.Context, id string) (converge.Stor
 	var d deviceDoc
 	rec, err := s.cfg.Store.Get(ctx, keyDevices+id)
 	if errors.Is(err, converge.ErrStoreNotFound) {
-		return rec, d, fmt.Errorf("fleet: device %q: %w", id, ErrDeviceNotFound)
+		return rec, d, errf("fleet: device %q: %w", id, ErrDeviceNotFound)
 	}
 	if err != nil {
-		return rec, d, fmt.Errorf("fleet: device %q: %w", id, err)
+		return rec, d, errf("fleet: device %q: %w", id, err)
 	}
 	return rec, d, decodeRecord(rec.Key, rec.Value, &d, func() int { return d.Format })
 }
@@ -133,16 +132,16 @@ func (s *Server) SetTarget(ctx context.Context, id string, t Target) (revision u
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("fleet: set target of device %q: %w", id, err)
+			return 0, errf("fleet: set target of device %q: %w", id, err)
 		}
 		// A changed value need not be announced by a store's watch; a
 		// due time is, to every replica.
 		if err := s.cfg.Store.Schedule(ctx, key, time.Time{}); err != nil {
-			return 0, fmt.Errorf("fleet: announce target of device %q: %w", id, err)
+			return 0, errf("fleet: announce target of device %q: %w", id, err)
 		}
 		return doc.Desired.Revision, nil
 	}
-	return 0, fmt.Errorf("fleet: set target of device %q: %w", id, converge.ErrStoreStale)
+	return 0, errf("fleet: set target of device %q: %w", id, converge.ErrStoreStale)
 }
 
 // readTarget reads device id's stored target; none is ErrNoTarget (with
@@ -151,10 +150,10 @@ func (s *Server) readTarget(ctx context.Context, id string) (converge.StoreRecor
 	var d targetDoc
 	rec, err := s.cfg.Store.Get(ctx, keyTargets+id)
 	if errors.Is(err, converge.ErrStoreNotFound) {
-		return converge.StoreRecord{}, d, fmt.Errorf("fleet: device %q: %w", id, ErrNoTarget)
+		return converge.StoreRecord{}, d, errf("fleet: device %q: %w", id, ErrNoTarget)
 	}
 	if err != nil {
-		return rec, d, fmt.Errorf("fleet: target of device %q: %w", id, err)
+		return rec, d, errf("fleet: target of device %q: %w", id, err)
 	}
 	return rec, d, decodeRecord(rec.Key, rec.Value, &d, func() int { return d.Format })
 }
@@ -213,11 +212,11 @@ func (s *Server) StoreReport(ctx context.Context, id string, body []byte) (Devic
 			continue
 		}
 		if err != nil {
-			return DeviceStatus{}, fmt.Errorf("fleet: report of device %q: %w", id, err)
+			return DeviceStatus{}, errf("fleet: report of device %q: %w", id, err)
 		}
 		return s.derive(id, target, doc), nil
 	}
-	return DeviceStatus{}, fmt.Errorf("fleet: report of device %q: %w", id, converge.ErrStoreStale)
+	return DeviceStatus{}, errf("fleet: report of device %q: %w", id, converge.ErrStoreStale)
 }
 
 func (s *Server) readReport(ctx context.Context, id string) (converge.StoreRecord, reportDoc, error) {
@@ -225,7 +224,7 @@ func (s *Server) readReport(ctx context.Context, id string) (converge.StoreRecor
 	rec, err := s.cfg.Store.Get(ctx, keyReports+id)
 	if err != nil {
 		if !errors.Is(err, converge.ErrStoreNotFound) {
-			err = fmt.Errorf("fleet: report of device %q: %w", id, err)
+			err = errf("fleet: report of device %q: %w", id, err)
 		}
 		return converge.StoreRecord{}, d, err
 	}
@@ -349,7 +348,7 @@ type RevisionCount struct {
 func (s *Server) Counts(ctx context.Context) (Counts, error) {
 	devs, err := s.cfg.Store.List(ctx, keyDevices)
 	if err != nil {
-		return Counts{}, fmt.Errorf("fleet: counts: %w", err)
+		return Counts{}, errf("fleet: counts: %w", err)
 	}
 	targets, err := readAll(ctx, s.cfg.Store, keyTargets, func(d *targetDoc) int { return d.Format })
 	if err != nil {
@@ -394,7 +393,7 @@ func (s *Server) Counts(ctx context.Context) (Counts, error) {
 func readAll[T any](ctx context.Context, st converge.Store, prefix string, format func(*T) int) (map[string]T, error) {
 	recs, err := st.List(ctx, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: counts: %w", err)
+		return nil, errf("fleet: counts: %w", err)
 	}
 	out := make(map[string]T, len(recs))
 	for _, rec := range recs {

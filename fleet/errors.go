@@ -3,7 +3,24 @@ package fleet
 import (
 	"errors"
 	"fmt"
+
+	"github.com/convergekit/converge/internal/errtext"
 )
+
+// prefixes are the package prefixes an embedded error's message drops, so
+// that a message reads once.
+var prefixes = []string{"fleet: ", "converge: "}
+
+// errf is fmt.Errorf whose error arguments are embedded without their own
+// package prefix (they still unwrap as themselves).
+func errf(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = errtext.Bare(err, prefixes...)
+		}
+	}
+	return fmt.Errorf(format, args...)
+}
 
 // The sentinels of the fleet package. Every typed error of the package
 // matches one of them with errors.Is.
@@ -81,7 +98,7 @@ type RequestError struct {
 // Error names the culprit.
 func (e *RequestError) Error() string {
 	if e.Err != nil {
-		return fmt.Sprintf("fleet: %s: %v", e.Field, e.Err)
+		return fmt.Sprintf("fleet: %s: %s", e.Field, errtext.Cause(e.Err, prefixes...))
 	}
 	return fmt.Sprintf("fleet: %s: %s", e.Field, e.Reason)
 }
@@ -120,7 +137,9 @@ type FormatError struct {
 }
 
 // Error names the key.
-func (e *FormatError) Error() string { return fmt.Sprintf("fleet: stored record %q: %v", e.Key, e.Err) }
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("fleet: stored record %q: %s", e.Key, errtext.Cause(e.Err, prefixes...))
+}
 
 // Is makes FormatError match ErrInvalid.
 func (e *FormatError) Is(target error) bool { return target == ErrInvalid }

@@ -163,7 +163,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, maxBody: cfg.Limits.MaxBytes, limit: newLimiter(cfg.Rate, cfg.Burst, cfg.Now), waiters: map[string]chan struct{}{}}
 	stop, err := cfg.Store.Watch(context.Background(), keyTargets, s.changed)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: watch targets: %w", err)
+		return nil, errf("fleet: watch targets: %w", err)
 	}
 	s.stop = stop
 	mux := http.NewServeMux()
@@ -256,7 +256,7 @@ func (s *Server) device(h func(http.ResponseWriter, *http.Request, string)) http
 		if ok, wait := s.limit.allow(id); !ok {
 			s.cfg.Metrics.Add(MetricRefused, 1, "rate_limited")
 			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-			s.fail(w, fmt.Errorf("fleet: device %q: %w", id, ErrRateLimited))
+			s.fail(w, errf("fleet: device %q: %w", id, ErrRateLimited))
 			return
 		}
 		h(w, r, id)
@@ -290,7 +290,7 @@ func (s *Server) authenticate(r *http.Request, id string) error {
 			s.cfg.Metrics.Add(MetricRefused, 1, "other_device")
 			s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "fleet: device asked for another device's resources",
 				slog.String("device", owner), slog.String("asked", id))
-			return fmt.Errorf("fleet: device %q asked for device %q: %w", owner, id, ErrForbidden)
+			return errf("fleet: device %q asked for device %q: %w", owner, id, ErrForbidden)
 		}
 		return refuse(AuthMismatch)
 	}
@@ -322,13 +322,13 @@ func tokenDevice(tok string) string {
 func (s *Server) admin(a Action, h func(http.ResponseWriter, *http.Request, string, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Authorizer == nil {
-			s.fail(w, fmt.Errorf("fleet: %s: no Authorizer: %w", a, ErrForbidden))
+			s.fail(w, errf("fleet: %s: no Authorizer: %w", a, ErrForbidden))
 			return
 		}
 		who, err := s.cfg.Authorizer(r, a)
 		if err != nil {
 			s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "fleet: API request refused", slog.String("action", string(a)))
-			s.fail(w, fmt.Errorf("fleet: %s: %w", a, ErrForbidden))
+			s.fail(w, errf("fleet: %s: %w", a, ErrForbidden))
 			return
 		}
 		id := r.PathValue("id")
@@ -444,7 +444,7 @@ func (s *Server) getTarget(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		if ETag(rev) != inm {
 			if rev == 0 {
-				s.fail(w, fmt.Errorf("fleet: device %q: %w", id, ErrNoTarget))
+				s.fail(w, errf("fleet: device %q: %w", id, ErrNoTarget))
 				return
 			}
 			w.Header().Set("ETag", ETag(rev))
