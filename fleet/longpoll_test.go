@@ -212,3 +212,27 @@ func TestNewHTTPServerTimeouts(t *testing.T) {
 		assert.Same(t, s, hs.Handler)
 	}
 }
+
+func TestIfNoneMatchForms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := bubbleServer(t, converge.NewMemStore(), nil)
+		tok, rev := setup(t, s, "d")
+		tests := []struct {
+			inm  string
+			code int
+		}{
+			{fleet.ETag(rev), http.StatusNotModified},
+			{"W/" + fleet.ETag(rev), http.StatusNotModified},
+			{`"9", ` + fleet.ETag(rev), http.StatusNotModified},
+			{"*", http.StatusNotModified},
+			{`"9"`, http.StatusOK},
+			{fleet.ETag(rev + 1), http.StatusOK},
+			{"", http.StatusOK},
+		}
+		for _, tt := range tests {
+			res := get(s, "/v1/devices/d/target", tok, tt.inm)
+			assert.Equal(t, tt.code, res.Code, tt.inm)
+			assert.Equal(t, fleet.ETag(rev), res.Header().Get("ETag"), tt.inm)
+		}
+	})
+}

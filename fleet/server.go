@@ -397,6 +397,23 @@ func (s *Server) readBody(r *http.Request, doc string) ([]byte, error) {
 // ETag returns the entity tag of a target revision: the revision, quoted.
 func ETag(revision uint64) string { return `"` + strconv.FormatUint(revision, 10) + `"` }
 
+// etagMatches says whether the If-None-Match header inm names revision
+// rev: one of its entity tags (weak or strong, as RFC 9110 compares them
+// for If-None-Match) is ETag(rev), or it is "*" and a target is set.
+func etagMatches(inm string, rev uint64) bool {
+	if inm == "" {
+		return false
+	}
+	want := ETag(rev)
+	for tag := range strings.SplitSeq(inm, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == want || tag == "*" && rev > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // parseWait reads the wait query parameter (a Go duration such as "30s",
 // or whole seconds), cut to the server's MaxWait.
 func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
@@ -442,7 +459,7 @@ func (s *Server) getTarget(w http.ResponseWriter, r *http.Request, id string) {
 			s.fail(w, err)
 			return
 		}
-		if ETag(rev) != inm {
+		if !etagMatches(inm, rev) {
 			if rev == 0 {
 				s.fail(w, errf("fleet: device %q: %w", id, ErrNoTarget))
 				return
@@ -454,7 +471,7 @@ func (s *Server) getTarget(w http.ResponseWriter, r *http.Request, id string) {
 			return
 		}
 		if timeout == nil {
-			w.Header().Set("ETag", inm)
+			w.Header().Set("ETag", ETag(rev))
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
