@@ -19,6 +19,17 @@ import (
 	"github.com/convergekit/converge/docker/dockertest"
 )
 
+// fieldsEngine returns the real engine, the test image, a project name
+// unique to this run (its objects removed when the test ends) and a
+// counting engine for the field tests.
+func fieldsEngine(t *testing.T, prefix string) (*client.Client, string, string, *dockertest.Counter) {
+	t.Helper()
+	cli, img := realEngine(t)
+	name := uniqueName(prefix)
+	cleanupProject(t, cli, name)
+	return cli, img, name, dockertest.Count(cli)
+}
+
 // loadFast loads a Compose file for a real-engine test, watching started
 // containers for a short poll interval.
 func loadFast(t *testing.T, yaml string, opts docker.LoadOptions) *docker.Project {
@@ -146,10 +157,7 @@ func readFile(t *testing.T, cli *client.Client, id, p string) (string, container
 // owner and mode; no label carries a content; a changed content recreates
 // the container.
 func TestIntegrationComposeSecretsAndConfigs(t *testing.T) {
-	cli, img := realEngine(t)
-	name := uniqueName("cvs")
-	cleanupProject(t, cli, name)
-	eng := dockertest.Count(cli)
+	cli, img, name, eng := fieldsEngine(t, "cvs")
 
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"db.txt": "file-secret-value\n"})
@@ -219,11 +227,8 @@ configs:
 // old container is touched, and the next pass, with a hook that
 // succeeds, recreates it.
 func TestIntegrationComposeHooks(t *testing.T) {
-	cli, img := realEngine(t)
 	ctx := context.Background()
-	name := uniqueName("cvh")
-	cleanupProject(t, cli, name)
-	eng := dockertest.Count(cli)
+	cli, img, name, eng := fieldsEngine(t, "cvh")
 	compose := func(postStart, preStop, greeting string) *docker.Project {
 		y := `name: ` + name + `
 services:
@@ -283,10 +288,7 @@ services:
 // same container, when a walk recreates the dependency; a walk that
 // changes nothing restarts nothing.
 func TestIntegrationComposeLinksAndRestart(t *testing.T) {
-	cli, img := realEngine(t)
-	name := uniqueName("cvl")
-	cleanupProject(t, cli, name)
-	eng := dockertest.Count(cli)
+	cli, img, name, eng := fieldsEngine(t, "cvl")
 	load := func(greeting string) *docker.Project {
 		return loadFast(t, `name: `+name+`
 services:
@@ -340,14 +342,11 @@ services:
 // TestIntegrationComposeNamespaceReferences: ipc and pid of another
 // service (service:NAME) and a network namespace named by container
 // (container:NAME), and volumes_from another service, reach the engine,
-// read back with inspect; the
-// service:NAME ones order the container after NAME and recreate it into
-// the new NAME's namespaces after NAME was recreated.
+// read back with inspect; the service:NAME ones order the container
+// after NAME and recreate it into the new NAME's namespaces after NAME was
+// recreated.
 func TestIntegrationComposeNamespaceReferences(t *testing.T) {
-	cli, img := realEngine(t)
-	name := uniqueName("cvn")
-	cleanupProject(t, cli, name)
-	eng := dockertest.Count(cli)
+	cli, img, name, eng := fieldsEngine(t, "cvn")
 	load := func(greeting string) *docker.Project {
 		return loadFast(t, `name: `+name+`
 services:
@@ -411,10 +410,7 @@ services:
 // service starts (read back with inspect); a failing one leaves the
 // service not created.
 func TestIntegrationComposePreStart(t *testing.T) {
-	cli, img := realEngine(t)
-	name := uniqueName("cvp")
-	cleanupProject(t, cli, name)
-	eng := dockertest.Count(cli)
+	cli, img, name, eng := fieldsEngine(t, "cvp")
 	load := func(second string) *docker.Project {
 		return loadFast(t, `name: `+name+`
 services:
