@@ -148,35 +148,48 @@ already changes nothing.`,
 	})
 }
 
-func runCancel(ctx context.Context, e *env, c *common, args []string) error {
-	kind, key := args[0], args[1]
+// changeObject is what release and cancel share: it opens the store to
+// write, reads the object (a sealed one cannot be changed without its
+// key), changes it with change when need says the change is due, and
+// reads it again, its secrets masked unless asked for. changed says
+// whether change ran.
+func changeObject(ctx context.Context, c *common, kind, key string, need func(*objectView) bool,
+	change func(converge.Store) error) (before, after *objectView, changed bool, err error) {
 	if err := checkKind(kind); err != nil {
-		return err
+		return nil, nil, false, err
 	}
 	st, closer, err := c.open(ctx, true)
 	if err != nil {
-		return err
+		return nil, nil, false, err
 	}
 	defer closer.Close()
-	before, err := getObject(ctx, st, kind, key, c.keyFile != "")
-	if err != nil {
-		return err
+	if before, err = getObject(ctx, st, kind, key, c.keyFile != ""); err != nil {
+		return nil, nil, false, err
 	}
 	if before.Sealed {
-		return &sealedError{what: kind, name: key, keyID: before.KeyID}
+		return nil, nil, false, &sealedError{what: kind, name: key, keyID: before.KeyID}
 	}
-	cancelled := before.Halted != controller.HaltCancelled
-	if cancelled {
-		if err := controller.Cancel(ctx, st, kind, key, c.by()); err != nil {
-			return err
+	if changed = need(before); changed {
+		if err := change(st); err != nil {
+			return nil, nil, false, err
 		}
 	}
-	after, err := getObject(ctx, st, kind, key, c.keyFile != "")
-	if err != nil {
-		return err
+	if after, err = getObject(ctx, st, kind, key, c.keyFile != ""); err != nil {
+		return nil, nil, false, err
 	}
 	if !c.showSecrets {
 		after.redact()
+	}
+	return before, after, changed, nil
+}
+
+func runCancel(ctx context.Context, e *env, c *common, args []string) error {
+	kind, key := args[0], args[1]
+	_, after, cancelled, err := changeObject(ctx, c, kind, key,
+		func(o *objectView) bool { return o.Halted != controller.HaltCancelled },
+		func(st converge.Store) error { return controller.Cancel(ctx, st, kind, key, c.by()) })
+	if err != nil {
+		return err
 	}
 	if c.structured() {
 		return c.emit(e.out, map[string]any{"cancelled": cancelled, "object": after})
@@ -461,33 +474,11 @@ func subjectText(s *converge.HistorySubject) string {
 
 func runRelease(ctx context.Context, e *env, c *common, args []string) error {
 	kind, key := args[0], args[1]
-	if err := checkKind(kind); err != nil {
-		return err
-	}
-	st, closer, err := c.open(ctx, true)
+	before, after, released, err := changeObject(ctx, c, kind, key,
+		func(o *objectView) bool { return o.Halted != "" },
+		func(st converge.Store) error { return releaseObject(ctx, st, kind, key, c.by()) })
 	if err != nil {
 		return err
-	}
-	defer closer.Close()
-	before, err := getObject(ctx, st, kind, key, c.keyFile != "")
-	if err != nil {
-		return err
-	}
-	if before.Sealed {
-		return &sealedError{what: kind, name: key, keyID: before.KeyID}
-	}
-	released := before.Halted != ""
-	if released {
-		if err := releaseObject(ctx, st, kind, key, c.by()); err != nil {
-			return err
-		}
-	}
-	after, err := getObject(ctx, st, kind, key, c.keyFile != "")
-	if err != nil {
-		return err
-	}
-	if !c.showSecrets {
-		after.redact()
 	}
 	if c.structured() {
 		return c.emit(e.out, map[string]any{"released": released, "was": before.Halted, "object": after})

@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,23 +24,8 @@ import (
 // containers or took the project down with its volumes (what a test that
 // reused the project's name did).
 func TestBystanderNoticesATouch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test against the Docker engine skipped in -short mode")
-	}
 	ctx := context.Background()
-	cli, err := dockertest.Connect(ctx)
-	if err != nil {
-		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
-		}
-		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
-	}
-	t.Cleanup(func() { _ = cli.Close() }) // after the cleanups that use it
-	img, built, err := dockertest.BuildAppImage(ctx, cli)
-	require.NoError(t, err)
-	if built { // after the bystanders are removed
-		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{}) })
-	}
+	cli, img := testEngine(t)
 	tests := []struct {
 		name  string
 		touch func(t *testing.T, b *dockertest.Bystander)
@@ -76,23 +62,8 @@ func TestBystanderNoticesATouch(t *testing.T) {
 // the second watcher finds it, the first one's Remove leaves it to the
 // second, whose Check still passes and whose Remove removes it.
 func TestBystanderIsShared(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test against the Docker engine skipped in -short mode")
-	}
 	ctx := context.Background()
-	cli, err := dockertest.Connect(ctx)
-	if err != nil {
-		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
-		}
-		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
-	}
-	t.Cleanup(func() { _ = cli.Close() }) // after the cleanups that use it
-	img, built, err := dockertest.BuildAppImage(ctx, cli)
-	require.NoError(t, err)
-	if built {
-		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{}) })
-	}
+	cli, img := testEngine(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := "cvby" + hex.EncodeToString(b)
@@ -111,4 +82,30 @@ func TestBystanderIsShared(t *testing.T) {
 	assert.True(t, errdefs.IsNotFound(err), "the last watcher removed it: %v", err)
 	_, err = cli.VolumeInspect(ctx, name+"_data")
 	assert.True(t, errdefs.IsNotFound(err), "with its volume: %v", err)
+}
+
+// testEngine returns a client of the Docker engine and the test image,
+// closed and removed (when it was built) after the test's cleanups; it
+// skips t without an engine, unless CONVERGE_REQUIRE_DOCKER=1 requires
+// one, and in -short mode.
+func testEngine(t *testing.T) (*client.Client, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test against the Docker engine skipped in -short mode")
+	}
+	ctx := context.Background()
+	cli, err := dockertest.Connect(ctx)
+	if err != nil {
+		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
+		}
+		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() }) // after the cleanups that use it
+	img, built, err := dockertest.BuildAppImage(ctx, cli)
+	require.NoError(t, err)
+	if built { // after the projects that use it are removed
+		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{}) })
+	}
+	return cli, img
 }

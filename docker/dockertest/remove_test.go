@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -21,20 +20,8 @@ import (
 // containers, networks and volumes labelled as one project's, by converge
 // or by compose, and leaves another project's alone.
 func TestRemoveProjectRemovesOnlyItsProject(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test against the Docker engine skipped in -short mode")
-	}
 	ctx := context.Background()
-	cli, err := dockertest.Connect(ctx)
-	if err != nil {
-		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("Docker engine required (CONVERGE_REQUIRE_DOCKER=1): %v", err)
-		}
-		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	img, _, err := dockertest.BuildAppImage(ctx, cli)
-	require.NoError(t, err)
+	cli, img := testEngine(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	gone, kept := "cvrm"+hex.EncodeToString(b), "cvrk"+hex.EncodeToString(b)
@@ -57,14 +44,14 @@ func TestRemoveProjectRemovesOnlyItsProject(t *testing.T) {
 	require.NoError(t, dockertest.RemoveProject(ctx, cli, gone+"x"))
 	require.NoError(t, dockertest.RemoveProject(ctx, cli, gone), "removing what is gone is no error")
 	for _, p := range []string{gone, gone + "x"} {
-		_, err = cli.ContainerInspect(ctx, p+"-c")
+		_, err := cli.ContainerInspect(ctx, p+"-c")
 		assert.Error(t, err, "container of %s", p)
 		_, err = cli.NetworkInspect(ctx, p+"_net", network.InspectOptions{})
 		assert.Error(t, err, "network of %s", p)
 		_, err = cli.VolumeInspect(ctx, p+"_data")
 		assert.Error(t, err, "volume of %s", p)
 	}
-	_, err = cli.ContainerInspect(ctx, kept+"-c")
+	_, err := cli.ContainerInspect(ctx, kept+"-c")
 	assert.NoError(t, err, "another project's container is kept")
 	_, err = cli.NetworkInspect(ctx, kept+"_net", network.InspectOptions{})
 	assert.NoError(t, err)
