@@ -1,8 +1,12 @@
 package prometheus_test
 
 import (
+	"bufio"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -66,4 +70,27 @@ func ExampleNew() {
 	// # TYPE converge_example_walks_running gauge
 	// converge_example_walks_running 0
 	// families: 3
+}
+
+// A program whose only metrics are converge's serves them with Handler,
+// beside the process and Go runtime collectors, at GET /metrics.
+func ExampleMetrics_Handler() {
+	m := &prometheus.Metrics{} // hand m to the loops as their converge.Metrics
+	m.Add(converge.MetricTargetPasses, 1, "device", "success")
+
+	srv := httptest.NewServer(m.Handler()) // mount it at /metrics
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "converge_target_passes_total") {
+			fmt.Println(sc.Text())
+		}
+	}
+	// Output:
+	// converge_target_passes_total{result="success",target="device"} 1
 }

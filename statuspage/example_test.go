@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
@@ -141,7 +144,8 @@ func ExampleMux() {
 	if err != nil {
 		panic(err)
 	}
-	// A program serves it with http.ListenAndServe(addr, surface).
+	// A program serves it with statuspage.ListenAndServe(ctx, addr, surface),
+	// beside its loop.
 	probe := func(path string) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, path, nil)
@@ -171,4 +175,21 @@ func ExampleMux() {
 	// /healthz 200 "ok"
 	// /readyz/loop 500 "internal server error: statuspage: loop not running\n"
 	// /readyz 200 "ok"
+}
+
+// ListenAndServe serves a surface beside the program's loop until the
+// program stops: both run in one errgroup, so a listener that cannot start
+// stops the loop too, and a signal stops both.
+func ExampleListenAndServe() {
+	surface, err := statuspage.Mux(statuspage.SurfaceOptions{Page: statuspage.Options{Title: "device agent"}})
+	if err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 100*time.Millisecond) // signal.NotifyContext in a program
+	defer stop()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { <-ctx.Done(); return nil }) // the program's loop, for example TargetReconciler.Run
+	g.Go(func() error { return statuspage.ListenAndServe(ctx, "127.0.0.1:0", surface) })
+	fmt.Println(g.Wait())
+	// Output: <nil>
 }

@@ -8,6 +8,7 @@ require (
 	github.com/convergekit/converge v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.22.0
 )
 
 require (
