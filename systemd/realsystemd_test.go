@@ -72,7 +72,8 @@ func TestRealSystemd(t *testing.T) {
 			t.Parallel()
 			c := startSystemd(t, image, bin)
 			out, err := c.runInner(t, []string{powerEnv + "=" + mode}, "^TestPowerInner$")
-			require.Contains(t, out, powerAccepted, "logind accepted the request (exec: %v)", err)
+			require.True(t, strings.Contains(out, powerAccepted) || strings.Contains(out, powerBusClosed),
+				"logind accepted the request, or the system went down before it answered (exec: %v):\n%s", err, out)
 			require.NotContains(t, out, "--- FAIL")
 			code := c.waitStopped(t)
 			t.Logf("the container stopped after the %s, exit code %d", mode, code)
