@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -236,9 +237,15 @@ func FuzzRedactJSON(f *testing.F) {
 		if !json.Valid([]byte(doc)) || strings.Contains(doc, "=") || strings.Contains(doc, "@") {
 			return
 		}
-		var in, got any
-		require.NoError(t, json.Unmarshal([]byte(doc), &in))
-		require.NoError(t, json.Unmarshal(out, &got))
+		// Numbers as written: a valid document may hold one no float64 holds.
+		decode := func(b []byte) any {
+			d := json.NewDecoder(bytes.NewReader(b))
+			d.UseNumber()
+			var v any
+			require.NoError(t, d.Decode(&v))
+			return v
+		}
+		in, got := decode([]byte(doc)), decode(out)
 		if !strings.Contains(string(out), converge.Redacted) {
 			assert.Equal(t, in, got)
 		}
