@@ -38,28 +38,13 @@ type WalkerConfig struct {
 	// '-', '_' or '.': a label value must come from a small set.
 	Name string
 	// Parallelism is the most items processed at once; 0 means
-	// DefaultParallelism. Negative values are invalid. Of the items ready
-	// to run, those heading the longest chain of items after them start
-	// first. When items are quick (converged, checked in well under a
-	// millisecond) a worker takes up to 16 at once to save synchronisation;
-	// it hands those it has not started back before any Apply, so no item
-	// waits for another's Apply unless it depends on it. With Parallelism
-	// 1, where the order cannot change how long the walk takes, the items
-	// run in the order they were added to the graph as far as their order
-	// constraints allow (of the items ready to run, the one added first).
-	//
-	// A walk of a Walker whose last walk was quick (no item applied, and
-	// the items that took 20µs or more took less than a millisecond
-	// together or were fewer than one in 64) starts as a walk of
-	// Parallelism 1, on one worker and in that order, since coordinating
-	// workers costs quick items more than it saves, and grows to
-	// Parallelism workers as soon as an item is about to Apply, or the
-	// items that took 20µs or more took a millisecond together, or its
-	// worker has been in one item for one to two milliseconds: a slow
-	// discovery or check holds the items after it back for at most about
-	// two milliseconds, once per walk. A walk that was not quick makes the
-	// next one start on every worker. A converged system is thus checked
-	// at the cost of one worker, and a changing one at full parallelism.
+	// DefaultParallelism. Negative values are invalid. With Parallelism 1
+	// the items run in the order they were added, as far as their order
+	// constraints allow. A walk after a quick one (no item applied, quick
+	// checks) starts on one worker in that order and grows to Parallelism
+	// workers once an item is about to Apply or is slow: a slow discovery
+	// holds the items after it back for about two milliseconds, once per
+	// walk. docs/internals.md explains the schedule.
 	Parallelism int
 	// FailFast stops scheduling new items after the first failure. Items
 	// already running finish; the rest are reported as not run.
@@ -103,6 +88,14 @@ type WalkerConfig struct {
 	// NewStoreRefreshLog over a boltstore, which a TargetReconciler does
 	// itself. Walks of graphs without a Refresher never use it.
 	RefreshLog RefreshLog
+	// Tracer, when set, starts a span per walk (SpanWalk, a child of the
+	// span in the walk's context) and, when that span is recorded, one per
+	// item (SpanItem) with the events "apply" and "verify" of an item that
+	// changes, the outcome and the phase it failed in; an item resolved as
+	// waiting gets a span of its own with no duration. The items' context
+	// carries the Tracer and the item's span, so the spans an adapter
+	// starts for an item (StartSpan) are its children. nil means none.
+	Tracer Tracer
 	// Now returns the current time; nil means time.Now. With time.Now a
 	// walk reads the wall clock once, when it starts, and after that only
 	// the monotonic clock, which costs half as much: the times in its
@@ -320,6 +313,9 @@ type walkState struct {
 	rev     uint64       // walkOpts.rev
 	log     *slog.Logger // cfg.Logger
 	kinds   *itemKinds   // when cfg.Metrics is set
+	// traceItems: the walk's span (cfg.Tracer) is recorded, and so each
+	// item gets one.
+	traceItems bool
 	// kindLabels and labels are the label values of the walk's metrics
 	// (kindLabels by index in kinds.names), when cfg.Metrics is set.
 	kindLabels []kindLabels
@@ -413,8 +409,14 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 			return nil, err
 		}
 	}
-	clock, start := newWalkClock(w.cfg.Now)
 	n := len(c.items)
+	var span Span
+	if w.cfg.Tracer != nil {
+		ctx, span = w.cfg.Tracer.Start(ctx, SpanWalk, StringAttr(AttrMode, mode.String()),
+			BoolAttr(AttrDry, dry), IntAttr(AttrItems, int64(n)))
+		ctx = WithTracer(ctx, w.cfg.Tracer)
+	}
+	clock, start := newWalkClock(w.cfg.Now)
 	ws := &walkState{
 		clock:     clock,
 		cfg:       &w.cfg,
@@ -432,6 +434,9 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		remaining: make([]int32, n),
 	}
 	ws.cond.L = &ws.mu
+	if span != nil {
+		ws.traceItems = span.Recording()
+	}
 	if mode != ModeClean && c.hasAbsent {
 		ws.published = make([]atomic.Bool, n)
 	}
@@ -574,9 +579,21 @@ func (w *Walker) walkWith(ctx context.Context, g *Graph, mode Mode, dry bool, op
 		ws.observeWalk(rep)
 	}
 	if ws.failures == 0 && notRun == 0 {
+		if span != nil {
+			span.End(nil)
+		}
 		return rep, nil // what rep.Err finds, without a pass over the items
 	}
-	return rep, rep.Err()
+	err = rep.Err()
+	if span != nil {
+		span.SetAttrs(IntAttr(AttrNotRun, int64(notRun)), IntAttr(AttrWaiting, int64(rep.Count(OutcomeWaiting))))
+		if ws.failures == 0 {
+			span.End(nil) // interrupted or preempted, not failed
+		} else {
+			span.End(err)
+		}
+	}
+	return rep, err
 }
 
 func checkCleanable(c *compiled) error {
@@ -1119,6 +1136,11 @@ func (ws *walkState) resolveWaiting(s int) {
 	r.Outcome = OutcomeWaiting
 	r.WaitingFor = ws.blocked[s]
 	ws.resolved++
+	if ws.traceItems {
+		_, sp := ws.cfg.Tracer.Start(ws.itemCtx, SpanItem, StringAttr(AttrItem, string(r.ID)),
+			StringAttr(AttrPresence, r.Presence.String()), StringAttr(AttrOutcome, OutcomeWaiting.String()))
+		sp.End(nil)
+	}
 	ws.emit(Event{ID: r.ID, Kind: EventSkipped, Outcome: OutcomeWaiting, WaitingFor: r.WaitingFor})
 }
 
@@ -1445,13 +1467,29 @@ func (d *depView) State(id ID) (any, bool) {
 // returns when the item ended and how long its Apply took (negative when it
 // did not apply).
 func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) (end time.Time, applied time.Duration) {
+	if !ws.traceItems {
+		return ws.runItemIn(ws.itemCtx, nil, k, res, start, b)
+	}
+	ctx, sp := ws.cfg.Tracer.Start(ws.itemCtx, SpanItem, ws.c.itemSpanAttrs(k, ws.presence(k))...)
+	end, applied = ws.runItemIn(ctx, sp, k, res, start, b)
+	if res.Outcome == OutcomeFailed && int(res.Phase) < len(failedSpanAttrs) {
+		sp.SetAttrs(failedSpanAttrs[res.Phase]...)
+	} else if int(res.Outcome) < len(outcomeSpanAttrs) {
+		sp.SetAttrs(outcomeSpanAttrs[res.Outcome]...)
+	}
+	sp.End(res.Err)
+	return end, applied
+}
+
+// runItemIn is runItem with the context ctx for the item's methods and
+// the item's span sp (nil when the item has none).
+func (ws *walkState) runItemIn(ctx context.Context, sp Span, k int, res *ItemResult, start time.Time, b *batch) (end time.Time, applied time.Duration) {
 	it := &ws.c.items[k]
 	ws.initResult(k) // the rest of res is still zero
 	res.Started = start
 	if ws.em != nil {
 		ws.em.emit(Event{ID: it.id, Kind: EventChecking})
 	}
-	ctx := ws.itemCtx
 	deps := &ws.views[k]
 	deps.ws, deps.k = ws, k
 	var run *itemRun
@@ -1469,6 +1507,7 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 		}
 		if phase == PhaseApply && !applyStart.IsZero() {
 			applied = end.Sub(applyStart)
+			res.ApplyDuration = applied
 		}
 	}
 	defer func() {
@@ -1550,7 +1589,11 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 	}
 	actx := context.WithValue(ctx, keyItemRun, run)
 	ws.emit(Event{ID: it.id, Kind: EventApplying, Done: 0, Total: res.Decision.WorkUnits})
+	if sp != nil {
+		sp.Event("apply")
+	}
 	applyStart = ws.clock.Now()
+	res.ApplyStart = applyStart.Sub(res.Started)
 	if ws.dry {
 		res.After, err = it.node.ApplyDry(actx, res.Before, res.Target)
 	} else {
@@ -1561,7 +1604,11 @@ func (ws *walkState) runItem(k int, res *ItemResult, start time.Time, b *batch) 
 		return end, applied
 	}
 	applied = ws.clock.Now().Sub(applyStart)
+	res.ApplyDuration = applied
 	phase = PhaseVerify
+	if sp != nil {
+		sp.Event("verify")
+	}
 	if !ws.dry {
 		if res.After, err = it.node.StateCurrent(ctx, deps); err != nil {
 			fail(err)

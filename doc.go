@@ -1,7 +1,8 @@
 // Package converge is an embeddable library for declarative state
-// convergence. A program says what a device, a host or a fleet should look
-// like; converge discovers what is there, changes what differs in
-// dependency order, verifies the result and reports what happened.
+// convergence: a program says what a device, a host or a fleet should look
+// like; converge changes what differs in dependency order and verifies it.
+// Start with Example (FirstProgram) and Walker; the guides are in the
+// repository's docs/ directory.
 //
 // # Items and graphs
 //

@@ -250,6 +250,9 @@ type compiled struct {
 	kindOnce  sync.Once
 	itemKinds *itemKinds // see kinds
 
+	spanOnce  [2]sync.Once
+	spanAttrs [2][]SpanAttr // see itemSpanAttrs
+
 	refresh *compiledRefresh // nil when no item is a Refresher
 }
 

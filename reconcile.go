@@ -131,6 +131,13 @@ type TargetReconcilerConfig[T any] struct {
 	// never converged has nothing to roll back to. 0 (the zero value)
 	// never rolls back.
 	RollbackAfter int
+	// TraceParent, when set with a Walk.Tracer that is a
+	// TracePropagator, returns the W3C traceparent a target was handed out
+	// under ("" for none): the spans of the passes that converge to it are
+	// then children of that remote span, so a device's pass joins the
+	// trace of the server that set its target. nil means the passes'
+	// spans are children of Run's context's span.
+	TraceParent func(target T) string
 }
 
 // Validate reports the first field out of range as a *ConfigError.
@@ -228,6 +235,22 @@ type TargetEvent struct {
 	Dropped int
 	// Rollback is the rollback made (TargetRolledBack).
 	Rollback *TargetRollback
+	// Walks are every walk the pass ran, in the order they ran, stage
+	// after stage (pass events: TargetPassFinished, TargetPassFailed,
+	// TargetPassPreempted): the time line of the pass, with each item's
+	// start and duration in the walks' reports, including the walks that
+	// changed nothing. Empty when the pass failed before its first walk.
+	Walks []TargetWalk
+}
+
+// TargetWalk is one walk of a TargetReconciler's pass.
+type TargetWalk struct {
+	// Stage is the stage walked, Round the walk's number in it, from 1
+	// (a stage is walked again until a walk changes nothing).
+	Stage string
+	Round int
+	// Report is the walk's report.
+	Report *Report
 }
 
 // TargetReconciler keeps one device converged to a target: each pass
@@ -684,12 +707,17 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 			r.running = run1
 		}
 		r.passes++
-		info := passInfo{pass: r.passes, rev: rev, inter: inter != nil, yield: yield}
+		var walks []TargetWalk
+		info := passInfo{pass: r.passes, rev: rev, inter: inter != nil, yield: yield, walks: &walks}
 		r.mu.Unlock()
 		r.obs.passStarted(ctx, info, force)
 
 		start := time.Now()
+		passCtx, span := r.startPass(passCtx, info, force, target)
 		err := r.pass(&forceCtx{Context: passCtx, run: run1}, info, target)
+		if span != nil {
+			r.endPass(ctx, span, err, run1)
+		}
 		cancel()
 		if run1.yield != nil {
 			run1.yield()
@@ -697,7 +725,7 @@ func (r *TargetReconciler[T]) Run(ctx context.Context) error {
 		took := time.Since(start)
 		forced := run1.force.Load()
 		pass := info.pass
-		ev := TargetEvent{Pass: pass, Revision: rev, Intermediate: inter != nil, Forced: forced, Duration: took}
+		ev := TargetEvent{Pass: pass, Revision: rev, Intermediate: inter != nil, Forced: forced, Duration: took, Walks: walks}
 
 		r.mu.Lock()
 		r.running = nil
@@ -784,6 +812,8 @@ type passInfo struct {
 	// yield ends when a new target preempts the pass (nil for an
 	// intermediate pass).
 	yield context.Context
+	// walks collects the reports of the pass's walks (TargetEvent.Walks).
+	walks *[]TargetWalk
 }
 
 // pass walks every stage of target in order, each until a walk changes
@@ -798,52 +828,129 @@ func (r *TargetReconciler[T]) pass(ctx context.Context, info passInfo, target T)
 	}
 	seen := map[RequiredAction]bool{}
 	for _, st := range stages {
-		for round := 1; ; round++ {
-			if info.yield != nil && info.yield.Err() != nil {
-				return errPreempted
-			}
-			mode := ModeApply
-			if st.Clean {
-				mode = ModeClean
-			}
-			rep, err := r.walker.walkWith(ctx, st.Graph, mode, false, walkOpts{rev: info.rev, yield: info.yield})
-			forced := Forced(ctx)
-			ev := TargetEvent{Pass: info.pass, Revision: info.rev, Intermediate: info.inter, Forced: forced, Stage: st.Name}
-			// Recorded before the events, so a subscriber finds them in
-			// PendingActions, and even when the pass was cancelled (the
-			// host changed already); a failure fails the pass after its
-			// events.
-			recErr := r.actions.record(context.WithoutCancel(ctx), rep, info.rev)
-			for _, a := range rep.Actions() {
-				if !seen[a] {
-					seen[a] = true
-					ev.Kind, ev.Action = TargetActionRequired, a
-					r.emit(ev)
-				}
-			}
-			if rep.Changed() {
-				ev.Kind, ev.Action, ev.Report = TargetStateChanged, RequiredAction{}, rep
-				r.emit(ev)
-			}
-			if recErr != nil && err == nil {
-				return recErr
-			}
-			if err != nil {
-				se := &TargetStageError{Stage: st.Name, Round: round, Err: err}
-				if rep != nil {
-					se.Walk = rep.Walk
-				}
-				return se
-			}
-			if !rep.Changed() {
-				break
-			}
-			if round == r.cfg.MaxRounds {
-				return &TargetStageError{Stage: st.Name, Round: round, Walk: rep.Walk, Err: fmt.Errorf("%w: still changing after %d walks", ErrTargetNotSettled, round)}
-			}
+		if err := r.stage(ctx, info, st, seen); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// stage walks stage st of a pass until a walk changes nothing, in a span
+// of its own when the walks have a Tracer.
+func (r *TargetReconciler[T]) stage(ctx context.Context, info passInfo, st TargetStage, seen map[RequiredAction]bool) (err error) {
+	if t := r.walker.cfg.Tracer; t != nil {
+		var span Span
+		var rounds int
+		ctx, span = t.Start(ctx, SpanStage, StringAttr(AttrStage, st.Name))
+		defer func() {
+			span.SetAttrs(IntAttr(AttrRound, int64(rounds)))
+			if ctx.Err() != nil || (info.yield != nil && info.yield.Err() != nil) {
+				span.End(nil) // preempted or cancelled: the pass's span says which
+				return
+			}
+			span.End(err)
+		}()
+		return r.stageRounds(ctx, info, st, seen, &rounds)
+	}
+	var rounds int
+	return r.stageRounds(ctx, info, st, seen, &rounds)
+}
+
+// stageRounds is stage's loop; it counts the walks in *rounds.
+func (r *TargetReconciler[T]) stageRounds(ctx context.Context, info passInfo, st TargetStage, seen map[RequiredAction]bool, rounds *int) error {
+	for round := 1; ; round++ {
+		if info.yield != nil && info.yield.Err() != nil {
+			return errPreempted
+		}
+		*rounds = round
+		mode := ModeApply
+		if st.Clean {
+			mode = ModeClean
+		}
+		rep, err := r.walker.walkWith(ctx, st.Graph, mode, false, walkOpts{rev: info.rev, yield: info.yield})
+		if rep != nil && info.walks != nil {
+			*info.walks = append(*info.walks, TargetWalk{Stage: st.Name, Round: round, Report: rep})
+		}
+		forced := Forced(ctx)
+		ev := TargetEvent{Pass: info.pass, Revision: info.rev, Intermediate: info.inter, Forced: forced, Stage: st.Name}
+		// Recorded before the events, so a subscriber finds them in
+		// PendingActions, and even when the pass was cancelled (the
+		// host changed already); a failure fails the pass after its
+		// events.
+		recErr := r.actions.record(context.WithoutCancel(ctx), rep, info.rev)
+		for _, a := range rep.Actions() {
+			if !seen[a] {
+				seen[a] = true
+				ev.Kind, ev.Action = TargetActionRequired, a
+				r.emit(ev)
+			}
+		}
+		if rep.Changed() {
+			ev.Kind, ev.Action, ev.Report = TargetStateChanged, RequiredAction{}, rep
+			r.emit(ev)
+		}
+		if recErr != nil && err == nil {
+			return recErr
+		}
+		if err != nil {
+			se := &TargetStageError{Stage: st.Name, Round: round, Err: err}
+			if rep != nil {
+				se.Walk = rep.Walk
+			}
+			return se
+		}
+		if !rep.Changed() {
+			break
+		}
+		if round == r.cfg.MaxRounds {
+			return &TargetStageError{Stage: st.Name, Round: round, Walk: rep.Walk, Err: fmt.Errorf("%w: still changing after %d walks", ErrTargetNotSettled, round)}
+		}
+	}
+	return nil
+}
+
+// The outcomes of a pass, in the attribute AttrOutcome of its span.
+const (
+	PassFinished  = "finished"
+	PassFailed    = "failed"
+	PassPreempted = "preempted"
+	PassCancelled = "cancelled"
+)
+
+// startPass starts the span of a pass (nil without a Tracer): a child of
+// the remote span the target was handed out under (TraceParent), or else
+// of ctx's.
+func (r *TargetReconciler[T]) startPass(ctx context.Context, info passInfo, force bool, target T) (context.Context, Span) {
+	t := r.walker.cfg.Tracer
+	if t == nil {
+		return ctx, nil
+	}
+	if r.cfg.TraceParent != nil {
+		if tp := r.cfg.TraceParent(target); tp != "" {
+			ctx = WithTraceParent(ctx, t, tp)
+		}
+	}
+	return t.Start(ctx, SpanPass, StringAttr(AttrTarget, r.name), IntAttr(AttrRevision, int64(info.rev)),
+		IntAttr(AttrPass, int64(info.pass)), BoolAttr(AttrIntermediate, info.inter), BoolAttr(AttrForced, force))
+}
+
+// endPass ends the span of a pass that returned err: a pass preempted by
+// another target, or cancelled with Run's context, is not a failure.
+func (r *TargetReconciler[T]) endPass(ctx context.Context, span Span, err error, run *targetRun) {
+	switch {
+	case err == nil:
+		span.SetAttrs(StringAttr(AttrOutcome, PassFinished))
+		span.End(nil)
+	case ctx.Err() == nil && (run.preempted.Load() || run.superseded.Load()):
+		span.SetAttrs(StringAttr(AttrOutcome, PassPreempted))
+		span.End(nil)
+	case ctx.Err() != nil:
+		span.SetAttrs(StringAttr(AttrOutcome, PassCancelled))
+		span.End(nil)
+	default:
+		span.SetAttrs(StringAttr(AttrOutcome, PassFailed))
+		span.End(err)
+	}
 }
 
 // forceCtx makes Forced(ctx) follow the flag of a running pass, so that a

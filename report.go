@@ -85,6 +85,14 @@ type ItemResult struct {
 	// OutcomeWouldChange). Empty when the item was not refreshed. It is
 	// left out of the JSON form when empty.
 	Refresh []ID `json:",omitempty"`
+	// ApplyStart and ApplyDuration place the item's Apply (ApplyDry in a
+	// dry run) on its time line: it began ApplyStart after Started (the
+	// item discovered its state, computed its target and checked before
+	// it) and took ApplyDuration; verification followed, until Started
+	// plus Duration. Both are 0 for an item that did not apply, and left
+	// out of the JSON form then, which reads reports without them.
+	ApplyStart    time.Duration `json:",omitempty"`
+	ApplyDuration time.Duration `json:",omitempty"`
 }
 
 // ResultStates returns the states of r with the item's own state type S

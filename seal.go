@@ -77,22 +77,13 @@ func NewAESGCMSealer(key []byte) (Sealer, error) {
 // repeated key fails with a *ConfigError that names the field and the
 // key's position, never the key.
 //
-// A sealed value is a zero byte, a format version byte (2), the key ID of
-// the key that sealed it (8 bytes, see SealKeyID), a random 12-byte nonce
-// and the ciphertext with its 16-byte tag; the header and the store key
-// are authenticated with it, so a value copied under another store key
-// fails to open, as does an altered value, with an error matching
-// ErrSealed. A value sealed with a key the keyring does not hold fails
-// with ErrSealed and names that key's ID. Open refuses a value that is not
-// sealed (one that does not start with a zero byte) with ErrNotSealed:
-// a store with a Sealer fails closed on a clear value (see
-// MemStore.AllowClear for the way to turn sealing on over clear values).
-//
-// Values sealed by converge before sealed values named their key (format
-// 1: a zero byte, the byte 1, the nonce and the ciphertext) still open:
-// the keyring tries each of its keys on them, newest first. It never
-// writes that format; Reseal rewrites every value in the current format
-// under the newest key.
+// A value copied under another store key, or altered, fails to open with
+// an error matching ErrSealed; one sealed with a key the keyring does not
+// hold fails with ErrSealed naming that key's ID. Open refuses a value
+// that is not sealed with ErrNotSealed: a store with a Sealer fails closed
+// on a clear value (MemStore.AllowClear turns sealing on over clear
+// values). Values of the format before key IDs still open, and Reseal
+// rewrites them. docs/internals.md describes the format.
 //
 // Rotation: construct the keyring with the old key and the new one, so
 // that values sealed with either open and new writes use the new key; run

@@ -336,6 +336,10 @@ type MemStore struct {
 	tokens  uint64
 	due     memDueHeap
 	watches []*memWatch
+	// watching holds the keys each record watches (Linker), watchers
+	// the records that watch each key.
+	watching map[string][]string
+	watchers map[string]map[string]struct{}
 }
 
 // memTarget is the last target of a name, its revision, and the last
@@ -361,13 +365,18 @@ type memDue struct {
 	// leased, when hasPending: Finish keeps it if it is earlier than next.
 	pending    int64
 	hasPending bool
+	// prio is the record's priority, rank its place in the due order
+	// (PriorityRank of at and prio).
+	prio int
+	rank int64
 	// idx is the record's place in the due heap; -1: not due.
 	idx int
 }
 
 var (
-	_ Store = (*MemStore)(nil)
-	_ Queue = (*MemStore)(nil)
+	_ Store       = (*MemStore)(nil)
+	_ Queue       = (*MemStore)(nil)
+	_ Prioritizer = (*MemStore)(nil)
 )
 
 // NewMemStore returns an empty MemStore.
@@ -476,8 +485,37 @@ func (s *MemStore) Get(ctx context.Context, key string) (StoreRecord, error) {
 }
 
 // Put implements Store. It keeps a copy of rec.Value (sealed when the store
-// has a Sealer). A new record is due at once.
+// has a Sealer). A new record is due at once, with priority 0; an update
+// keeps the record's priority.
 func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryEntry) (uint64, error) {
+	return s.write(ctx, rec, -1, nil, history)
+}
+
+// PutPriority implements Prioritizer.
+func (s *MemStore) PutPriority(ctx context.Context, rec StoreRecord, priority int, history ...HistoryEntry) (uint64, error) {
+	if err := CheckPriority(rec.Key, priority); err != nil {
+		return 0, err
+	}
+	return s.write(ctx, rec, priority, nil, history)
+}
+
+// Priority implements Prioritizer.
+func (s *MemStore) Priority(ctx context.Context, key string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.records[key]
+	if !ok {
+		return 0, fmt.Errorf("converge: store key %q: %w", key, bare(ErrStoreNotFound))
+	}
+	return r.q.prio, nil
+}
+
+// write writes rec, setting its priority unless priority is negative,
+// and what it watches unless watched is nil.
+func (s *MemStore) write(ctx context.Context, rec StoreRecord, priority int, watched []string, history []HistoryEntry) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -508,11 +546,21 @@ func (s *MemStore) Put(ctx context.Context, rec StoreRecord, history ...HistoryE
 	}
 	if !ok {
 		cur.q = &memDue{key: rec.Key, idx: -1}
+		cur.q.prio = max(priority, 0)
 		s.due.set(cur.q, unixNanos(s.now()))
+	} else if priority >= 0 && priority != cur.q.prio {
+		cur.q.prio = priority
+		if cur.q.idx >= 0 {
+			s.due.set(cur.q, cur.q.at)
+		}
 	}
 	next := cur.version + 1
 	s.records[rec.Key] = memRecord{version: next, value: value, q: cur.q}
+	if watched != nil {
+		s.setWatching(rec.Key, watched)
+	}
 	s.appendHistory(rec.Key, history)
+	s.wakeWatchers(rec.Key, history)
 	s.notify(rec.Key)
 	return next, nil
 }
@@ -606,7 +654,9 @@ func (s *MemStore) Delete(ctx context.Context, key string, version uint64, histo
 	}
 	delete(s.records, key)
 	s.due.remove(cur.q)
+	s.setWatching(key, nil)
 	s.appendHistory(key, history)
+	s.wakeWatchers(key, history)
 	s.notify(key)
 	return nil
 }
@@ -770,7 +820,13 @@ func (s *MemStore) Schedule(ctx context.Context, key string, at time.Time) error
 	if !ok {
 		return fmt.Errorf("converge: store key %q: %w", key, bare(ErrStoreNotFound))
 	}
-	q := r.q
+	s.scheduleLocked(key, r.q, t)
+	return nil
+}
+
+// scheduleLocked makes the record key, of queue state q, due at t (Unix
+// nanoseconds) as Schedule does. The caller holds s.mu.
+func (s *MemStore) scheduleLocked(key string, q *memDue, t int64) {
 	if l, held := s.leases[key]; held && s.now().Before(l.Expires) {
 		if !q.hasPending || t < q.pending {
 			q.pending, q.hasPending = t, true
@@ -780,7 +836,6 @@ func (s *MemStore) Schedule(ctx context.Context, key string, at time.Time) error
 		s.due.set(q, t)
 	}
 	s.notify(key)
-	return nil
 }
 
 // ClaimDue implements Queue. It takes the due records from an index, so
@@ -863,10 +918,14 @@ func (s *MemStore) Finish(ctx context.Context, lease Lease, next time.Time) erro
 	return nil
 }
 
-// memDueHeap is a binary min-heap of due records by due time (then key).
+// memDueHeap is a binary min-heap of due records by rank (the due time
+// less the priority's worth, see PriorityStep), then due time, then key.
 type memDueHeap []*memDue
 
 func (h memDueHeap) less(i, j int) bool {
+	if h[i].rank != h[j].rank {
+		return h[i].rank < h[j].rank
+	}
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
@@ -908,7 +967,7 @@ func (h memDueHeap) down(i int) {
 
 // set makes q due at at, adding it to the heap if needed.
 func (h *memDueHeap) set(q *memDue, at int64) {
-	q.at = at
+	q.at, q.rank = at, PriorityRank(at, q.prio)
 	if q.idx < 0 {
 		q.idx = len(*h)
 		*h = append(*h, q)
@@ -939,11 +998,13 @@ func (h *memDueHeap) remove(q *memDue) {
 }
 
 // earliest returns up to limit records due at or before now that ok
-// accepts, the earliest first, visiting the heap in order without
-// changing it: only the records due by now are looked at.
+// accepts, the first by rank first, visiting the heap in order without
+// changing it: only the records ranked by now are looked at (those due,
+// and those of a priority above 0 due within its worth of now), since a
+// rank is never after its record's due time.
 func (h memDueHeap) earliest(now int64, limit int, ok func(*memDue) bool) []*memDue {
 	var out []*memDue
-	if len(h) == 0 || h[0].at > now {
+	if len(h) == 0 || h[0].rank > now {
 		return out
 	}
 	// frontier is a min-heap (by the same order) of heap indexes whose
@@ -951,11 +1012,11 @@ func (h memDueHeap) earliest(now int64, limit int, ok func(*memDue) bool) []*mem
 	frontier := memIndexHeap{h: h, idx: []int{0}}
 	for len(frontier.idx) > 0 && len(out) < limit {
 		i := frontier.pop()
-		if ok(h[i]) {
+		if h[i].at <= now && ok(h[i]) {
 			out = append(out, h[i])
 		}
 		for _, c := range [2]int{2*i + 1, 2*i + 2} {
-			if c < len(h) && h[c].at <= now {
+			if c < len(h) && h[c].rank <= now {
 				frontier.push(c)
 			}
 		}

@@ -14,6 +14,10 @@ type NewRecord struct {
 	Key     string
 	Value   json.RawMessage
 	History []HistoryEntry
+	// Priority is the record's priority in a Prioritizer (0 to
+	// MaxPriority; see PriorityStep). A Creator that is not a Prioritizer
+	// refuses a priority other than 0.
+	Priority int
 }
 
 // Creator is a Store that creates many records in one atomic write: all of
@@ -66,9 +70,9 @@ func (e *StoreExistsError) Is(target error) bool {
 }
 
 // CheckNewRecords returns a *StoreRequestError naming the first record of
-// recs that no store may create: an empty key, a key given twice, or a
-// value that is not valid JSON. Stores implementing Creator call it
-// before they write.
+// recs that no store may create: an empty key, a key given twice, a
+// value that is not valid JSON, or a priority outside 0..MaxPriority.
+// Stores implementing Creator call it before they write.
 func CheckNewRecords(recs []NewRecord) error {
 	seen := make(map[string]struct{}, len(recs))
 	for i, r := range recs {
@@ -80,6 +84,8 @@ func CheckNewRecords(recs []NewRecord) error {
 			return &StoreRequestError{Key: r.Key, Field: field + ".Key", Reason: "given twice"}
 		case !json.Valid(r.Value):
 			return &StoreRequestError{Key: r.Key, Field: field + ".Value", Reason: "not valid JSON"}
+		case r.Priority < 0 || r.Priority > MaxPriority:
+			return &StoreRequestError{Key: r.Key, Field: field + ".Priority", Reason: fmt.Sprintf("must be between 0 and %d, got %d", MaxPriority, r.Priority)}
 		}
 		seen[r.Key] = struct{}{}
 	}
@@ -122,10 +128,11 @@ func (s *MemStore) CreateMany(ctx context.Context, recs []NewRecord) ([]uint64, 
 	now := unixNanos(s.now())
 	versions := make([]uint64, len(recs))
 	for i, r := range recs {
-		q := &memDue{key: r.Key, idx: -1}
+		q := &memDue{key: r.Key, idx: -1, prio: r.Priority}
 		s.due.set(q, now)
 		s.records[r.Key] = memRecord{version: 1, value: values[i], q: q}
 		s.appendHistory(r.Key, r.History)
+		s.wakeWatchers(r.Key, r.History)
 		s.notify(r.Key)
 		versions[i] = 1
 	}

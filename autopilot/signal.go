@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/plan"
 )
 
@@ -29,6 +30,14 @@ type Signal struct {
 	Attempt int    `json:"attempt,omitempty"`
 	// Spec is the command's own spec (version, platforms, ...).
 	Spec map[string]json.RawMessage `json:"spec,omitempty"`
+	// TraceParent is the W3C traceparent of the plan step that sent the
+	// signal, when the runner traces (plan.RunnerConfig.Tracer, with a
+	// converge.TracePropagator such as the otel module's): the node makes
+	// its work a child of it with converge.WithTraceParent, so one trace
+	// runs from the plan to the node's update. "" otherwise. A signal sent
+	// again with the same ID may carry another one (the step that resent
+	// it).
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // SignalID returns the ID of the signal for command cmd of plan, attempt.
@@ -698,7 +707,8 @@ func (h *CommandHandler) deliver(ctx context.Context, c *plan.CommandContext, gr
 	if err != nil || rep.SignalID == id || h.sentBefore(t.Name, id) {
 		return rep, err
 	}
-	sig := Signal{ID: id, PlanID: c.PlanID, Command: c.Index, Kind: c.Command.Kind, Group: group, Attempt: t.Attempt, Spec: c.Command.Spec}
+	sig := Signal{ID: id, PlanID: c.PlanID, Command: c.Index, Kind: c.Command.Kind, Group: group, Attempt: t.Attempt, Spec: c.Command.Spec,
+		TraceParent: converge.TraceParent(ctx)}
 	if err := h.Sender.Send(ctx, t.Name, sig); err != nil {
 		return Report{}, err
 	}

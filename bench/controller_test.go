@@ -40,6 +40,9 @@ type batchCounter struct {
 	// racing: the workers are not held, they race the enqueue for the
 	// queue (the *Racing benchmarks).
 	racing bool
+	// work, when set, is the handler's work, done by reconcile before it
+	// counts the run (the *Work10us benchmarks).
+	work func()
 }
 
 func newBatchCounter() *batchCounter { return &batchCounter{done: make(chan struct{}, 1)} }
@@ -64,6 +67,9 @@ func (c *batchCounter) reconcile() {
 	if c.held.Load() {
 		<-c.gate
 	}
+	if c.work != nil {
+		c.work()
+	}
 	if c.n.Add(1) == c.target.Load() {
 		c.done <- struct{}{}
 	}
@@ -83,7 +89,7 @@ func BenchmarkControllerThroughput(b *testing.B) { benchThroughputTwin(b, false)
 // a busy controller. Compare with BenchmarkWorkqueueBaselineRacing; the
 // figures vary more from run to run (see measureBatches).
 func BenchmarkControllerThroughputRacing(b *testing.B) {
-	benchControllerThroughput(b, controller.Config{}, true)
+	benchControllerThroughput(b, controller.Config{}, true, nil)
 }
 
 // BenchmarkControllerThroughputDurable is BenchmarkControllerThroughput with
@@ -94,7 +100,7 @@ func BenchmarkControllerThroughputDurable(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	benchControllerThroughput(b, controller.Config{Store: st}, false)
+	benchControllerThroughput(b, controller.Config{Store: st}, false, nil)
 }
 
 // benchControllerThroughput runs the throughput load on a controller
@@ -102,11 +108,12 @@ func BenchmarkControllerThroughputDurable(b *testing.B) {
 // in-memory store), its workers racing the enqueue when racing. The
 // objects are added by 64 goroutines, so that a durable store's writes
 // share commits.
-func benchControllerThroughput(b *testing.B, base controller.Config, racing bool) {
+func benchControllerThroughput(b *testing.B, base controller.Config, racing bool, work func()) {
 	ctx := context.Background()
 	keys := fleetKeys()
 	cnt := newBatchCounter()
 	cnt.racing = racing
+	cnt.work = work
 	cnt.expect(fleetSize) // the first pass of Run
 	cfg := base
 	cfg.Kind, cfg.Workers, cfg.Resync = "obj", 8, time.Hour

@@ -15,4 +15,12 @@
 // take their databases from pgstore/pgtest: a throw-away cluster when
 // CONVERGE_PG_DSN is not set; without PostgreSQL they are skipped, or fail
 // when CONVERGE_REQUIRE_PG=1. Their figures are in results/*-pg.txt.
+//
+// The fleet benchmarks (BenchmarkFleet*, fleet*_test.go) run the fleet
+// server over loopback HTTP beside bare net/http floors: reports taken,
+// a rollout of up to ten thousand simulated devices, the memory of an
+// idle long poll and the CPU of an idle agent's poll. Their devices run
+// in a child process (this test binary again), so that each process
+// holds one end of every connection. Their figures are in
+// results/*-fleet.txt.
 package bench

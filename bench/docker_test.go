@@ -99,13 +99,16 @@ func composeBinary() (string, error) {
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
 		return "", fmt.Errorf("download compose: %v %s", err, mod.Error)
 	}
-	cmd := exec.Command("go", "build", "-o", bin+".tmp", "./cmd")
+	// A name of this process's own: packages tested at the same time may
+	// build it together, and each renames its own copy into place.
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, "./cmd")
 	cmd.Dir = mod.Dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build compose: %w\n%s", err, out)
 	}
-	return bin, os.Rename(bin+".tmp", bin)
+	return bin, os.Rename(tmp, bin)
 }
 
 func randomName(prefix string) string {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -12,7 +13,14 @@ import (
 // benchmarks start (see pg_test.go), closes the Docker client the Docker
 // benchmarks share, and fails the run when a benchmark leaves a goroutine
 // behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(closeDocker{m})) }
+// A child process of the fleet benchmarks (fleetChildEnv) runs its
+// clients instead.
+func TestMain(m *testing.M) {
+	if os.Getenv(fleetChildEnv) != "" {
+		os.Exit(runFleetChild())
+	}
+	goleak.VerifyTestMain(pgtest.Wrap(closeDocker{m}))
+}
 
 // closeDocker runs the benchmarks, then closes the shared Docker client
 // (benchEngine closes it only when it built the image), so that its idle

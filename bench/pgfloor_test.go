@@ -179,7 +179,8 @@ func addPGFloorObjects(ctx context.Context, s *pgstore.Store, n int) error {
 // version and lease token. It is pgstore's ClaimDue without the read of
 // the history and the returned lease's owner and expiry, which the caller
 // knows: the same walks (of records_claimed, for the records whose claim
-// ran out, then of records_due in the order (due_at, key)), the same lock
+// ran out, then of records_due in the order (rank, key), the rank being
+// due_at less the priority's worth, as pgstore's schema 7 indexes it), the same lock
 // (FOR UPDATE SKIP LOCKED), the same lease (the token raised) and the
 // same due columns set.
 const pgFloorClaimSQL = `WITH taken AS (
@@ -194,10 +195,11 @@ const pgFloorClaimSQL = `WITH taken AS (
 ), cd AS (
 	SELECT r.key, r.version, 1 AS tier, r.due_at AS due
 	FROM {s}.records r
-	WHERE r.due_at <= now() AND coalesce(r.claimed_due > now(), true)
+	WHERE (r.due_at AT TIME ZONE 'UTC') - r.priority * interval '1 second' <= (now() AT TIME ZONE 'UTC')
+		AND r.due_at <= now() AND coalesce(r.claimed_due > now(), true)
 		AND coalesce(starts_with(r.key, $1), false)
 		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM {s}.leases x WHERE x.key = r.key), false)
-	ORDER BY r.due_at, r.key
+	ORDER BY (r.due_at AT TIME ZONE 'UTC') - r.priority * interval '1 second', r.key
 	LIMIT (SELECT $2::bigint - count(*) FROM taken)
 	FOR UPDATE OF r SKIP LOCKED
 ), c AS (

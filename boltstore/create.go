@@ -61,7 +61,7 @@ func (s *Store) CreateMany(ctx context.Context, recs []converge.NewRecord) ([]ui
 			return nil // nothing written
 		}
 		for i, r := range recs {
-			next := record{version: 1, value: values[i], hasDue: true, due: now}
+			next := record{version: 1, value: values[i], hasDue: true, due: now, prio: r.Priority}
 			l, held, err := getLease(tx, r.Key)
 			if err != nil {
 				return err

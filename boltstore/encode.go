@@ -13,9 +13,9 @@ import (
 
 // Layout of format version 2. Integers are big-endian.
 //
-//	records  key -> tag 2, flags, version u64, due i64, index i64, value, sum
+//	records  key -> tag 2, flags, version u64, due i64, index i64, [priority u32,] value, sum
 //	leases   key -> tag 2, flags, token u64, expires i64, saved i64, owner, sum
-//	due      index i64 (sign bit flipped, so it sorts) + key -> sum
+//	due      rank i64 (sign bit flipped, so it sorts) + key -> sum
 //	history  uvarint(len(key)) + key + seq u64 -> JSON HistoryEntry, sum
 //	targets  name -> tag 1, flags, revision u64, last u64, value, sum
 //	meta     "format" -> the format version in decimal
@@ -27,6 +27,14 @@ import (
 // included, changed on the disk fails its sum and is reported as
 // ErrCorrupt rather than read. The sum covers the stored bytes as they are,
 // sealed or not.
+//
+// A record's priority (converge.Prioritizer) follows its head when it is
+// not 0, with flagPriority set; a record without the flag, as every
+// record written before priorities were kept, has priority 0. The due
+// bucket orders a record by its rank: its index time less its priority's
+// worth (converge.PriorityRank), which is the index time itself for
+// priority 0, so files written before priorities were kept are read as
+// they are.
 //
 // Format version 1 had the same layout without the sums (and tag 1 for
 // records and leases); Open upgrades such a file in place (see migrate).
@@ -47,10 +55,11 @@ const (
 	targetTag  = 1
 	targetHead = 2 + 8 + 8
 
-	flagDue     = 1 << 0 // record: due holds a due time
-	flagIndexed = 1 << 1 // record: the due bucket holds index+key
-	flagSaved   = 1 << 0 // lease: saved holds the record's due time at claim
-	flagValue   = 1 << 0 // target: a value follows the head
+	flagDue      = 1 << 0 // record: due holds a due time
+	flagIndexed  = 1 << 1 // record: the due bucket holds rank+key
+	flagPriority = 1 << 2 // record: a priority u32 follows the head
+	flagSaved    = 1 << 0 // lease: saved holds the record's due time at claim
+	flagValue    = 1 << 0 // target: a value follows the head
 )
 
 // target is a decoded entry of the targets bucket. value aliases the
@@ -164,7 +173,18 @@ type record struct {
 	due     int64
 	indexed bool
 	index   int64
-	value   []byte
+	// prio is the record's priority (converge.Prioritizer); its due
+	// bucket entry, when indexed, is at rank(index).
+	prio  int
+	value []byte
+}
+
+// rank is where the due bucket orders the record when indexed at at.
+func (r *record) rank(at int64) int64 {
+	if r.prio == 0 {
+		return at
+	}
+	return converge.PriorityRank(at, r.prio)
 }
 
 func (r *record) encode(key string) []byte {
@@ -179,22 +199,37 @@ func (r *record) encode(key string) []byte {
 	binary.BigEndian.PutUint64(b[2:], r.version)
 	binary.BigEndian.PutUint64(b[10:], uint64(r.due))
 	binary.BigEndian.PutUint64(b[18:], uint64(r.index))
+	if r.prio != 0 {
+		b[1] |= flagPriority
+		b = binary.BigEndian.AppendUint32(b, uint32(r.prio))
+	}
 	return appendSum(kindRecord, key, append(b, r.value...))
 }
 
 func decodeRecord(key string, b []byte) (record, error) {
 	b, ok := checkSum(kindRecord, key, b)
-	if !ok || len(b) < recordHead || b[0] != recordTag || b[1]&^(flagDue|flagIndexed) != 0 {
+	if !ok || len(b) < recordHead || b[0] != recordTag || b[1]&^(flagDue|flagIndexed|flagPriority) != 0 {
 		return record{}, corrupt("record %q: checksum mismatch", key)
 	}
-	return record{
+	r := record{
 		version: binary.BigEndian.Uint64(b[2:]),
 		hasDue:  b[1]&flagDue != 0,
 		due:     int64(binary.BigEndian.Uint64(b[10:])),
 		indexed: b[1]&flagIndexed != 0,
 		index:   int64(binary.BigEndian.Uint64(b[18:])),
 		value:   b[recordHead:],
-	}, nil
+	}
+	if b[1]&flagPriority != 0 {
+		if len(b) < recordHead+4 {
+			return record{}, corrupt("record %q: checksum mismatch", key)
+		}
+		p := binary.BigEndian.Uint32(b[recordHead:])
+		if p == 0 || p > converge.MaxPriority {
+			return record{}, corrupt("record %q: priority %d out of range", key, p)
+		}
+		r.prio, r.value = int(p), b[recordHead+4:]
+	}
+	return r, nil
 }
 
 // lease is a decoded entry of the leases bucket.

@@ -3,6 +3,10 @@ package boltstore
 import (
 	"bytes"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzDecode feeds arbitrary bytes to the decoders of stored records and
@@ -27,4 +31,25 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRecordPriorityEncoding(t *testing.T) {
+	plain := record{version: 3, hasDue: true, due: 42, indexed: true, index: 42, value: []byte(`{"a":1}`)}
+	b := plain.encode("k")
+	// Priority 0 is written as before priorities were kept: no flag, no
+	// field, so that older versions read what this one writes for it.
+	require.Len(t, b, recordHead+len(plain.value)+sumSize)
+	assert.Zero(t, b[1]&flagPriority)
+	got, err := decodeRecord("k", b)
+	require.NoError(t, err)
+	assert.Zero(t, got.prio)
+
+	high := plain
+	high.prio = 7
+	got, err = decodeRecord("k", high.encode("k"))
+	require.NoError(t, err)
+	assert.Equal(t, 7, got.prio)
+	assert.Equal(t, plain.value, got.value)
+	assert.Equal(t, int64(42)-7*int64(time.Second), got.rank(got.index))
+	assert.Equal(t, int64(42), plain.rank(plain.index), "priority 0 ranks at its index time")
 }

@@ -20,12 +20,15 @@ import (
 // TestPartitionSchedulesNeverOverlapOnBoltStore runs three replicas on
 // one bolt file through 100 randomized schedules of partitions (calls
 // failing or hanging), heals, kills, slow replies and clock steps, and
-// checks that no object is ever handled by two replicas at once. Each
-// schedule runs in its own synctest bubble on a file of its own.
+// checks that no object is ever handled by two replicas at once, and
+// that no more handlers than the limit run at once in the limited state
+// (the limit checker), which they reach. Each schedule runs in its own
+// synctest bubble on a file of its own.
 func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
-	const schedules = 100
+	const schedules, limit = 100, 2
 	dir := memDir(t)
 	runs, faults, overlaps := 0, 0, 0
+	var total convergetest.ScheduleResult
 	for seed := range uint64(schedules) {
 		synctest.Test(t, func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("s%d.db", seed))
@@ -37,6 +40,7 @@ func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 			}()
 			res, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{
 				Seed: seed, Stores: []converge.Queue{st, st, st}, LeaseTTL: 10 * time.Second,
+				Limit: limit,
 			})
 			require.NoError(t, err)
 			require.Positive(t, res.Runs, "schedule %d ran handlers", seed)
@@ -46,6 +50,11 @@ func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 			runs += res.Runs
 			faults += res.Faults
 			overlaps += len(res.Overlaps)
+			total.Partitions += res.Partitions
+			total.Kills += res.Kills
+			total.ClockSteps += res.ClockSteps
+			total.Slowdowns += res.Slowdowns
+			total.MostAtOnce = max(total.MostAtOnce, res.MostAtOnce)
 		})
 	}
 	t.Logf("partition checker on boltstore: %d schedules run, %d handler runs checked, %d faults injected, %d overlaps",
@@ -54,6 +63,11 @@ func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 	t.Attr("handler_runs", strconv.Itoa(runs))
 	t.Attr("overlaps", strconv.Itoa(overlaps))
 	require.Zero(t, overlaps)
+	t.Logf("limit checker: store=boltstore handler runs=%d faults=%d (partitions=%d kills=%d clock steps=%d slowdowns=%d) largest concurrency in %s=%d limit=%d",
+		runs, faults, total.Partitions, total.Kills, total.ClockSteps, total.Slowdowns, convergetest.LimitedState, total.MostAtOnce, limit)
+	t.Attr("largest_concurrency", strconv.Itoa(total.MostAtOnce))
+	require.LessOrEqual(t, total.MostAtOnce, limit, "never above the limit")
+	require.Equal(t, limit, total.MostAtOnce, "the limit was reached: the check is not vacuous")
 }
 
 // memDir returns a directory removed when the test ends, in memory

@@ -225,9 +225,10 @@ func (s *Store) Schedule(ctx context.Context, key string, at time.Time) error {
 	return nil
 }
 
-// ClaimDue implements converge.Queue. It walks the due records in the
-// order of their due time; a record whose lease expired is due at the
-// lease's expiry. Claims are serialized by the file's single writer, so no
+// ClaimDue implements converge.Queue and converge.Prioritizer. It walks
+// the due records in the order of their rank (the due time less the
+// priority's worth, see converge.PriorityStep); a record whose lease
+// expired is due at the lease's expiry, ranked by its priority too. Claims are serialized by the file's single writer, so no
 // two calls ever take the same record.
 func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
 	if err := ctx.Err(); err != nil {
@@ -263,7 +264,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 				return corrupt("due index entry %q: checksum mismatch", k)
 			}
 			if dueTime(k) > nowN {
-				break
+				break // a rank is never after its index time
 			}
 			if !bytes.HasPrefix(k[8:], p) {
 				continue
@@ -283,6 +284,9 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 			if !ok {
 				return corrupt("due index names %q, which is not stored", key)
 			}
+			if r.index > nowN {
+				continue // ranked by now by its priority, but not due yet
+			}
 			// Open before anything is written: a value that cannot be
 			// opened fails the call with nothing claimed.
 			v, err := s.open(fmt.Sprintf("record %q", key), recordAD(key), r.value)
@@ -294,7 +298,7 @@ func (s *Store) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Dur
 			if err != nil {
 				return err
 			}
-			out = append(out, taken{key: key, version: r.version, value: v, lease: cur, held: held, history: h, due: dueTime(k)})
+			out = append(out, taken{key: key, version: r.version, value: v, lease: cur, held: held, history: h, due: r.index})
 		}
 		// Claim after the walk: writing to a bucket moves its cursors.
 		for i := range out {

@@ -106,13 +106,13 @@ func setIndex(tx *bolt.Tx, key string, r *record, l *lease) error {
 		has, at = true, l.expires
 	}
 	if r.indexed && (!has || r.index != at) {
-		if err := tx.Bucket(bucketDue).Delete(dueKey(r.index, key)); err != nil {
+		if err := tx.Bucket(bucketDue).Delete(dueKey(r.rank(r.index), key)); err != nil {
 			return err
 		}
 		r.indexed = false
 	}
 	if has && !r.indexed {
-		dk := dueKey(at, key)
+		dk := dueKey(r.rank(at), key)
 		if err := tx.Bucket(bucketDue).Put(dk, appendSum(kindDue, string(dk), nil)); err != nil {
 			return err
 		}
@@ -265,9 +265,45 @@ func (s *Store) readError(what, key string, err error) error {
 }
 
 // Put implements converge.Store. A record created by Put is due at once
-// (see converge.Queue); writing it again keeps its due time. With a Sealer,
-// the value is sealed before it is written.
+// (see converge.Queue), with priority 0; writing it again keeps its due
+// time and priority. With a Sealer, the value is sealed before it is
+// written.
 func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...converge.HistoryEntry) (uint64, error) {
+	return s.put(ctx, rec, -1, history)
+}
+
+// PutPriority implements converge.Prioritizer: Put, and the record's
+// priority set in the same transaction (its due bucket entry moved to
+// its new rank).
+func (s *Store) PutPriority(ctx context.Context, rec converge.StoreRecord, priority int, history ...converge.HistoryEntry) (uint64, error) {
+	if err := converge.CheckPriority(rec.Key, priority); err != nil {
+		return 0, err
+	}
+	return s.put(ctx, rec, priority, history)
+}
+
+// Priority implements converge.Prioritizer.
+func (s *Store) Priority(ctx context.Context, key string) (int, error) {
+	var prio int
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		r, ok, err := getRecord(tx, key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return notFound(key)
+		}
+		prio = r.prio
+		return nil
+	})
+	if err != nil {
+		return 0, s.readError("priority of", key, err)
+	}
+	return prio, nil
+}
+
+// put writes rec, and sets its priority unless priority is negative.
+func (s *Store) put(ctx context.Context, rec converge.StoreRecord, priority int, history []converge.HistoryEntry) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -311,8 +347,22 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 		next := cur
 		next.version = cur.version + 1
 		next.value = value
+		if ok && priority >= 0 && priority != next.prio {
+			// Move the due bucket entry to the new rank.
+			if next.indexed {
+				if err := tx.Bucket(bucketDue).Delete(dueKey(next.rank(next.index), rec.Key)); err != nil {
+					return err
+				}
+				next.prio = priority
+				dk := dueKey(next.rank(next.index), rec.Key)
+				if err := tx.Bucket(bucketDue).Put(dk, appendSum(kindDue, string(dk), nil)); err != nil {
+					return err
+				}
+			}
+			next.prio = priority
+		}
 		if !ok {
-			next = record{version: 1, value: value, hasDue: true, due: now}
+			next = record{version: 1, value: value, hasDue: true, due: now, prio: max(priority, 0)}
 			l, held, err := getLease(tx, rec.Key)
 			if err != nil {
 				return err
@@ -373,7 +423,7 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64, history 
 			return nil
 		}
 		if cur.indexed {
-			if err := tx.Bucket(bucketDue).Delete(dueKey(cur.index, key)); err != nil {
+			if err := tx.Bucket(bucketDue).Delete(dueKey(cur.rank(cur.index), key)); err != nil {
 				return err
 			}
 		}

@@ -183,6 +183,8 @@ type Store struct {
 var (
 	_ converge.Store = (*Store)(nil)
 	_ converge.Queue = (*Store)(nil)
+
+	_ converge.Prioritizer = (*Store)(nil)
 )
 
 // Bucket and key names of format version 1.

@@ -102,6 +102,13 @@ type Config struct {
 	// QuarantineAfterIn overrides QuarantineAfter for the states it names;
 	// 0 never quarantines in that state.
 	QuarantineAfterIn map[State]int
+	// Limits bounds the objects of the states it names, across every
+	// controller sharing the store: how many are handled at once
+	// (Limit.Concurrent) and how fast objects enter the state
+	// (Limit.Every, Limit.Burst), enforced by the store's leases. A state
+	// without an entry has no limit, and costs nothing for it. An object
+	// put off by a limit is not failing: see Limit and MetricLimited.
+	Limits map[State]Limit
 	// HandlerHistory is how many of an object's newest transitions the
 	// handler sees in Object.History; 0 means DefaultHandlerHistory, and
 	// a negative value none. The controller reads them from the store
@@ -158,6 +165,12 @@ type Config struct {
 	// that died are taken over when their leases expire. Owners must be
 	// unique among the replicas (a host name plus a process ID, say).
 	Owner string
+	// Tracer, when set, starts a span per handler run (SpanHandle: kind,
+	// state, attempt, replica, outcome), whose context the handler gets,
+	// so the spans it starts through converge.StartSpan are its children.
+	// A failed run has the status Error; a cancelled one (Cancel) the
+	// outcome "cancelled". nil means none.
+	Tracer converge.Tracer
 	// LeaseTTL is how long a claim lasts without renewal, so how soon a
 	// dead replica's objects are taken over; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
@@ -229,6 +242,11 @@ func (c Config) Validate() error {
 	for s, n := range c.QuarantineAfterIn {
 		if n < 0 {
 			return &converge.ConfigError{Field: "QuarantineAfterIn", Reason: fmt.Sprintf("state %q: must not be negative, got %d", s, n)}
+		}
+	}
+	for s, l := range c.Limits {
+		if err := l.validate(s); err != nil {
+			return err
 		}
 	}
 	if _, ok := c.Store.(converge.Queue); c.Owner != "" && c.Store != nil && !ok {

@@ -70,6 +70,14 @@ type Controller struct {
 	queueObs     func(float64)
 	queueObsOnce sync.Once
 
+	// limits carries out Config.Limits (nil without limits, so that the
+	// plain path costs one nil check); tokenOwner names this controller
+	// in the claims of rate tokens.
+	limits     map[State]*limiter
+	tokenOwner string
+	// releasing holds a replica's releases of limit slots on their way.
+	releasing sync.WaitGroup
+
 	mu      sync.RWMutex
 	objs    map[string]*ctrlEntry
 	q       atomic.Pointer[workqueue.Queue[ctrlEntry]]
@@ -179,6 +187,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	cfg.SLA = maps.Clone(cfg.SLA)
 	cfg.QuarantineAfterIn = maps.Clone(cfg.QuarantineAfterIn)
+	cfg.Limits = maps.Clone(cfg.Limits)
 	c := &Controller{
 		cfg:     cfg,
 		prefix:  cfg.Kind + "/",
@@ -198,6 +207,11 @@ func New(cfg Config) (*Controller, error) {
 		c.now = time.Now
 	}
 	c.mono = monotonic(cfg.Now, cfg.Monotonic)
+	c.tokenOwner = cfg.Owner
+	if c.tokenOwner == "" {
+		c.tokenOwner = fmt.Sprintf("%s.%016x", cfg.Kind, rand.Uint64())
+	}
+	c.limits = newLimiters(c)
 	return c, nil
 }
 

@@ -1,5 +1,6 @@
 // Package controller moves many objects of one kind through lifecycle
-// states: the fleet controller of converge.
+// states: the fleet controller of converge. Start with New and a Handler
+// (the Controller example); docs/fleet-controller.md is the guide.
 //
 // A Handler looks at one Object (its key, State, data and the intents
 // others queued for it) and returns a Result: Transition to a next state
@@ -91,6 +92,7 @@
 //	converge_controller_retries_total{controller}                    counter
 //	converge_controller_reconciles_total{controller,result}          counter
 //	converge_controller_last_success_timestamp_seconds{controller}   gauge
+//	converge_controller_limited_total{controller,state,limit}        counter
 //
 // result is "success" or "error", as controller-runtime's
 // controller_runtime_reconcile_total has it. The queue figures, the
@@ -99,6 +101,18 @@
 // empty). AllMetrics lists them for an adapter to register. Config.Logger (a
 // *slog.Logger) receives a record of every handler run with the
 // attributes controller, key, state, outcome and error.
+//
+// # Limits per state
+//
+// Config.Limits bounds the objects of a state across every replica: at
+// most Limit.Concurrent handlers at once for objects in it (the firmware
+// updates of a fleet, say), and at most Limit.Burst entries into it in
+// any span of Burst×Limit.Every. The store enforces both through its
+// leases: a handler holds one of the state's slots (a lease renewed, and
+// lost, as the object's own) while it runs, and an entry takes a token
+// (a lease that runs out by the store's clock). An object that finds no
+// slot is put off, and a transition that finds no token is deferred,
+// neither counting as a failure (MetricLimited counts them).
 //
 // Plans of the root package run as objects too: Plans returns the Handler
 // and PlanObject the state and data to Add.

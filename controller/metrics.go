@@ -177,6 +177,17 @@ var (
 		Help:   "How long the longest-running handler running now has run, in seconds.",
 		Labels: []string{"controller"},
 	}
+	// MetricLimited counts the objects put off by their state's limit
+	// (Config.Limits), by state and by limit (a counter): "concurrent"
+	// (LimitConcurrent) for a handler run not started because every
+	// slot of the object's state was held, "rate" (LimitRate) for a
+	// transition into the state deferred for want of a token. A rate that
+	// grows for long means work waits on the limit.
+	MetricLimited = &converge.Metric{
+		Name: "converge_controller_limited_total", Kind: converge.MetricCounter,
+		Help:   "Handler runs put off because every slot of their state's concurrency limit was held, and transitions deferred by the entry rate of their next state.",
+		Labels: []string{"controller", "state", "limit"},
+	}
 	// MetricHandlerOverruns counts the handler runs of a replica that went
 	// on after the replica cancelled them at its renew deadline
 	// (Config.RenewDeadline) until the lease may have expired, so another
@@ -199,7 +210,7 @@ func AllMetrics() []*converge.Metric {
 		MetricRetries, MetricHalted, MetricHandlerOverruns,
 		MetricReconciles, MetricLastSuccess,
 		MetricActiveWorkers, MetricUnfinishedWork, MetricLongestRunning,
-		MetricQueueDuration,
+		MetricQueueDuration, MetricLimited,
 	}
 }
 

@@ -17,7 +17,7 @@ type State string
 // and what the controller knows of its failures. It serializes to JSON as
 // it is stored: {"state", "since", "reason", "data", "intents",
 // "failures", "retries", "lastError", "failingSince", "recentFailures",
-// "halted", "slaBreached"}, the empty ones left out; Key and Version are
+// "halted", "slaBreached", "priority", "watches"}, the empty ones left out; Key and Version are
 // kept by the store beside it, and History by the store's history.
 //
 // Failures, Retries, LastError, FailingSince, RecentFailures, Halted and
@@ -72,6 +72,22 @@ type Object struct {
 	// SLABreached means the object has been in State longer than the
 	// state's SLA and that was reported (see Config.OnSLA).
 	SLABreached bool `json:"slaBreached,omitempty"`
+	// Priority orders the object among the due objects of its kind when
+	// replicas claim them from a store that keeps priorities (a
+	// converge.Prioritizer: MemStore, boltstore, pgstore): higher first,
+	// with ageing, so that a low priority never starves (see
+	// converge.PriorityStep). 0, the default and the lowest, keeps the
+	// due order; objects stored before priorities were kept have it. It
+	// is set when the object is added (NewObject.Priority) and changed by
+	// SetPriority, never by a handler. A controller on its own
+	// (Config.Owner empty) runs its queue in due order.
+	Priority int `json:"priority,omitempty"`
+	// Watches names the objects, of any kind, whose transitions make this
+	// object due at once (a machine its rack), across replicas, as
+	// controller-runtime's Watches and Owns do: set by SetWatches, in a
+	// store that keeps such links (a converge.Linker: MemStore, pgstore),
+	// never by a handler.
+	Watches []Ref `json:"watches,omitempty"`
 	// History holds the object's newest transitions, oldest first, at
 	// most Config.HandlerHistory of them, for the handler to look back
 	// on (a state it keeps coming back to, say). It is filled for the

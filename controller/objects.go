@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,13 @@ func AddObject(ctx context.Context, store converge.Store, kind, key string, stat
 // addObject stores a new object as AddObject does, at now, and returns it
 // with its version.
 func addObject(ctx context.Context, store converge.Store, kind, key string, state State, data json.RawMessage, now time.Time) (*Object, error) {
+	return addPrioritized(ctx, store, NewObject{Key: key, State: state, Data: data}, kind, now)
+}
+
+// addPrioritized stores the new object o as AddObject does, with its
+// priority, at now, and returns it with its version.
+func addPrioritized(ctx context.Context, store converge.Store, o NewObject, kind string, now time.Time) (*Object, error) {
+	key, state, data := o.Key, o.State, o.Data
 	invalid := func(why string) error {
 		return &ObjectError{Kind: kind, Key: key, Err: fmt.Errorf("%w: %s", ErrObjectInvalid, why)}
 	}
@@ -50,13 +58,22 @@ func addObject(ctx context.Context, store converge.Store, kind, key string, stat
 	case data != nil && !json.Valid(data):
 		return nil, invalid("data is not valid JSON")
 	}
-	obj := &Object{Key: key, State: state, Since: now, Data: slices.Clone(data)}
+	if why := checkPriority(store, o.Priority); why != "" {
+		return nil, invalid(why)
+	}
+	obj := &Object{Key: key, State: state, Since: now, Data: slices.Clone(data), Priority: o.Priority}
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return nil, &ObjectError{Kind: kind, Key: key, Err: err}
 	}
-	v, err := store.Put(ctx, converge.StoreRecord{Key: kind + "/" + key, Value: b},
-		converge.HistoryEntry{At: now, To: string(state), Reason: "added"})
+	rec := converge.StoreRecord{Key: kind + "/" + key, Value: b}
+	added := converge.HistoryEntry{At: now, To: string(state), Reason: "added"}
+	var v uint64
+	if o.Priority != 0 {
+		v, err = store.(converge.Prioritizer).PutPriority(ctx, rec, o.Priority, added)
+	} else {
+		v, err = store.Put(ctx, rec, added)
+	}
 	if errors.Is(err, converge.ErrStoreStale) {
 		return nil, &ObjectError{Kind: kind, Key: key, Err: ErrObjectExists}
 	}
@@ -93,6 +110,10 @@ type NewObject struct {
 	Key   string
 	State State
 	Data  json.RawMessage
+	// Priority is the object's priority (Object.Priority): 0, the
+	// default, to converge.MaxPriority. A priority other than 0 needs a
+	// store that keeps priorities (a converge.Prioritizer).
+	Priority int
 }
 
 // AddObjects stores new objects of kind in store in one atomic write, as
@@ -158,14 +179,17 @@ func addObjects(ctx context.Context, store converge.Store, kind string, objs []N
 		case o.Data != nil && !json.Valid(o.Data):
 			return nil, invalid(o.Key, "data is not valid JSON")
 		}
+		if why := checkPriority(store, o.Priority); why != "" {
+			return nil, invalid(o.Key, why)
+		}
 		seen[o.Key] = struct{}{}
-		obj := &Object{Key: o.Key, State: o.State, Since: now, Data: slices.Clone(o.Data)}
+		obj := &Object{Key: o.Key, State: o.State, Since: now, Data: slices.Clone(o.Data), Priority: o.Priority}
 		b, err := enc.encode(obj)
 		if err != nil {
 			return nil, &ObjectError{Kind: kind, Key: o.Key, Err: err}
 		}
 		out[i] = obj
-		recs[i] = converge.NewRecord{Key: prefix + o.Key, Value: b,
+		recs[i] = converge.NewRecord{Key: prefix + o.Key, Value: b, Priority: o.Priority,
 			History: []converge.HistoryEntry{{At: now, To: string(o.State), Reason: "added"}}}
 	}
 	versions, err := cr.CreateMany(ctx, recs)
@@ -209,7 +233,7 @@ func newAddedEncoder(since time.Time) (*addedEncoder, error) {
 }
 
 // encode returns the document of obj, which must have nothing but a
-// State, the encoder's Since and Data (valid JSON), as json.Marshal
+// State, the encoder's Since, Data (valid JSON) and a Priority, as json.Marshal
 // writes it: Data compacted, and, when it holds a character that
 // json.Marshal escapes for HTML, by json.Marshal itself.
 func (e *addedEncoder) encode(obj *Object) ([]byte, error) {
@@ -236,6 +260,9 @@ func (e *addedEncoder) encode(obj *Object) ([]byte, error) {
 			return nil, err
 		}
 		e.buf = w.Bytes()
+	}
+	if obj.Priority != 0 {
+		e.buf = strconv.AppendInt(append(e.buf, `,"priority":`...), int64(obj.Priority), 10)
 	}
 	e.buf = append(e.buf, '}')
 	return e.buf[start:len(e.buf):len(e.buf)], nil

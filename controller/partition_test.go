@@ -17,12 +17,17 @@ import (
 // partition checker runs on each store in the normal test run.
 const partitionSchedules = 100
 
+// partitionLimit is the limit on the handlers at once of the schedules'
+// objects in convergetest.LimitedState.
+const partitionLimit = 2
+
 // TestPartitionSchedulesNeverOverlapOnMemStore runs three replicas on one
 // MemStore through randomized schedules of partitions (calls failing or
 // hanging), heals, kills, slow replies and clock steps, and checks that no
-// object is ever handled by two replicas at once. Each schedule runs in
-// its own synctest bubble, so the minutes of leases they span take no real
-// time.
+// object is ever handled by two replicas at once, and that no more
+// handlers than the limit run at once in the limited state (the limit
+// checker), which they reach. Each schedule runs in its own synctest
+// bubble, so the minutes of leases they span take no real time.
 func TestPartitionSchedulesNeverOverlapOnMemStore(t *testing.T) {
 	var total convergetest.ScheduleResult
 	for seed := range uint64(partitionSchedules) {
@@ -30,15 +35,40 @@ func TestPartitionSchedulesNeverOverlapOnMemStore(t *testing.T) {
 			mem := converge.NewMemStore()
 			res, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{
 				Seed: seed, Stores: []converge.Queue{mem, mem, mem}, LeaseTTL: 10 * time.Second,
+				Limit: partitionLimit,
 			})
 			require.NoError(t, err)
 			requireNoOverlap(t, seed, res)
-			total.Runs += res.Runs
-			total.Faults += res.Faults
-			total.Overlaps = append(total.Overlaps, res.Overlaps...)
+			addSchedule(&total, res)
 		})
 	}
 	reportSchedules(t, "MemStore", partitionSchedules, total)
+	reportLimit(t, "MemStore", total)
+}
+
+// addSchedule adds the counts of res to total.
+func addSchedule(total *convergetest.ScheduleResult, res convergetest.ScheduleResult) {
+	total.Runs += res.Runs
+	total.Faults += res.Faults
+	total.Partitions += res.Partitions
+	total.Kills += res.Kills
+	total.ClockSteps += res.ClockSteps
+	total.Slowdowns += res.Slowdowns
+	total.Overlaps = append(total.Overlaps, res.Overlaps...)
+	total.Limit = res.Limit
+	total.MostAtOnce = max(total.MostAtOnce, res.MostAtOnce)
+}
+
+// reportLimit logs the limit checker's counts and checks that the most
+// handlers seen at once in the limited state reached its limit, and
+// never went above it.
+func reportLimit(t *testing.T, store string, total convergetest.ScheduleResult) {
+	t.Logf("limit checker: store=%s handler runs=%d faults=%d (partitions=%d kills=%d clock steps=%d slowdowns=%d) largest concurrency in %s=%d limit=%d",
+		store, total.Runs, total.Faults, total.Partitions, total.Kills, total.ClockSteps, total.Slowdowns,
+		convergetest.LimitedState, total.MostAtOnce, total.Limit)
+	t.Attr("largest_concurrency", strconv.Itoa(total.MostAtOnce))
+	require.LessOrEqual(t, total.MostAtOnce, total.Limit, "never above the limit")
+	require.Equal(t, total.Limit, total.MostAtOnce, "the limit was reached: the check is not vacuous")
 }
 
 // requireNoOverlap fails the test with the schedule's events when res has

@@ -59,23 +59,12 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	defer func() { <-reported }()
 
 	// Claims wait in work until a goroutine takes them, one goroutine
-	// for each of the 4×Workers objects that may be claimed and not
-	// finished at once; Workers handler slots (slots) bound the handlers
-	// that run. An object holds a slot only while its handler runs, not
-	// while the write of what the handler returned commits: the objects
-	// of a replica whose handlers have returned write together, in the
-	// store's batches, while other objects' handlers run. The fetcher
-	// claims 2×Workers objects at a time, once none of the objects it
-	// holds waits to start and it holds at most 2×Workers (running their
-	// handler, or writing what it returned): one ClaimDue per 2×Workers
-	// objects, not per Workers, which halves the round trips that claims
-	// cost, at the price of up to 2×Workers objects held under lease
-	// while they wait to start (the renew deadline covers that wait: see
-	// renewWaiting, then keep). Objects writing do not count against
-	// that: with quick handlers a replica holds up to 4×Workers objects,
-	// most of them on their way to the store, whose writes thus meet in
-	// fuller batches; with slow handlers, no more wait to start than
-	// with a replica that held 3×Workers objects and claimed 2×Workers.
+	// for each of the 4×Workers objects that may be held at once;
+	// Workers handler slots (slots) bound the handlers that run, and an
+	// object holds a slot only while its handler runs. The fetcher claims
+	// 2×Workers objects once none it holds waits to start and it holds at
+	// most 2×Workers (renewWaiting covers the wait). docs/internals.md
+	// ("A replica's slots and claims") gives the reasons.
 	n := c.cfg.Workers
 	work := make(chan claim, 4*n)
 	var outstanding atomic.Int64 // claimed and not finished
@@ -209,6 +198,7 @@ func (c *Controller) runShared(ctx context.Context, sq converge.Queue) error {
 	go func() { wg.Wait(); close(finished) }()
 	err := c.waitHandlers(finished, cancelHandlers)
 	finishing.Wait() // every worker has returned: no Finish starts any more
+	c.releasing.Wait()
 	return err
 }
 
@@ -303,6 +293,13 @@ func (c *Controller) runClaimed(ctx context.Context, sq converge.Queue, cl conve
 			next = c.now()
 		case how == stepGone:
 			next = time.Time{}
+		case how == stepLimited:
+			// Put off by a limit, with no handler time in between: the
+			// delay counts on the store's clock (read from the lease), so
+			// a replica whose clock is behind the store's does not make
+			// the object due at once again and again.
+			e.fails.Store(0)
+			next = lease.Expires.Add(time.Since(asked) - c.cfg.LeaseTTL + d)
 		case how == stepLater, how == stepFailed, how == stepHalted && d >= 0:
 			e.fails.Store(0)
 			next = c.now().Add(d)

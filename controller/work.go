@@ -59,7 +59,7 @@ func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry],
 		return true, 0
 	case stepGone:
 		return true, -1
-	case stepLater, stepHalted:
+	case stepLater, stepHalted, stepLimited:
 		return true, d
 	case stepFailed:
 		return false, d
@@ -71,12 +71,13 @@ func (c *Controller) process(ctx context.Context, q *workqueue.Queue[ctrlEntry],
 type stepped uint8
 
 const (
-	stepLater  stepped = iota // handled: run again after the returned delay
-	stepAgain                 // transitioned: run again at once
-	stepGone                  // deleted
-	stepFailed                // the handler failed: run again after the returned delay
-	stepHalted                // halted: not run, or look again after the returned delay (negative: never)
-	stepStore                 // the store failed (the returned error): nothing was stored
+	stepLater   stepped = iota // handled: run again after the returned delay
+	stepAgain                  // transitioned: run again at once
+	stepGone                   // deleted
+	stepFailed                 // the handler failed: run again after the returned delay
+	stepHalted                 // halted: not run, or look again after the returned delay (negative: never)
+	stepStore                  // the store failed (the returned error): nothing was stored
+	stepLimited                // put off by a limit: run again after the returned delay
 )
 
 // step is one turn of an object in either mode: it reports a breach of
@@ -110,6 +111,12 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 	if errors.Is(herr, errStopping) {
 		return stepStore, 0, herr // not run: the replica is stopping
 	}
+	if errors.Is(herr, errLimited) {
+		// Not run (or cut short): every slot of the state's limit was
+		// held. Looked at again later, or when a slot frees.
+		c.logRun(ctx, slog.LevelDebug, obj, "limited", nil)
+		return stepLimited, limitedDelay(c.cfg.Poll), nil
+	}
 	if errors.Is(herr, ErrCancelled) {
 		// Cancelled while it ran: the cancel wrote a newer version, which
 		// is read again (and found halted) instead of storing anything.
@@ -131,6 +138,10 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil)
 			return stepGone, 0, nil
+		case how == settledLimited:
+			c.reconciled(true, end)
+			c.logRun(ctx, slog.LevelDebug, obj, "limited", nil, slog.String("next", string(res.Next)))
+			return stepLimited, d, nil
 		default:
 			c.reconciled(true, end)
 			c.logRun(ctx, slog.LevelDebug, obj, res.Verdict.String(), nil)
@@ -406,7 +417,7 @@ func (c *Controller) histMoved(e *ctrlEntry, from, to uint64, add ...converge.Hi
 // run runs the handler on obj, measuring its latency when the controller
 // is timed; it returns when the handler returned, on the controller's
 // monotonic clock (0 when not timed).
-func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (Result, time.Duration, error) {
+func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (_ Result, _ time.Duration, rerr error) {
 	// A worker of a controller on its own finds its slot first in ctx; a
 	// replica's run is registered at its claim (see handlerRuns).
 	w, _ := ctx.Value(workerSlotKey{}).(*workerSlot)
@@ -429,6 +440,40 @@ func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (Result
 		if !hr.due.IsZero() {
 			c.observeQueued(c.now().Sub(hr.due))
 			hr.due = time.Time{}
+		}
+	}
+	if c.limits != nil {
+		// The state's concurrency limit: a slot first, held until the
+		// handler returns, or the object is put off.
+		l, s, sctx, err := c.acquireSlot(ctx, obj, hr)
+		if err != nil {
+			return Result{}, 0, err
+		}
+		if s != nil {
+			var sq converge.Queue
+			if hr != nil {
+				sq, _ = c.shared()
+			}
+			defer func() {
+				if hr != nil {
+					// The handler returned: nothing after it overruns a
+					// lease (see keep).
+					hr.running.Store(false)
+				}
+				l.release(sq, s)
+			}()
+			if s.stop != nil {
+				// The slot's lease lost (not renewed in time) cancels the
+				// handler as the object's would: a failure then is the
+				// limit's, not the handler's.
+				outer := ctx
+				defer func() {
+					if rerr != nil && outer.Err() == nil && s.ctx.Err() != nil {
+						rerr = errLimited
+					}
+				}()
+			}
+			ctx = sctx
 		}
 	}
 	// The monotonic clock: with time.Now it reads one clock where
@@ -476,9 +521,10 @@ func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (Result
 type settled uint8
 
 const (
-	settledLater settled = iota // run again after the returned delay
-	settledAgain                // transitioned: run again at once
-	settledGone                 // deleted
+	settledLater   settled = iota // run again after the returned delay
+	settledAgain                  // transitioned: run again at once
+	settledGone                   // deleted
+	settledLimited                // a transition deferred by the entry rate: run again after the returned delay
 )
 
 // errVerdict means a handler returned a verdict that cannot be carried
@@ -497,8 +543,13 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 		if res.Next == "" {
 			return 0, 0, errVerdict
 		}
+		if c.limits != nil && res.Next != obj.State {
+			if d, limited, err := c.enter(ctx, e, obj, res.Next, token); limited || err != nil {
+				return settledLimited, d, err
+			}
+		}
 		now, mono := c.now(), c.mono()
-		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data, RecentFailures: obj.RecentFailures}
+		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data, RecentFailures: obj.RecentFailures, Priority: obj.Priority, Watches: obj.Watches}
 		if res.Data != nil {
 			next.Data = slices.Clone(res.Data)
 		}
@@ -558,8 +609,50 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 	return settledLater, d, nil
 }
 
-// handle runs the handler, turning a panic into an error.
-func (c *Controller) handle(ctx context.Context, obj Object) (res Result, err error) {
+// The span of a handler run and its attributes (Config.Tracer).
+const (
+	SpanHandle   = "controller.handle"
+	AttrKind     = "controller.kind"    // Config.Kind
+	AttrState    = "controller.state"   // the object's lifecycle state
+	AttrAttempt  = "controller.attempt" // 1, or 1 + the runs that failed in a row before
+	AttrReplica  = "controller.replica" // Config.Owner, when set
+	AttrOutcome  = converge.AttrOutcome // a Verdict's name, "error", "terminal" or "cancelled"
+	OutcomeError = "error"
+)
+
+// handle runs the handler, turning a panic into an error, in a span of
+// its own with a Tracer.
+func (c *Controller) handle(ctx context.Context, obj Object) (Result, error) {
+	t := c.cfg.Tracer
+	if t == nil {
+		return c.handleRun(ctx, obj)
+	}
+	attrs := []converge.SpanAttr{converge.StringAttr(AttrKind, c.cfg.Kind), converge.StringAttr(AttrState, string(obj.State)),
+		converge.IntAttr(AttrAttempt, int64(obj.Retries)+1)}
+	if c.cfg.Owner != "" {
+		attrs = append(attrs, converge.StringAttr(AttrReplica, c.cfg.Owner))
+	}
+	ctx, sp := t.Start(ctx, SpanHandle, attrs...)
+	res, err := c.handleRun(ctx, obj)
+	switch {
+	case err != nil && errors.Is(context.Cause(ctx), ErrCancelled):
+		sp.SetAttrs(converge.StringAttr(AttrOutcome, "cancelled"))
+		sp.End(nil) // asked for, not a failure
+	case err != nil && errors.Is(err, ErrTerminal):
+		sp.SetAttrs(converge.StringAttr(AttrOutcome, "terminal"))
+		sp.End(err)
+	case err != nil:
+		sp.SetAttrs(converge.StringAttr(AttrOutcome, OutcomeError))
+		sp.End(err)
+	default:
+		sp.SetAttrs(converge.StringAttr(AttrOutcome, res.Verdict.String()))
+		sp.End(nil)
+	}
+	return res, err
+}
+
+// handleRun runs the handler, turning a panic into an error.
+func (c *Controller) handleRun(ctx context.Context, obj Object) (res Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &converge.PanicError{Value: v, Stack: debug.Stack()}

@@ -118,6 +118,10 @@ func TestBoltObjects(t *testing.T) {
 
 	assert.Nil(t, good.FailingSince, "never failed")
 	assert.Empty(t, good.RecentFailures)
+	assert.Equal(t, 9, good.Priority)
+	r = ctl(t, "object", "host", "good", "--bolt", path)
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "Priority:  9\n")
 
 	var badOne objectView
 	ctlJSON(t, &badOne, "object", "host", "bad", "--bolt", path)
@@ -128,6 +132,7 @@ func TestBoltObjects(t *testing.T) {
 
 	r = ctl(t, "object", "host", "bad", "--bolt", path)
 	require.Equal(t, 0, r.code, r.err)
+	assert.NotContains(t, r.out, "Priority:", "the default, 0, goes without saying")
 	for _, want := range []string{"Key:       bad", "State:     provisioning since ", "Halted:    quarantined (convergectl release host bad)", "LastError: ", "connection refused", `Data:      {"ip":"10.0.0.2"}`, "Failing:   since ", "History:", "quarantined: connection refused"} {
 		assert.Contains(t, r.out, want)
 	}

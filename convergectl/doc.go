@@ -1,9 +1,11 @@
 // Command convergectl looks into a converge store, a boltstore file or a
-// pgstore database, and does what an operator does without writing Go:
-// list the objects of a controller kind by state, show one with its
-// history, release a halted one, list and show plans with their progress
-// per command and host, abort or retry a plan, and show a target
-// reconciler's last target and revision.
+// pgstore database, and does what an operator does without writing Go.
+// Start with `convergectl -h`; docs/operating.md is its guide.
+//
+// It lists the objects of a controller kind by state, shows one with its
+// history, releases a halted one, lists and shows plans with their
+// progress per command and host, aborts or retries a plan, and shows a
+// target reconciler's last target and revision.
 //
 // Install it at the version of the modules the program uses:
 //
@@ -21,6 +23,8 @@
 //	object  KIND KEY        one object: state, failures, data, history
 //	plans                   the plans with their progress; --state S
 //	plan    ID              one plan: every command and host, history
+//	rollouts                the fleet's rollouts (fleet.ReadRollouts): state,
+//	                        reason, and per wave its devices and thresholds
 //	targets                 the names of the stored targets, with their revisions
 //	target  NAME            the last target of NAME and its revision
 //	release KIND KEY        clear the halt of a quarantined, terminal or cancelled object
@@ -143,7 +147,7 @@
 //	OBJECT = {"kind", "key", "version", "sealed", "keyID", "state",
 //	  "since", "reason", "halted", "failures", "retries",
 //	  "lastError": {"at", "state", "error"}, "failingSince",
-//	  "slaBreached", "intents", "data",
+//	  "slaBreached", "intents", "priority", "data",
 //	  "recentFailures": [{"at", "state", "error"}, ...],
 //	  "history": [ENTRY, ...]}
 //
@@ -151,7 +155,8 @@
 // history. halted is "quarantined", "terminal", "cancelled" or absent. failingSince
 // is when the current run of failures began (absent once a handler run
 // succeeded); recentFailures are the newest failed handler runs, oldest
-// first, shown by the object command only.
+// first, shown by the object command only. priority is the object's
+// priority, absent for the default, 0.
 //
 // cancel:
 //
@@ -164,6 +169,13 @@
 // plans (commands and history left out):
 //
 //	{"plans": [PLAN, ...], "sealedHidden": 0}
+//
+// rollouts (fleet.RolloutStatus, as the fleet server's API answers it):
+//
+//	{"rollouts": [{"id", "selector", "state", "reason", "created",
+//	  "devices", "restored", "finished", "waves": [{"name", "state",
+//	  "success_threshold", "error_threshold", "devices", "pending",
+//	  "moving", "ready", "failed", "aborted"}]}]}
 //
 // plan, and the plan after abort and retry (without history):
 //

@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/convergekit/converge v0.1.0
+	github.com/convergekit/converge/fleet v0.1.0
 	github.com/convergekit/converge/pgstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/stretchr/testify v1.12.1
@@ -28,5 +29,6 @@ require (
 
 replace (
 	github.com/convergekit/converge => ../
+	github.com/convergekit/converge/fleet => ../fleet
 	github.com/convergekit/converge/pgstore => ../pgstore
 )

@@ -107,7 +107,7 @@ func (s *notifyStore) Put(ctx context.Context, rec converge.StoreRecord, h ...co
 // and plan APIs: objects of kind "host" (good: ready; bad: quarantined;
 // term: halted by a terminal error; slow: above its state's SLA), plans
 // (rollout: failed on host w2; next: not started; done: completed) and
-// the target "agent" at revision 2.
+// the target "agent" at revision 2; good has priority 9.
 func fill(t *testing.T, st converge.Store) {
 	t.Helper()
 	ctx := context.Background()
@@ -208,4 +208,6 @@ func fill(t *testing.T, st converge.Store) {
 		_, err := st.PutTarget(ctx, "agent", json.RawMessage(target))
 		require.NoError(t, err)
 	}
+	// An operator raised the priority of good.
+	require.NoError(t, controller.SetPriority(ctx, st, "host", "good", 9))
 }

@@ -35,6 +35,8 @@ type objectView struct {
 	FailingSince *time.Time `json:"failingSince,omitempty"`
 	SLABreached  bool       `json:"slaBreached"`
 	Intents      []string   `json:"intents,omitempty"`
+	// Priority orders the object's claims (controller.Object.Priority).
+	Priority int `json:"priority,omitempty"`
 	// Data, RecentFailures and History are filled by the object command
 	// only.
 	Data           json.RawMessage         `json:"data,omitempty"`
@@ -58,7 +60,7 @@ func decodeObject(kind string, rec converge.StoreRecord) (*objectView, error) {
 	}
 	v.State, v.Reason, v.Halted = o.State, o.Reason, o.Halted
 	v.Failures, v.Retries, v.LastError, v.SLABreached, v.Intents = o.Failures, o.Retries, o.LastError, o.SLABreached, o.Intents
-	v.Data, v.RecentFailures = o.Data, o.RecentFailures
+	v.Data, v.RecentFailures, v.Priority = o.Data, o.RecentFailures, o.Priority
 	if !o.FailingSince.IsZero() {
 		since := o.FailingSince
 		v.FailingSince = &since
@@ -391,6 +393,9 @@ func printObject(e *env, v *objectView) error {
 		}
 		if v.Halted != "" {
 			fmt.Fprintf(w, "Halted:    %s (convergectl release %s %s)\n", v.Halted, v.Kind, v.Key)
+		}
+		if v.Priority != 0 {
+			fmt.Fprintf(w, "Priority:  %d\n", v.Priority)
 		}
 		fmt.Fprintf(w, "Failures:  %d in this state, %d in a row\n", v.Failures, v.Retries)
 		if v.LastError != nil {

@@ -25,7 +25,10 @@
 // every handler run as an interval and finds two runs of one object that
 // overlap; RunSchedule runs controller replicas through a randomized
 // schedule of those faults, kills and restarts, and reports the runs it
-// checked and the overlaps it found (there must be none).
+// checked and the overlaps it found (there must be none). With
+// Schedule.Limit it also limits the handlers at once in one state
+// (controller.Config.Limits) and reports the most it saw there
+// (Runs.MostAtOnce), which must not be above the limit.
 //
 // Metrics records what a walk, a reconciler, a plan runner or a controller
 // reports through converge.Metrics, checks each call as an adapter would,

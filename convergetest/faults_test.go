@@ -135,6 +135,45 @@ func TestRunsFindsOverlappingRunsOfOneObject(t *testing.T) {
 	})
 }
 
+// TestRunsMostAtOnceCountsRunsOfAStateTogether: the most runs at one
+// time of objects in a state, whatever their object and owner; runs of
+// other states, and a run ending as another begins, do not count.
+func TestRunsMostAtOnceCountsRunsOfAStateTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r convergetest.Runs
+		endA := r.BeginIn("x", "r0", "b")
+		endB := r.BeginIn("y", "r1", "b")
+		endO := r.BeginIn("z", "r1", "a") // another state
+		time.Sleep(time.Second)
+		endA()
+		endC := r.BeginIn("w", "r2", "b") // starts as a ends: 2, not 3
+		time.Sleep(time.Second)
+		assert.Equal(t, 2, r.MostAtOnce("b"))
+		endD := r.BeginIn("v", "r0", "b") // b and c still run; d is going
+		time.Sleep(time.Second)
+		assert.Equal(t, 3, r.MostAtOnce("b"), "a run still going counts")
+		endB()
+		endC()
+		endD()
+		endO()
+		assert.Equal(t, 3, r.MostAtOnce("b"))
+		assert.Equal(t, 1, r.MostAtOnce("a"))
+		assert.Zero(t, r.MostAtOnce("c"))
+		assert.Equal(t, "b", r.Runs()[0].State)
+	})
+}
+
+// TestScheduleResultErrOnALimitExceeded: a result that saw more handlers
+// at once in the limited state than its limit fails with
+// ErrLimitExceeded; one at its limit does not.
+func TestScheduleResultErrOnALimitExceeded(t *testing.T) {
+	require.NoError(t, convergetest.ScheduleResult{Limit: 2, MostAtOnce: 2}.Err())
+	err := convergetest.ScheduleResult{Limit: 2, MostAtOnce: 3}.Err()
+	require.ErrorIs(t, err, convergetest.ErrLimitExceeded)
+	assert.NotErrorIs(t, err, convergetest.ErrOverlap)
+	assert.Contains(t, err.Error(), `3 handlers at once in state "b", above its limit of 2`)
+}
+
 func TestRunScheduleNeedsTwoStores(t *testing.T) {
 	_, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{Stores: []converge.Queue{converge.NewMemStore()}})
 	require.Error(t, err)

@@ -44,7 +44,17 @@ type Schedule struct {
 	// Length is how long faults are injected; 0 means ten LeaseTTLs.
 	// Then every link is healed and the replicas are stopped.
 	Length time.Duration
+	// Limit, when positive, limits the handlers of objects in the state
+	// LimitedState to Limit at once across the replicas
+	// (controller.Config.Limits, Limit.Concurrent), and the result says
+	// the most seen (ScheduleResult.MostAtOnce), which Err checks.
+	Limit int
 }
+
+// LimitedState is the state of a schedule's objects whose handlers
+// Schedule.Limit limits. The objects move between the states "a" and
+// LimitedState.
+const LimitedState = "b"
 
 // ScheduleResult is what a RunSchedule saw.
 type ScheduleResult struct {
@@ -54,8 +64,14 @@ type ScheduleResult struct {
 	// none.
 	Overlaps []Overlap
 	// Faults is the number of faults injected (cuts, slowdowns, kills,
-	// clock steps).
-	Faults int
+	// clock steps); Partitions, Slowdowns, Kills and ClockSteps count
+	// them by kind.
+	Faults                                   int
+	Partitions, Slowdowns, Kills, ClockSteps int
+	// Limit is Schedule.Limit, and MostAtOnce the most handler runs of
+	// objects in LimitedState seen at one time, across every replica
+	// (Runs.MostAtOnce). It must not be above Limit.
+	Limit, MostAtOnce int
 	// Overruns is the number of handler runs the controllers reported in
 	// controller.MetricHandlerOverruns. The handlers of a schedule honour
 	// their context, so it must be 0.
@@ -68,19 +84,31 @@ type ScheduleResult struct {
 // overlapped or whose handlers overran their leases.
 var ErrOverlap = errors.New("convergetest: handler runs of one object overlapped")
 
-// Err returns nil when the schedule showed no overlap and no overrun, and
-// otherwise an error matching ErrOverlap that lists every overlap and the
-// schedule's events, for a failure message.
+// ErrLimitExceeded is matched by the error of a ScheduleResult that saw
+// more handlers run at once in the limited state than Schedule.Limit.
+var ErrLimitExceeded = errors.New("convergetest: more handlers ran at once in a limited state than its limit")
+
+// Err returns nil when the schedule showed no overlap, no overrun and no
+// more handlers at once in LimitedState than its limit, and otherwise an
+// error matching ErrOverlap or ErrLimitExceeded that lists every overlap
+// and the schedule's events, for a failure message.
 func (r ScheduleResult) Err() error {
-	if len(r.Overlaps) == 0 && r.Overruns == 0 {
+	exceeded := r.Limit > 0 && r.MostAtOnce > r.Limit
+	if len(r.Overlaps) == 0 && r.Overruns == 0 && !exceeded {
 		return nil
 	}
 	var b strings.Builder
+	if exceeded {
+		fmt.Fprintf(&b, "%d handlers at once in state %q, above its limit of %d; ", r.MostAtOnce, LimitedState, r.Limit)
+	}
 	fmt.Fprintf(&b, "%d overlaps, %d overruns:\n", len(r.Overlaps), r.Overruns)
 	for _, o := range r.Overlaps {
 		b.WriteString(o.String() + "\n")
 	}
 	b.WriteString("events:\n" + strings.Join(r.Events, "\n"))
+	if len(r.Overlaps) == 0 && r.Overruns == 0 {
+		return fmt.Errorf("%w: %s", ErrLimitExceeded, b.String())
+	}
 	return fmt.Errorf("%w: %s", ErrOverlap, b.String())
 }
 
@@ -116,7 +144,7 @@ func RunSchedule(ctx context.Context, s Schedule) (ScheduleResult, error) {
 	if kind == "" {
 		kind = fmt.Sprintf("sched%d", s.Seed)
 	}
-	sc := &schedule{ttl: ttl, kind: kind, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
+	sc := &schedule{ttl: ttl, kind: kind, limit: s.Limit, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
 	for i, st := range s.Stores {
 		fs := NewFaultStore(st)
 		r := &replica{id: i, fs: fs, link: Link(fs)}
@@ -148,13 +176,19 @@ func RunSchedule(ctx context.Context, s Schedule) (ScheduleResult, error) {
 		}
 	}
 	sc.stopAll()
-	return ScheduleResult{
+	res := ScheduleResult{
 		Runs:     sc.runs.Len(),
 		Overlaps: sc.runs.Overlaps(),
 		Faults:   sc.faults,
 		Overruns: int(sc.overruns.Load()),
 		Events:   sc.events,
-	}, nil
+		Limit:    s.Limit,
+	}
+	res.Partitions, res.Slowdowns, res.Kills, res.ClockSteps = sc.partitions, sc.slowdowns, sc.kills, sc.steps
+	if s.Limit > 0 {
+		res.MostAtOnce = sc.runs.MostAtOnce(LimitedState)
+	}
+	return res, nil
 }
 
 type schedule struct {
@@ -163,9 +197,12 @@ type schedule struct {
 	replicas []*replica
 	runs     Runs
 	faults   int
-	events   []string
-	overruns atomic.Int64
-	t0       time.Time
+	limit    int
+	// The faults by kind.
+	partitions, slowdowns, kills, steps int
+	events                              []string
+	overruns                            atomic.Int64
+	t0                                  time.Time
 
 	mu  sync.Mutex // guards rng, which handlers use too
 	rng *rand.Rand
@@ -204,15 +241,20 @@ func (sc *schedule) event(format string, args ...any) {
 func (sc *schedule) controller(r *replica) (*controller.Controller, error) {
 	owner := fmt.Sprintf("r%d.%d", r.id, r.gen)
 	ttl := sc.ttl
+	var limits map[controller.State]controller.Limit
+	if sc.limit > 0 {
+		limits = map[controller.State]controller.Limit{LimitedState: {Concurrent: sc.limit}}
+	}
 	return controller.New(controller.Config{
-		Kind: sc.kind, Store: r.fs, Owner: owner, LeaseTTL: ttl,
+		Limits: limits,
+		Kind:   sc.kind, Store: r.fs, Owner: owner, LeaseTTL: ttl,
 		Poll: ttl / 4, Resync: ttl, Workers: 2, ShutdownTimeout: ttl / 4,
 		Backoff:        converge.Backoff{Base: ttl / 20, Max: ttl / 2, Jitter: 0.2},
 		HandlerHistory: -1,
 		Now:            r.fs.Now,
 		Metrics:        overrunCounter{&sc.overruns},
 		Handler: controller.HandlerFunc(func(ctx context.Context, o controller.Object) (controller.Result, error) {
-			defer sc.runs.Begin(o.Key, owner)()
+			defer sc.runs.BeginIn(o.Key, owner, string(o.State))()
 			t := time.NewTimer(sc.between(0, ttl/2))
 			defer t.Stop()
 			select {
@@ -223,7 +265,7 @@ func (sc *schedule) controller(r *replica) (*controller.Controller, error) {
 			if sc.intN(5) == 0 {
 				next := controller.State("a")
 				if o.State == "a" {
-					next = "b"
+					next = LimitedState
 				}
 				return controller.Transition(next), nil
 			}
@@ -255,9 +297,11 @@ func (sc *schedule) fault(ctx context.Context) error {
 	switch k := sc.intN(8); {
 	case k == 0:
 		r.link.Partition(PartitionFail)
+		sc.partitions++
 		sc.event("r%d cut off (calls fail)", r.id)
 	case k == 1:
 		r.link.Partition(PartitionHang)
+		sc.partitions++
 		sc.event("r%d cut off (calls hang)", r.id)
 	case k == 2 || k == 3:
 		r.link.Partition(PartitionNone)
@@ -274,16 +318,19 @@ func (sc *schedule) fault(ctx context.Context) error {
 	case k == 4:
 		d := sc.between(0, sc.ttl)
 		r.link.Delay(d)
+		sc.slowdowns++
 		sc.event("r%d slow (%s)", r.id, d.Round(time.Millisecond))
 	case k == 5 && alive:
 		// Killed: cut off first, so it can hand nothing back.
 		r.link.Partition(PartitionHang)
 		r.cancel()
 		r.cancel = nil
+		sc.kills++
 		sc.event("r%d killed", r.id)
 	case k == 6 || k == 7:
 		d := sc.between(-5*sc.ttl, 5*sc.ttl)
 		r.fs.Step(d)
+		sc.steps++
 		sc.event("r%d clock stepped %s", r.id, d.Round(time.Millisecond))
 	default:
 		return nil

@@ -13,8 +13,11 @@ import (
 type Run struct {
 	Object string
 	Owner  string
-	Start  time.Time
-	End    time.Time
+	// State is the object's lifecycle state when the run began (BeginIn),
+	// empty when not recorded (Begin).
+	State string
+	Start time.Time
+	End   time.Time
 }
 
 // Overlap is two runs of one object at overlapping times: two replicas
@@ -46,9 +49,15 @@ type Runs struct {
 // function that records its end; calling that function again does
 // nothing.
 func (r *Runs) Begin(object, owner string) (end func()) {
+	return r.BeginIn(object, owner, "")
+}
+
+// BeginIn is Begin for a run of object in the lifecycle state state, for
+// MostAtOnce.
+func (r *Runs) BeginIn(object, owner, state string) (end func()) {
 	r.mu.Lock()
 	i := len(r.runs)
-	r.runs = append(r.runs, Run{Object: object, Owner: owner, Start: time.Now()})
+	r.runs = append(r.runs, Run{Object: object, Owner: owner, State: state, Start: time.Now()})
 	r.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -104,4 +113,41 @@ func (r *Runs) Overlaps() []Overlap {
 	}
 	slices.SortFunc(out, func(a, b Overlap) int { return a.B.Start.Compare(b.B.Start) })
 	return out
+}
+
+// MostAtOnce returns the most runs of objects in state (as BeginIn
+// recorded it) that went on at one time, whatever their object and
+// owner, a run still going counting as going until now: the checker of a
+// limit on the handlers of a state (controller.Limit.Concurrent). A run
+// that ends at the instant another begins does not go on with it.
+func (r *Runs) MostAtOnce(state string) int {
+	now := time.Now()
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, run := range r.Runs() {
+		if run.State != state {
+			continue
+		}
+		end := run.End
+		if end.IsZero() {
+			end = now
+		}
+		edges = append(edges, edge{run.Start, 1}, edge{end, -1})
+	}
+	// Ends before starts at one instant.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta
+	})
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
 }

@@ -177,6 +177,35 @@ const watchTimeout = 5 * time.Second
 //   - "watch: peer" (with Peer): a write through Peer is seen by a Watch
 //     on s.
 //
+// When s implements converge.Prioritizer:
+//
+//   - "queue: priority order": among records due at one time, ClaimDue
+//     takes the highest priority first, whether it was set by PutPriority
+//     at creation, by CreateMany, or later by PutPriority on the record
+//     (a Put keeps it, Priority returns it); among records due at
+//     different times, by rank (see converge.PriorityStep): priority 0
+//     due two hours ago before priority 3600 due half an hour ago, after
+//     priority 7200 due as recently.
+//   - "queue: priority invalid": a priority below 0 or above
+//     converge.MaxPriority fails with a *converge.StoreRequestError naming
+//     the key and writes nothing.
+//   - "queue: priority ageing" (with Wait): the starvation check. For 16
+//     ticks of 250 ms, 4 records of priority 2 are created and one ClaimDue
+//     of limit 4 takes 4 records, so the high stream alone fills every
+//     claim; 6 records of priority 0 are due from the start. Every one of
+//     them must be claimed by tick AgeingBound (11), and none at the first.
+//
+// When s implements converge.Linker:
+//
+//   - "queue: watches": a record watching another (PutWatching; Watching
+//     returns the keys sorted, once each) becomes due with a transition
+//     of the watched record (a history entry whose To differs from its
+//     From: a state change, a deletion, a creation), not with a write
+//     without one; a transition while the watcher is claimed makes it
+//     due once its claim is finished; watching itself or an empty key
+//     fails with a *converge.StoreRequestError; watching nothing, and
+//     Delete, drop what it watched.
+//
 // When Retention.Age is set, the entries the rules expect kept are dated a
 // day after the run started, so that none of them grows older than Age
 // while the rules run, however long the store's writes take; only the
@@ -218,6 +247,12 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 		c.queueScheduleDuringClaim()
 		c.queueStaleFinish()
 		c.queueExpiredClaim()
+		if p, ok := s.(converge.Prioritizer); ok {
+			c.priorities(p)
+		}
+		if l, ok := s.(converge.Linker); ok {
+			c.links(l)
+		}
 		c.watch()
 		c.watchStop()
 		c.watchCancel()

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -36,8 +37,19 @@ const LabelBuildKey = "io.convergekit.build-key"
 // engine's build API instead of pulling it (Compose build:). The image is
 // tagged ContainerSpec.Image.
 type Build struct {
-	// Context is the directory sent to the engine, a path on this host;
-	// required. Its .dockerignore is honoured.
+	// Context is the directory sent to the engine, a path on this host,
+	// or a remote context the engine fetches itself (the build
+	// endpoint's remote parameter): a Git repository
+	// ("https://host/repo.git#ref:dir", "git://...", "git@host:repo.git",
+	// "github.com/owner/repo"), which needs git on the engine's host, or
+	// the URL of a tar archive (http or https) or of a Dockerfile alone;
+	// required. A local context's .dockerignore is honoured.
+	//
+	// A remote context is built again only when its URL or the other
+	// options change: what the URL serves is not read by this process, so
+	// a new commit on a branch, or a new archive at the same URL, is not
+	// seen. Name a tag, a commit or a versioned archive to update it.
+	// A password or token in the URL is redacted from errors.
 	Context string `json:"context,omitzero"`
 	// Dockerfile is the path of the Dockerfile inside Context; ""
 	// means "Dockerfile".
@@ -63,6 +75,10 @@ type Build struct {
 	// ContainerSpec.Image (Compose build.tags). Removing the image removes
 	// ContainerSpec.Image's name only.
 	Tags []string `json:"tags,omitempty"`
+	// Platform is the platform the image is built for ("linux/arm64",
+	// the build endpoint's platform parameter); "" builds for the
+	// engine's. One platform only: a multi-platform image needs buildx.
+	Platform string `json:"platform,omitzero"`
 }
 
 // inlineDockerfile is the name under which a DockerfileInline is sent in
@@ -89,10 +105,14 @@ func (b *Build) validate() (string, string) {
 	switch {
 	case b.Context == "":
 		return "Build.Context", "is required"
-	case strings.Contains(b.Context, "://") || strings.HasPrefix(b.Context, "git@"):
-		return "Build.Context", fmt.Sprintf("%q is not a local directory (remote contexts are not supported)", b.Context)
+	case b.remote() && !remoteContext(b.Context):
+		return "Build.Context", fmt.Sprintf("%q is neither a local directory nor a remote context the engine fetches (http, https or git URL)", redactURLs(b.Context))
+	case b.remote() && b.DockerfileInline != "":
+		return "Build.DockerfileInline", "needs a local context (the engine fetches a remote one itself)"
 	case b.Dockerfile != "" && (path.IsAbs(filepath.ToSlash(b.Dockerfile)) || !filepath.IsLocal(b.Dockerfile)):
 		return "Build.Dockerfile", fmt.Sprintf("%q is not a path inside the context", b.Dockerfile)
+	case strings.Contains(b.Platform, ","):
+		return "Build.Platform", fmt.Sprintf("%q names more than one platform: a multi-platform image needs buildx (BuildKit), which the engine's classic build endpoint is not", b.Platform)
 	case b.ShmSize < 0:
 		return "Build.ShmSize", "must not be negative"
 	case b.Dockerfile != "" && b.DockerfileInline != "":
@@ -111,6 +131,34 @@ func (b *Build) validate() (string, string) {
 	return "", ""
 }
 
+// remote reports whether Context names a remote context rather than a
+// directory.
+func (b *Build) remote() bool {
+	return strings.Contains(b.Context, "://") || strings.HasPrefix(b.Context, "git@") || strings.HasPrefix(b.Context, "github.com/")
+}
+
+// remoteContext reports whether c is a remote context the engine's build
+// endpoint fetches: an http or https URL (a Git repository, a tar archive
+// or a Dockerfile), a git:// URL, git@host:path or github.com/path.
+func remoteContext(c string) bool {
+	if strings.HasPrefix(c, "git@") {
+		host, repo, ok := strings.Cut(strings.TrimPrefix(c, "git@"), ":")
+		return ok && host != "" && repo != ""
+	}
+	if strings.HasPrefix(c, "github.com/") {
+		return len(c) > len("github.com/")
+	}
+	u, err := url.Parse(c)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	switch u.Scheme {
+	case "http", "https", "git":
+		return true
+	}
+	return false
+}
+
 func (b *Build) dockerfile() string {
 	if b.DockerfileInline != "" {
 		return inlineDockerfile
@@ -126,7 +174,16 @@ func (b *Build) dockerfile() string {
 // sent), and the build key: a SHA-256 of the stream and of the build
 // options. Headers carry no times, owners or users, so the key depends on
 // names, modes, link targets and contents only.
+//
+// A remote context sends no tar stream (nil): the engine fetches it, and
+// the key covers its URL and the options.
 func (b *Build) contextTar() ([]byte, string, error) {
+	if b.remote() {
+		h := sha256.New()
+		h.Write([]byte("remote\x00" + b.Context + "\x00"))
+		h.Write(b.optionsJSON())
+		return nil, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	}
 	root, err := os.OpenRoot(b.Context)
 	if err != nil {
 		return nil, "", err
@@ -219,14 +276,20 @@ func (b *Build) contextTar() ([]byte, string, error) {
 	}
 	h := sha256.New()
 	h.Write(buf.Bytes())
+	h.Write(b.optionsJSON())
+	return buf.Bytes(), "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// optionsJSON is the part of the build key that the build options make.
+func (b *Build) optionsJSON() []byte {
 	opts, _ := json.Marshal(struct {
 		Dockerfile, Target string
 		Args, Labels       map[string]string
 		ExtraHosts, Tags   []string
 		ShmSize            int64
-	}{b.dockerfile(), b.Target, b.Args, b.Labels, b.ExtraHosts, b.Tags, b.ShmSize})
-	h.Write(opts)
-	return buf.Bytes(), "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+		Platform           string `json:",omitempty"`
+	}{b.dockerfile(), b.Target, b.Args, b.Labels, b.ExtraHosts, b.Tags, b.ShmSize, b.Platform})
+	return opts
 }
 
 // redactor returns what scrubs the values of secret build arguments (and
@@ -286,7 +349,7 @@ func (bi *builtImage) StateCurrent(ctx context.Context, deps converge.DepStates)
 func (bi *builtImage) StateGoal(context.Context, converge.DepStates) (ImageState, error) {
 	_, key, err := bi.spec.contextTar()
 	if err != nil {
-		return ImageState{}, &ImageError{Ref: bi.ref, Services: bi.services, Err: fmt.Errorf("build context %s: %w", bi.spec.Context, err)}
+		return ImageState{}, &ImageError{Ref: bi.ref, Services: bi.services, Err: fmt.Errorf("build context %s: %w", redactURLs(bi.spec.Context), err)}
 	}
 	return ImageState{Ref: bi.ref, Present: true, buildKey: key}, nil
 }
@@ -334,7 +397,7 @@ func (bi *builtImage) Apply(ctx context.Context, current, target ImageState) (Im
 	}
 	tarball, key, err := bi.spec.contextTar()
 	if err != nil {
-		return current, &ImageError{Ref: bi.ref, Services: bi.services, Err: fmt.Errorf("build context %s: %w", bi.spec.Context, err)}
+		return current, &ImageError{Ref: bi.ref, Services: bi.services, Err: fmt.Errorf("build context %s: %w", redactURLs(bi.spec.Context), err)}
 	}
 	labels := maps.Clone(bi.spec.Labels)
 	if labels == nil {
@@ -346,10 +409,18 @@ func (bi *builtImage) Apply(ctx context.Context, current, target ImageState) (Im
 	for k, v := range bi.spec.Args {
 		args[k] = &v
 	}
-	resp, err := builder.ImageBuild(ctx, bytes.NewReader(tarball), build.ImageBuildOptions{
+	opts := build.ImageBuildOptions{
 		Tags: append([]string{bi.ref}, bi.spec.Tags...), Dockerfile: bi.spec.dockerfile(), BuildArgs: args, Target: bi.spec.Target,
 		Labels: labels, ExtraHosts: bi.spec.ExtraHosts, ShmSize: bi.spec.ShmSize, Remove: true, ForceRemove: true,
-	})
+		Platform: bi.spec.Platform,
+	}
+	var body io.Reader = bytes.NewReader(tarball)
+	if bi.spec.remote() {
+		// The engine fetches the context (the remote parameter); the
+		// Dockerfile is a path inside it.
+		opts.RemoteContext, body = bi.spec.Context, nil
+	}
+	resp, err := builder.ImageBuild(ctx, body, opts)
 	red := bi.spec.redactor()
 	if errors.Is(err, ErrCannotBuild) {
 		return current, &ImageError{Ref: bi.ref, Services: bi.services, Err: ErrCannotBuild}

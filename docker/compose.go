@@ -106,8 +106,10 @@ type fileRef struct {
 // one given by content or by an environment variable becomes a File
 // copied in before the container starts. A secret's target defaults to
 // /run/secrets/<source> (a relative one is under /run/secrets), a
-// config's to /<source>. It returns the fields it does not carry out; an
-// unset variable is a *SpecError naming it, never its value.
+// config's to /<source>. A variable is looked up where compose-go resolved
+// it (the variables of the file that declares the object, an include's
+// env_file included), then in env. It returns the fields it does not carry
+// out; an unset variable is a *SpecError naming it, never its value.
 func filesFromCompose(refs []fileRef, env types.Mapping, spec *ContainerSpec, prefix string) ([]string, error) {
 	var unsupported []string
 	for _, r := range refs {
@@ -133,6 +135,12 @@ func filesFromCompose(refs []fileRef, env types.Mapping, spec *ContainerSpec, pr
 		content := r.obj.Content
 		if r.obj.Environment != "" {
 			v, ok := env[r.obj.Environment]
+			if r.obj.Content != "" {
+				// compose-go resolved the variable where the object was
+				// declared (an included file, with the variables of
+				// the include's env_file) into its content.
+				v, ok = r.obj.Content, true
+			}
 			if !ok {
 				return nil, &SpecError{Object: "service " + spec.Service, Service: spec.Service, Field: r.kind + "." + r.ref.Source,
 					Reason: fmt.Sprintf("environment variable %s is not set", r.obj.Environment)}
@@ -148,10 +156,15 @@ func filesFromCompose(refs []fileRef, env types.Mapping, spec *ContainerSpec, pr
 	return unsupported, nil
 }
 
+// noEffectService are the Compose service fields accepted that have no
+// effect on a deployment, with the reason given in Project.NoEffect.
+var noEffectService = map[string]string{
+	"develop": "read by compose watch and compose up --watch only (a development loop); compose up, as converge, changes nothing for it",
+}
+
 // refusedService are the Compose service fields refused by design, with
 // the reason given in UnsupportedError.Reasons.
 var refusedService = map[string]string{
-	"develop":             "compose watch is a development loop, not a deployment: converge applies the file as it is",
 	"attach":              "it chooses which logs compose up prints; converge prints none",
 	"models":              "models run in Docker Model Runner, not on the engine converge drives",
 	"provider":            "a provider service runs a compose plugin instead of a container; converge runs containers only",
@@ -160,6 +173,10 @@ var refusedService = map[string]string{
 	"mode":                "a file-based secret or config is bind-mounted: it keeps the host file's owner and mode (compose ignores them too)",
 	"external":            "an external secret or config lives in a swarm, which converge does not use",
 	"additional_contexts": "named build contexts need BuildKit's session API, which the engine's build endpoint used here lacks",
+	"volumes(image)":      "a volume of type image needs engine API 1.48 (Docker Engine 28.0) or later; not carried yet",
+	"image":               "a volume of type image needs engine API 1.48 (Docker Engine 28.0) or later; not carried yet",
+	"interface_name":      "a network interface's name needs engine API 1.49 (Docker Engine 28.1) or later; not carried yet",
+	"platforms":           "more than one platform makes a multi-platform image, which needs buildx (BuildKit); the engine's classic build endpoint builds one platform",
 }
 
 // refusalReasons returns the reasons of the refused-by-design fields in
@@ -185,6 +202,9 @@ func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupport
 var supportedService = map[string]bool{
 	"Name": true, "Restart": true, "Scale": true, "ContainerName": true, "Extensions": true,
 	"ContainerSpec": true, "WorkloadSpec": true,
+	// Fields with no effect on a deployment (noEffectService), listed in
+	// Project.NoEffect.
+	"Develop": true,
 	// ContainerSpec
 	"Command": true, "Entrypoint": true, "Environment": true, "Image": true, "Labels": true,
 	"CustomLabels": true, "EnvFiles": true, "Secrets": true, "Configs": true, "PostStart": true, "PreStop": true, "Links": true, "VolumesFrom": true, "ExternalLinks": true, "Networks": true, "StopGracePeriod": true, "Volumes": true, "PullPolicy": true,
@@ -274,7 +294,7 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 // maintained loader, which validates against the Compose schema). It
 // carries out, per service: image, command, entrypoint, environment,
 // labels, ports, volumes (named and bind), networks with aliases, restart,
-// healthcheck, stop_grace_period, pull_policy (missing, never or always),
+// healthcheck, stop_grace_period, pull_policy (missing, never, always, build, and daily, weekly or every_<duration> as PullRefresh),
 // container_name and depends_on with its conditions; every container
 // option of ContainerSpec under its Compose name (cap_add ... working_dir,
 // cpus, deploy.resources limits of cpus, memory and pids and reservation
@@ -295,7 +315,9 @@ func LoadComposeFile(ctx context.Context, path string, opts LoadOptions) (*Proje
 // The label io.convergekit.update-lock (LabelUpdateLock) on a service sets
 // its ContainerSpec.UpdateLock instead of a label.
 // A service that others wait for with service_completed_successfully runs
-// Once. Any other field set is unsupported: the *UnsupportedError names
+// Once. develop (compose watch's) is accepted and changes nothing, as in
+// compose up, and is listed in Project.NoEffect. Any other field set is
+// unsupported: the *UnsupportedError names
 // every one of them at once, top-level secrets, configs, models and jobs
 // included (see LoadOptions.IgnoreUnsupported).
 func LoadCompose(ctx context.Context, content []byte, opts LoadOptions) (*Project, error) {
@@ -558,10 +580,14 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 		before := len(unsupported)
 		composeHash, hashErr := composeConfigHash(s)
 		unsupported = append(unsupported, unsupportedFields(prefix, reflect.ValueOf(s))...)
-		if s.Scale != nil && *s.Scale != 1 {
-			unsupported = append(unsupported, prefix+"scale")
+		if s.Develop != nil {
+			p.NoEffect = append(p.NoEffect, NoEffectField{Field: prefix + "develop", Reason: noEffectService["develop"]})
 		}
 		spec := ContainerSpec{Service: name, Name: s.ContainerName, Image: s.Image, Restart: s.Restart}
+		if s.Scale != nil || s.Deploy != nil && s.Deploy.Replicas != nil {
+			n := s.GetScale() // compose-go refused distinct values of the two
+			spec.Replicas = &n
+		}
 		unsupported = append(unsupported, hostFromCompose(cp.Name, &s, &spec, prefix)...)
 		if len(s.Command) > 0 {
 			spec.Command = []string(s.Command)
@@ -697,7 +723,13 @@ func fromCompose(cp *types.Project, opts LoadOptions) (*Project, error) {
 			spec.Pull = PullNever
 		case types.PullPolicyAlways:
 			spec.Pull = PullAlways
+		case "daily", "weekly":
+			spec.Pull, spec.PullEvery = PullRefresh, map[string]time.Duration{"daily": 24 * time.Hour, "weekly": 7 * 24 * time.Hour}[s.PullPolicy]
 		default:
+			if _, every, err := s.GetPullPolicy(); err == nil && strings.HasPrefix(s.PullPolicy, "every_") && every > 0 {
+				spec.Pull, spec.PullEvery = PullRefresh, every
+				break
+			}
 			unsupported = append(unsupported, prefix+"pull_policy("+s.PullPolicy+")")
 		}
 		if x, ok := s.Extensions["x-update"]; ok {
@@ -858,6 +890,39 @@ func checkComposeValues(content []byte, env map[string]string) error {
 				return bad("restart", "%s", reason)
 			}
 		}
+		if err := checkComposeScale(svc, bad); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkComposeScale checks a service's scale and deploy.replicas as
+// compose-go does, with a *SpecError (from bad) instead of its untyped
+// message: each a count (0 or more), equal when both are given, and not
+// more than 1 with a container_name, which names one container only.
+func checkComposeScale(svc map[string]any, bad func(field, reason string, args ...any) error) error {
+	counts := map[string]any{"scale": svc["scale"]}
+	if d, ok := svc["deploy"].(map[string]any); ok {
+		counts["deploy.replicas"] = d["replicas"]
+	}
+	n, from := -1, ""
+	for _, field := range []string{"scale", "deploy.replicas"} {
+		v := counts[field]
+		if v == nil {
+			continue
+		}
+		c, err := strconv.Atoi(fmt.Sprint(v))
+		if err != nil || c < 0 {
+			return bad(field, "%q is not a count of containers (0 or more)", fmt.Sprint(v))
+		}
+		if from != "" && c != n {
+			return bad(field, "%d differs from %s %d", c, from, n)
+		}
+		n, from = c, field
+	}
+	if name, ok := svc["container_name"]; ok && n > 1 {
+		return bad("container_name", "%q names one container: it cannot name the %d of %s (container names are unique)", fmt.Sprint(name), n, from)
 	}
 	return nil
 }

@@ -3,17 +3,21 @@ package docker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/build"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/docker"
+	"github.com/convergekit/converge/docker/dockertest"
 )
 
 // writeFiles writes files (relative path to content) under dir.
@@ -149,6 +153,9 @@ func TestBadMountsAndBuildsNameTheField(t *testing.T) {
 		{"bind without source", docker.ContainerSpec{Mounts: []docker.Mount{{Type: "bind", Target: "/x"}}}, "Mounts[0].Source"},
 		{"two dockerfiles", docker.ContainerSpec{Build: &docker.Build{Context: ".", Dockerfile: "D", DockerfileInline: "FROM scratch"}}, "Build.DockerfileInline"},
 		{"empty tag", docker.ContainerSpec{Build: &docker.Build{Context: ".", Tags: []string{""}}}, "Build.Tags[0]"},
+		{"remote context of no scheme the engine fetches", docker.ContainerSpec{Build: &docker.Build{Context: "ssh://user:pw-s3cr3t@host/repo.git"}}, "Build.Context"},
+		{"two build platforms", docker.ContainerSpec{Build: &docker.Build{Context: ".", Platform: "linux/amd64,linux/arm64"}}, "Build.Platform"},
+		{"remote context with an inline Dockerfile", docker.ContainerSpec{Build: &docker.Build{Context: "https://host/c.tar", DockerfileInline: "FROM scratch"}}, "Build.DockerfileInline"},
 		{"link to a service not depended on", docker.ContainerSpec{Links: []string{"db:database"}}, "Links[0]"},
 		{"volumes_from an unknown service", docker.ContainerSpec{VolumesFrom: []string{"nope"}}, "VolumesFrom[0]"},
 		{"external link without a container", docker.ContainerSpec{ExternalLinks: []string{":alias"}}, "ExternalLinks[0]"},
@@ -162,6 +169,52 @@ func TestBadMountsAndBuildsNameTheField(t *testing.T) {
 			var se *docker.SpecError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, tt.field, se.Field)
+			assert.NotContains(t, err.Error(), "pw-s3cr3t", "a URL's password is redacted")
+		})
+	}
+}
+
+// recordingBuilder is a fake engine that records the builds asked of it
+// and fails each, with a URL's password in the engine's message.
+type recordingBuilder struct {
+	*dockertest.Engine
+	builds []build.ImageBuildOptions
+	bodies []io.Reader
+}
+
+func (r *recordingBuilder) ImageBuild(_ context.Context, body io.Reader, opts build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+	r.builds = append(r.builds, opts)
+	r.bodies = append(r.bodies, body)
+	return build.ImageBuildResponse{}, errors.New("cannot fetch " + opts.RemoteContext)
+}
+
+// TestRemoteBuildContext: a remote context (git or http URL) is accepted
+// and sent as the build endpoint's remote parameter with no tar stream;
+// its build key follows its URL and options; an error of its build
+// carries no password of the URL.
+func TestRemoteBuildContext(t *testing.T) {
+	for _, c := range []string{"https://github.com/docker/compose.git", "https://host/repo.git#v1:sub", "git://host/repo",
+		"git@github.com:docker/compose.git", "github.com/docker/compose", "http://user:pw-s3cr3t@127.0.0.1:8080/ctx.tar"} {
+		t.Run(c, func(t *testing.T) {
+			f := &recordingBuilder{Engine: newFake()}
+			var keys []string
+			for _, b := range []docker.Build{{Context: c, Args: map[string]string{"X": "1"}},
+				{Context: c, Args: map[string]string{"X": "1"}}, {Context: c + "x", Args: map[string]string{"X": "1"}},
+				{Context: c, Args: map[string]string{"X": "2"}}} {
+				p := &docker.Project{Name: "rb", Containers: []docker.ContainerSpec{{Service: "a", Image: "rb-a", Build: &b}}}
+				g, err := p.Graph(f)
+				require.NoError(t, err)
+				_, err = converge.Apply(context.Background(), g)
+				require.ErrorIs(t, err, docker.ErrBuildFailed)
+				assert.NotContains(t, err.Error(), "pw-s3cr3t")
+				last := f.builds[len(f.builds)-1]
+				assert.Equal(t, b.Context, last.RemoteContext)
+				assert.Nil(t, f.bodies[len(f.bodies)-1], "no tar stream is sent")
+				keys = append(keys, last.Labels[docker.LabelBuildKey])
+			}
+			assert.Equal(t, keys[0], keys[1], "the same URL and options, the same key")
+			assert.NotEqual(t, keys[0], keys[2], "another URL, another key")
+			assert.NotEqual(t, keys[0], keys[3], "other options, another key")
 		})
 	}
 }
@@ -174,17 +227,52 @@ func TestLoadComposeRefusesByDesignWithReason(t *testing.T) {
 services:
   web:
     image: i
-    develop:
-      watch: [{path: ., action: rebuild}]
+    attach: false
   ai:
     provider: {type: model, options: {model: x}}
 `), docker.LoadOptions{WorkingDir: t.TempDir()})
 	var ue *docker.UnsupportedError
 	require.ErrorAs(t, err, &ue)
-	assert.Equal(t, []string{"services.ai.provider", "services.web.develop"}, ue.Fields)
+	assert.Equal(t, []string{"services.ai.provider", "services.web.attach"}, ue.Fields)
 	for _, f := range ue.Fields {
 		require.NotEmpty(t, ue.Reasons[f], f)
 		assert.Contains(t, err.Error(), f+" ("+ue.Reasons[f]+")")
+	}
+}
+
+// TestLoadComposeDevelopHasNoEffect: develop (compose watch's) is accepted,
+// changes nothing in the service's spec (but compose's own hash, which covers it),
+// and is listed in Project.NoEffect with its reason, in the project's JSON
+// too, with or without IgnoreUnsupported.
+func TestLoadComposeDevelopHasNoEffect(t *testing.T) {
+	const base = `name: dev
+services:
+  web:
+    image: alpine
+    command: [sleep, "1"]
+`
+	const develop = `    develop:
+      watch: [{path: ./src, action: sync, target: /src}]
+`
+	for _, ignore := range []bool{false, true} {
+		opts := docker.LoadOptions{WorkingDir: t.TempDir(), IgnoreUnsupported: ignore}
+		plain, err := docker.LoadCompose(context.Background(), []byte(base), opts)
+		require.NoError(t, err)
+		p, err := docker.LoadCompose(context.Background(), []byte(base+develop), opts)
+		require.NoError(t, err)
+		assert.Empty(t, p.Unsupported)
+		require.Len(t, p.NoEffect, 1)
+		assert.Equal(t, "services.web.develop", p.NoEffect[0].Field)
+		assert.Contains(t, p.NoEffect[0].Reason, "compose watch")
+		assert.Empty(t, plain.NoEffect)
+		got, want := p.Containers[0], plain.Containers[0]
+		assert.NotEmpty(t, got.ComposeHash, "compose's hash, develop included, is written as compose writes it")
+		assert.NotEqual(t, want.ComposeHash, got.ComposeHash, "compose's hash covers develop")
+		got.ComposeHash, want.ComposeHash = "", ""
+		assert.Equal(t, want, got, "develop changes nothing in the container")
+		b, err := json.Marshal(p)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `"no_effect":[{"field":"services.web.develop","reason":`)
 	}
 }
 
@@ -254,6 +342,48 @@ configs:
 				assert.Equal(t, tt.wantMounts, p.Containers[0].Mounts)
 				assert.Equal(t, tt.wantFiles, p.Containers[0].Files)
 			}
+		})
+	}
+}
+
+// TestSecretOfAnIncludedFile: a secret an included file declares from a
+// variable takes the variable from the include's env_file, as compose does
+// (compose's TestSecretFromEnv); with no such variable anywhere it is
+// refused by name, without a value.
+func TestSecretOfAnIncludedFile(t *testing.T) {
+	tests := []struct {
+		name     string
+		envFile  string
+		wantSpec bool
+	}{
+		{name: "from the include's env_file", envFile: "MY_SECRET=from-include\n"},
+		{name: "unset", envFile: "OTHER=x\n", wantSpec: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{
+				"secret.env": tt.envFile,
+				"child/compose.yaml": `services:
+  included:
+    image: alpine
+    secrets: [my-secret]
+secrets:
+  my-secret: {environment: MY_SECRET}
+`})
+			p, err := docker.LoadCompose(context.Background(), []byte(`name: inc
+include:
+  - path: child/compose.yaml
+    env_file: [secret.env]
+`), docker.LoadOptions{WorkingDir: dir})
+			if tt.wantSpec {
+				var se *docker.SpecError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, "secrets.my-secret", se.Field)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, []docker.File{{Target: "/run/secrets/my-secret", Content: "from-include", Secret: true}}, p.Containers[0].Files)
 		})
 	}
 }
@@ -418,4 +548,56 @@ services:
 	g, err := p.Graph(newFake())
 	require.NoError(t, err)
 	assert.NotNil(t, g)
+}
+
+// TestLoadComposeBuildPlatform: one build platform, or the service's
+// platform, is the build's; more than one is refused with its reason.
+func TestLoadComposeBuildPlatform(t *testing.T) {
+	tests := []struct {
+		name, service, want string
+		refused             bool
+	}{
+		{name: "one build platform", service: "build: {context: ., platforms: [linux/arm64]}", want: "linux/arm64"},
+		{name: "the service's platform", service: "platform: linux/386\n    build: {context: .}", want: "linux/386"},
+		{name: "neither", service: "build: {context: .}"},
+		{name: "two", service: "build: {context: ., platforms: [linux/amd64, linux/arm64]}", refused: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := docker.LoadCompose(context.Background(), []byte("name: bp\nservices:\n  web:\n    "+tt.service+"\n"),
+				docker.LoadOptions{WorkingDir: t.TempDir()})
+			if tt.refused {
+				var ue *docker.UnsupportedError
+				require.ErrorAs(t, err, &ue)
+				assert.Equal(t, []string{"services.web.build.platforms"}, ue.Fields)
+				assert.Contains(t, ue.Reasons["services.web.build.platforms"], "buildx")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, p.Containers[0].Build.Platform)
+		})
+	}
+}
+
+// TestLoadComposeNewerAPIFieldsNameTheVersion: fields that need an engine
+// API newer than 1.41 are refused with a reason naming the version.
+func TestLoadComposeNewerAPIFieldsNameTheVersion(t *testing.T) {
+	_, err := docker.LoadCompose(context.Background(), []byte(`name: api
+services:
+  web:
+    image: alpine
+    volumes: [{type: image, source: alpine, target: /img}]
+    networks:
+      default: {interface_name: eth7}
+`), docker.LoadOptions{WorkingDir: t.TempDir()})
+	var ue *docker.UnsupportedError
+	require.ErrorAs(t, err, &ue)
+	want := map[string]string{
+		"services.web.volumes(image)":                  "1.48",
+		"services.web.networks.default.interface_name": "1.49",
+	}
+	for f, version := range want {
+		require.Contains(t, ue.Fields, f)
+		assert.Contains(t, ue.Reasons[f], "API "+version, f)
+	}
 }

@@ -79,9 +79,17 @@ func hostFromCompose(projectName string, s *types.ServiceConfig, spec *Container
 	spec.StdinOpen, spec.Tty = s.StdinOpen, s.Tty
 	if b := s.Build; b != nil {
 		unsupported = append(unsupported, setFields(prefix+"build.", b, "Context", "Dockerfile", "Args", "Target", "Labels",
-			"ExtraHosts", "ShmSize", "DockerfileInline", "Tags")...)
+			"ExtraHosts", "ShmSize", "DockerfileInline", "Tags", "Platforms")...)
 		spec.Build = &Build{Context: b.Context, Dockerfile: b.Dockerfile, Target: b.Target, ShmSize: int64(b.ShmSize),
 			Labels: maps.Clone(map[string]string(b.Labels)), DockerfileInline: b.DockerfileInline, Tags: slices.Clone(b.Tags)}
+		switch {
+		case len(b.Platforms) > 1:
+			unsupported = append(unsupported, prefix+"build.platforms")
+		case len(b.Platforms) == 1:
+			spec.Build.Platform = b.Platforms[0]
+		default: // compose-go checks that platform is among build.platforms
+			spec.Build.Platform = s.Platform
+		}
 		if b.DockerfileInline != "" {
 			// compose-go sets the default name besides the inline one.
 			spec.Build.Dockerfile = ""
@@ -105,7 +113,7 @@ func hostFromCompose(projectName string, s *types.ServiceConfig, spec *Container
 		}
 	}
 	if d := s.Deploy; d != nil {
-		unsupported = append(unsupported, setFields(prefix+"deploy.", d, "Resources", "RestartPolicy")...)
+		unsupported = append(unsupported, setFields(prefix+"deploy.", d, "Resources", "RestartPolicy", "Replicas")...)
 		if rp := d.RestartPolicy; rp != nil {
 			unsupported = append(unsupported, setFields(prefix+"deploy.restart_policy.", rp, "Condition", "MaxAttempts")...)
 			if spec.Restart == "" { // restart: wins, as in compose
@@ -185,5 +193,5 @@ var goToCompose = map[string]string{
 	"Privileged": "privileged", "ReadOnly": "read_only", "SecurityOpt": "security_opt", "ShmSize": "shm_size",
 	"StopSignal": "stop_signal", "Sysctls": "sysctls", "Tmpfs": "tmpfs", "Ulimits": "ulimits", "User": "user",
 	"UsernsMode": "userns_mode", "WorkingDir": "working_dir", "Platform": "platform", "Runtime": "runtime",
-	"Logging": "logging", "Networks": "networks",
+	"Logging": "logging", "Networks": "networks", "Replicas": "scale",
 }

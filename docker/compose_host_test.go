@@ -208,13 +208,15 @@ configs:
 	require.ErrorIs(t, err, docker.ErrUnsupported)
 	for _, f := range []string{
 		"configs.conf.external", "secrets.token.external",
-		"services.web.scale",
-		"services.web.deploy.mode", "services.web.deploy.replicas", "services.web.deploy.placement",
+		"services.web.deploy.mode", "services.web.deploy.placement",
 		"services.web.deploy.update_config",
 		"services.web.deploy.resources.reservations.cpus", "services.web.deploy.resources.reservations.devices",
 	} {
 		assert.Contains(t, ue.Fields, f)
 	}
+	// Carried out (Replicas), so not refused.
+	assert.NotContains(t, ue.Fields, "services.web.scale")
+	assert.NotContains(t, ue.Fields, "services.web.deploy.replicas")
 }
 
 // TestLoadComposeFileIncludesAndExtends: a top-level include: and a

@@ -85,13 +85,16 @@ func buildComposeCLI() (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-o", bin+".tmp", "./cmd")
+	// A name of this process's own: packages tested at the same time may
+	// build it together, and each renames its own copy into place.
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, "./cmd")
 	cmd.Dir = mod.Dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build compose: %w\n%s", err, out)
 	}
-	return bin, os.Rename(bin+".tmp", bin)
+	return bin, os.Rename(tmp, bin)
 }
 
 // composeV1 returns the path of Debian's docker-compose 1.29, skipping
@@ -358,4 +361,108 @@ func TestIntegrationComposeV1SideBySide(t *testing.T) {
 	}
 	slices.Sort(names)
 	assert.Equal(t, []string{project + "-db", project + "-web"}, names)
+}
+
+// scaledCompose is a project whose web service runs three replicas.
+const scaledCompose = `services:
+  web:
+    image: {{IMG}}
+    command: ["/app", "sleep"]
+    scale: 3
+    labels:
+      ` + dockertest.TestLabel + `: "1"
+  worker:
+    image: {{IMG}}
+    command: ["/app", "sleep"]
+    depends_on: [web]
+    labels:
+      ` + dockertest.TestLabel + `: "1"
+networks:
+  default:
+    labels:
+      ` + dockertest.TestLabel + `: "1"
+`
+
+// psNames parses "ps --format json" of compose v2 into the state of each
+// container, by name.
+func psNames(t *testing.T, out string) map[string]string {
+	t.Helper()
+	type entry struct{ Name, State string }
+	var all []entry
+	out = strings.TrimSpace(out)
+	if strings.HasPrefix(out, "[") {
+		require.NoError(t, json.Unmarshal([]byte(out), &all))
+	} else {
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			var e entry
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &e), "%s", sc.Text())
+			all = append(all, e)
+		}
+	}
+	states := map[string]string{}
+	for _, e := range all {
+		states[e.Name] = e.State
+	}
+	return states
+}
+
+// containerIDsOf returns the IDs of the project's containers by name,
+// found through compose's labels.
+func containerIDsOf(t *testing.T, cli *client.Client, project string) map[string]string {
+	t.Helper()
+	cs, err := cli.ContainerList(t.Context(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelComposeProject+"="+project))})
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, c := range cs {
+		out[strings.TrimPrefix(c.Names[0], "/")] = c.ID
+	}
+	return out
+}
+
+// TestIntegrationComposeCLISeesScaledProject: the replicas of a scaled
+// service converge runs are compose's own: "ps" lists all three under
+// compose's names, "up" recreates none of them, "down" removes them; and
+// the other way, the replicas "up" started are adopted by converge as
+// they are, under the same names.
+func TestIntegrationComposeCLISeesScaledProject(t *testing.T) {
+	cli, img := realEngine(t)
+	bin := composeCLI(t)
+	project := uniqueName("cvscale")
+	cleanupBoth(t, cli, project)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(strings.ReplaceAll(scaledCompose, "{{IMG}}", img)), 0o644))
+	want := map[string]string{project + "-web-1": "running", project + "-web-2": "running", project + "-web-3": "running",
+		project + "-worker": "running"}
+
+	convergeUp(t, cli, dir, project)
+	before := containerIDsOf(t, cli, project)
+	assert.Equal(t, want, psNames(t, runCompose(t, bin, dir, "-p", project, "ps", "--format", "json")), "compose ps")
+	runCompose(t, bin, dir, "-p", project, "up", "-d")
+	after := containerIDsOf(t, cli, project)
+	for n := 1; n <= 3; n++ {
+		name := fmt.Sprintf("%s-web-%d", project, n)
+		assert.Equal(t, before[name], after[name], "compose up recreated %s", name)
+	}
+	runCompose(t, bin, dir, "-p", project, "down")
+	assert.Empty(t, containerIDsOf(t, cli, project), "compose down removed the replicas")
+
+	// The other way: compose starts the replicas, converge adopts them.
+	runCompose(t, bin, dir, "-p", project, "up", "-d")
+	before = containerIDsOf(t, cli, project)
+	for n := 1; n <= 3; n++ {
+		require.Contains(t, before, fmt.Sprintf("%s-web-%d", project, n))
+	}
+	rep := convergeUp(t, cli, dir, project)
+	for _, pl := range docker.Plans(rep) {
+		if strings.Contains(pl.Container, "-web-") {
+			assert.Equal(t, docker.ActionNone, pl.Action, "%s", pl)
+		}
+	}
+	after = containerIDsOf(t, cli, project)
+	for n := 1; n <= 3; n++ {
+		name := fmt.Sprintf("%s-web-%d", project, n)
+		assert.Equal(t, before[name], after[name], "converge recreated %s", name)
+	}
 }

@@ -244,25 +244,41 @@ func ownedLabels(labels map[string]string, project string) bool {
 	return labels[LabelComposeProject] == project && labels[LabelComposeOneoff] != "True"
 }
 
-// adoptable returns the name of the container compose started for service
-// under another name than name (compose names it "<project>-<service>-1"),
-// which the service's container adopts (renames) when it matches and
-// replaces otherwise: the lowest-numbered of the service's containers that
-// only compose labelled. It returns "" when name is in the snapshot or
-// when there is none.
-func (s *snapshot) adoptable(project, service, name string) string {
+// adoptable returns the name of the container of service, under another
+// name than name, that the container named name adopts (renames) when it
+// matches and replaces otherwise, so that a change of naming recreates
+// nothing that matches. For the one container of a service without
+// Replicas (scaled false), it is the lowest-numbered of the service's
+// containers that only compose labelled (compose names them
+// "<project>-<service>-N"), or else of the replicas the package ran under
+// those names while the service was scaled. For replica 1 of a scaled
+// service (scaled true), it is the container the package ran under the
+// service's unscaled name "<project>-<service>". It returns "" when name
+// is in the snapshot or when there is none.
+func (s *snapshot) adoptable(project, service, name string, scaled bool) string {
 	if s == nil {
 		return ""
 	}
 	if _, ok := s.containers[name]; ok {
 		return ""
 	}
-	var found []string
+	var found, ours []string
 	for n, c := range s.containers {
 		l := c.Labels
-		if l[LabelOwner] != OwnerValue && ownedLabels(l, project) && l[LabelComposeService] == service {
+		switch {
+		case !ownedLabels(l, project) || l[LabelComposeService] != service && l[LabelService] != service:
+		case scaled:
+			if l[LabelOwner] == OwnerValue && n == project+"-"+service {
+				ours = append(ours, n)
+			}
+		case l[LabelOwner] != OwnerValue:
 			found = append(found, n)
+		case replicaNumber(n) > 0 && n == project+"-"+service+"-"+strconv.Itoa(replicaNumber(n)):
+			ours = append(ours, n)
 		}
+	}
+	if len(found) == 0 {
+		found = ours
 	}
 	slices.SortFunc(found, func(a, b string) int {
 		na, _ := strconv.Atoi(s.containers[a].Labels[LabelComposeContainerNumber])

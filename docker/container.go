@@ -31,6 +31,8 @@ import (
 type Container struct {
 	spec      ContainerSpec
 	name      string
+	id        converge.ID // ContainerID, or a ReplicaID
+	number    int         // the replica's number, from 1
 	project   string
 	eng       Engine
 	projectID converge.ID
@@ -47,8 +49,12 @@ type Container struct {
 	// ComposeFiles, comma-separated, for compose's labels.
 	composeDir, composeFiles string
 	// netContainer is the engine name of the container whose network
-	// namespace a "service:NAME" NetworkMode shares.
+	// namespace a "service:NAME" NetworkMode shares, and netID its item.
 	netContainer string
+	netID        converge.ID
+	// serviceDeps are the items of the other services' containers this
+	// one depends on, waits for or shares something with.
+	serviceDeps []converge.ID
 	// links are the engine's "container:alias" of the spec's Links.
 	links []string
 	// volumesFrom are the engine's "container[:mode]" of VolumesFrom.
@@ -70,7 +76,7 @@ type restartingContainer struct{ *Container }
 func (r *restartingContainer) Refresh(ctx context.Context, current ContainerState, changed []converge.ID) (ContainerState, error) {
 	due, recreate := false, false
 	for _, d := range r.spec.DependsOn {
-		if d.Restart && slices.Contains(changed, ContainerID(r.project, d.Service)) {
+		if d.Restart && slices.ContainsFunc(changed, func(id converge.ID) bool { return isServiceItem(id, r.project, d.Service) }) {
 			due = true
 			recreate = recreate || r.spec.IPC == ServiceNetworkPrefix+d.Service || r.spec.PID == ServiceNetworkPrefix+d.Service
 		}
@@ -165,8 +171,9 @@ type ContainerError struct {
 	state *ContainerState
 }
 
-// ID returns ContainerID(project, service).
-func (c *Container) ID() converge.ID { return ContainerID(c.project, c.spec.Service) }
+// ID returns ContainerID(project, service), or the ReplicaID of a
+// replica of a service with Replicas set.
+func (c *Container) ID() converge.ID { return c.id }
 
 // StateCurrent reads the container from the project's snapshot when this
 // walk has one and the container has not been written since; otherwise it
@@ -187,7 +194,7 @@ func (c *Container) StateCurrent(ctx context.Context, deps converge.DepStates) (
 		st := ContainerState{Name: c.name}
 		if s, ok := ps.snap.containers[c.name]; ok {
 			st = stateFromSummary(s)
-		} else if n := ps.snap.adoptable(c.project, c.spec.Service, c.name); n != "" && c.spec.Name == "" {
+		} else if n := ps.snap.adoptable(c.project, c.spec.Service, c.name, c.spec.Replicas != nil); n != "" && c.spec.Name == "" && c.number == 1 {
 			st = stateFromSummary(ps.snap.containers[n]) // started by compose under its name
 		}
 		if s, ok := ps.snap.containers[TempName(c.name)]; ok && s.Labels[LabelOwner] == OwnerValue {
@@ -232,11 +239,11 @@ func (c *Container) StateGoal(_ context.Context, deps converge.DepStates) (Conta
 	}
 	sort.Strings(st.Networks)
 	st.Networks = slices.Compact(st.Networks)
-	if svc, ok := strings.CutPrefix(c.spec.NetworkMode, ServiceNetworkPrefix); ok {
+	if c.netID != "" {
 		// A container sharing the namespace of another is recreated with
 		// it, as Compose does (depends_on restart): the old namespace is
 		// gone.
-		ds, err := converge.DepState[ContainerState](deps, ContainerID(c.project, svc))
+		ds, err := converge.DepState[ContainerState](deps, c.netID)
 		switch {
 		case err != nil || !ds.Exists:
 		case ds.ID != "":

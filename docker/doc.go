@@ -1,6 +1,7 @@
 // Package docker converges Docker containers, images, networks and volumes
 // with converge: each is an Item, and a Project (written in Go or loaded
 // from a Compose file with LoadCompose) becomes a graph with Project.Graph.
+// Start with LoadCompose and TargetBuild; docs/device-agent.md is the guide.
 //
 // The engine is the only source of current state. Everything the package
 // creates carries LabelOwner and LabelProject; containers also carry the

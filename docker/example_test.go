@@ -315,3 +315,37 @@ func ExampleTargetBuild() {
 	// {"apps":{"format":2,"name":"demo","services":[{"service":"web","image":"app:1","networks":[{"name":"demo_default"}],"restart":"always","compose_hash":"86afd6513c9732982afa3a4da228ff2fdde9d58a34b78098c8213e1367cf1808"}],"networks":[{"name":"demo_default"}]}}
 	// docker:demo
 }
+
+// A service with Replicas runs that many containers, named and numbered
+// as compose names them; scaling down removes the highest numbers first.
+func ExampleReplicaID() {
+	ctx := context.Background()
+	eng := dockertest.New() // docker.NewClient() for a real engine
+	eng.AddImage("app:1")
+	scale := func(n int) {
+		p := &docker.Project{Name: "demo", Containers: []docker.ContainerSpec{{Service: "web", Image: "app:1", Replicas: &n}}}
+		g, err := p.Graph(eng)
+		if err != nil {
+			panic(err)
+		}
+		rep, err := converge.Apply(ctx, g)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("scale %d: changed %v\n", n, rep.IDs(converge.OutcomeChanged))
+		for _, c := range eng.Containers() {
+			fmt.Printf("  %s number %s\n", c.Name, c.Config.Labels[docker.LabelComposeContainerNumber])
+		}
+	}
+	scale(3)
+	scale(1)
+	fmt.Println(docker.ReplicaID("demo", "web", 1))
+	// Output:
+	// scale 3: changed [container:demo/web#1 container:demo/web#2 container:demo/web#3]
+	//   demo-web-1 number 1
+	//   demo-web-2 number 2
+	//   demo-web-3 number 3
+	// scale 1: changed [docker-orphans:demo]
+	//   demo-web-1 number 1
+	// container:demo/web#1
+}

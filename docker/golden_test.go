@@ -79,6 +79,9 @@ func TestGoldenV010Target(t *testing.T) {
 	require.NoError(t, json.Unmarshal(stored, &got))
 	assert.Equal(t, *want, got)
 	assert.Empty(t, got.HashKey, "the key stored in clear is not read back")
+	for _, c := range got.Containers {
+		assert.Nil(t, c.Replicas, "%s: a form without scale runs one container", c.Service)
+	}
 
 	again, err := json.Marshal(got)
 	require.NoError(t, err)
@@ -116,6 +119,10 @@ func TestProjectJSONForm(t *testing.T) {
 	full.Containers[0].StopTimeout = &stop
 	full.Containers[1].Run = docker.Stopped
 	full.Containers[1].Pull = docker.PullNever
+	three, zero := 3, 0
+	full.Containers[1].Replicas = &three
+	full.Containers[1].Ports = nil // a fixed host port is one replica's only
+	full.Containers[2].Replicas = &zero
 	full.PollInterval = 3 * time.Second
 	full.RemoveVolumes = true
 	full.HashKey = []byte("runtime-only-key-0123456789abcdef")
@@ -131,10 +138,10 @@ func TestProjectJSONForm(t *testing.T) {
 		{name: "golden", p: golden,
 			contains: []string{`"format":2`, `"services":[`, `"environment":{`, `"depends_on":[`, `"condition":"service_healthy"`, `"timeout":"1m0s"`,
 				`"interval":"1s"`, `"stop_grace_period":"15s"`, `"pull_policy":"never"`, `"restart":"on-failure:3"`, `"published":"18080"`},
-			lacks: []string{`"run"`, `"update_strategy"`, `"privileged"`, `"cpus"`, `:null`, `"HashKey"`}},
+			lacks: []string{`"run"`, `"update_strategy"`, `"privileged"`, `"cpus"`, `:null`, `"HashKey"`, `"scale"`}},
 		{name: "every enum and runtime fields", p: full,
 			contains: []string{`"run":"once"`, `"run":"stopped"`, `"update_strategy":"kill-then-download"`, `"pull_policy":"always"`,
-				`"pull_policy":"never"`, `"stop_grace_period":"5s"`, `"poll_interval":"3s"`, `"remove_volumes":true`},
+				`"pull_policy":"never"`, `"stop_grace_period":"5s"`, `"poll_interval":"3s"`, `"remove_volumes":true`, `"scale":3`, `"scale":0`},
 			lacks: []string{"runtime-only-key", "HashKey", "hash_key", "Logger", "Metrics"},
 			roundTrip: func(p *docker.Project) docker.Project {
 				cp := *p

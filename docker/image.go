@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -27,6 +28,10 @@ type ImageState struct {
 	// than the one present locally (ID): a PullAlways image to pull again.
 	// The registry is asked only under PullAlways.
 	Outdated bool
+	// due is true when a PullRefresh image's last recorded pull is older
+	// than its interval, or none is recorded: a pull that may bring the
+	// same image.
+	due bool
 
 	snap     *snapshot
 	keep     bool // a clean target that leaves the image alone
@@ -70,6 +75,8 @@ type Image struct {
 	size     uint64   // the largest ContainerSpec.ImageSize of its services
 	space    *space
 	pulled   atomic.Pointer[string] // the ID of the image Apply pulled
+	refresh  *pullRecords           // under PullRefresh: where pull times are kept
+	every    time.Duration          // under PullRefresh: the shortest PullEvery of its services
 }
 
 // NewImage returns a standalone Image item on eng (outside a project).
@@ -120,10 +127,17 @@ func (im *Image) StateCurrent(ctx context.Context, deps converge.DepStates) (_ I
 			st.unpullable = &PullError{Ref: ref, Err: err}
 		}
 	}
+	if st.Present && im.Pull == PullRefresh {
+		last, ok, err := im.refresh.last(ctx, ref)
+		if err != nil {
+			return ImageState{}, &ImageError{Ref: ref, Services: im.services, Err: err}
+		}
+		st.due = !ok || im.refresh.now().Sub(last) >= im.every
+	}
 	if id := im.pulled.Load(); id != nil && *id == st.ID {
 		st.brought = true // the verification's read
 	}
-	if (!st.Present && im.Pull != PullNever || st.Outdated) && !im.deferred && im.size > 0 {
+	if (!st.Present && im.Pull != PullNever || st.Outdated || st.due) && !im.deferred && im.size > 0 {
 		root, free, ok, err := im.space.read(ctx)
 		if err != nil {
 			return ImageState{}, err
@@ -165,7 +179,7 @@ func (im *Image) Check(_ context.Context, current, target ImageState) (converge.
 		}
 		return converge.Decision{}, &SpaceError{Ref: target.Ref, Services: im.services, Root: current.root, Need: im.size, Free: current.free}
 	}
-	if current.Present && target.Present && current.Outdated && !target.deferred {
+	if current.Present && target.Present && (current.Outdated || current.due) && !target.deferred {
 		return converge.Required(converge.WorkUnitsUnknown), nil
 	}
 	if current.Present == target.Present {
@@ -192,9 +206,14 @@ func (im *Image) Apply(ctx context.Context, current, target ImageState) (_ Image
 	defer func() { err = scrubURLs(err) }()
 	current.snap.invalidate(im.key())
 	if target.Present {
-		id, pulled, err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services, current.Outdated)
+		id, pulled, err := ensureImage(ctx, im.eng, im.Ref, im.Pull, im.services, current.Outdated || current.due)
 		if err != nil {
 			return current, err
+		}
+		if pulled && im.Pull == PullRefresh {
+			if err := im.refresh.record(ctx, target.Ref); err != nil {
+				return ImageState{Ref: target.Ref, Present: true, ID: id, brought: true}, &ImageError{Ref: target.Ref, Services: im.services, Err: err}
+			}
 		}
 		if pulled {
 			im.pulled.Store(&id)

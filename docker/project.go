@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,9 +56,25 @@ type Project struct {
 	// earlier walk than the one that created its container is not known
 	// as brought either, and stays.
 	KeepImages bool `json:"keep_images,omitzero"`
+	// PullRecords is the store in which the time of each pull of a
+	// PullRefresh image is kept (under PullRecordKey), the program's
+	// converge.Store beside its target (as LoadHashKey keeps the hash
+	// key); required by a project with a PullRefresh service, read by no
+	// other. It is not part of the project's JSON (see Runtime).
+	PullRecords converge.Store `json:"-"`
+	// Now is the clock of the PullRefresh intervals; nil is time.Now. It
+	// is not part of the project's JSON.
+	Now func() time.Time `json:"-"`
 	// Unsupported lists the Compose fields the loader skipped because
 	// LoadOptions.IgnoreUnsupported was set ("services.web.cap_add").
 	Unsupported []string `json:"unsupported,omitempty"`
+	// NoEffect lists the Compose fields the loader accepted that have no
+	// effect on a deployment, each with the reason: compose up ignores
+	// them too, so converge, which applies a file as compose up does,
+	// changes nothing for them ("services.web.develop": develop is read
+	// by compose watch and up --watch only). They are listed, never
+	// dropped silently, whether or not IgnoreUnsupported is set.
+	NoEffect []NoEffectField `json:"no_effect,omitempty"`
 	// EnvFiles lists the env_file files the loader read, per service, in
 	// the order read; the values are in each ContainerSpec.Env. A file
 	// marked "required: false" that does not exist is not listed.
@@ -104,6 +121,15 @@ type Project struct {
 	FreeSpace FreeSpaceFunc `json:"-"`
 }
 
+// NoEffectField is a Compose field set in a file that has no effect on a
+// deployment (see Project.NoEffect).
+type NoEffectField struct {
+	// Field is the field's path, "services.<name>.<field>".
+	Field string `json:"field,omitzero"`
+	// Reason says why it has no effect.
+	Reason string `json:"reason,omitzero"`
+}
+
 // EnvFileRead is one env_file the Compose loader read for a service.
 type EnvFileRead struct {
 	// Service is the Compose service.
@@ -141,9 +167,25 @@ type VolumeSpec struct {
 // ProjectID is the ID of the project item of project name.
 func ProjectID(name string) converge.ID { return converge.ID("docker-project:" + name) }
 
-// ContainerID is the ID of the container item of a service.
+// ContainerID is the ID of the container item of a service without
+// ContainerSpec.Replicas (see ReplicaID for those with it).
 func ContainerID(project, service string) converge.ID {
 	return converge.ID("container:" + project + "/" + service)
+}
+
+// ReplicaID is the ID of the container item of replica n (from 1) of a
+// service with ContainerSpec.Replicas set. A service without Replicas has
+// one item, ContainerID.
+func ReplicaID(project, service string, n int) converge.ID {
+	return converge.ID(string(ContainerID(project, service)) + "#" + strconv.Itoa(n))
+}
+
+// isServiceItem reports whether id is the item of a container of service:
+// its ContainerID or one of its ReplicaIDs.
+func isServiceItem(id converge.ID, project, service string) bool {
+	base := ContainerID(project, service)
+	rest, ok := strings.CutPrefix(string(id), string(base))
+	return ok && (rest == "" || strings.HasPrefix(rest, "#"))
 }
 
 // ImageID is the ID of the image item of a reference.
@@ -177,6 +219,44 @@ func (p *Project) containerName(s *ContainerSpec) string {
 	return p.Name + "-" + s.Service
 }
 
+// replica is one container of a service: its engine name, its item's ID
+// and its number (from 1).
+type replica struct {
+	name   string
+	id     converge.ID
+	number int
+}
+
+// replicas are the containers of service s, by number: one, named by
+// containerName, when s.Replicas is nil; else *s.Replicas of them, named
+// as compose names them ("<project>-<service>-N"), or Name for a single
+// one.
+func (p *Project) replicas(s *ContainerSpec) []replica {
+	if s.Replicas == nil {
+		return []replica{{name: p.containerName(s), id: ContainerID(p.Name, s.Service), number: 1}}
+	}
+	out := make([]replica, max(*s.Replicas, 0))
+	for i := range out {
+		n := i + 1
+		name := p.Name + "-" + s.Service + "-" + strconv.Itoa(n)
+		if s.Name != "" {
+			name = s.Name
+		}
+		out[i] = replica{name: name, id: ReplicaID(p.Name, s.Service, n), number: n}
+	}
+	return out
+}
+
+// serviceReplicas returns the replicas of the project's service svc.
+func (p *Project) serviceReplicas(svc string) []replica {
+	for i := range p.Containers {
+		if p.Containers[i].Service == svc {
+			return p.replicas(&p.Containers[i])
+		}
+	}
+	return nil
+}
+
 func (p *Project) imageRefs() []string {
 	var refs []string
 	for i := range p.Containers {
@@ -203,11 +283,39 @@ func (p *Project) validate() error {
 			return &SpecError{Object: obj, Service: s.Service, Field: "Service", Reason: "duplicate service"}
 		}
 		seen[s.Service] = true
-		n := p.containerName(s)
-		if names[n] {
-			return &SpecError{Object: obj, Service: s.Service, Field: "Name", Reason: fmt.Sprintf("duplicate container name %q", n)}
+		for _, r := range p.replicas(s) {
+			if names[r.name] {
+				return &SpecError{Object: obj, Service: s.Service, Field: "Name", Reason: fmt.Sprintf("duplicate container name %q", r.name)}
+			}
+			names[r.name] = true
 		}
-		names[n] = true
+	}
+	// A reference to one container of a service (a shared namespace,
+	// volumes_from, a link) needs one to exist.
+	none := map[string]bool{}
+	for i := range p.Containers {
+		if s := &p.Containers[i]; len(p.replicas(s)) == 0 {
+			none[s.Service] = true
+		}
+	}
+	for i := range p.Containers {
+		s := &p.Containers[i]
+		refs := map[string]string{"NetworkMode": s.NetworkMode, "IPC": s.IPC, "PID": s.PID}
+		for j, v := range s.VolumesFrom {
+			if src, _ := volumesFromParts(v); strings.HasPrefix(src, "service:") {
+				refs[fmt.Sprintf("VolumesFrom[%d]", j)] = src
+			}
+		}
+		for j, l := range s.Links {
+			svc, _, _ := strings.Cut(l, ":")
+			refs[fmt.Sprintf("Links[%d]", j)] = ServiceNetworkPrefix + svc
+		}
+		for _, field := range slices.Sorted(maps.Keys(refs)) {
+			if svc, ok := strings.CutPrefix(refs[field], ServiceNetworkPrefix); ok && none[svc] {
+				return &SpecError{Object: "project " + p.Name + ": service " + s.Service, Service: s.Service, Field: field,
+					Reason: fmt.Sprintf("service %q runs no container (Replicas is 0)", svc)}
+			}
+		}
 	}
 	for i := range p.Containers {
 		s := &p.Containers[i]
@@ -298,7 +406,17 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	}
 	cp := p.clone()
 	sp := &space{eng: eng, free: cp.FreeSpace}
-	eng = observe(settled{eng}, cp)
+	var refresh *pullRecords
+	for _, s := range cp.Containers {
+		if s.Pull == PullRefresh && s.Build == nil && cp.PullRecords == nil {
+			return nil, &SpecError{Object: "project " + cp.Name + ": service " + s.Service, Service: s.Service, Field: "Pull",
+				Reason: "PullRefresh needs Project.PullRecords, the store in which the time of each pull is kept"}
+		}
+	}
+	if cp.PullRecords != nil {
+		refresh = &pullRecords{store: cp.PullRecords, project: cp.Name, clock: cp.Now}
+	}
+	eng = observe(traced{settled{eng}}, cp)
 	g := converge.NewGraph()
 	pid := ProjectID(cp.Name)
 	g.Add(converge.Wrap[ProjectState](&projectItem{p: cp, eng: eng}), converge.Present)
@@ -330,11 +448,17 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 		j := slices.IndexFunc(images, func(im *Image) bool { return im.Ref == ref })
 		if j < 0 {
 			j = len(images)
-			images = append(images, &Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages, deferred: true, auto: true, space: sp})
+			images = append(images, &Image{Ref: ref, Pull: s.Pull, eng: eng, project: pid, keep: !cp.RemoveImages, deferred: true, auto: true, space: sp, refresh: refresh})
 		}
 		images[j].services = append(images[j].services, s.Service)
-		if s.Pull == PullAlways { // one service asking is enough to ask the registry
-			images[j].Pull = PullAlways
+		switch {
+		case s.Pull == PullAlways: // one service asking is enough to ask the registry
+			images[j].Pull, images[j].every = PullAlways, 0
+		case s.Pull == PullRefresh && images[j].Pull != PullAlways: // the shortest interval
+			if images[j].Pull != PullRefresh || images[j].every == 0 || s.PullEvery < images[j].every {
+				images[j].every = s.PullEvery
+			}
+			images[j].Pull = PullRefresh
 		}
 		if !s.Update.deferred() {
 			images[j].deferred = false
@@ -380,106 +504,134 @@ func (p *Project) Graph(eng Engine) (*converge.Graph, error) {
 	g.Add(converge.Wrap[ProjectState](&orphansItem{p: cp, eng: eng}), converge.Present, orphanDeps...)
 	for i := range cp.Containers {
 		s := &cp.Containers[i]
-		c := &Container{spec: *s, name: cp.containerName(s), project: cp.Name, eng: forService(eng, s, cp.containerName(s)), projectID: pid,
-			imageID: ImageID(s.Image), poll: cp.PollInterval, red: newRedactor(s), hashKey: projectHashKey(cp), space: sp,
-			composeDir: cp.ComposeDir, composeFiles: strings.Join(cp.ComposeFiles, ",")}
-		deps := []converge.ID{pid, oid, c.imageID}
-		if c.poll <= 0 {
-			c.poll = DefaultPollInterval
-		}
-		for _, n := range s.Networks {
-			if netIDs[n.Name] && !slices.Contains(deps, NetworkID(n.Name)) {
-				deps = append(deps, NetworkID(n.Name))
+		var prev converge.ID
+		for _, r := range cp.replicas(s) {
+			c := cp.containerItem(eng, s, r, sp)
+			c.projectID = pid
+			deps := []converge.ID{pid, oid, c.imageID}
+			// Replicas are walked one after the other, from number 1
+			// (and removed from the highest): a recreate takes one down
+			// at a time.
+			if prev != "" {
+				deps = append(deps, prev)
 			}
-		}
-		for _, m := range s.Mounts {
-			if m.Type == "volume" && volIDs[m.Source] && !slices.Contains(deps, VolumeID(m.Source)) {
-				deps = append(deps, VolumeID(m.Source))
-			}
-		}
-		if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok {
-			for j := range cp.Containers {
-				if dep := &cp.Containers[j]; dep.Service == svc {
-					c.netContainer = cp.containerName(dep)
+			prev = r.id
+			for _, n := range s.Networks {
+				if netIDs[n.Name] && !slices.Contains(deps, NetworkID(n.Name)) {
+					deps = append(deps, NetworkID(n.Name))
 				}
 			}
-			if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
-				deps = append(deps, id)
-			}
-		}
-		for _, d := range s.DependsOn {
-			for j := range cp.Containers {
-				if dep := &cp.Containers[j]; dep.Service == d.Service {
-					c.waits = append(c.waits, wait{name: cp.containerName(dep), dep: d, red: newRedactor(dep)})
+			for _, m := range s.Mounts {
+				if m.Type == "volume" && volIDs[m.Source] && !slices.Contains(deps, VolumeID(m.Source)) {
+					deps = append(deps, VolumeID(m.Source))
 				}
 			}
-			if id := ContainerID(cp.Name, d.Service); !slices.Contains(deps, id) {
-				deps = append(deps, id)
-			}
-		}
-		for _, mode := range []string{s.IPC, s.PID} {
-			svc, ok := strings.CutPrefix(mode, ServiceNetworkPrefix)
-			if !ok {
-				continue
-			}
-			for j := range cp.Containers {
-				if dep := &cp.Containers[j]; dep.Service == svc {
-					if c.shared == nil {
-						c.shared = map[string]string{}
-					}
-					c.shared[mode] = cp.containerName(dep)
-				}
-			}
-			if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
-				deps = append(deps, id)
-			}
-		}
-		for _, v := range s.VolumesFrom {
-			src, mode := volumesFromParts(v)
-			ref := strings.TrimPrefix(src, "container:")
-			if svc, ok := strings.CutPrefix(src, "service:"); ok {
-				for j := range cp.Containers {
-					if dep := &cp.Containers[j]; dep.Service == svc {
-						ref = cp.containerName(dep)
-					}
-				}
-				if id := ContainerID(cp.Name, svc); !slices.Contains(deps, id) {
+			for _, id := range c.serviceDeps {
+				if !slices.Contains(deps, id) {
 					deps = append(deps, id)
 				}
 			}
-			if mode != "" {
-				ref += ":" + mode
+			if slices.ContainsFunc(s.DependsOn, func(d Dependency) bool { return d.Restart }) {
+				g.Add(converge.Wrap[ContainerState](&restartingContainer{c}), converge.Present, deps...)
+			} else {
+				g.Add(converge.Wrap[ContainerState](c), converge.Present, deps...)
 			}
-			c.volumesFrom = append(c.volumesFrom, ref)
+			containerIDs = append(containerIDs, c.ID())
 		}
-		for _, l := range s.ExternalLinks {
-			name, alias, ok := strings.Cut(l, ":")
-			if !ok {
-				alias = name
-			}
-			c.links = append(c.links, name+":"+alias)
-		}
-		for _, l := range s.Links {
-			svc, alias, ok := strings.Cut(l, ":")
-			if !ok {
-				alias = svc
-			}
-			for j := range cp.Containers {
-				if dep := &cp.Containers[j]; dep.Service == svc {
-					c.links = append(c.links, cp.containerName(dep)+":"+alias)
-				}
-			}
-		}
-		if slices.ContainsFunc(s.DependsOn, func(d Dependency) bool { return d.Restart }) {
-			g.Add(converge.Wrap[ContainerState](&restartingContainer{c}), converge.Present, deps...)
-		} else {
-			g.Add(converge.Wrap[ContainerState](c), converge.Present, deps...)
-		}
-		containerIDs = append(containerIDs, c.ID())
 	}
 	g.Add(converge.Wrap[PruneState](&pruneItem{p: cp, eng: eng, containers: containerIDs}), converge.Present,
 		append([]converge.ID{pid}, containerIDs...)...)
 	return g, nil
+}
+
+// containerItem is the item of replica r of service s of the project,
+// with the references to other services resolved to their containers:
+// every replica of a service it depends on, the first replica of one
+// whose namespace or volumes it shares, every replica of one it links to.
+func (p *Project) containerItem(eng Engine, s *ContainerSpec, r replica, sp *space) *Container {
+	c := &Container{spec: *s, name: r.name, id: r.id, number: r.number, project: p.Name, eng: forService(eng, s, r.name),
+		imageID: ImageID(s.Image), poll: p.PollInterval, red: newRedactor(s), hashKey: projectHashKey(p), space: sp,
+		composeDir: p.ComposeDir, composeFiles: strings.Join(p.ComposeFiles, ",")}
+	if c.poll <= 0 {
+		c.poll = DefaultPollInterval
+	}
+	redactorOf := func(svc string) redactor {
+		for j := range p.Containers {
+			if dep := &p.Containers[j]; dep.Service == svc {
+				return newRedactor(dep)
+			}
+		}
+		return nil
+	}
+	first := func(svc string) (replica, bool) {
+		rs := p.serviceReplicas(svc)
+		if len(rs) == 0 {
+			return replica{}, false
+		}
+		if !slices.Contains(c.serviceDeps, rs[0].id) {
+			c.serviceDeps = append(c.serviceDeps, rs[0].id)
+		}
+		return rs[0], true
+	}
+	if svc, ok := strings.CutPrefix(s.NetworkMode, ServiceNetworkPrefix); ok {
+		if dep, ok := first(svc); ok {
+			c.netContainer, c.netID = dep.name, dep.id
+		}
+	}
+	for _, d := range s.DependsOn {
+		red := redactorOf(d.Service)
+		for _, dep := range p.serviceReplicas(d.Service) {
+			c.waits = append(c.waits, wait{name: dep.name, dep: d, red: red})
+			if !slices.Contains(c.serviceDeps, dep.id) {
+				c.serviceDeps = append(c.serviceDeps, dep.id)
+			}
+		}
+	}
+	for _, mode := range []string{s.IPC, s.PID} {
+		svc, ok := strings.CutPrefix(mode, ServiceNetworkPrefix)
+		if !ok {
+			continue
+		}
+		if dep, ok := first(svc); ok {
+			if c.shared == nil {
+				c.shared = map[string]string{}
+			}
+			c.shared[mode] = dep.name
+		}
+	}
+	for _, v := range s.VolumesFrom {
+		src, mode := volumesFromParts(v)
+		ref := strings.TrimPrefix(src, "container:")
+		if svc, ok := strings.CutPrefix(src, "service:"); ok {
+			if dep, ok := first(svc); ok {
+				ref = dep.name
+			}
+		}
+		if mode != "" {
+			ref += ":" + mode
+		}
+		c.volumesFrom = append(c.volumesFrom, ref)
+	}
+	for _, l := range s.ExternalLinks {
+		name, alias, ok := strings.Cut(l, ":")
+		if !ok {
+			alias = name
+		}
+		c.links = append(c.links, name+":"+alias)
+	}
+	for _, l := range s.Links {
+		svc, alias, ok := strings.Cut(l, ":")
+		if !ok {
+			alias = svc
+		}
+		for _, dep := range p.serviceReplicas(svc) {
+			c.links = append(c.links, dep.name+":"+alias)
+			if !slices.Contains(c.serviceDeps, dep.id) {
+				c.serviceDeps = append(c.serviceDeps, dep.id)
+			}
+		}
+	}
+	return c
 }
 
 func (p *Project) clone() *Project {
@@ -496,6 +648,10 @@ func (p *Project) clone() *Project {
 		c.Networks = slices.Clone(c.Networks)
 		c.DependsOn = slices.Clone(c.DependsOn)
 		c.SecretEnv = slices.Clone(c.SecretEnv)
+		if c.Replicas != nil {
+			n := *c.Replicas
+			c.Replicas = &n
+		}
 		c.cloneHost()
 	}
 	cp.Networks = slices.Clone(p.Networks)
@@ -517,9 +673,11 @@ type ProjectState struct {
 	locks      map[string]string // container name -> its update lock path
 }
 
-// Orphans returns the containers of current the target does not name. The
-// leftover of an interrupted recreate under the TempName of a container the
-// target names is not an orphan: that container adopts or removes it.
+// Orphans returns the containers of current the target does not name,
+// highest replica number first (the N of a name ending in "-N", as a
+// scale-down removes them), then by name. The leftover of an interrupted
+// recreate under the TempName of a container the target names is not an
+// orphan: that container adopts or removes it.
 func (s ProjectState) Orphans(target ProjectState) []string {
 	var out []string
 	for _, c := range s.Containers {
@@ -527,7 +685,27 @@ func (s ProjectState) Orphans(target ProjectState) []string {
 			out = append(out, c)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		if na, nb := replicaNumber(a), replicaNumber(b); na != nb {
+			return nb - na
+		}
+		return strings.Compare(a, b)
+	})
 	return out
+}
+
+// replicaNumber is the N of a container name ending in "-N" (N > 0), 0
+// when it has none.
+func replicaNumber(name string) int {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(name[i+1:])
+	if err != nil || n <= 0 || name[i+1] == '+' {
+		return 0
+	}
+	return n
 }
 
 // OrphansID is the ID of the orphans item of project name, which removes
@@ -604,10 +782,13 @@ func (it *orphansItem) StateGoal(_ context.Context, deps converge.DepStates) (Pr
 	ps, _ := converge.DepState[ProjectState](deps, ProjectID(it.p.Name))
 	for i := range it.p.Containers {
 		s := &it.p.Containers[i]
-		name := it.p.containerName(s)
-		st.Containers = append(st.Containers, name)
-		if n := ps.snap.adoptable(it.p.Name, s.Service, name); n != "" && s.Name == "" {
-			st.Containers = append(st.Containers, n)
+		for _, r := range it.p.replicas(s) {
+			st.Containers = append(st.Containers, r.name)
+		}
+		if rs := it.p.replicas(s); len(rs) > 0 && s.Name == "" {
+			if n := ps.snap.adoptable(it.p.Name, s.Service, rs[0].name, s.Replicas != nil); n != "" {
+				st.Containers = append(st.Containers, n)
+			}
 		}
 	}
 	sort.Strings(st.Containers)
@@ -641,7 +822,7 @@ func (it *orphansItem) Apply(ctx context.Context, current, target ProjectState) 
 			continue
 		}
 		if err == nil {
-			err = removeContainer(ctx, it.eng, name, nil)
+			err = it.remove(ctx, current.snap, name)
 		}
 		if err != nil {
 			return next, fmt.Errorf("docker: project %s: orphan container %s: %w", it.p.Name, name, err)
@@ -650,6 +831,48 @@ func (it *orphansItem) Apply(ctx context.Context, current, target ProjectState) 
 		converge.ReportProgress(ctx, i+1, len(orphans))
 	}
 	return next, errors.Join(locked...)
+}
+
+// remove stops and removes the orphan name. A surplus replica of a
+// service the project still runs (a scale-down) goes as compose stops a
+// service's container: its pre_stop hooks first, while it runs, then a
+// stop with the service's stop timeout. Other orphans are removed with
+// the engine's default timeout.
+func (it *orphansItem) remove(ctx context.Context, snap *snapshot, name string) error {
+	spec, running := it.surplusOf(snap, name)
+	if spec == nil {
+		return removeContainer(ctx, it.eng, name, nil)
+	}
+	if running && len(spec.PreStop) > 0 {
+		c := &Container{spec: *spec, name: name, eng: it.eng}
+		if err := c.runHooks(ctx, name, "pre_stop", spec.PreStop); err != nil {
+			return err
+		}
+	}
+	return removeContainer(ctx, it.eng, name, spec.StopTimeout)
+}
+
+// surplusOf returns the spec of the service whose replica the
+// orphan name is (by its service label in the walk's snapshot), and
+// whether it runs; nil when it is no replica of a service of the project.
+func (it *orphansItem) surplusOf(snap *snapshot, name string) (*ContainerSpec, bool) {
+	if snap == nil {
+		return nil, false
+	}
+	sum, ok := snap.containers[name]
+	if !ok {
+		return nil, false
+	}
+	svc := sum.Labels[LabelService]
+	if svc == "" {
+		svc = sum.Labels[LabelComposeService]
+	}
+	for i := range it.p.Containers {
+		if s := &it.p.Containers[i]; s.Service == svc {
+			return s, sum.State == container.StateRunning
+		}
+	}
+	return nil, false
 }
 
 func (it *orphansItem) ApplyDry(_ context.Context, current, target ProjectState) (ProjectState, error) {

@@ -341,7 +341,7 @@ func nameOf(kind string, v uint8, names []string) ([]byte, error) {
 var (
 	runModeNames  = []string{"running", "stopped", "once"}
 	updateNames   = []string{"download-then-kill", "kill-then-download", "delete-then-download", "hand-over", "auto"}
-	pullNames     = []string{"missing", "never", "always"}
+	pullNames     = []string{"missing", "never", "always", "refresh"}
 	conditionKind = "depends_on condition"
 )
 
@@ -380,8 +380,8 @@ func (u *UpdateStrategy) UnmarshalText(b []byte) error {
 	return err
 }
 
-// String returns the Compose name of the policy: "missing", "never" or
-// "always".
+// String returns the name of the policy: "missing", "never", "always" or
+// "refresh".
 func (p PullPolicy) String() string {
 	if int(p) < len(pullNames) {
 		return pullNames[p]

@@ -127,7 +127,9 @@ func takeSnapshot(ctx context.Context, eng Engine, p *Project) (*snapshot, error
 	defer wg.Wait() // every return waits for the image list
 	want := make([]string, 0, len(p.Containers))
 	for i := range p.Containers {
-		want = append(want, p.containerName(&p.Containers[i]))
+		for _, r := range p.replicas(&p.Containers[i]) {
+			want = append(want, r.name)
+		}
 	}
 	list, err := listProjectContainers(ctx, eng, p.Name, want)
 	if err != nil {

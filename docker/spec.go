@@ -271,6 +271,19 @@ const (
 	// containers on the old image are then recreated. When the registry
 	// cannot be asked, a local image is kept.
 	PullAlways
+	// PullRefresh pulls the image when it is missing, and again when the
+	// last pull the package recorded for it is older than
+	// ContainerSpec.PullEvery (Compose's pull_policy daily, weekly and
+	// every_<duration>). The time of each pull is kept in
+	// Project.PullRecords (a converge.Store) under PullRecordKey; a
+	// project with a PullRefresh service and no PullRecords is a
+	// *SpecError. A present image with no record is pulled once. A pull
+	// that brings the image already present recreates nothing; one that
+	// brings another image recreates the containers on the old one. The
+	// pull is the image item's: it cannot be combined with the
+	// KillThenDownload and DeleteThenDownload strategies, whose
+	// containers pull their image themselves (a *SpecError).
+	PullRefresh
 )
 
 // Dependency is one depends_on entry: wait for Service to meet Condition,
@@ -361,6 +374,23 @@ type ContainerSpec struct {
 	Service string `json:"service,omitzero"`
 	// Name is the engine container name; "" means "<project>-<service>".
 	Name string `json:"container_name,omitzero"`
+	// Replicas is how many containers of the service run [scale,
+	// deploy.replicas]. Nil runs one, named Name or "<project>-<service>".
+	// Set, it runs that many (0 runs none), named as compose names them,
+	// "<project>-<service>-1" to "-N", each with its number in
+	// LabelComposeContainerNumber; Name is then allowed only with 1.
+	// Scaling up creates the missing numbers, scaling down removes the
+	// highest numbers first, and a change of the spec recreates every
+	// replica, one after the other from number 1, each by the service's
+	// update strategy. Each replica is an item of its own (ReplicaID); a
+	// service that depends on this one waits for every replica. A fixed
+	// host port (Port.HostPort without a range) is refused with more than
+	// one replica, as compose refuses it. The count takes no part in the
+	// spec hash: scaling leaves the running replicas alone. Setting it
+	// renames the service's one container to replica 1, and clearing it
+	// renames replica 1 back (the others are removed), without
+	// recreating what matches.
+	Replicas *int `json:"scale,omitzero"`
 	// Image is the image reference; required. With Build it is the tag
 	// the build gives the image.
 	Image string `json:"image,omitzero"`
@@ -424,6 +454,10 @@ type ContainerSpec struct {
 	// or built (see SpaceError and AutoUpdate).
 	ImageSize uint64     `json:"image_size,omitzero"`
 	Pull      PullPolicy `json:"pull_policy,omitzero"`
+	// PullEvery is, under PullRefresh, how old the last recorded pull
+	// may be before the image is pulled again; it must be set with
+	// PullRefresh only.
+	PullEvery time.Duration `json:"pull_every,omitzero,format:units"`
 	// SecretEnv lists environment keys whose values are secret on top of
 	// those matched by the default pattern (see IsSecretEnv).
 	SecretEnv []string `json:"secret_env,omitempty"`
@@ -582,12 +616,30 @@ func (s *ContainerSpec) validate(object string) error {
 		return bad("Run", "unknown run mode %d", s.Run)
 	case s.Update > AutoUpdate:
 		return bad("Update", "unknown update strategy %d", s.Update)
-	case s.Pull > PullAlways:
+	case s.Pull > PullRefresh:
 		return bad("Pull", "unknown pull policy %d", s.Pull)
+	case s.Pull == PullRefresh && s.PullEvery <= 0:
+		return bad("PullEvery", "must be positive under PullRefresh")
+	case s.Pull != PullRefresh && s.PullEvery != 0:
+		return bad("PullEvery", "is read under PullRefresh only")
+	case s.Pull == PullRefresh && s.Update.deferred():
+		return bad("Pull", "PullRefresh pulls through the image item, before any container is stopped: it cannot be combined with update strategy %s, whose container pulls its image itself", s.Update)
 	case s.StopTimeout != nil && *s.StopTimeout < 0:
 		return bad("StopTimeout", "must not be negative")
 	case s.HandoverTimeout < 0:
 		return bad("HandoverTimeout", "must not be negative")
+	case s.Replicas != nil && *s.Replicas < 0:
+		return bad("Replicas", "must not be negative")
+	case s.Replicas != nil && *s.Replicas > 1 && s.Name != "":
+		return bad("Name", "container name %q must be unique: it cannot name %d replicas", s.Name, *s.Replicas)
+	}
+	if s.Replicas != nil && *s.Replicas > 1 {
+		for i, p := range s.Ports {
+			if p.HostPort != "" && p.HostPort != "0" && !strings.Contains(p.HostPort, "-") {
+				return bad(fmt.Sprintf("Ports[%d].HostPort", i), "host port %s can be published by one of the %d replicas only: give a range or no host port",
+					p.HostPort, *s.Replicas)
+			}
+		}
 	}
 	if s.Build != nil {
 		if field, reason := s.Build.validate(); field != "" {

@@ -23,6 +23,8 @@ type Runtime struct {
 	// HashKey is Project.HashKey for every project that has none; keep it
 	// apart from the target, as LoadHashKey does.
 	HashKey []byte
+	// PullRecords is Project.PullRecords for every project that has none.
+	PullRecords converge.Store
 }
 
 // Apply gives p the runtime dependencies it lacks: each field of rt that
@@ -39,6 +41,9 @@ func (rt Runtime) Apply(p *Project) {
 	if len(p.HashKey) == 0 && len(rt.HashKey) > 0 {
 		p.HashKey = slices.Clone(rt.HashKey)
 	}
+	if p.PullRecords == nil {
+		p.PullRecords = rt.PullRecords
+	}
 }
 
 // merge returns rt with the fields set in o replacing its own.
@@ -51,6 +56,9 @@ func (rt Runtime) merge(o Runtime) Runtime {
 	}
 	if len(o.HashKey) > 0 {
 		rt.HashKey = slices.Clone(o.HashKey)
+	}
+	if o.PullRecords != nil {
+		rt.PullRecords = o.PullRecords
 	}
 	return rt
 }

@@ -7,6 +7,7 @@ require (
 	github.com/convergekit/converge v0.1.0
 	github.com/convergekit/converge/docker v0.1.0
 	github.com/convergekit/converge/statuspage v0.1.0
+	github.com/docker/docker v28.5.2+incompatible
 	github.com/prometheus/client_golang v1.24.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -17,7 +18,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327 // indirect
 	github.com/chromedp/sysutil v1.1.0 // indirect
-	github.com/docker/docker v28.5.2+incompatible // indirect
+	github.com/convergekit/converge/fleet v0.1.0 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2 // indirect
 	github.com/gobwas/httphead v0.1.0 // indirect
@@ -41,7 +42,7 @@ require (
 	github.com/aymanbagabas/go-udiff v0.4.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/compose-spec/compose-go/v2 v2.16.2 // indirect
-	github.com/containerd/errdefs v1.0.0
+	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/convergekit/converge/pgstore v0.1.0
 	github.com/convergekit/converge/prometheus v0.1.0
@@ -77,7 +78,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250825161204-c5933d9347a5 // indirect
@@ -96,3 +97,5 @@ replace github.com/convergekit/converge/pgstore => ../pgstore
 replace github.com/convergekit/converge/statuspage => ../statuspage
 
 replace github.com/convergekit/converge/prometheus => ../prometheus
+
+replace github.com/convergekit/converge/fleet => ../fleet

@@ -445,6 +445,10 @@ func (a *Agent) send(ctx context.Context, rep *converge.EdgeReport) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+a.cfg.Token)
 	req.Header.Set("Content-Type", "application/json")
+	if t, rev := a.current(); rev == rep.Revision && t.TraceParent != "" {
+		// The trace of the span that set the target this report answers.
+		req.Header.Set("traceparent", t.TraceParent)
+	}
 	res, err := a.cfg.Client.Do(req)
 	if err != nil {
 		return errf("fleet: send report: %w", err)

@@ -21,16 +21,20 @@ const casRetries = 8
 // own.
 var discard = slog.New(slog.DiscardHandler)
 
-// Enrol enrols device id and returns its credential, which the server
-// keeps only as a SHA-256 hash: it cannot be read back, so hand it to the
+// Enrol enrols device id with its labels (which rollouts select devices
+// by; nil for none) and returns its credential, which the server keeps
+// only as a SHA-256 hash: it cannot be read back, so hand it to the
 // device now. Enrolling an ID that is enrolled (even revoked) fails with
-// ErrDeviceExists; an invalid ID is a *RequestError.
-func (s *Server) Enrol(ctx context.Context, id string) (token string, err error) {
+// ErrDeviceExists; an invalid ID or label is a *RequestError.
+func (s *Server) Enrol(ctx context.Context, id string, labels map[string]string) (token string, err error) {
 	if err := CheckDeviceID(id); err != nil {
 		return "", err
 	}
+	if err := CheckLabels(labels); err != nil {
+		return "", err
+	}
 	tok, h := newToken(id)
-	doc := deviceDoc{Format: FormatVersion, TokenSHA256: hashHex(h[:]), Enrolled: s.cfg.Now().UTC()}
+	doc := deviceDoc{Format: FormatVersion, TokenSHA256: hashHex(h[:]), Enrolled: s.cfg.Now().UTC(), Labels: labels}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return "", err
@@ -104,6 +108,19 @@ func (s *Server) readDeviceRecord(ctx context.Context, id string) (converge.Stor
 // must be enrolled (ErrDeviceNotFound). Every replica's long polls of the
 // device are woken through the store's watch.
 func (s *Server) SetTarget(ctx context.Context, id string, t Target) (revision uint64, err error) {
+	return s.setTarget(ctx, id, t, nil)
+}
+
+// errTargetMoved is the error of a conditional setTarget whose condition
+// no longer holds: the device's target is not the one expected.
+var errTargetMoved = errors.New("fleet: target moved on")
+
+// setTarget is SetTarget, and when cond is not nil, only while cond
+// accepts the device's current target (its zero value when none is set),
+// checked against the very version written: a cond that refuses returns
+// its error and nothing is set. Two replicas setting a target under the
+// same condition (an abort's restore, a wave's move) thus set it once.
+func (s *Server) setTarget(ctx context.Context, id string, t Target, cond func(old targetDoc) error) (revision uint64, err error) {
 	if err := CheckDeviceID(id); err != nil {
 		return 0, err
 	}
@@ -119,7 +136,12 @@ func (s *Server) SetTarget(ctx context.Context, id string, t Target) (revision u
 		if err != nil && !errors.Is(err, ErrNoTarget) {
 			return 0, err
 		}
-		doc := targetDoc{Format: FormatVersion, Desired: converge.Desired{Revision: old.Desired.Revision + 1, Items: t.Desired.Items}, Payload: t.Payload, Set: s.cfg.Now().UTC()}
+		if cond != nil {
+			if err := cond(old); err != nil {
+				return 0, err
+			}
+		}
+		doc := targetDoc{Format: FormatVersion, Desired: converge.Desired{Revision: old.Desired.Revision + 1, Items: t.Desired.Items}, Payload: t.Payload, Set: s.cfg.Now().UTC(), TraceParent: converge.TraceParent(ctx)}
 		if err := doc.Desired.Validate(); err != nil {
 			return 0, &RequestError{Field: "target.desired", Err: err}
 		}
@@ -255,6 +277,8 @@ const (
 type DeviceStatus struct {
 	Device  string `json:"device"`
 	Revoked bool   `json:"revoked,omitempty"`
+	// Labels are the labels the device was enrolled with.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Target is the revision of the device's target (0: none), Reported
 	// the revision its latest report answers (0: none).
 	Target   uint64 `json:"target,omitempty"`
@@ -317,6 +341,7 @@ func (s *Server) DeviceStatus(ctx context.Context, id string) (DeviceStatus, err
 	}
 	st := s.derive(id, target, rep)
 	st.Revoked = !dev.Revoked.IsZero()
+	st.Labels = dev.Labels
 	return st, nil
 }
 

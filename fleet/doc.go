@@ -1,5 +1,6 @@
 // Package fleet is the link between a fleet server and its device agents:
-// targets go out to devices, and the devices' reports come back.
+// targets go out to devices, and the devices' reports come back. Start
+// with NewServer and NewAgent (the package Example).
 //
 // A central program mounts a Server, an http.Handler built by NewServer on
 // a converge.Queue (pgstore for several server replicas on one database,
@@ -56,7 +57,23 @@
 // latest report only, retried until the server takes it. See Agent for how
 // the server's revisions and the device store's relate.
 //
-// Not yet here: rollouts in waves on plan.Runner, client certificates over
-// mutual TLS, the W3C trace context over the link, and the proof at fleet
-// scale.
+// A rollout (Server.CreateRollout, or POST /v1/admin/rollouts) moves
+// the devices a label Selector picks (labels are given at enrolment) to a
+// new target in Waves: a canary, then batches by count or percent, each
+// with a success threshold (the percent of its devices ready before the
+// next wave starts) and an error threshold (the percent that may fail
+// before the rollout pauses, or aborts: OnError), as Eclipse hawkBit's
+// rollout groups have. The waves are the commands of a plan of
+// plan.Runner, kept in the same store: the targets of a wave's command
+// are its devices, its signal sets a device's target (once: the target
+// it replaces is recorded first), and a device is complete when its
+// report is ready at that revision. Server.RunRollouts, on every replica,
+// runs them (one replica at a time holds a rollout's claim; another takes
+// over when it stops). Server.PauseRollout, ResumeRollout and
+// AbortRollout control a rollout; an abort can put back the previous
+// target of every device already moved. ReadRollouts reads their status
+// from a store alone, for a status page or convergectl.
+//
+// Not yet here: client certificates over mutual TLS, the W3C trace
+// context over the link, and the proof at ten thousand devices.
 package fleet

@@ -51,6 +51,14 @@ var (
 	// ErrStaleReport is the error of a report for a revision older than
 	// the device's stored report, or newer than any target it was given.
 	ErrStaleReport = errors.New("fleet: report revision out of order")
+	// ErrRolloutExists is the error of creating a rollout under an ID in
+	// use.
+	ErrRolloutExists = errors.New("fleet: rollout exists")
+	// ErrRolloutNotFound means no rollout is stored under an ID.
+	ErrRolloutNotFound = errors.New("fleet: rollout not found")
+	// ErrRolloutState is matched by every *RolloutError: a pause, resume
+	// or abort that the rollout's state does not allow.
+	ErrRolloutState = errors.New("fleet: rollout state does not allow it")
 )
 
 // AuthReason says why a device request was refused as unauthorized. It

@@ -22,15 +22,23 @@ func TestErrorMessagesReadOnce(t *testing.T) {
 	s, err := fleet.NewServer(fleet.Config{Store: converge.NewMemStore()})
 	require.NoError(t, err)
 	defer s.Close()
-	_, err = s.Enrol(ctx, "d")
+	_, err = s.Enrol(ctx, "d", nil)
 	require.NoError(t, err)
-	_, enrolTwice := s.Enrol(ctx, "d")
+	_, enrolTwice := s.Enrol(ctx, "d", nil)
 	_, noDevice := s.DeviceStatus(ctx, "nobody")
 	_, badReport := s.StoreReport(ctx, "d", []byte(`{"revision":0,"items":[]}`))
 	_, tooLarge := s.StoreReport(ctx, "d", make([]byte, fleet.DefaultMaxBody+1))
 	_, outOfOrder := s.StoreReport(ctx, "d", report(1, "present"))
 	_, badItems := s.SetTarget(ctx, "d", fleet.Target{Desired: converge.Desired{Items: []converge.DesiredItem{{ID: "a"}, {ID: "a"}}}})
 	_, badTarget := fleet.DecodeTarget([]byte(`{"format":1,"x":1}`), converge.DecodeLimits{})
+	_, badLabels := s.Enrol(ctx, "e", map[string]string{"a b": "c"})
+	_, badSelector := fleet.ParseSelector("role=a b")
+	_, noRollout := s.Rollout(ctx, "nope")
+	_, badRollout := s.CreateRollout(ctx, fleet.RolloutSpec{ID: "r", Waves: []fleet.Wave{{Percent: 200}}})
+	_, err = s.CreateRollout(ctx, fleet.RolloutSpec{ID: "r", Waves: []fleet.Wave{{}}})
+	require.NoError(t, err)
+	_, rolloutTwice := s.CreateRollout(ctx, fleet.RolloutSpec{ID: "r", Waves: []fleet.Wave{{}}})
+	resumeRunning := s.ResumeRollout(ctx, "r")
 	errs := []error{
 		fleet.ErrUnauthorized, fleet.ErrForbidden, fleet.ErrDeviceNotFound, fleet.ErrDeviceExists,
 		fleet.ErrNoTarget, fleet.ErrRateLimited, fleet.ErrInvalid, fleet.ErrStaleReport, fleet.ErrOlderTarget,
@@ -41,6 +49,9 @@ func TestErrorMessagesReadOnce(t *testing.T) {
 		&fleet.StatusError{Code: 401, Message: "fleet: unauthorized"},
 		fleet.CheckDeviceID("a/b"),
 		enrolTwice, noDevice, badReport, tooLarge, outOfOrder, badItems, badTarget,
+		fleet.ErrRolloutExists, fleet.ErrRolloutNotFound, fleet.ErrRolloutState,
+		&fleet.RolloutError{Rollout: "r", State: fleet.RolloutPaused, Action: "pause"},
+		badLabels, badSelector, noRollout, badRollout, rolloutTwice, resumeRunning,
 	}
 	for _, err := range errs {
 		require.Error(t, err)

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,7 +32,7 @@ func Example() {
 	web := httptest.NewServer(srv)
 	defer web.Close()
 
-	token, _ := srv.Enrol(ctx, "pi-7")
+	token, _ := srv.Enrol(ctx, "pi-7", nil)
 	rev, _ := srv.SetTarget(ctx, "pi-7", fleet.Target{Desired: converge.Desired{
 		Items: []converge.DesiredItem{{ID: "app", Presence: converge.Present}},
 	}})
@@ -57,4 +58,50 @@ func Example() {
 	// 200 "1"
 	// 204
 	// ready at revision 1
+}
+
+// A rollout in waves: a canary of one device, then a quarter of the
+// devices, then the rest, pausing when more than 5% of a wave fails. Run
+// srv.RunRollouts(ctx) on every replica to move the devices.
+func ExampleServer_CreateRollout() {
+	ctx := context.Background()
+	srv, err := fleet.NewServer(fleet.Config{Store: converge.NewMemStore(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+	for i := range 8 {
+		_, _ = srv.Enrol(ctx, fmt.Sprintf("pi-%d", i), map[string]string{"site": "lyon"})
+	}
+	_, _ = srv.Enrol(ctx, "lab-1", map[string]string{"site": "lab"})
+
+	st, err := srv.CreateRollout(ctx, fleet.RolloutSpec{
+		ID:       "app-2",
+		Selector: "site=lyon",
+		Items:    []converge.DesiredItem{{ID: "app", Presence: converge.Present}},
+		Payload:  json.RawMessage(`{"version":"2"}`),
+		Waves: []fleet.Wave{
+			{Name: "canary", Count: 1},
+			{Name: "quarter", Percent: 25, ErrorThreshold: 5},
+			{Name: "rest", ErrorThreshold: 5},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(st.ID, st.State, st.Devices, "devices")
+	for _, w := range st.Waves {
+		fmt.Println(" ", w.Name, w.Devices, w.State)
+	}
+	_ = srv.PauseRollout(ctx, "app-2", "waiting for the weekend")
+	st, _ = srv.Rollout(ctx, "app-2")
+	fmt.Println(st.State+":", st.Reason)
+	// Output:
+	// app-2 running 8 devices
+	//   canary 1 pending
+	//   quarter 2 pending
+	//   rest 5 pending
+	// paused: waiting for the weekend
 }

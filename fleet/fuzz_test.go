@@ -40,7 +40,7 @@ func fuzzServer(f *testing.F) (*fleet.Server, string) {
 	})
 	require.NoError(f, err)
 	f.Cleanup(func() { _ = s.Close() })
-	tok, err := s.Enrol(context.Background(), "d")
+	tok, err := s.Enrol(context.Background(), "d", nil)
 	require.NoError(f, err)
 	_, err = s.SetTarget(context.Background(), "d", fleet.Target{})
 	require.NoError(f, err)

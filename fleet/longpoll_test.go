@@ -48,7 +48,7 @@ func get(s http.Handler, path, token, inm string) *httptest.ResponseRecorder {
 func setup(t *testing.T, s *fleet.Server, id string) (token string, rev uint64) {
 	t.Helper()
 	ctx := context.Background()
-	token, err := s.Enrol(ctx, id)
+	token, err := s.Enrol(ctx, id, nil)
 	require.NoError(t, err)
 	rev, err = s.SetTarget(ctx, id, fleet.Target{Desired: converge.Desired{Items: []converge.DesiredItem{{ID: "app", Presence: converge.Present}}}})
 	require.NoError(t, err)

@@ -4,10 +4,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/convergekit/converge/pgstore/pgtest"
 )
 
-// TestMain fails the package's tests when any test leaves a goroutine
-// behind.
+// TestMain stops the throw-away PostgreSQL cluster after the tests (see
+// pgtest) and fails them when any test leaves a goroutine behind.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(pgtest.Wrap(m))
 }

@@ -77,6 +77,8 @@ type deviceDoc struct {
 	TokenSHA256 string    `json:"token_sha256"`
 	Enrolled    time.Time `json:"enrolled"`
 	Revoked     time.Time `json:"revoked,omitzero"`
+	// Labels are the device's labels, given at enrolment.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 func (d deviceDoc) hash() []byte {
@@ -94,6 +96,9 @@ type targetDoc struct {
 	Desired converge.Desired `json:"desired"`
 	Payload json.RawMessage  `json:"payload,omitempty"`
 	Set     time.Time        `json:"set"`
+	// TraceParent is the W3C traceparent of the span that set the target
+	// (Server.SetTarget's context), "" for none.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // reportDoc is the stored form of a device's latest report.
@@ -129,7 +134,22 @@ type Target struct {
 	Desired converge.Desired `json:"desired"`
 	// Payload is an opaque JSON document for the agent; nil sends none.
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// TraceParent is the W3C traceparent of the span under which the
+	// server set the target (Server.SetTarget with a context carrying a
+	// converge.Tracer and its span), as a device receives it; SetTarget
+	// ignores it. A device's reconciler makes its passes children of it
+	// with TargetReconcilerConfig.TraceParent set to TargetTraceParent.
+	TraceParent string `json:"traceparent,omitempty"`
 }
+
+// MaxTraceParent caps the length of a target's TraceParent (a version 00
+// traceparent has 55 characters).
+const MaxTraceParent = 256
+
+// TargetTraceParent returns t.TraceParent: the function a device's
+// TargetReconcilerConfig[Target].TraceParent takes, so that its passes
+// join the trace of the server's span that set their target.
+func TargetTraceParent(t Target) string { return t.TraceParent }
 
 // DecodeTarget reads the body of a target as a device receives it
 // (GET .../target), strictly: unknown or repeated fields, invalid UTF-8,
@@ -150,7 +170,10 @@ func DecodeTarget(b []byte, lim converge.DecodeLimits) (Target, error) {
 	if err := d.Desired.Validate(); err != nil {
 		return Target{}, &RequestError{Field: "target.desired", Err: err}
 	}
-	return Target{Desired: d.Desired, Payload: d.Payload}, nil
+	if len(d.TraceParent) > MaxTraceParent {
+		return Target{}, &RequestError{Field: "target.traceparent", Reason: fmt.Sprintf("%d bytes, at most %d", len(d.TraceParent), MaxTraceParent)}
+	}
+	return Target{Desired: d.Desired, Payload: d.Payload, TraceParent: d.TraceParent}, nil
 }
 
 // dotPath joins a document path to its prefix.

@@ -36,7 +36,7 @@ func TestAHundredAgents(t *testing.T) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("dev-%03d", i)
-		tok, err := replicas[0].Enrol(context.Background(), ids[i])
+		tok, err := replicas[0].Enrol(context.Background(), ids[i], nil)
 		require.NoError(t, err)
 		startAgent(t, &simDevice{id: ids[i]}, urls[i%2], tok, converge.NewMemStore())
 	}

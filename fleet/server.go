@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/internal/wire"
+	"github.com/convergekit/converge/plan"
 )
 
 // Defaults of Config.
@@ -48,6 +50,8 @@ const (
 	ActionRevoke Action = "revoke"
 	// ActionSetTarget sets a device's target.
 	ActionSetTarget Action = "set-target"
+	// ActionRollout creates, pauses, resumes or aborts a rollout.
+	ActionRollout Action = "rollout"
 )
 
 // Authorizer decides whether the request r to the server's own API (under
@@ -69,6 +73,14 @@ type Config struct {
 	// Authorizer guards the server's own API; nil refuses every request
 	// to it (403), so that a server without one only serves devices.
 	Authorizer Authorizer
+	// Tracer, when set, traces the rollouts this replica runs: a span
+	// per run of a rollout (SpanRollout), the runner's per step of a wave
+	// (plan.SpanStep) and one per device a wave moves (SpanMove), under
+	// which the device's target is set, so the target carries its trace
+	// context (Target.TraceParent) to the device; and a span per report
+	// a device posts (SpanReport: device, outcome, revision), a child of
+	// the span whose traceparent the report carries back. nil means none.
+	Tracer converge.Tracer
 	// Limits caps every request body; MaxBytes 0 means DefaultMaxBody. A
 	// negative MaxBytes is refused: every body is capped.
 	Limits converge.DecodeLimits
@@ -93,6 +105,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RolloutOwner names this replica in the claims of the rollouts'
+	// plans (plan.RunnerConfig.Owner); "" means plan.DefaultOwner().
+	// Replicas in one process, or on one host, must each set their own.
+	RolloutOwner string
+	// RolloutPoll is how often RunRollouts looks for rollouts and reads
+	// the devices of a running wave; 0 means DefaultRolloutPoll.
+	RolloutPoll time.Duration
 }
 
 // Server is the fleet's HTTP server, an http.Handler a central program
@@ -109,11 +128,17 @@ type Config struct {
 //
 // and for the program (through the Authorizer):
 //
-//	POST /v1/admin/devices/{id}/enrol   201 {"token": "..."}, shown once
+//	POST /v1/admin/devices/{id}/enrol   {"labels": {...}} (or no body) -> 201 {"token": "..."}, shown once
 //	POST /v1/admin/devices/{id}/revoke  204
 //	PUT  /v1/admin/devices/{id}/target  {"items": [...], "payload": {...}} -> {"revision": n}
 //	GET  /v1/admin/devices/{id}         the device's DeviceStatus
 //	GET  /v1/admin/counts               the fleet's Counts
+//	POST /v1/admin/rollouts             a RolloutSpec -> 201 its RolloutStatus
+//	GET  /v1/admin/rollouts             {"rollouts": [RolloutStatus...]}
+//	GET  /v1/admin/rollouts/{rollout}   its RolloutStatus
+//	POST /v1/admin/rollouts/{rollout}/pause   {"reason": "..."} (optional) -> RolloutStatus
+//	POST /v1/admin/rollouts/{rollout}/resume  -> RolloutStatus
+//	POST /v1/admin/rollouts/{rollout}/abort   {"reason": "...", "restore": true} (optional) -> RolloutStatus
 //
 // Errors are answered as {"error": "..."} with 400 (malformed), 401
 // (credential), 403, 404, 409 (a report out of order), 413 (too large) or
@@ -128,6 +153,13 @@ type Server struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{} // closed when the device's target may have changed
 	closed  bool
+
+	runner      *plan.Runner
+	owner       string // RolloutOwner, or plan.DefaultOwner()
+	rolloutPoll time.Duration
+	kick        chan struct{}
+	movedMu     sync.Mutex
+	moved       map[string]uint64 // rollout device records known to be moved, by key
 }
 
 // NewServer checks cfg and returns a Server watching cfg.Store for target
@@ -145,6 +177,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxWait < 0 || cfg.StaleAfter < 0 || cfg.Burst < 0 {
 		return nil, &converge.ConfigError{Field: "MaxWait, StaleAfter, Burst", Reason: "must not be negative"}
 	}
+	if cfg.RolloutPoll < 0 {
+		return nil, &converge.ConfigError{Field: "RolloutPoll", Reason: "must not be negative"}
+	}
+	ownClock := cfg.Now
 	cfg.MaxWait = cmpOr(cfg.MaxWait, DefaultMaxWait)
 	cfg.StaleAfter = cmpOr(cfg.StaleAfter, DefaultStaleAfter)
 	if cfg.Rate == 0 {
@@ -160,7 +196,18 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, maxBody: cfg.Limits.MaxBytes, limit: newLimiter(cfg.Rate, cfg.Burst, cfg.Now), waiters: map[string]chan struct{}{}}
+	s := &Server{cfg: cfg, maxBody: cfg.Limits.MaxBytes, limit: newLimiter(cfg.Rate, cfg.Burst, cfg.Now), waiters: map[string]chan struct{}{},
+		rolloutPoll: cmpOr(cfg.RolloutPoll, DefaultRolloutPoll), kick: make(chan struct{}, 1), moved: map[string]uint64{},
+		owner: cmpOr(cfg.RolloutOwner, plan.DefaultOwner())}
+	runner, err := plan.NewRunner(cfg.Store, plan.RunnerConfig{
+		Handlers: map[string]plan.CommandHandler{WaveKind: waveHandler{s}},
+		Owner:    cfg.RolloutOwner, PollInterval: s.rolloutPoll, Now: ownClock,
+		Logger: cfg.Logger, Tracer: cfg.Tracer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.runner = runner
 	stop, err := cfg.Store.Watch(context.Background(), keyTargets, s.changed)
 	if err != nil {
 		return nil, errf("fleet: watch targets: %w", err)
@@ -175,6 +222,10 @@ func NewServer(cfg Config) (*Server, error) {
 	mux.HandleFunc("PUT /v1/admin/devices/{id}/target", s.admin(ActionSetTarget, s.apiSetTarget))
 	mux.HandleFunc("GET /v1/admin/devices/{id}", s.admin(ActionRead, s.apiStatus))
 	mux.HandleFunc("GET /v1/admin/counts", s.admin(ActionRead, s.apiCounts))
+	mux.HandleFunc("POST /v1/admin/rollouts", s.admin(ActionRollout, s.apiCreateRollout))
+	mux.HandleFunc("GET /v1/admin/rollouts", s.admin(ActionRead, s.apiRollouts))
+	mux.HandleFunc("GET /v1/admin/rollouts/{rollout}", s.admin(ActionRead, s.apiRollout))
+	mux.HandleFunc("POST /v1/admin/rollouts/{rollout}/{op}", s.admin(ActionRollout, s.apiRolloutOp))
 	s.mux = mux
 	return s, nil
 }
@@ -356,9 +407,9 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrInvalid):
 		code = http.StatusBadRequest
-	case errors.Is(err, ErrDeviceNotFound), errors.Is(err, ErrNoTarget):
+	case errors.Is(err, ErrDeviceNotFound), errors.Is(err, ErrNoTarget), errors.Is(err, ErrRolloutNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrDeviceExists), errors.Is(err, ErrStaleReport):
+	case errors.Is(err, ErrDeviceExists), errors.Is(err, ErrStaleReport), errors.Is(err, ErrRolloutExists), errors.Is(err, ErrRolloutState):
 		code = http.StatusConflict
 	case errors.Is(err, ErrRateLimited):
 		code = http.StatusTooManyRequests
@@ -494,11 +545,24 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// putReport stores a device's EdgeReport.
+// putReport stores a device's EdgeReport, in a span of its own
+// (SpanReport) when the server has a Tracer: a child of the span whose
+// trace context the report carries back (its traceparent header), so a
+// device's report joins the trace of the rollout that set its target.
 func (s *Server) putReport(w http.ResponseWriter, r *http.Request, id string) {
+	ctx := r.Context()
+	var sp converge.Span = converge.NopSpan{}
+	if t := s.cfg.Tracer; t != nil {
+		tp := r.Header.Get("traceparent")
+		if len(tp) > MaxTraceParent {
+			tp = ""
+		}
+		ctx, sp = t.Start(converge.WithTraceParent(ctx, t, tp), SpanReport, converge.StringAttr(AttrDevice, id))
+	}
 	b, err := s.readBody(r, "edge report")
+	var st DeviceStatus
 	if err == nil {
-		_, err = s.StoreReport(r.Context(), id, b)
+		st, err = s.StoreReport(ctx, id, b)
 	}
 	if err != nil {
 		outcome := "refused"
@@ -511,15 +575,29 @@ func (s *Server) putReport(w http.ResponseWriter, r *http.Request, id string) {
 			outcome = "out_of_order"
 		}
 		s.cfg.Metrics.Add(MetricReports, 1, outcome)
+		sp.SetAttrs(converge.StringAttr(converge.AttrOutcome, outcome))
+		sp.End(err)
 		s.fail(w, err)
 		return
 	}
 	s.cfg.Metrics.Add(MetricReports, 1, "accepted")
+	sp.SetAttrs(converge.StringAttr(converge.AttrOutcome, "accepted"), converge.IntAttr(converge.AttrRevision, int64(st.Reported)))
+	sp.End(nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) apiEnrol(w http.ResponseWriter, r *http.Request, id, who string) {
-	tok, err := s.Enrol(r.Context(), id)
+	b, err := s.readBody(r, "enrol request")
+	var in enrolIn
+	if err == nil && len(b) > 0 {
+		if pr := wire.Decode(b, &in); pr != nil {
+			err = &RequestError{Field: "body" + dotPath(pr.Path), Err: pr.Err}
+		}
+	}
+	var tok string
+	if err == nil {
+		tok, err = s.Enrol(r.Context(), id, in.Labels)
+	}
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -580,3 +658,79 @@ func (s *Server) apiCounts(w http.ResponseWriter, r *http.Request, _, _ string) 
 
 // hashHex is the stored form of a credential's hash.
 func hashHex(h []byte) string { return hex.EncodeToString(h) }
+
+func (s *Server) apiCreateRollout(w http.ResponseWriter, r *http.Request, _, who string) {
+	b, err := s.readBody(r, "rollout")
+	var st RolloutStatus
+	if err == nil {
+		var sp RolloutSpec
+		if sp, err = decodeRolloutSpec(b); err == nil {
+			st, err = s.CreateRollout(r.Context(), sp)
+		}
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "fleet: rollout created by", slog.String("rollout", st.ID), slog.String("by", who))
+	writeJSON(w, http.StatusCreated, st)
+}
+
+func (s *Server) apiRollouts(w http.ResponseWriter, r *http.Request, _, _ string) {
+	rs, err := s.Rollouts(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Rollouts []RolloutStatus `json:"rollouts"`
+	}{rs})
+}
+
+func (s *Server) apiRollout(w http.ResponseWriter, r *http.Request, _, _ string) {
+	st, err := s.Rollout(r.Context(), r.PathValue("rollout"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// rolloutOpIn is the optional body of a pause or an abort.
+type rolloutOpIn struct {
+	Reason  string `json:"reason,omitempty"`
+	Restore bool   `json:"restore,omitempty"`
+}
+
+func (s *Server) apiRolloutOp(w http.ResponseWriter, r *http.Request, _, who string) {
+	id, op := r.PathValue("rollout"), r.PathValue("op")
+	b, err := s.readBody(r, "rollout request")
+	var in rolloutOpIn
+	if err == nil && len(b) > 0 {
+		if pr := wire.Decode(b, &in); pr != nil {
+			err = &RequestError{Field: "body" + dotPath(pr.Path), Err: pr.Err}
+		}
+	}
+	if err == nil {
+		switch op {
+		case "pause":
+			err = s.PauseRollout(r.Context(), id, cmpOr(in.Reason, "paused by "+who))
+		case "resume":
+			err = s.ResumeRollout(r.Context(), id)
+		case "abort":
+			err = s.AbortRollout(r.Context(), id, cmpOr(in.Reason, "aborted by "+who), in.Restore)
+		default:
+			err = errf("fleet: rollout %q: no operation %q: %w", id, op, ErrRolloutNotFound)
+		}
+	}
+	var st RolloutStatus
+	if err == nil {
+		st, err = s.Rollout(r.Context(), id)
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "fleet: rollout "+op, slog.String("rollout", id), slog.String("by", who))
+	writeJSON(w, http.StatusOK, st)
+}

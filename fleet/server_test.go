@@ -304,15 +304,15 @@ func TestEnrolmentAndRevocationRefusalsCounted(t *testing.T) {
 func TestEnrolAndRevokeErrors(t *testing.T) {
 	h := newHarness(t, converge.NewMemStore(), nil)
 	ctx := context.Background()
-	_, err := h.srv.Enrol(ctx, "d")
+	_, err := h.srv.Enrol(ctx, "d", nil)
 	require.NoError(t, err)
 	tests := []struct {
 		name   string
 		err    error
 		target error
 	}{
-		{"enrol twice", func() error { _, err := h.srv.Enrol(ctx, "d"); return err }(), fleet.ErrDeviceExists},
-		{"enrol a bad ID", func() error { _, err := h.srv.Enrol(ctx, "a/b"); return err }(), fleet.ErrInvalid},
+		{"enrol twice", func() error { _, err := h.srv.Enrol(ctx, "d", nil); return err }(), fleet.ErrDeviceExists},
+		{"enrol a bad ID", func() error { _, err := h.srv.Enrol(ctx, "a/b", nil); return err }(), fleet.ErrInvalid},
 		{"revoke unknown", h.srv.Revoke(ctx, "nobody"), fleet.ErrDeviceNotFound},
 		{"target of unknown", func() error { _, err := h.srv.SetTarget(ctx, "nobody", fleet.Target{}); return err }(), fleet.ErrDeviceNotFound},
 		{"target with a bad item", func() error {
@@ -413,6 +413,7 @@ func TestNewServerConfig(t *testing.T) {
 		{"no store", fleet.Config{}, "Store"},
 		{"no cap", fleet.Config{Store: converge.NewMemStore(), Limits: converge.DecodeLimits{MaxBytes: -1}}, "Limits.MaxBytes"},
 		{"negative wait", fleet.Config{Store: converge.NewMemStore(), MaxWait: -time.Second}, "MaxWait, StaleAfter, Burst"},
+		{"negative rollout poll", fleet.Config{Store: converge.NewMemStore(), RolloutPoll: -time.Second}, "RolloutPoll"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package hostcfg provides converge Items for host configuration: files,
-// directories, symbolic links, lines in a file, single keys of key=value
-// files such as a Raspberry Pi config.txt, kernel parameters (sysctl),
-// the host name, and commands made idempotent by guards (Command).
+// directories, symbolic links, lines, keys of config.txt-style files,
+// sysctl values, the host name and guarded commands, all under one Root.
+// Start with OpenRoot and the package Example; docs/config-agent.md is
+// the guide.
 //
 // Every item reaches the file system through a Root, a directory opened
 // with os.Root: "/" on a device, a temporary directory in tests. Paths are

@@ -100,21 +100,13 @@ func (c WatchConfig) withDefaults() WatchConfig {
 // again.
 //
 // What triggers: writes, truncation, mode and owner changes, removal,
-// creation, and the replacement by rename that editors and tools do (the
-// directory is watched and entries are told apart by name, so a replaced
-// or deleted and recreated file goes on being watched). What does not:
-// converge's own writes. Every write of hostcfg replaces the file with a
-// temporary file of its own (see the package documentation) renamed over
-// it, and the watch recognises that rename in the stream of events of the
-// directory: the rename of the temporary file, then the creation of the
-// name. The kernel reports the events of a directory in order, so a change
-// made after converge's write (or during it) comes as events of its own
-// and triggers: a hand edit right after a pass is never lost. Writes of
-// another program using hostcfg look the same and do not trigger either.
-// A removal (an Absent File) or a mode or owner change alone (File with a
-// new Mode) made by converge is not told apart: it costs one more pass,
-// which finds nothing to do. The recognition is exact with inotify
-// (Linux); on other systems a write of converge's may cost a pass too.
+// creation, and the replacement by rename that editors and tools do (a
+// replaced or deleted and recreated file goes on being watched). What does
+// not: converge's own writes (and those of another program using hostcfg),
+// recognised by their rename of a temporary file; a hand edit right after
+// a pass still triggers. A removal or a mode or owner change alone made by
+// converge costs one more pass, which finds nothing to do. The recognition
+// is exact with inotify (Linux); docs/internals.md says how it works.
 //
 // Changes are debounced: trigger is called cfg.Settle (WatchDefaultSettle,
 // 100ms) after the last change of a burst, and at most cfg.MaxDelay

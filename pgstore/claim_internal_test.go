@@ -126,3 +126,39 @@ func explainClaimDue(t *testing.T, ctx context.Context, s *Store, mode, explain 
 	require.NoError(t, err)
 	return strings.Join(lines, "\n")
 }
+
+// TestClaimDueByRankReadsNoMoreThanItTakes checks that ClaimDue among
+// records of many priorities walks records_due in the order of their
+// rank (due time less the priority's worth) and stops at its limit: the
+// order by priority costs no sort of the due records, and the records of
+// a high priority not due yet that the walk passes over are only those
+// due within their priority's worth of now.
+func TestClaimDueByRankReadsNoMoreThanItTakes(t *testing.T) {
+	ctx, s, _ := openInternal(t)
+	_, err := s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at, priority)
+		SELECT 'obj/' || lpad(i::text, 6, '0'), 1, '{}', now() - (i % 7) * interval '1 second', i % 5
+		FROM generate_series(1, 5000) i`)
+	require.NoError(t, err)
+	// Of priority 100, due in 10 minutes: ranked after now, never walked.
+	_, err = s.pool.Exec(ctx, `INSERT INTO converge.records (key, version, value, due_at, priority)
+		SELECT 'obj/later-' || i, 1, '{}', now() + interval '10 minutes', 100 FROM generate_series(1, 500) i`)
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `ANALYZE converge.records`)
+	require.NoError(t, err)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		t.Run(mode, func(t *testing.T) {
+			plan := explainClaimDue(t, ctx, s, mode, "EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF)")
+			assert.NotContains(t, plan, "Seq Scan on records", plan)
+			assert.NotContains(t, plan, "Sort Key: r", plan)
+			assert.Regexp(t, `Index Scan using records_due on records \S+ \(actual rows=8 loops=1\)`, plan)
+		})
+	}
+	got, err := s.ClaimDue(ctx, "obj/", "o", time.Minute, 3)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for _, c := range got {
+		p, err := s.Priority(ctx, c.Record.Key)
+		require.NoError(t, err)
+		assert.Equal(t, 4, p, "the highest priority due first: %s", c.Record.Key)
+	}
+}

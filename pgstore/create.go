@@ -21,7 +21,8 @@ var _ converge.Creator = (*Store)(nil)
 // history entries sent for each) and their history entries, record after
 // record and oldest first ($4 key, $5 at, $6 from, $7 to, $8 reason, $9
 // subject as JSON text or NULL, $10 by, $11 whether it is its record's
-// newest), and $12 the notification channel. It looks for the keys
+// newest), $12 the notification channel, and $13 the records'
+// priorities. It looks for the keys
 // stored already (ex) first: when there are any it writes nothing and
 // returns them; otherwise it inserts every record (due at once), its
 // lease placeholder unless the key has a lease row, and its history
@@ -51,16 +52,16 @@ w AS (
 		young = " AND (e.last OR (e.at < " + ageCutoff(ageUS) + ") IS NOT TRUE)"
 	}
 	return strings.ReplaceAll(`WITH pa AS MATERIALIZED (
-	SELECT $1::text[] AS keys, $2::bytea[] AS vals, $3::int[] AS ns
+	SELECT $1::text[] AS keys, $2::bytea[] AS vals, $3::int[] AS ns, $13::int[] AS ps
 ), pw AS (
-	SELECT u.* FROM pa, unnest(pa.keys, pa.vals, pa.ns) AS u(key, val, n)
+	SELECT u.* FROM pa, unnest(pa.keys, pa.vals, pa.ns, pa.ps) AS u(key, val, n, prio)
 ), ex AS MATERIALIZED (
 	SELECT r.key FROM `+records+` r JOIN pw ON r.key = pw.key
 ), ok AS MATERIALIZED (
 	SELECT NOT EXISTS (SELECT 1 FROM ex) AS ok
 ), ins AS (
-	INSERT INTO `+records+` (key, version, value, due_at)
-	SELECT pw.key, 1, pw.val, now() FROM pw, ok WHERE ok.ok
+	INSERT INTO `+records+` (key, version, value, due_at, priority)
+	SELECT pw.key, 1, pw.val, now(), pw.prio FROM pw, ok WHERE ok.ok
 ), lease AS (
 	INSERT INTO `+leases+` (key, owner, expires, token)
 	SELECT pw.key, '', '-infinity', 1 FROM pw, ok WHERE ok.ok
@@ -133,6 +134,7 @@ func (s *Store) createArgs(recs []converge.NewRecord) ([]any, error) {
 	keys := make([]string, len(recs))
 	vals := make([][]byte, len(recs))
 	ns := make([]int32, len(recs))
+	ps := make([]int32, len(recs))
 	total := 0
 	for _, r := range recs {
 		total += len(r.History)
@@ -158,7 +160,7 @@ func (s *Store) createArgs(recs []converge.NewRecord) ([]any, error) {
 		if err := h.add(r.Key, entries); err != nil {
 			return nil, err
 		}
-		keys[i], vals[i], ns[i] = r.Key, v, int32(len(entries))
+		keys[i], vals[i], ns[i], ps[i] = r.Key, v, int32(len(entries)), int32(r.Priority)
 		for j := range entries {
 			hkeys, lasts = append(hkeys, r.Key), append(lasts, j == len(entries)-1)
 		}
@@ -168,5 +170,6 @@ func (s *Store) createArgs(recs []converge.NewRecord) ([]any, error) {
 		pgtype.FlatArray[string](hkeys), pgtype.FlatArray[time.Time](h.ats), pgtype.FlatArray[string](h.froms),
 		pgtype.FlatArray[string](h.tos), pgtype.FlatArray[string](h.reasons), pgtype.FlatArray[*string](h.subjects),
 		pgtype.FlatArray[string](h.bys), pgtype.FlatArray[bool](lasts), s.channel,
+		pgtype.FlatArray[int32](ps),
 	}, nil
 }

@@ -1,5 +1,7 @@
 // Package pgstore is a converge.Store and converge.Queue on PostgreSQL,
-// for many controller replicas sharing one database.
+// for many controller replicas sharing one database. Start with Open;
+// docs/fleet-controller.md is the guide, docs/internals.md says how it
+// batches writes.
 //
 // # First steps
 //

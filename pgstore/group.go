@@ -18,35 +18,15 @@ import (
 // finishBatch is the most Finish calls that one batch of a group carries.
 const finishBatch = 256
 
-// group commits the writes that a store's callers make at the same time
-// together: Put and Finish. While one write is on its way to the
-// database, the writes that come meanwhile wait, and are then sent
-// together, in one round trip and one transaction. A dozen controller
-// workers writing objects and finishing others at once thus cost one
-// round trip and one commit (one WAL flush) instead of a dozen or two.
-// No write waits for a timer: a write that finds nothing in flight is
-// sent at once, alone.
-//
-// A batch that holds a Put commits synchronously, and its callers return
-// only once it has: what a write promises (its version check, its fence,
-// its history) is unchanged. Each write is checked and applied as if it
-// ran alone, in turn, and gets its own outcome. The records of a batch
-// are locked in the order of their keys, so batches of replicas cannot
-// deadlock with each other. A batch whose Puts all update a record, with
-// Finish calls or not, all of distinct keys (the controller's: each
-// worker writes the object it holds, then finishes it), is sent as one
-// WriteMany statement over arrays (statements.writeMany): a statement
-// costs PostgreSQL a fixed price whatever it carries, which a statement
-// per write paid once per write. Any other batch is sent as one pgx.Batch
-// of the single statements, ordered by key, which PostgreSQL runs as one
-// implicit transaction. When the database refuses the statement or one
-// statement of the batch, the whole transaction is rolled back, so the
-// batch is run again one write at a time, each with its own outcome.
-//
-// A batch of Finish calls only (of distinct keys) is sent as one
-// FinishMany statement (statements.finishMany), which commits without
-// waiting for its WAL to be flushed: see finishMany for why that is
-// harmless for a Finish, and only for a Finish.
+// group commits the writes (Put and Finish) that a store's callers make
+// at the same time together: the writes that come while one is in flight
+// are sent next, together, in one round trip and one transaction; no
+// write waits for a timer. Each write is checked and applied as if alone,
+// with its own outcome, records locked in key order. A batch of updating
+// Puts and Finish calls of distinct keys is one WriteMany statement; a
+// batch of Finish calls only is one FinishMany; any other batch is a
+// pgx.Batch; a refused batch runs again one write at a time.
+// docs/internals.md ("pgstore's batches") gives the reasons.
 type group struct {
 	pool       *pgxpool.Pool
 	finishMany string // statements.finishMany

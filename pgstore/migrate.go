@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convergekit/converge"
 )
 
 // migration is one step of the schema. Steps are applied in order, each
@@ -100,6 +103,73 @@ DROP INDEX {schema}.records_due;
 CREATE INDEX records_due ON {schema}.records (due_at, key) WHERE due_at IS NOT NULL;
 CREATE INDEX records_claimed ON {schema}.records (claimed_due, key) WHERE claimed_due IS NOT NULL;
 `},
+	// A record has a priority (converge.Prioritizer), 0 for the records
+	// stored before, and ClaimDue walks records_due in the order of the
+	// rank (due_at less the priority's worth, converge.PriorityStep, in
+	// UTC so that the expression is immutable), then the key: the same
+	// index walk as before, by rank, which is due_at for priority 0.
+	// Adding the column with a constant default rewrites no row; building
+	// the index locks the table against writes for as long.
+	{version: 7, what: "keep the priorities of the records and index the due records by rank", sql: `
+ALTER TABLE {schema}.records ADD COLUMN IF NOT EXISTS priority integer NOT NULL DEFAULT 0
+	CHECK (priority BETWEEN 0 AND ` + strconv.Itoa(converge.MaxPriority) + `);
+DROP INDEX IF EXISTS {schema}.records_due;
+CREATE INDEX records_due ON {schema}.records ((` + rankExpr("") + `), key) WHERE due_at IS NOT NULL;
+`},
+	// Records watch records (converge.Linker): watches holds the links,
+	// and a trigger on the history makes the watchers of a record due at
+	// once in the transaction that appends a transition of it (a history
+	// entry whose to_state differs from its from_state), whichever
+	// statement appended it, and announces them on the store's channel,
+	// kept in settings (written by the stores that open the schema). The
+	// trigger runs once per statement, over the rows it appended. The
+	// step can run again (tests undo later steps by their number).
+	{version: 8, what: "keep the records' watches and wake the watchers of a transition", sql: `
+CREATE TABLE IF NOT EXISTS {schema}.watches (
+	watched text COLLATE "C" NOT NULL,
+	watcher text COLLATE "C" NOT NULL,
+	PRIMARY KEY (watched, watcher)
+);
+CREATE INDEX IF NOT EXISTS watches_watcher ON {schema}.watches (watcher);
+CREATE TABLE IF NOT EXISTS {schema}.settings (
+	name  text PRIMARY KEY,
+	value text NOT NULL
+);
+CREATE OR REPLACE FUNCTION {schema}.wake_watchers() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE
+	n bigint;
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM {schema}.watches) THEN
+		RETURN NULL;
+	END IF;
+	WITH u AS (
+		UPDATE {schema}.records r SET due_at = least(r.due_at, now())
+		WHERE r.key IN (
+			SELECT w.watcher FROM added a JOIN {schema}.watches w ON w.watched = a.key
+			WHERE a.from_state <> a.to_state)
+		RETURNING r.key
+	)
+	SELECT count(pg_notify(coalesce((SELECT value FROM {schema}.settings WHERE name = 'channel'), TG_TABLE_SCHEMA),
+		CASE WHEN octet_length(u.key) <= ` + strconv.Itoa(maxPayload) + ` THEN u.key ELSE '' END)) INTO n
+	FROM u;
+	RETURN NULL;
+END
+$f$;
+DROP TRIGGER IF EXISTS history_wakes_watchers ON {schema}.history;
+CREATE TRIGGER history_wakes_watchers AFTER INSERT ON {schema}.history
+	REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION {schema}.wake_watchers();
+`},
+}
+
+// rankExpr is the rank of a record of the table aliased alias (none when
+// empty) in ClaimDue's order, as index records_due has it: its due time
+// less its priority's worth (converge.PriorityRank), as a timestamp in
+// UTC.
+func rankExpr(alias string) string {
+	if alias != "" {
+		alias += "."
+	}
+	return "(" + alias + "due_at AT TIME ZONE 'UTC') - " + alias + "priority * interval '1 second'"
 }
 
 // schemaVersion is the newest schema version this pgstore knows: the

@@ -21,14 +21,16 @@ import (
 // database, each through a TCP proxy that drops, blackholes or delays its
 // connections (the real-world partition), through 100 randomized
 // schedules of partitions, heals, kills, slow links and clock steps, and
-// checks that no object is ever handled by two replicas at once. The
-// schedules run in real time, several at once, each on a controller kind
-// of its own.
+// checks that no object is ever handled by two replicas at once, and
+// that no more handlers than the limit run at once in the limited state
+// (the limit checker), which they reach. The schedules run in real time,
+// several at once, each on a controller kind of its own.
 func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 	const (
 		schedules = 100
 		parallel  = 20
 		ttl       = 2 * time.Second
+		limit     = 2
 	)
 	dsn := pgtest.DSN(t)
 	// Few connections per replica, so 20 schedules of 3 replicas fit in
@@ -44,13 +46,14 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 
 	var mu sync.Mutex
 	runs, faults, overlaps := 0, 0, 0
+	var total convergetest.ScheduleResult
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for seed := range uint64(schedules) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			res, err := pgSchedule(t, dsn, seed, ttl)
+			res, err := pgSchedule(t, dsn, seed, ttl, limit)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -66,6 +69,11 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 			runs += res.Runs
 			faults += res.Faults
 			overlaps += len(res.Overlaps)
+			total.Partitions += res.Partitions
+			total.Kills += res.Kills
+			total.ClockSteps += res.ClockSteps
+			total.Slowdowns += res.Slowdowns
+			total.MostAtOnce = max(total.MostAtOnce, res.MostAtOnce)
 		})
 	}
 	wg.Wait()
@@ -75,14 +83,20 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 	t.Attr("handler_runs", strconv.Itoa(runs))
 	t.Attr("overlaps", strconv.Itoa(overlaps))
 	require.Zero(t, overlaps)
+	t.Logf("limit checker: store=pgstore handler runs=%d faults=%d (partitions=%d kills=%d clock steps=%d slowdowns=%d) largest concurrency in %s=%d limit=%d",
+		runs, faults, total.Partitions, total.Kills, total.ClockSteps, total.Slowdowns, convergetest.LimitedState, total.MostAtOnce, limit)
+	t.Attr("largest_concurrency", strconv.Itoa(total.MostAtOnce))
+	require.LessOrEqual(t, total.MostAtOnce, limit, "never above the limit")
+	require.Equal(t, limit, total.MostAtOnce, "the limit was reached: the check is not vacuous")
 }
 
 // openMu makes the schedules open their stores one at a time.
 var openMu sync.Mutex
 
 // pgSchedule runs one schedule of three replicas, each on a store of its
-// own behind a proxy of its own.
-func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration) (convergetest.ScheduleResult, error) {
+// own behind a proxy of its own, with limit on the handlers at once in
+// convergetest.LimitedState.
+func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration, limit int) (convergetest.ScheduleResult, error) {
 	var stores []converge.Queue
 	var links []convergetest.Link
 	var closers []func()
@@ -113,6 +127,6 @@ func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration) (conve
 		links = append(links, p)
 	}
 	return convergetest.RunSchedule(context.Background(), convergetest.Schedule{
-		Seed: seed, Stores: stores, Links: links, LeaseTTL: ttl, Length: 4 * ttl,
+		Seed: seed, Stores: stores, Links: links, LeaseTTL: ttl, Length: 4 * ttl, Limit: limit,
 	})
 }

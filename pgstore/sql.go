@@ -21,6 +21,9 @@ type statements struct {
 	schedule, claimDue, finish string
 	finishMany, writeMany      string
 	createMany                 string
+	setPriority, priority      string
+	setWatching, watching      string
+	channel, setChannel        string
 }
 
 func putVariant(create, fenced bool) int {
@@ -265,6 +268,8 @@ SELECT w.version, ` + notify + ` FROM w`
 	}
 	s.del = `WITH w AS (
 	DELETE FROM ` + records + ` WHERE key = $1 AND version = $2 RETURNING key, version
+), unwatch AS (
+	DELETE FROM ` + schema + `.watches x USING w WHERE x.watcher = w.key
 ),` + historyCTE(hist, 3, keep, ageUS) + `
 SELECT w.version, pg_notify(` + p(3+histParams) + `, ` + p(3+histParams+1) + `)::text FROM w`
 
@@ -334,39 +339,30 @@ SELECT pg_notify($3, $4)::text FROM w`
 	// index history_key: the handler's input costs no other call.
 	//
 	// ClaimDue takes first the records whose claim has run out (taken,
-	// walking the index records_claimed, in the order (claimed_due, key)),
-	// then the records due by due_at (cd, walking records_due in the
-	// order (due_at, key), for what the first walk left of the limit).
-	// Each walk stops at its limit, and neither sees a record in flight
-	// (its claimed_due is in the future, its due_at NULL) unless a
-	// Schedule made it due meanwhile; a record whose claim has run out is
-	// only the first walk's, so that the two never take the same one.
-	// The prefix is a filter on each walk, written so that the planner
-	// can neither turn it into a range of the primary key nor take it for
-	// a selective one (coalesce hides it): either made PostgreSQL read and
-	// sort every due record under the prefix on each claim whenever the
-	// statistics were stale, as after a bulk load. The claimed records
-	// are updated by key (= ANY of an array: the primary key), never by a
-	// join the planner may run as a scan of the table. The lease of each
-	// record walked is read by its key, in a scalar subquery (which
-	// PostgreSQL runs per record, through the primary key), not NOT
-	// EXISTS: with statistics that say every lease is released, as they
-	// mostly are, PostgreSQL ran NOT EXISTS as an anti join over a scan
-	// of the whole leases table on every claim.
+	// walking records_claimed), then the records due by due_at (cd,
+	// walking records_due in the order of the rank, due_at less the
+	// priority's worth, which is never after due_at: the walk's range
+	// ends at now, and passes over only the records of a priority above 0
+	// due within its worth of now); neither sees a record in flight. The prefix
+	// filter is hidden from the planner (coalesce), claimed records are
+	// updated by key, and each lease is read by key in a scalar subquery,
+	// so that stale statistics never turn a claim into a scan
+	// (docs/internals.md, "How a claim walks").
 	free := `coalesce(starts_with(r.key, $1), false)
 		AND NOT coalesce((SELECT x.owner <> '' AND x.expires > now() FROM ` + leases + ` x WHERE x.key = r.key), false)`
 	s.claimDue = `WITH taken AS (
-	SELECT r.key, r.version, r.value, 0 AS tier, r.claimed_due AS due
+	SELECT r.key, r.version, r.value, 0 AS tier, r.claimed_due AS due, r.claimed_due AT TIME ZONE 'UTC' AS rank
 	FROM ` + records + ` r
 	WHERE r.claimed_due <= now() AND ` + free + `
 	ORDER BY r.claimed_due, r.key
 	LIMIT (SELECT $2::bigint)
 	FOR UPDATE OF r SKIP LOCKED
 ), cd AS (
-	SELECT r.key, r.version, r.value, 1 AS tier, r.due_at AS due
+	SELECT r.key, r.version, r.value, 1 AS tier, r.due_at AS due, ` + rankExpr("r") + ` AS rank
 	FROM ` + records + ` r
-	WHERE r.due_at <= now() AND coalesce(r.claimed_due > now(), true) AND ` + free + `
-	ORDER BY r.due_at, r.key
+	WHERE ` + rankExpr("r") + ` <= (now() AT TIME ZONE 'UTC') AND r.due_at <= now()
+		AND coalesce(r.claimed_due > now(), true) AND ` + free + `
+	ORDER BY ` + rankExpr("r") + `, r.key
 	LIMIT (SELECT $2::bigint - count(*) FROM taken)
 	FOR UPDATE OF r SKIP LOCKED
 ), c AS (
@@ -391,7 +387,7 @@ CROSS JOIN LATERAL (
 	FROM (SELECT id, at, from_state, to_state, reason, subject, made_by FROM ` + hist + `
 		WHERE key = c.key ORDER BY id DESC LIMIT ` + strconv.Itoa(converge.ClaimHistoryEntries) + `) n
 ) h
-ORDER BY c.tier, c.due, c.key`
+ORDER BY c.tier, c.rank, c.key`
 	// Finish releases the lease and sets the next due time, keeping an
 	// earlier one a Schedule set meanwhile; a NULL next keeps due_at as
 	// it is (NULL unless scheduled meanwhile).
@@ -408,21 +404,11 @@ SELECT CASE WHEN (SELECT due_at FROM u) <= now() THEN pg_notify($5, $6)::text EL
 	// arrays are read through a materialized CTE, so that the plan does
 	// not depend on their lengths and PostgreSQL plans it generically.
 	//
-	// It commits with synchronous_commit off (set_config with is_local:
-	// for this transaction only), which is harmless for a Finish: a
-	// crash of the server may lose a Finish whose commit was not flushed
-	// yet, which leaves the state as it was before the Finish, the object
-	// claimed by a lease that expires, with claimed_due making it due at
-	// once then (before the backlog). It is then claimed again, with a
-	// greater token, and its handler runs again: at least once, as after
-	// a replica's crash. Nothing durable can depend on a Finish that was
-	// lost: WAL is flushed in order, so any later synchronous commit (a
-	// claim of the released key, a fenced write) flushes the Finish's
-	// commit first. Tokens never go back, since only claims raise them
-	// and claims commit synchronously; fenced writes and claims never run
-	// in a transaction that sets it (a Finish sent with Puts rides in
-	// their WriteMany, or as the single Finish, finish, in their batch:
-	// both leave it on).
+	// It commits with synchronous_commit off for this transaction only,
+	// harmless for a Finish alone: a lost Finish leaves the object claimed
+	// by a lease that expires, and its handler runs again, at least once
+	// (docs/internals.md, "pgstore's batches"). Claims and fenced writes
+	// never run in a transaction that sets it.
 	s.finishMany = `WITH async AS (
 	SELECT set_config('synchronous_commit', 'off', true)
 ), a AS MATERIALIZED (
@@ -482,5 +468,15 @@ UNION ALL
 SELECT l.key, 0, ` + notifyReleased(18) + `
 FROM l LEFT JOIN u ON u.key = l.key`
 	s.createMany = createManySQL(schema, keep, ageUS)
+	s.setPriority = `UPDATE ` + records + ` SET priority = $2 WHERE key = $1`
+	s.priority = `SELECT priority FROM ` + records + ` WHERE key = $1`
+	s.setWatching = `WITH gone AS (
+	DELETE FROM ` + schema + `.watches WHERE watcher = $1
+)
+INSERT INTO ` + schema + `.watches (watched, watcher) SELECT w, $1 FROM unnest($2::text[]) AS w`
+	s.watching = `SELECT coalesce(array_agg(watched ORDER BY watched), '{}') FROM ` + schema + `.watches WHERE watcher = $1`
+	s.channel = `SELECT value FROM ` + schema + `.settings WHERE name = 'channel'`
+	s.setChannel = `INSERT INTO ` + schema + `.settings (name, value) VALUES ('channel', $1)
+	ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`
 	return s
 }

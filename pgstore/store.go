@@ -85,6 +85,15 @@ type Options struct {
 	// 0 means DefaultStatementTimeout, and a negative value leaves every
 	// call to its context.
 	StatementTimeout time.Duration
+	// Tracer, when set, traces every statement, batch and connection of
+	// the pool Open makes (and of the connection a Watch listens on),
+	// with the context of the Store call that made it: pgx's tracer
+	// interface, so that a well-kept instrumentation plugs in, such as
+	// github.com/exaring/otelpgx for OpenTelemetry. A Tracer that also
+	// implements pgx.BatchTracer, pgx.CopyFromTracer, pgx.PrepareTracer or
+	// pgx.ConnectTracer is called for those too. New leaves the caller's
+	// pool as it is: set its ConnConfig.Tracer there.
+	Tracer pgx.QueryTracer
 }
 
 // connectTimeout returns ConnectTimeout or its default; 0 means none.
@@ -128,7 +137,11 @@ type Store struct {
 	closed   bool
 }
 
-var _ converge.Queue = (*Store)(nil)
+var (
+	_ converge.Queue       = (*Store)(nil)
+	_ converge.Prioritizer = (*Store)(nil)
+	_ converge.Linker      = (*Store)(nil)
+)
 
 // Open connects to the database named by dsn (a postgres:// URL or
 // key=value pairs, as libpq takes them), creates or migrates the store's
@@ -146,6 +159,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	d := opts.connectTimeout()
 	if d > 0 && cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = d
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -230,7 +246,29 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	}
 	s.sql = buildStatements(pgx.Identifier{s.schema}.Sanitize(), s.keep, s.ageUS)
 	s.writes.finishMany, s.writes.writeMany, s.writes.channel = s.sql.finishMany, s.sql.writeMany, s.channel
+	if err := s.keepChannel(mctx); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// keepChannel stores the store's channel in the schema's settings, where
+// the trigger that wakes the watchers of a transition (converge.Linker)
+// reads it, unless it is there already: a role that may only read the
+// schema opens a store whose channel is kept.
+func (s *Store) keepChannel(ctx context.Context) error {
+	var have string
+	err := s.pool.QueryRow(ctx, s.sql.channel).Scan(&have)
+	if err == nil && have == s.channel {
+		return nil
+	}
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return s.dbError("read the settings of schema", s.schema, err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.setChannel, s.channel); err != nil {
+		return s.dbError("keep the channel in schema", s.schema, err)
+	}
+	return nil
 }
 
 // bound returns ctx bounded by the statement timeout, if any: ctx itself
@@ -464,8 +502,27 @@ func (h histArgs) appendTo(args []any) []any {
 
 // Put implements converge.Store. The version check, the fence on
 // rec.Token, the history and its retention are one statement: the
-// database rejects a stale or fenced-off write.
+// database rejects a stale or fenced-off write. A record it creates has
+// priority 0; a write keeps the record's priority.
 func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...converge.HistoryEntry) (uint64, error) {
+	return s.write(ctx, rec, nil, history)
+}
+
+// put writes rec, and sets its priority unless priority is negative.
+func (s *Store) put(ctx context.Context, rec converge.StoreRecord, priority int, history []converge.HistoryEntry) (uint64, error) {
+	var also func(pgx.Tx) error
+	if priority >= 0 {
+		also = func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, s.sql.setPriority, rec.Key, int32(priority))
+			return err
+		}
+	}
+	return s.write(ctx, rec, also, history)
+}
+
+// write writes rec, and, when also is not nil, runs also in the same
+// transaction.
+func (s *Store) write(ctx context.Context, rec converge.StoreRecord, also func(pgx.Tx) error, history []converge.HistoryEntry) (uint64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if err := checkKey(rec.Key, "Key"); err != nil {
@@ -489,6 +546,9 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	if rec.Version == 0 {
 		args = append(args, s.channel, payload(rec.Key)) // a new record is announced
 	}
+	if also != nil {
+		return s.writeAlso(ctx, rec, also, sql, args)
+	}
 	c := &call{ctx: ctx, key: rec.Key, sql: sql, args: args}
 	c.scan = func(r pgx.Row) error {
 		var ignored string
@@ -504,21 +564,105 @@ func (s *Store) Put(ctx context.Context, rec converge.StoreRecord, history ...co
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return 0, s.dbError("put", rec.Key, err)
 	}
-	// Nothing written: tell the user why (this read only explains, it
-	// decides nothing).
+	return 0, s.putRefused(ctx, rec)
+}
+
+// putRefused says why a put of rec wrote nothing (this read only
+// explains, it decides nothing).
+func (s *Store) putRefused(ctx context.Context, rec converge.StoreRecord) error {
 	var have *int64
 	var leased bool
 	if err := s.pool.QueryRow(ctx, s.sql.why, rec.Key, int64(rec.Token)).Scan(&have, &leased); err != nil {
-		return 0, s.dbError("put", rec.Key, err)
+		return s.dbError("put", rec.Key, err)
 	}
 	if rec.Token != 0 && !leased {
-		return 0, fmt.Errorf("pgstore: put key %q with lease token %d: %w", rec.Key, rec.Token, converge.ErrLeaseLost)
+		return fmt.Errorf("pgstore: put key %q with lease token %d: %w", rec.Key, rec.Token, converge.ErrLeaseLost)
 	}
 	ve := &converge.StoreVersionError{Key: rec.Key, Want: rec.Version}
 	if have != nil {
 		ve.Have = uint64(*have)
 	}
-	return 0, ve
+	return ve
+}
+
+// PutPriority implements converge.Prioritizer: Put's statement and the
+// record's new priority, in one transaction (not grouped with other
+// writes, as Put's are: a priority changes seldom).
+func (s *Store) PutPriority(ctx context.Context, rec converge.StoreRecord, priority int, history ...converge.HistoryEntry) (uint64, error) {
+	if err := converge.CheckPriority(rec.Key, priority); err != nil {
+		return 0, err
+	}
+	return s.put(ctx, rec, priority, history)
+}
+
+// PutWatching implements converge.Linker: Put's statement and the keys
+// rec.Key watches, in one transaction (not grouped with other writes).
+// A transition of a watched record makes rec.Key due in the transaction
+// that appends it, through a trigger on the history (schema migration 8),
+// whichever statement or process appends it, and is announced on the
+// store's channel.
+func (s *Store) PutWatching(ctx context.Context, rec converge.StoreRecord, watched []string, history ...converge.HistoryEntry) (uint64, error) {
+	w, err := converge.CheckWatched(rec.Key, watched)
+	if err != nil {
+		return 0, err
+	}
+	return s.write(ctx, rec, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, s.sql.setWatching, rec.Key, pgtype.FlatArray[string](w))
+		return err
+	}, history)
+}
+
+// Watching implements converge.Linker.
+func (s *Store) Watching(ctx context.Context, key string) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var out []string
+	if err := s.pool.QueryRow(ctx, s.sql.watching, key).Scan(&out); err != nil {
+		return nil, s.dbError("watches of", key, err)
+	}
+	return out, nil
+}
+
+// writeAlso runs the put statement sql with args and also, in one
+// transaction.
+func (s *Store) writeAlso(ctx context.Context, rec converge.StoreRecord, also func(pgx.Tx) error, sql string, args []any) (uint64, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, s.dbError("put", rec.Key, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	var version int64
+	var ignored string
+	err = tx.QueryRow(ctx, sql, args...).Scan(&version, &ignored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		_ = tx.Rollback(ctx)
+		return 0, s.putRefused(ctx, rec)
+	}
+	if err != nil {
+		return 0, s.dbError("put", rec.Key, err)
+	}
+	if err := also(tx); err != nil {
+		return 0, s.dbError("put", rec.Key, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, s.dbError("put", rec.Key, err)
+	}
+	return uint64(version), nil
+}
+
+// Priority implements converge.Prioritizer.
+func (s *Store) Priority(ctx context.Context, key string) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var prio int32
+	err := s.pool.QueryRow(ctx, s.sql.priority, key).Scan(&prio)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("pgstore: key %q: %w", key, converge.ErrStoreNotFound)
+	}
+	if err != nil {
+		return 0, s.dbError("priority of", key, err)
+	}
+	return int(prio), nil
 }
 
 // Delete implements converge.Store, in one statement like Put.

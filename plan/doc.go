@@ -1,6 +1,7 @@
 // Package plan runs ordered, multi-command rollouts over target hosts:
 // the plan model, its state machine and a runner that keeps the status in
-// a [converge.Store], so a plan survives the process that runs it.
+// a [converge.Store], so a plan survives the process that runs it. Start
+// with NewRunner and the package Example; docs/rollouts.md is the guide.
 //
 // # Plans
 //

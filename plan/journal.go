@@ -146,13 +146,31 @@ func planCorrupt(id, what string) error {
 }
 
 // load reads the stored plan id in full.
+//
+// A reader that does not hold the plan's claim (Get, a status page) can
+// read a head whose base the runner holding the claim has just replaced
+// and dropped (a compaction): when the base cannot be read and the head
+// has moved on meanwhile, it reads the plan again.
 func (r *Runner) load(ctx context.Context, id string) (*planStored, error) {
-	rec, err := r.store.Get(ctx, planKey(id))
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		rec, err := r.store.Get(ctx, planKey(id))
+		if err != nil {
+			return nil, err
+		}
+		ps, err := r.loadHead(ctx, id, rec)
+		if err == nil || attempt == planLoadAttempts-1 {
+			return ps, err
+		}
+		again, gerr := r.store.Get(ctx, planKey(id))
+		if gerr != nil || again.Version == rec.Version {
+			return nil, err
+		}
 	}
-	return r.loadHead(ctx, id, rec)
 }
+
+// planLoadAttempts bounds the reads of a plan whose head keeps moving
+// while its base is read.
+const planLoadAttempts = 8
 
 // loadHead reads the plan whose head is rec, with its base when it has one.
 func (r *Runner) loadHead(ctx context.Context, id string, rec converge.StoreRecord) (*planStored, error) {

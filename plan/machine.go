@@ -298,7 +298,18 @@ func (r *Runner) context(spec Plan, i int, cs *CommandStatus, now time.Time, mon
 }
 
 // call runs the handler for cs in its state and applies the result.
-func (r *Runner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) error {
+// The span of a step's handler call and its attributes
+// (RunnerConfig.Tracer).
+const (
+	SpanStep    = "plan.step"
+	AttrPlan    = "plan.id"      // the plan's ID
+	AttrCommand = "plan.command" // the command's index
+	AttrKind    = "plan.kind"    // the command's kind
+	AttrState   = "plan.state"   // the command's state the handler was called in
+	AttrNext    = "plan.next"    // the command's state after the call
+)
+
+func (r *Runner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, now time.Time, mono time.Duration) (err error) {
 	h, err := r.handler(i, spec.Commands[i].Kind)
 	if err != nil {
 		return err
@@ -308,6 +319,15 @@ func (r *Runner) call(ctx context.Context, spec Plan, i int, cs *CommandStatus, 
 	// the handler can work on it in place.
 	work := cs
 	cc := r.context(spec, i, work, now, mono)
+	if t := r.cfg.Tracer; t != nil {
+		var sp converge.Span
+		ctx, sp = t.Start(ctx, SpanStep, converge.StringAttr(AttrPlan, spec.ID), converge.IntAttr(AttrCommand, int64(i)),
+			converge.StringAttr(AttrKind, spec.Commands[i].Kind), converge.StringAttr(AttrState, string(state)))
+		defer func() {
+			sp.SetAttrs(converge.StringAttr(AttrNext, string(work.State)))
+			sp.End(err)
+		}()
+	}
 	var next State
 	switch state {
 	case StateNewPlan:

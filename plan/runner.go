@@ -58,6 +58,14 @@ type RunnerConfig struct {
 	// modify it, nor use it after it returns (Clone it to keep it). A copy
 	// per step would cost as much as the plan's size.
 	OnStep func(id string, step Step, status *Status)
+	// Tracer, when set, starts a span per handler call of a step
+	// (SpanStep: plan, command, kind, state, and the state it led to),
+	// whose context the handler gets: the signals it sends under it are
+	// its children, and carry its trace context where they leave the
+	// process (converge.TraceParent; the fleet module stores it with the
+	// target a signal sets). A failed call has the status Error. nil
+	// means none.
+	Tracer converge.Tracer
 	// OnError, when set, is called by Run with every error it retries (a
 	// handler or store error) before it waits PollInterval.
 	OnError func(id string, err error)

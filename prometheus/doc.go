@@ -31,7 +31,7 @@
 // (a target reconciler's Name, on its passes and its walks) or
 // "controller" (a controller's Kind), so two loops in one program are
 // told apart; results read "success" and "error", as in
-// controller-runtime. The root README's "Alerts an operator writes" shows
+// controller-runtime. The operating guide's "Alerts an operator writes" (docs/operating.md) shows
 // three alert rules on these names.
 //
 // A descriptor that cannot be a Prometheus metric (ErrInvalidMetric), a

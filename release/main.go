@@ -17,7 +17,7 @@
 // Other modes:
 //
 //	go run ./release -check           # the modules require each other at one version
-//	go run ./release -proxy DIR       # write a GOPROXY=file://DIR directory of the tree
+//	go run ./release -proxy DIR       # write a GOPROXY=file://DIR proxy: the tree, its dependencies, DIR/go.sum
 //	go run ./release -version V -dry-run
 //
 // The bench and release modules are tools of the repository: they are

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +29,7 @@ func TestRepositoryModulesRequireEachOtherInLockstep(t *testing.T) {
 			published = append(published, m.Dir)
 		}
 	}
-	for _, dir := range []string{".", "docker", "pgstore", "prometheus", "statuspage", "systemd", "fleet", "convergectl"} {
+	for _, dir := range []string{".", "docker", "pgstore", "prometheus", "statuspage", "systemd", "fleet", "otel", "convergectl"} {
 		assert.Contains(t, published, dir, "a library or command module must be tagged")
 	}
 	for _, m := range mods {
@@ -215,10 +214,13 @@ func TestRunRefusesAMissingVersion(t *testing.T) {
 }
 
 // TestConsumerGoGetsEveryModule is the proof that a program outside this
-// repository can depend on its modules: it writes a module proxy of the
-// working tree at its lockstep version and, in a consumer module outside
-// the workspace, runs go get for every library module and builds a
-// program that imports them all.
+// repository can depend on its modules from the module proxy that
+// `go run ./release -proxy DIR` writes, on a machine that reaches nothing
+// else: it writes the proxy of the working tree at its lockstep version
+// and, in a consumer module outside the workspace, with the settings
+// docs/modules.md gives, an empty module cache and no network, runs go
+// get for every library module, builds a program that imports them all
+// and a program of the examples, and installs the command.
 func TestConsumerGoGetsEveryModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a consumer against a module proxy of the tree: not in -short")
@@ -235,21 +237,9 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 	require.NoError(t, err)
 
 	consumer := t.TempDir()
-	var sums bytes.Buffer
-	seen := map[string]bool{}
-	for _, m := range mods {
-		data, err := os.ReadFile(filepath.Join(repoRoot, m.Dir, "go.sum"))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		require.NoError(t, err)
-		for _, l := range strings.Split(string(data), "\n") {
-			if l != "" && !seen[l] {
-				seen[l] = true
-				sums.WriteString(l + "\n")
-			}
-		}
-	}
+	// The consumer starts from the proxy's go.sum, as docs/modules.md says.
+	sums, err := os.ReadFile(filepath.Join(proxy, "go.sum"))
+	require.NoError(t, err, "the proxy has its go.sum")
 	// Import every module that has a package at its root (the libraries,
 	// not a root of tests only, as examples' is);
 	// the examples module is built below by the path of a command in it.
@@ -265,35 +255,33 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 	}
 	files := map[string]string{
 		"go.mod":  "module example.com/consumer\n\ngo 1.25.0\n",
-		"go.sum":  sums.String(),
+		"go.sum":  string(sums),
 		"main.go": "package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/convergekit/converge\"\n" + imports.String() + ")\n\nfunc main() { fmt.Println(converge.NewGraph() != nil) }\n",
 	}
 	for name, content := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(consumer, name), []byte(content), 0o644))
 	}
 
-	upstream := os.Getenv("GOPROXY")
-	if upstream == "" {
-		out, err := exec.Command(goBin, "env", "GOPROXY").Output()
-		require.NoError(t, err)
-		upstream = strings.TrimSpace(string(out))
-	}
-	// The consumer gets a module cache of its own: the machine's may hold
-	// an older build of the same version (a module cache never changes
-	// what it holds), and the consumer needs the modules as this tree has
-	// them. The machine's cache still serves the third-party modules, as
-	// a proxy.
-	out, err := exec.Command(goBin, "env", "GOMODCACHE").Output()
-	require.NoError(t, err)
-	shared := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
+	// A machine that reaches only the proxy: GOPROXY names it alone, the
+	// module cache starts empty, and every connection goes to a proxy
+	// that is not there, so a module the proxy lacks, or a checksum the
+	// go.sum lacks (the checksum database stays on), fails the test.
 	env := append(os.Environ(),
 		"GOWORK=off",
 		"GOMODCACHE="+filepath.Join(t.TempDir(), "modcache"),
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstream,
-		"GONOSUMDB=github.com/convergekit/converge",
+		"GOPROXY=file://"+filepath.ToSlash(proxy),
+		"GOSUMDB=sum.golang.org",
+		"GONOSUMDB=",
 		"GONOSUMCHECK=",
 		"GOPRIVATE=",
-		"GOFLAGS=-mod=mod -modcacherw",
+		"GOTOOLCHAIN=local",
+		"GOFLAGS=-mod=mod -modcacherw -trimpath", // -trimpath: the build cache serves the next run, whatever its module cache path
+		"HTTP_PROXY=http://127.0.0.1:1",
+		"HTTPS_PROXY=http://127.0.0.1:1",
+		"NO_PROXY=",
+		"http_proxy=http://127.0.0.1:1",
+		"https_proxy=http://127.0.0.1:1",
+		"no_proxy=",
 	)
 	goCmd := func(args ...string) {
 		t.Helper()
@@ -311,9 +299,11 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 	goCmd("build", "-o", filepath.Join(consumer, "consumer"), ".")
 	goCmd("build", "-o", filepath.Join(consumer, "quickstart"), "github.com/convergekit/converge/examples/quickstart")
 
-	// A command installs as README says, with go install at the version:
-	// go install refuses a module whose go.mod has replace lines.
-	env = append(env, "GOBIN="+filepath.Join(consumer, "bin"))
+	// A command installs as docs/modules.md says, with go install at the version:
+	// go install refuses a module whose go.mod has replace lines. Outside
+	// a module it reads no go.sum, so offline it runs with the checksum
+	// database off, trusting the proxy.
+	env = append(env, "GOBIN="+filepath.Join(consumer, "bin"), "GOSUMDB=off")
 	for _, m := range mods {
 		if m.Command {
 			goCmd("install", m.Path+"@"+v)
@@ -329,7 +319,7 @@ func TestConsumerGoGetsEveryModule(t *testing.T) {
 		assert.Contains(t, string(gomod), p+" "+v, "the consumer requires %s at the release version", p)
 	}
 	assert.NotContains(t, string(gomod), "replace", "a consumer needs no replace")
-	out, err = exec.Command(filepath.Join(consumer, "consumer")).Output()
+	out, err := exec.Command(filepath.Join(consumer, "consumer")).Output()
 	require.NoError(t, err)
 	assert.Equal(t, "true\n", string(out))
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/fleet"
 	"github.com/convergekit/converge/plan"
 )
 
@@ -20,6 +21,24 @@ func targetAttention(tv TargetView) (AttentionItem, bool) {
 		Kind: "target", Name: tv.Name, Problem: ProblemPassFailed, Error: p.Error, Since: p.At,
 		Repeats: tv.FailuresInARow, Path: "targets/" + url.PathEscape(tv.Name),
 	}, true
+}
+
+// rolloutAttention returns the item of a fleet rollout that is paused,
+// or that was aborted or failed without being finished by its runner.
+func rolloutAttention(ro fleet.RolloutStatus) (AttentionItem, bool) {
+	item := AttentionItem{Kind: "rollout", Name: ro.ID, State: string(ro.State), Error: ro.Reason, Since: ro.Created}
+	switch ro.State {
+	case fleet.RolloutPaused:
+		item.Problem = ProblemRolloutPaused
+	case fleet.RolloutAborted, fleet.RolloutFailed:
+		item.Problem = ProblemRolloutStopped
+	default:
+		return AttentionItem{}, false
+	}
+	for _, w := range ro.Waves {
+		item.Repeats += w.Failed
+	}
+	return item, true
 }
 
 // rollbackAttention returns the item of a target rolled back, until a new

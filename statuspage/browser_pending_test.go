@@ -32,29 +32,9 @@ func TestBrowserShowsAPendingReboot(t *testing.T) {
 	require.NoError(t, err)
 	tg := statuspage.WatchTarget(r, statuspage.TargetOptions[string]{Name: "device"})
 	defer tg.Close()
-	ended := make(chan struct{}, 1)
-	unsubscribe := r.Subscribe(func(ev converge.TargetEvent) {
-		if ev.Kind == converge.TargetPassFinished {
-			select {
-			case ended <- struct{}{}:
-			default:
-			}
-		}
-	})
-	defer unsubscribe()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	require.NoError(t, r.SetTarget(ctx, "v1"))
-	runCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- r.Run(runCtx) }()
-	select {
-	case <-ended:
-	case <-ctx.Done():
-		t.Fatal("the first pass did not end")
-	}
-	stop()
-	require.NoError(t, <-stopped)
+	runFirstPass(ctx, t, r, converge.TargetPassFinished)
 
 	h, err := statuspage.New(statuspage.Options{Title: "device agent", Targets: []*statuspage.Target{tg}, Dot: "-"})
 	require.NoError(t, err)

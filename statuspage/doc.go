@@ -1,9 +1,12 @@
 // Package statuspage is a status page for converge: an http.Handler that
 // shows what the loops of a program are doing, as HTML for people and as
-// JSON for tools.
+// JSON for tools. Start with Mux (the page, /metrics and health in one
+// handler); docs/operating.md is the guide.
 //
 // It shows, per target reconciler (see WatchTarget), the current target
-// revision, the last pass (when, its result, how long it took), the
+// revision, the last pass (when, its result, how long it took, and on
+// the target's page its time line as a waterfall: every item of every
+// walk from its start to its end, failed ones red; see WaterfallView), the
 // failed passes, whether an update lock stopped the last one, the host
 // actions still pending (a reboot required: since when, for which
 // revision, asked by which item; read from the reconciler, which keeps
@@ -29,7 +32,11 @@
 // environment list with a secret NAME and passwords in URLs read
 // MaskSecret, sealed values MaskSealed. Per plan
 // (plan.Runner) it shows the progress of every command and of
-// every target, and the plan's history.
+// every target, and the plan's history. With Options.Rollouts it shows
+// the fleet's rollouts (fleet.RolloutStatus): per rollout its state and
+// why, and per wave its devices pending, moving, ready and failed beside
+// its thresholds; a paused, aborted or failed rollout is in Needs
+// attention.
 //
 // # What needs attention
 //

@@ -85,7 +85,11 @@ func fleet(t *testing.T) *controller.Controller {
 	})
 	require.NoError(t, err)
 	for _, k := range fleetKeys {
-		require.NoError(t, c.Add(t.Context(), k, stateNew, fleetData))
+		prio := 0
+		if k == "ready-1" {
+			prio = 7
+		}
+		require.NoError(t, c.AddObject(t.Context(), controller.NewObject{Key: k, State: stateNew, Data: fleetData, Priority: prio}))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan error, 1)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/convergekit/converge"
 	"github.com/convergekit/converge/controller"
+	"github.com/convergekit/converge/fleet"
 	"github.com/convergekit/converge/plan"
 )
 
@@ -125,6 +126,12 @@ type Options struct {
 	// store); nil lists none, but a plan's page is shown at "/plans/{id}"
 	// whenever Plans is set.
 	PlanIDs func(ctx context.Context) ([]string, error)
+	// Rollouts reads the fleet's rollouts shown on the overview, each
+	// with its waves, their counts and its state (a fleet.Server's
+	// Rollouts, or fleet.ReadRollouts on the fleet's store); nil shows
+	// none. A paused, aborted or failed rollout is also in Needs
+	// attention.
+	Rollouts func(ctx context.Context) ([]fleet.RolloutStatus, error)
 	// Authorizer is asked before every read and every action (see
 	// Authorizer). The page has no authentication of its own: nil lets
 	// every request that reaches it read every view, so it must then sit
@@ -528,7 +535,7 @@ func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	v := OverviewView{Title: h.opts.Title, AsOf: h.opts.Now(), NeedsAttention: []AttentionItem{},
-		Targets: []TargetView{}, Controllers: []ControllerSummary{}, Plans: []PlanSummary{}}
+		Targets: []TargetView{}, Controllers: []ControllerSummary{}, Plans: []PlanSummary{}, Rollouts: []fleet.RolloutStatus{}}
 	for _, t := range h.opts.Targets {
 		tv := t.view()
 		v.Targets = append(v.Targets, tv)
@@ -562,6 +569,19 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 			v.NeedsAttention = append(v.NeedsAttention, item)
 		}
 	}
+	if h.opts.Rollouts != nil {
+		rs, err := h.opts.Rollouts(r.Context())
+		if err != nil {
+			h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("statuspage: rollouts: %v", err))
+			return
+		}
+		v.Rollouts = rs
+		for _, ro := range rs {
+			if item, ok := rolloutAttention(ro); ok {
+				v.NeedsAttention = append(v.NeedsAttention, item)
+			}
+		}
+	}
 	h.write(w, r, http.StatusOK, "overview", v)
 }
 
@@ -573,6 +593,7 @@ func (h *Handler) target(w http.ResponseWriter, r *http.Request) {
 	}
 	v := t.view()
 	v.AsOf = h.opts.Now()
+	v.Waterfall = t.waterfall()
 	if h.opts.ShowData {
 		raw, err := t.data()
 		if err != nil {
@@ -787,7 +808,7 @@ func objectSummary(kind string, o controller.Object, above bool) ObjectSummary {
 	s := ObjectSummary{
 		Key: o.Key, State: string(o.State), Since: o.Since, Reason: o.Reason,
 		Failures: o.Failures, Retries: o.Retries, Halted: string(o.Halted),
-		AboveSLA: above, SLABreached: o.SLABreached, Path: objectPath(kind, o.Key),
+		AboveSLA: above, SLABreached: o.SLABreached, Priority: o.Priority, Path: objectPath(kind, o.Key),
 	}
 	if o.LastError != nil {
 		s.LastError = &FailureView{At: o.LastError.At, Error: o.LastError.Error}
@@ -1115,6 +1136,7 @@ var templates = sync.OnceValue(func() *template.Template {
 		"history":    groupHistory,
 		"more":       more,
 		"statuses":   statuses,
+		"waterfall":  waterfallSVG,
 		"when":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"secs": func(s float64) string {
 			return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()

@@ -117,6 +117,12 @@ func TestEveryViewShowsItsDataAsHTMLAndJSON(t *testing.T) {
 			assert.Empty(t, v.Actions, "read-only")
 			assert.Empty(t, v.RecentFailures, "never failed")
 			assert.True(t, v.FailingSince.IsZero())
+			assert.Zero(t, v.Priority)
+		}},
+		{"/controllers/host/objects/ready-1", []string{`<td id="priority">7</td>`}, func(t *testing.T) {
+			var v statuspage.ObjectView
+			getJSON(t, h, "/controllers/host/objects/ready-1", &v)
+			assert.Equal(t, 7, v.Priority)
 		}},
 		{"/controllers/host/objects/bad-1", []string{"Recent failures", `id="recent-failures"`, "failing since", "disk failed"}, func(t *testing.T) {
 			var v statuspage.ObjectView

@@ -50,6 +50,8 @@ type passWalks struct {
 	failWalk  converge.WalkID
 	failed    map[converge.ID]bool
 	notRun    bool // items of the failed walk were not run (interrupted)
+	// timeline is every walk of the pass, in order (TargetEvent.Walks).
+	timeline []converge.TargetWalk
 }
 
 // TargetOptions tunes WatchTarget. The zero value watches a reconciler
@@ -196,6 +198,7 @@ func (t *Target) passEnded(ev converge.TargetEvent, result string) {
 		pw = passWalks{pass: ev.Pass, walks: map[string]*converge.Report{}}
 	}
 	pw.result = result
+	pw.timeline = ev.Walks
 	var se *converge.TargetStageError
 	if ev.Kind == converge.TargetPassFailed && errors.As(ev.Err, &se) {
 		pw.failStage, pw.failWalk = se.Stage, se.Walk
@@ -207,6 +210,17 @@ func (t *Target) passEnded(ev converge.TargetEvent, result string) {
 	}
 	t.ended = &pw
 	t.running = passWalks{}
+}
+
+// waterfall returns the time line of the newest pass that ended, nil
+// before one ended or when it ran no walk.
+func (t *Target) waterfall() *WaterfallView {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended == nil {
+		return nil
+	}
+	return newWaterfall(t.ended.pass, t.ended.result, t.ended.timeline)
 }
 
 // failedItems returns the IDs of the *converge.ItemError in the tree of

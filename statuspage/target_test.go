@@ -3,6 +3,7 @@ package statuspage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -112,7 +113,17 @@ func TestTargetShowsPassesFailuresAndLocks(t *testing.T) {
 		require.Len(t, ov.Targets, 1)
 		assert.True(t, v.AsOf.Equal(ov.AsOf), "as of: %s", v.AsOf)
 		assert.Zero(t, ov.Targets[0].AsOf, "the overview says as of once, not per target")
-		v.AsOf = time.Time{}
+		require.NotNil(t, v.Waterfall, "the target's page has the time line of its last pass")
+		assert.Nil(t, ov.Targets[0].Waterfall, "the overview has none")
+		assert.Equal(t, 2, v.Waterfall.Pass)
+		assert.Equal(t, statuspage.PassFinished, v.Waterfall.Result)
+		var rows []string
+		for _, r := range v.Waterfall.Rows {
+			rows = append(rows, fmt.Sprintf("%s#%d %s %s", r.Stage, r.Round, r.Item, r.Outcome))
+		}
+		assert.Equal(t, []string{"host#1 dir unchanged", "host#1 file changed", "host#2 dir unchanged", "host#2 file unchanged"}, rows,
+			"every walk of the pass, the one that changed nothing too")
+		v.AsOf, v.Waterfall = time.Time{}, nil
 		assert.Equal(t, v, ov.Targets[0])
 		code, body = get(t, h, "/", false)
 		require.Equal(t, http.StatusOK, code)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/fleet"
 )
 
 // The results of a pass, as PassView.Result names them.
@@ -34,6 +35,8 @@ type OverviewView struct {
 	Targets        []TargetView        `json:"targets"`
 	Controllers    []ControllerSummary `json:"controllers"`
 	Plans          []PlanSummary       `json:"plans"`
+	// Rollouts are the fleet's rollouts (Options.Rollouts), by ID.
+	Rollouts []fleet.RolloutStatus `json:"rollouts"`
 }
 
 // The problems an AttentionItem names.
@@ -53,11 +56,16 @@ const (
 	// (converge.TargetReconciler.RolledBack); AttentionItem.Revision is
 	// the revision that failed. It goes once a new target is set.
 	ProblemRolledBack = "rolled back"
+	// ProblemRolloutPaused is a fleet rollout paused, by an operator or
+	// at a wave's error threshold; ProblemRolloutStopped one aborted or
+	// failed.
+	ProblemRolloutPaused  = "rollout paused"
+	ProblemRolloutStopped = "rollout stopped"
 )
 
 // AttentionItem is one thing that needs an operator, on the overview.
 type AttentionItem struct {
-	// Kind is "object", "target" or "plan".
+	// Kind is "object", "target", "plan" or "rollout".
 	Kind string `json:"kind"`
 	// Controller is the kind of the controller of an object.
 	Controller string `json:"controller,omitempty"`
@@ -144,6 +152,9 @@ type TargetView struct {
 	Data json.RawMessage `json:"data,omitempty"`
 	// DroppedEvents counts the events the page lost because it was slow.
 	DroppedEvents int `json:"droppedEvents,omitempty"`
+	// Waterfall is the time line of the newest pass that ended, on the
+	// target's own page (nil before a pass ended, and on the overview).
+	Waterfall *WaterfallView `json:"waterfall,omitempty"`
 }
 
 // RollbackView is a target reconciler's rollback in force.
@@ -364,6 +375,8 @@ type ObjectSummary struct {
 	LastError   *FailureView `json:"lastError,omitempty"`
 	AboveSLA    bool         `json:"aboveSLA,omitempty"`
 	SLABreached bool         `json:"slaBreached,omitempty"`
+	// Priority is the object's priority (controller.Object.Priority).
+	Priority int `json:"priority,omitempty"`
 	// Path is the object's page, relative to the handler's root.
 	Path string `json:"path"`
 }

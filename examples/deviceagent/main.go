@@ -1,7 +1,9 @@
 // Command deviceagent keeps an edge device converged, as balena's
-// supervisor does: a host stage (a configuration directory and file, and
-// keys of the boot configuration /boot/config.txt) and then a Compose
-// project on the local Docker engine. It repairs drift at once (a
+// supervisor does: a host stage and then a Compose project on the local
+// Docker engine. docs/device-agent.md is its guide.
+//
+// The host stage is a configuration directory and file, and keys of the
+// boot configuration /boot/config.txt. It repairs drift at once (a
 // container stopped, killed or removed triggers a pass through the
 // engine's events), checks everything again every -interval, and serves
 // its status page, /metrics, /healthz and /readyz with -http.

@@ -1,6 +1,9 @@
 // Command fleet is a fleet controller in miniature: 500 simulated hosts move
 // through their lifecycle (new -> provisioning -> installing -> ready) under
-// one controller.Controller. Provisioning fails transiently now and then (the
+// one controller.Controller. Run it with `go run ./examples/fleet`;
+// docs/fleet-controller.md is its guide.
+//
+// Provisioning fails transiently now and then (the
 // controller retries with per-host backoff); installing waits for the host
 // to report, as a real agent would. The program prints the number of hosts
 // per state as the fleet converges, then one host's history.

@@ -1,10 +1,11 @@
 // Command quickstart shows converge at work on host configuration, with no
-// services needed: in a temporary directory standing for a device's root
-// file system, it builds a graph of hostcfg items (a directory, files in
-// it, a symlink, keys of a Raspberry Pi config.txt, a line of /etc/hosts),
-// then prints a dry run with diffs, an apply with progress and the graph
-// it walked (as Mermaid text), a second apply that changes nothing, and a
-// clean.
+// services needed: a dry run with diffs, an apply with progress and the
+// graph it walked, a second apply that changes nothing, and a clean.
+//
+// It works in a temporary directory standing for a device's root file
+// system, on a graph of hostcfg items (a directory, files in it, a
+// symlink, keys of a Raspberry Pi config.txt, a line of /etc/hosts), and
+// prints the graph as Mermaid text.
 //
 //	go run ./examples/quickstart
 package main

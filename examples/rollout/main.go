@@ -1,7 +1,10 @@
-// Command rollout is a rollout orchestrator in miniature: it updates a
-// simulated cluster of three controllers and six workers with a two-command
-// plan (download the bundle to the workers, then update k0s on the
-// controllers one at a time and on the workers two at a time), printing each
+// Command rollout is a rollout orchestrator in miniature: a two-command
+// plan over a simulated cluster of three controllers and six workers, run
+// by plan.Runner, with an abort and two retries. Run it with
+// `go run ./examples/rollout`; docs/rollouts.md is its guide.
+//
+// The plan downloads the bundle to the workers, then updates k0s on the
+// controllers one at a time and on the workers two at a time, printing each
 // transition as it is stored. The nodes live in this process and answer
 // after a short delay. Once the controllers are updated, an operator aborts
 // the plan (plan.Runner.Abort) to look at them first: no worker is signalled,

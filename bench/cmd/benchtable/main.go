@@ -6,15 +6,24 @@
 // Usage:
 //
 //	go run ./cmd/benchtable results/2026-11-23-suite.txt
+//	go run ./cmd/benchtable -page ../docs/benchmarks.md results/2026-11-23-suite.txt
+//
+// With -page it writes the page docs/benchmarks.md instead: the run's
+// date, machine and commands, as the raw output's header records them,
+// then the table. bench/run does so after a run of the whole suite.
 //
 // Rows whose benchmark is missing from the input are printed with "—".
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,9 +67,8 @@ var rows = []row{
 	{"WalkCriticalPath", "schedule-efficiency", "", "", false, 0.97},
 	{"WalkCriticalPath", "efficiency", "", "", false, 0},
 	// The controller against client-go's workqueue on the whole batch
-	// (the enqueue of 100,000 keys and their drain), as it was first measured
-	// it; the drain alone, which reconciles/s times since 2026-11-28, is
-	// reported beside it without a goal.
+	// (the enqueue of 100,000 keys and their drain); the drain alone,
+	// which reconciles/s times, is reported beside it without a goal.
 	{"ControllerThroughput", "batch-reconciles/s", "WorkqueueBaseline", "batch-reconciles/s", false, 1.1},
 	{"ControllerThroughput", "reconciles/s", "WorkqueueBaseline", "reconciles/s", false, 0},
 	{"ControllerThroughputDurable", "reconciles/s", "ControllerThroughput", "reconciles/s", false, 0.5},
@@ -86,6 +94,9 @@ var rows = []row{
 	// slog logger at Info, against the plain twin.
 	{"WalkNoop10kObserved", "ns/item", "WalkNoop10k", "ns/item", true, 1.1},
 	{"ControllerThroughputObserved", "reconciles/s", "ControllerThroughput", "reconciles/s", false, 0.9},
+	// The same with a handler that does 10 µs of work per run.
+	{"ControllerThroughputObservedWork10us", "reconciles/s", "ControllerThroughputWork10us", "reconciles/s", false, 0.97},
+	{"ControllerThroughputObservedWork10us", "cpu-ns/reconcile", "ControllerThroughputWork10us", "cpu-ns/reconcile", true, 0},
 	// Three controller replicas on one PostgreSQL against River on the
 	// same server: its no-op job, and a job doing converge's work (an
 	// object row and a history row in its completion transaction).
@@ -112,17 +123,112 @@ var rows = []row{
 	{"PGControllerResume", "B/object", "", "", true, 0},
 }
 
+// differences are rows whose figure is compared with its baseline by
+// difference (the figure less the baseline's, in the figure's unit) rather
+// than by ratio: a cost added to a path, stated in that path's unit. The
+// goal bounds the difference.
+var differences = []row{
+	// What watching costs a handler run: metrics through the prometheus
+	// module and a slog logger at Info, in CPU per run, above the plain
+	// twin.
+	{"ControllerThroughputObserved", "cpu-ns/reconcile", "ControllerThroughput", "cpu-ns/reconcile", true, 150},
+}
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchtable RESULTS...")
+	page := flag.String("page", "", "write the benchmarks page (docs/benchmarks.md) to this file instead of printing the table")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: benchtable [-page FILE] RESULTS...")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() < 1 {
+		flag.Usage()
 		os.Exit(2)
 	}
-	med, err := medians(os.Args[1:])
-	if err != nil {
+	if err := run(*page, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
-	printTable(os.Stdout, med)
+}
+
+func run(page string, files []string) error {
+	if page == "" {
+		med, err := medians(files)
+		if err != nil {
+			return err
+		}
+		printTable(os.Stdout, med)
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := printPage(&buf, files); err != nil {
+		return err
+	}
+	return os.WriteFile(page, buf.Bytes(), 0o644)
+}
+
+// pageHeader is what the page says of the runs: each one's file (as
+// bench/ names it) and the date, machine and commands of its header.
+const pageHeader = `# Benchmarks
+
+<!-- Written by bench/run (go run ./cmd/benchtable -page): edit bench/cmd/benchtable, not this page. -->
+
+Each figure is the median of its rounds, beside its floor or baseline (the same work in a plain
+loop, fsync, the raw Docker client, or a peer library) measured in the same run, with their ratio
+and the goal for it; a goal of "—" is a figure reported without one. Compare ratios within one
+run, not figures across runs or machines.
+
+To run the suite (raw output to bench/results/, then benchstat, the table and this page):
+
+` + "```sh" + `
+bench/run                    # the whole suite in 5 rounds (COUNT=n for another count)
+BENCH='Walk|Plan' bench/run  # a subset, printed only
+` + "```" + `
+`
+
+// printPage writes the benchmarks page from the raw output in files.
+func printPage(w io.Writer, files []string) error {
+	med, err := medians(files)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(w, pageHeader)
+	for _, name := range files {
+		h, err := runHeader(name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nThe run: `bench/%s`\n\n", filepath.ToSlash(filepath.Clean(name)))
+		for _, f := range []string{"date", "machine", "commands (in bench/), each round"} {
+			fmt.Fprintf(w, "- %s: %s\n", f, orDash(h[f]))
+		}
+	}
+	fmt.Fprintln(w)
+	printTable(w, med)
+	return nil
+}
+
+// runHeader reads the "# field: value" lines bench/run writes at the top
+// of its raw output.
+func runHeader(name string) (map[string]string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "# ")
+		if !ok {
+			break
+		}
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			h[k] = v
+		}
+	}
+	return h, sc.Err()
 }
 
 // procs matches the GOMAXPROCS suffix of a benchmark's name ("-2").
@@ -179,40 +285,96 @@ func medians(files []string) (map[key]float64, error) {
 	return med, nil
 }
 
-// printTable writes the table in Markdown.
+// printTable writes the table in Markdown: the rows, each difference
+// after the last row of its benchmark (at the end when there is none).
 func printTable(w io.Writer, med map[key]float64) {
-	fmt.Fprintln(w, "| benchmark | metric | median | compared with | its median | ratio | goal | met |")
+	fmt.Fprintln(w, "| benchmark | metric | median | compared with | its median | ratio or difference | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-	for _, r := range rows {
-		v, ok := med[key{r.bench, r.unit}]
-		if !ok {
-			fmt.Fprintf(w, "| %s | %s | — | %s | — | — | %s | — |\n", r.bench, r.unit, orDash(r.base), goal(r))
-			continue
-		}
-		ratio, baseVal := v, "—"
-		if r.base != "" {
-			b, ok := med[key{r.base, r.baseUnit}]
-			if !ok || b == 0 {
-				fmt.Fprintf(w, "| %s | %s | %s | %s | — | — | %s | — |\n", r.bench, r.unit, format(v, r.unit), r.base, goal(r))
-				continue
-			}
-			ratio, baseVal = v/b, format(b, r.baseUnit)
-		}
-		met := ratio >= r.goal
-		if r.atMost {
-			met = ratio <= r.goal
-		}
-		metText := yesNo(met)
-		if r.goal == 0 {
-			metText = "—"
-		}
-		ratioText := "—"
-		if r.base != "" {
-			ratioText = fmt.Sprintf("%.2f×", ratio)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.bench, r.unit, format(v, r.unit), orDash(r.base), baseVal, ratioText, goal(r), metText)
+	after := map[string]int{} // a benchmark's last row
+	for i, r := range rows {
+		after[r.bench] = i
 	}
+	var last []row
+	for _, d := range differences {
+		if _, ok := after[d.bench]; !ok {
+			last = append(last, d)
+		}
+	}
+	for i, r := range rows {
+		printRow(w, med, r, false)
+		if after[r.bench] == i {
+			for _, d := range differences {
+				if d.bench == r.bench {
+					printRow(w, med, d, true)
+				}
+			}
+		}
+	}
+	for _, d := range last {
+		printRow(w, med, d, true)
+	}
+}
+
+// printRow writes one row: r's figure against its baseline by ratio, or by
+// difference when diff is set.
+func printRow(w io.Writer, med map[key]float64, r row, diff bool) {
+	v, ok := med[key{r.bench, r.unit}]
+	if !ok {
+		fmt.Fprintf(w, "| %s | %s | — | %s | — | — | %s | — |\n", r.bench, r.unit, orDash(r.base), goalText(r, diff))
+		return
+	}
+	cmp, baseVal := v, "—"
+	if r.base != "" {
+		b, ok := med[key{r.base, r.baseUnit}]
+		if !ok || (b == 0 && !diff) {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | — | — | %s | — |\n", r.bench, r.unit, format(v, r.unit), r.base, goalText(r, diff))
+			return
+		}
+		baseVal = format(b, r.baseUnit)
+		if diff {
+			cmp = v - b
+		} else {
+			cmp = v / b
+		}
+	}
+	met := cmp >= r.goal
+	if r.atMost {
+		met = cmp <= r.goal
+	}
+	metText := yesNo(met)
+	if r.goal == 0 {
+		metText = "—"
+	}
+	cmpText := "—"
+	switch {
+	case r.base == "":
+	case diff:
+		cmpText = signed(cmp, r.unit)
+	default:
+		cmpText = fmt.Sprintf("%.2f×", cmp)
+	}
+	fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		r.bench, r.unit, format(v, r.unit), orDash(r.base), baseVal, cmpText, goalText(r, diff), metText)
+}
+
+// signed prints a difference with its sign, in its unit.
+func signed(v float64, unit string) string {
+	if v < 0 {
+		return "−" + format(-v, unit)
+	}
+	return "+" + format(v, unit)
+}
+
+// goalText is a row's goal; a difference's reads as a signed amount.
+func goalText(r row, diff bool) string {
+	if diff && r.goal != 0 {
+		op := "≥"
+		if r.atMost {
+			op = "≤"
+		}
+		return op + " " + signed(r.goal, r.unit)
+	}
+	return goal(r)
 }
 
 func goal(r row) string {

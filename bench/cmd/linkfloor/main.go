@@ -1,9 +1,11 @@
 // Command linkfloor is enginefloor (the same modes, the same work) linked
-// with the packages examples/deviceagent links: what a program that only
-// watches the engine costs once it carries the agent's code, whose package
-// initialisers run and whose pages the process touches. bench/cmd/agentcost
-// runs it beside the agent and the floor, to tell what linking costs from
-// what the agent does.
+// with the packages examples/deviceagent links. bench/cmd/agentcost runs
+// it beside the agent and the floor, to tell what linking costs from what
+// the agent does.
+//
+// It measures what a program that only watches the engine costs once it
+// carries the agent's code, whose package initialisers run and whose pages
+// the process touches.
 package main
 
 import (

@@ -16,15 +16,15 @@ import (
 	"github.com/convergekit/converge/prometheus"
 )
 
-// readmeAlerts returns the root README's section "Alerts an operator
-// writes" and its YAML block.
+// readmeAlerts returns the section "Alerts an operator writes" of the
+// operating guide (docs/operating.md) and its YAML block.
 func readmeAlerts(t *testing.T) (section, block string) {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/operating.md")
 	require.NoError(t, err)
 	s := string(b)
 	i := strings.Index(s, "## Alerts an operator writes")
-	require.NotEqual(t, -1, i, "README has no section on alerts")
+	require.NotEqual(t, -1, i, "docs/operating.md has no section on alerts")
 	s = s[i:]
 	if j := strings.Index(s[1:], "\n## "); j != -1 {
 		section = s[:j+1]
@@ -37,13 +37,13 @@ func readmeAlerts(t *testing.T) (section, block string) {
 	return section, s[:j]
 }
 
-// TestReadmeAlertsNameRealMetrics gives every metric the root package and
+// TestOperatingAlertsNameRealMetrics gives every metric the root package and
 // the controller report one series, gathers them from a registry, and
-// checks that each metric the README's alert rules name is gathered, and
+// checks that each metric the operating guide's alert rules name is gathered, and
 // that each label they match, group by or print belongs to one of the
 // metrics the rule names. It fails when a metric or a label is renamed
 // and the rules are not.
-func TestReadmeAlertsNameRealMetrics(t *testing.T) {
+func TestOperatingAlertsNameRealMetrics(t *testing.T) {
 	m, err := prometheus.New(prometheus.Options{})
 	require.NoError(t, err)
 	reg := prom.NewPedanticRegistry()

@@ -30,17 +30,17 @@ func yamlFields(t reflect.Type) []string {
 	return out
 }
 
-// TestReadmeNamesEveryComposeServiceField: the field table of README.md
+// TestComposeGuideNamesEveryComposeServiceField: the field table of docs/compose.md
 // names every service field of compose-go's model in its first column,
 // and every build field in the build row, each row saying "yes" (or what
 // is carried out) or "refused" with its reason; so a field compose-go
 // adds is neither carried out nor refused without the table saying so.
-func TestReadmeNamesEveryComposeServiceField(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+func TestComposeGuideNamesEveryComposeServiceField(t *testing.T) {
+	b, err := os.ReadFile("../docs/compose.md")
 	require.NoError(t, err)
 	text := string(b)
 	start, end := strings.Index(text, "<!-- compose-fields -->"), strings.Index(text, "<!-- /compose-fields -->")
-	require.True(t, start >= 0 && end > start, "README.md has the compose-fields table")
+	require.True(t, start >= 0 && end > start, "docs/compose.md has the compose-fields table")
 	rows := map[string]string{} // field -> its row's second column
 	code := regexp.MustCompile("`([a-z_]+)`")
 	for _, line := range strings.Split(text[start:end], "\n") {
@@ -55,12 +55,12 @@ func TestReadmeNamesEveryComposeServiceField(t *testing.T) {
 		}
 	}
 	for _, f := range yamlFields(reflect.TypeOf(types.ServiceConfig{})) {
-		assert.Contains(t, rows, f, "README's field table does not name service field %q", f)
+		assert.Contains(t, rows, f, "the guide's field table does not name service field %q", f)
 	}
 	for _, f := range yamlFields(reflect.TypeOf(types.BuildConfig{})) {
-		assert.Contains(t, rows["build"], "`"+f+"`", "README's build row does not name build field %q", f)
+		assert.Contains(t, rows["build"], "`"+f+"`", "the guide's build row does not name build field %q", f)
 	}
 	for _, f := range yamlFields(reflect.TypeOf(types.DeployConfig{})) {
-		assert.Contains(t, rows["deploy"], f, "README's deploy row does not name deploy field %q", f)
+		assert.Contains(t, rows["deploy"], f, "the guide's deploy row does not name deploy field %q", f)
 	}
 }

@@ -1,0 +1,16 @@
+package otel_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/convergekit/converge/pgstore/pgtest"
+)
+
+// TestMain stops the throw-away PostgreSQL cluster of the store's test
+// after the tests, and fails them when any test leaves a goroutine
+// behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(pgtest.Wrap(m))
+}
