@@ -22,7 +22,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
@@ -39,12 +38,12 @@ var (
 	dockerCli   *client.Client
 	dockerImage string
 	dockerErr   error
-	dockerBuilt bool
 )
 
 // benchEngine connects to the local engine and builds the test image once
 // per run; without an engine the benchmark is skipped (or fails when
-// CONVERGE_REQUIRE_DOCKER=1). The image is removed when the benchmark ends.
+// CONVERGE_REQUIRE_DOCKER=1). The image is kept: a fixture that other
+// test binaries may be using (see dockertest.BuildAppImage).
 func benchEngine(b *testing.B) (*client.Client, string) {
 	b.Helper()
 	dockerOnce.Do(func() {
@@ -53,7 +52,7 @@ func benchEngine(b *testing.B) (*client.Client, string) {
 		if dockerErr != nil {
 			return
 		}
-		dockerImage, dockerBuilt, dockerErr = dockertest.BuildAppImage(ctx, dockerCli)
+		dockerImage, _, dockerErr = dockertest.BuildAppImage(ctx, dockerCli)
 	})
 	if dockerErr != nil {
 		if os.Getenv("CONVERGE_REQUIRE_DOCKER") == "1" {
@@ -61,16 +60,6 @@ func benchEngine(b *testing.B) (*client.Client, string) {
 		}
 		b.Skipf("no usable Docker engine, skipping: %v", dockerErr)
 	}
-	b.Cleanup(func() {
-		// Benchmarks run their function several times; remove the image
-		// (when we built it) only after the last one, and build it again
-		// for the next benchmark.
-		if dockerBuilt && !b.Failed() && b.N > 0 {
-			_, _ = dockerCli.ImageRemove(context.Background(), dockerImage, image.RemoveOptions{PruneChildren: true})
-			_ = dockerCli.Close()
-			dockerOnce = sync.Once{}
-		}
-	})
 	return dockerCli, dockerImage
 }
 

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,13 +28,13 @@ func TestMain(m *testing.M) {
 }
 
 // The real engine and the test image, shared by the integration tests and
-// built once per run.
+// built when the engine lacks it (it is kept: a fixture other test
+// binaries may be using, see dockertest.BuildAppImage).
 var (
 	engineOnce sync.Once
 	engineCli  *client.Client
 	engineErr  error
 	appImage   string
-	appBuilt   bool
 	// bystander is a project named like the device agent example's,
 	// started before the first integration test (or a user's own found
 	// there): every integration test checks, after its cleanup, that it
@@ -62,7 +61,7 @@ func realEngine(t *testing.T) (*client.Client, string) {
 		if engineErr != nil {
 			return
 		}
-		appImage, appBuilt, engineErr = dockertest.BuildAppImage(ctx, engineCli)
+		appImage, _, engineErr = dockertest.BuildAppImage(ctx, engineCli)
 		if engineErr == nil {
 			bystander, bystanderErr = dockertest.StartBystander(ctx, engineCli, bystanderName, appImage)
 		}
@@ -88,9 +87,6 @@ func shutdownEngine() {
 		if err := bystander.Remove(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
-	}
-	if appBuilt {
-		_, _ = engineCli.ImageRemove(context.Background(), appImage, image.RemoveOptions{PruneChildren: true})
 	}
 	_ = engineCli.Close()
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,8 +83,8 @@ func TestBystanderIsShared(t *testing.T) {
 	assert.True(t, errdefs.IsNotFound(err), "with its volume: %v", err)
 }
 
-// testEngine returns a client of the Docker engine and the test image,
-// closed and removed (when it was built) after the test's cleanups; it
+// testEngine returns a client of the Docker engine, closed after the
+// test's cleanups, and the test image (a shared fixture, kept); it
 // skips t without an engine, unless CONVERGE_REQUIRE_DOCKER=1 requires
 // one, and in -short mode.
 func testEngine(t *testing.T) (*client.Client, string) {
@@ -102,10 +101,7 @@ func testEngine(t *testing.T) (*client.Client, string) {
 		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
 	}
 	t.Cleanup(func() { _ = cli.Close() }) // after the cleanups that use it
-	img, built, err := dockertest.BuildAppImage(ctx, cli)
+	img, _, err := dockertest.BuildAppImage(ctx, cli) // a shared fixture, kept
 	require.NoError(t, err)
-	if built { // after the projects that use it are removed
-		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{}) })
-	}
 	return cli, img
 }

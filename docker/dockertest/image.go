@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/build"
@@ -113,8 +114,21 @@ func Connect(ctx context.Context) (*client.Client, error) {
 // Go toolchain and builds a FROM scratch image of it through the engine's
 // build API, tagged "converge-test/app:<hash of the binary>" and labelled
 // TestLabel. An image with that tag already present is reused. It returns
-// the tag and whether it built the image (so the caller removes it).
+// the tag and whether it built the image.
+//
+// The image is a shared fixture, like a build cache: test binaries that
+// run at the same time (go test runs packages in parallel) all use it, so
+// none can know it is the last, and none should remove it. Processes on
+// one machine build it one at a time, under a lock file in the temporary
+// directory: two builds racing for the tag would leave the loser's image
+// on the engine, untagged and carrying TestLabel.
 func BuildAppImage(ctx context.Context, cli *client.Client) (tag string, built bool, err error) {
+	return buildApp(ctx, cli, "converge-test/app", nil)
+}
+
+// buildApp is BuildAppImage with the repository of the tag and extra
+// labels given, so that a test can build its own copy.
+func buildApp(ctx context.Context, cli *client.Client, repo string, labels map[string]string) (tag string, built bool, err error) {
 	dir, err := os.MkdirTemp("", "converge-app-")
 	if err != nil {
 		return "", false, err
@@ -141,7 +155,12 @@ func BuildAppImage(ctx context.Context, cli *client.Client) (tag string, built b
 		return "", false, err
 	}
 	sum := sha256.Sum256(bin)
-	tag = "converge-test/app:" + hex.EncodeToString(sum[:6])
+	tag = repo + ":" + hex.EncodeToString(sum[:6])
+	unlock, err := lockBuild(ctx, tag)
+	if err != nil {
+		return "", false, err
+	}
+	defer unlock()
 	have, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", tag))})
 	if err != nil {
 		return "", false, err
@@ -167,7 +186,7 @@ func BuildAppImage(ctx context.Context, cli *client.Client) (tag string, built b
 	if err := tw.Close(); err != nil {
 		return "", false, err
 	}
-	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Labels: map[string]string{TestLabel: "1"},
+	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Labels: buildLabels(labels),
 		Remove: true, ForceRemove: true, Dockerfile: "Dockerfile"})
 	if err != nil {
 		return "", false, fmt.Errorf("image build: %w", err)
@@ -187,4 +206,40 @@ func BuildAppImage(ctx context.Context, cli *client.Client) (tag string, built b
 		}
 	}
 	return tag, true, nil
+}
+
+// buildLabels is TestLabel plus extra.
+func buildLabels(extra map[string]string) map[string]string {
+	l := map[string]string{TestLabel: "1"}
+	for k, v := range extra {
+		l[k] = v
+	}
+	return l
+}
+
+// lockBuild takes the machine-wide lock of the build of tag: a lock file
+// in the temporary directory, named after the tag, held until unlock.
+// It waits for another process's build, stopping when ctx is done.
+func lockBuild(ctx context.Context, tag string) (unlock func(), err error) {
+	name := filepath.Join(os.TempDir(), "converge-test-build-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag)+".lock")
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock the build of %s: %w", tag, err)
+	}
+	for {
+		ok, err := tryLock(f)
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock the build of %s: %w", tag, err)
+		}
+		if ok {
+			return func() { _ = f.Close() }, nil // closing releases the lock
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("lock the build of %s: %w", tag, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
