@@ -100,7 +100,7 @@ func testEngine(t *testing.T) (*client.Client, string) {
 		}
 		t.Skipf("no Docker engine, skipping (set CONVERGE_REQUIRE_DOCKER=1 to fail instead): %v", err)
 	}
-	t.Cleanup(func() { _ = cli.Close() }) // after the cleanups that use it
+	t.Cleanup(func() { _ = cli.Close() })             // after the cleanups that use it
 	img, _, err := dockertest.BuildAppImage(ctx, cli) // a shared fixture, kept
 	require.NoError(t, err)
 	return cli, img
