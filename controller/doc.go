@@ -93,6 +93,7 @@
 //	converge_controller_reconciles_total{controller,result}          counter
 //	converge_controller_last_success_timestamp_seconds{controller}   gauge
 //	converge_controller_limited_total{controller,state,limit}        counter
+//	converge_controller_limited_objects{controller,state,limit}      gauge
 //
 // result is "success" or "error", as controller-runtime's
 // controller_runtime_reconcile_total has it. The queue figures, the
@@ -112,7 +113,8 @@
 // lost, as the object's own) while it runs, and an entry takes a token
 // (a lease that runs out by the store's clock). An object that finds no
 // slot is put off, and a transition that finds no token is deferred,
-// neither counting as a failure (MetricLimited counts them).
+// neither counting as a failure (MetricLimited counts them, and
+// MetricLimitedObjects says how many objects wait on each limit now).
 //
 // Plans of the root package run as objects too: Plans returns the Handler
 // and PlanObject the state and data to Add.

@@ -125,7 +125,20 @@ type limiter struct {
 	// not woken.
 	waiting []string
 	waits   map[string]time.Time
+	// blocked holds, for MetricLimitedObjects, the keys waiting on the
+	// limit and when each was last put off (time.Now), for want of a slot
+	// ([limitSlot]) or of a token to enter the state ([limitToken]). A
+	// key leaves it when it gets what it waited for, or when it was last
+	// put off longer ago than the limit's staleAfter: it has been looked
+	// at since, here or by another replica, which counts it then.
+	blocked [2]map[string]time.Time
 }
+
+// The indexes of limiter.blocked.
+const (
+	limitSlot  = 0
+	limitToken = 1
+)
 
 // newLimiters makes the limiters of c's Config.Limits (nil for none).
 func newLimiters(c *Controller) map[State]*limiter {
@@ -135,6 +148,7 @@ func newLimiters(c *Controller) map[State]*limiter {
 	out := make(map[State]*limiter, len(c.cfg.Limits))
 	for s, lim := range c.cfg.Limits {
 		l := &limiter{c: c, state: s, lim: lim, held: make([]bool, lim.Concurrent), waits: map[string]time.Time{}}
+		l.blocked = [2]map[string]time.Time{{}, {}}
 		for i := range lim.Concurrent {
 			l.slots = append(l.slots, LimitSlotKey(c.cfg.Kind, s, i))
 		}
@@ -201,6 +215,7 @@ func (l *limiter) acquire(ctx context.Context, sq converge.Queue, key string, hr
 		l.waiting = append(l.waiting, key)
 	}
 	l.waits[key] = time.Now()
+	l.blocked[limitSlot][key] = l.waits[key]
 	l.mu.Unlock()
 	l.c.metrics.Add(MetricLimited, 1, l.c.cfg.Kind, string(l.state), LimitConcurrent)
 	return nil
@@ -209,6 +224,7 @@ func (l *limiter) acquire(ctx context.Context, sq converge.Queue, key string, hr
 // gotSlot notes that key runs: it waits no more. l.mu is held.
 func (l *limiter) gotSlot(key string) {
 	delete(l.waits, key)
+	delete(l.blocked[limitSlot], key)
 }
 
 // release gives s back (see free). A replica gives the slot's lease back in the
@@ -345,9 +361,67 @@ func (c *Controller) enter(ctx context.Context, e *ctrlEntry, obj *Object, next 
 		return 0, false, nil
 	}
 	ok, err := l.take(ctx)
-	if err != nil || ok {
+	if err != nil {
 		return 0, false, err
+	}
+	l.mu.Lock()
+	if ok {
+		delete(l.blocked[limitToken], obj.Key)
+	} else {
+		l.blocked[limitToken][obj.Key] = time.Now()
+	}
+	l.mu.Unlock()
+	if ok {
+		return 0, false, nil
 	}
 	d, err := c.deferEntry(ctx, e, obj, l, token)
 	return d, true, err
+}
+
+// staleAfter is how long after it was last put off a key waiting on the
+// limit for a slot (which) or a token is no longer counted as waiting
+// here: twice the longest it waits before it is looked at again (Poll
+// or Every, plus up to half of it; see limitedDelay).
+func (l *limiter) staleAfter(which int) time.Duration {
+	if which == limitToken {
+		return 2 * l.lim.Every
+	}
+	return 2 * l.c.cfg.Poll
+}
+
+// waitingNow returns how many keys wait on l for a slot and for a token,
+// dropping those put off too long ago (see limiter.blocked).
+func (l *limiter) waitingNow() (slots, tokens int) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n [2]int
+	for which, m := range l.blocked {
+		stale := l.staleAfter(which)
+		for k, at := range m {
+			if now.Sub(at) >= stale {
+				delete(m, k)
+				continue
+			}
+			n[which]++
+		}
+	}
+	return n[limitSlot], n[limitToken]
+}
+
+// reportLimitedObjects sets MetricLimitedObjects for every limit of c: the
+// objects waiting on it now, or zero when stopped is set (Run returns).
+func (c *Controller) reportLimitedObjects(stopped bool) {
+	for state, l := range c.limits {
+		slots, tokens := l.waitingNow()
+		if stopped {
+			slots, tokens = 0, 0
+		}
+		if l.lim.Concurrent > 0 {
+			c.metrics.Set(MetricLimitedObjects, float64(slots), c.cfg.Kind, string(state), LimitConcurrent)
+		}
+		if l.lim.Every > 0 {
+			c.metrics.Set(MetricLimitedObjects, float64(tokens), c.cfg.Kind, string(state), LimitRate)
+		}
+	}
 }

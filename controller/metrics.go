@@ -188,6 +188,21 @@ var (
 		Help:   "Handler runs put off because every slot of their state's concurrency limit was held, and transitions deferred by the entry rate of their next state.",
 		Labels: []string{"controller", "state", "limit"},
 	}
+	// MetricLimitedObjects is the number of objects waiting on their
+	// state's limit now (a gauge), as client-go's workqueue_depth is of
+	// a queue, by state and limit: "concurrent" for objects in the state
+	// whose handler run was put off for want of a slot, "rate" for
+	// objects whose transition into the state waits for a token. A
+	// replica counts the objects it put off (for twice Poll, or twice the
+	// limit's Every, after it last did): sum it across replicas. It is
+	// updated every MetricsInterval while Run runs, and set to zero when
+	// it returns. A value that stays high means the limit holds work
+	// back longer than meant.
+	MetricLimitedObjects = &converge.Metric{
+		Name: "converge_controller_limited_objects", Kind: converge.MetricGauge,
+		Help:   "Objects waiting on their state's limit now: for a concurrency slot, or for a token of the entry rate.",
+		Labels: []string{"controller", "state", "limit"},
+	}
 	// MetricHandlerOverruns counts the handler runs of a replica that went
 	// on after the replica cancelled them at its renew deadline
 	// (Config.RenewDeadline) until the lease may have expired, so another
@@ -210,7 +225,7 @@ func AllMetrics() []*converge.Metric {
 		MetricRetries, MetricHalted, MetricHandlerOverruns,
 		MetricReconciles, MetricLastSuccess,
 		MetricActiveWorkers, MetricUnfinishedWork, MetricLongestRunning,
-		MetricQueueDuration, MetricLimited,
+		MetricQueueDuration, MetricLimited, MetricLimitedObjects,
 	}
 }
 
@@ -249,6 +264,7 @@ func (c *Controller) reportRunning(ctx context.Context) {
 			for _, m := range []*converge.Metric{MetricActiveWorkers, MetricUnfinishedWork, MetricLongestRunning} {
 				c.metrics.Set(m, 0, c.kindLabels...)
 			}
+			c.reportLimitedObjects(true)
 			return
 		case <-t.C:
 		}
@@ -256,6 +272,7 @@ func (c *Controller) reportRunning(ctx context.Context) {
 		c.metrics.Set(MetricActiveWorkers, float64(active), c.kindLabels...)
 		c.metrics.Set(MetricUnfinishedWork, total.Seconds(), c.kindLabels...)
 		c.metrics.Set(MetricLongestRunning, longest.Seconds(), c.kindLabels...)
+		c.reportLimitedObjects(false)
 	}
 }
 

@@ -70,5 +70,5 @@ func ExampleConfig_metricsAndLogger() {
 	// converge_controller_state_entered_total controller=machine state=new +1
 	// converge_controller_state_entered_total controller=machine state=ready +1
 	// level=INFO msg="controller: handled" controller=machine key=m-1 state=new outcome=transition next=ready
-	// 20 metrics, such as converge_controller_objects, converge_controller_objects_above_sla
+	// 21 metrics, such as converge_controller_objects, converge_controller_objects_above_sla
 }

@@ -90,8 +90,8 @@ func TestOperatingAlertsNameRealMetrics(t *testing.T) {
 	}
 	exprs := regexp.MustCompile(`(?s)expr: (\|\n.*?|[^\n]*\n)\s+(?:for|annotations):`).FindAllStringSubmatch(rules, -1)
 	summaries := regexp.MustCompile(`summary: ([^\n]*)`).FindAllStringSubmatch(rules, -1)
-	require.Len(t, exprs, 8, "eight rules")
-	require.Len(t, summaries, 8)
+	require.Len(t, exprs, 9, "nine rules")
+	require.Len(t, summaries, 9)
 	for i, e := range exprs {
 		expr := e[1]
 		names := metricName.FindAllString(expr, -1)
