@@ -30,8 +30,19 @@ const (
 // that builds its own http.Server must set all of these, with a
 // WriteTimeout longer than Config.MaxWait. Add TLS (TLSConfig,
 // ListenAndServeTLS) in production: credentials travel in every request.
+//
+// A long poll of HTTP/1.x that waits leaves net/http: its connection is
+// hijacked and parked with no goroutine of its own, and its answer closes
+// the connection (the device's next poll opens another). The
+// http.Server's Shutdown does not wait for hijacked connections, so
+// NewHTTPServer registers, with RegisterOnShutdown, a hook that answers
+// every waiting poll at once (304) and any later one without a wait, as
+// Server.Close does; a program that builds its own http.Server should
+// register s.Close the same way (it also stops the store's watch).
+// Long polls over HTTP/2 cannot be hijacked and wait in net/http, which
+// Shutdown waits for.
 func NewHTTPServer(addr string, s *Server) *http.Server {
-	return &http.Server{
+	hs := &http.Server{
 		Addr:              addr,
 		Handler:           s,
 		ReadHeaderTimeout: HTTPReadHeaderTimeout,
@@ -40,4 +51,6 @@ func NewHTTPServer(addr string, s *Server) *http.Server {
 		IdleTimeout:       HTTPIdleTimeout,
 		MaxHeaderBytes:    HTTPMaxHeaderBytes,
 	}
+	hs.RegisterOnShutdown(s.endPolls)
+	return hs
 }

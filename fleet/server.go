@@ -150,9 +150,13 @@ type Server struct {
 	limit   *limiter
 	stop    func()
 
-	mu      sync.Mutex
-	waiters map[string]chan struct{} // closed when the device's target may have changed
-	closed  bool
+	stopOnce sync.Once
+
+	mu        sync.Mutex
+	waiters   map[string]chan struct{} // closed when the device's target may have changed
+	parked    map[string][]*parkedPoll // long polls off net/http's goroutine, by device
+	closed    bool                     // polls end: Close, or the http.Server's Shutdown
+	answering sync.WaitGroup           // parked polls being answered
 
 	runner      *plan.Runner
 	owner       string // RolloutOwner, or plan.DefaultOwner()
@@ -197,6 +201,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, maxBody: cfg.Limits.MaxBytes, limit: newLimiter(cfg.Rate, cfg.Burst, cfg.Now), waiters: map[string]chan struct{}{},
+		parked:      map[string][]*parkedPoll{},
 		rolloutPoll: cmpOr(cfg.RolloutPoll, DefaultRolloutPoll), kick: make(chan struct{}, 1), moved: map[string]uint64{},
 		owner: cmpOr(cfg.RolloutOwner, plan.DefaultOwner())}
 	runner, err := plan.NewRunner(cfg.Store, plan.RunnerConfig{
@@ -238,18 +243,33 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// Close stops watching the store and ends the long polls waiting (they
-// answer at once). It does not close the store.
+// Close stops watching the store and ends the long polls waiting: they
+// answer 304 Not Modified at once, those parked off net/http's goroutine
+// before Close returns. It does not close the store. Calling it again
+// does nothing.
 func (s *Server) Close() error {
-	s.stop()
+	s.stopOnce.Do(s.stop)
+	s.endPolls()
+	return nil
+}
+
+// endPolls ends the long polls waiting, and those to come, which answer
+// at once; it returns when the parked polls are answered. NewHTTPServer
+// registers it with the http.Server's RegisterOnShutdown: Shutdown does
+// not wait for hijacked connections.
+func (s *Server) endPolls() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
 	for id, ch := range s.waiters {
 		close(ch)
 		delete(s.waiters, id)
 	}
-	return nil
+	for id, ps := range s.parked {
+		s.wakeLocked(ps)
+		delete(s.parked, id)
+	}
+	s.mu.Unlock()
+	s.answering.Wait()
 }
 
 // ServeHTTP implements http.Handler.
@@ -265,12 +285,20 @@ func (s *Server) changed(key string) {
 			close(ch)
 			delete(s.waiters, id)
 		}
+		for id, ps := range s.parked {
+			s.wakeLocked(ps)
+			delete(s.parked, id)
+		}
 		return
 	}
 	id := strings.TrimPrefix(key, keyTargets)
 	if ch, ok := s.waiters[id]; ok {
 		close(ch)
 		delete(s.waiters, id)
+	}
+	if ps, ok := s.parked[id]; ok {
+		s.wakeLocked(ps)
+		delete(s.parked, id)
 	}
 }
 
@@ -487,7 +515,9 @@ func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
 }
 
 // getTarget answers a device's read of its target, long-polling when
-// asked.
+// asked. A long poll of HTTP/1.x that has to wait leaves net/http's
+// goroutine (park); one that cannot (HTTP/2, a ResponseWriter that
+// cannot hijack) waits here.
 func (s *Server) getTarget(w http.ResponseWriter, r *http.Request, id string) {
 	wait, err := s.parseWait(r)
 	if err != nil {
@@ -495,13 +525,19 @@ func (s *Server) getTarget(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	inm := r.Header.Get("If-None-Match")
-	var timeout <-chan time.Time
+	var (
+		timeout  <-chan time.Time
+		deadline time.Time
+		parked   bool
+	)
 	if wait > 0 && inm != "" {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
+		deadline = time.Now().Add(wait)
 		s.cfg.Metrics.Add(MetricLongPolls, 1)
-		defer s.cfg.Metrics.Add(MetricLongPolls, -1)
+		defer func() {
+			if !parked {
+				s.cfg.Metrics.Add(MetricLongPolls, -1)
+			}
+		}()
 	}
 	for {
 		changed := s.waitChan(id)
@@ -511,32 +547,51 @@ func (s *Server) getTarget(w http.ResponseWriter, r *http.Request, id string) {
 			return
 		}
 		if !etagMatches(inm, rev) {
-			if rev == 0 {
-				s.fail(w, errf("fleet: device %q: %w", id, ErrNoTarget))
-				return
-			}
-			w.Header().Set("ETag", ETag(rev))
-			w.Header().Set("Cache-Control", "no-store")
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(raw)
+			s.writeTarget(w, id, raw, rev)
+			return
+		}
+		if deadline.IsZero() {
+			notModified(w, rev)
 			return
 		}
 		if timeout == nil {
-			w.Header().Set("ETag", ETag(rev))
-			w.WriteHeader(http.StatusNotModified)
-			return
+			if parked = s.park(w, r, id, inm, rev, deadline, changed); parked {
+				return
+			}
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			timeout = t.C
 		}
 		select {
 		case <-changed:
 			if s.isClosed() {
-				timeout = nil
+				deadline = time.Time{}
 			}
 		case <-timeout:
-			timeout = nil
+			deadline = time.Time{}
 		case <-r.Context().Done():
 			return
 		}
 	}
+}
+
+// writeTarget answers a read of device id's target: raw at revision rev,
+// or 404 when the device has none (rev 0).
+func (s *Server) writeTarget(w http.ResponseWriter, id string, raw []byte, rev uint64) {
+	if rev == 0 {
+		s.fail(w, errf("fleet: device %q: %w", id, ErrNoTarget))
+		return
+	}
+	w.Header().Set("ETag", ETag(rev))
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(raw)
+}
+
+// notModified answers 304 naming the current revision rev.
+func notModified(w http.ResponseWriter, rev uint64) {
+	w.Header().Set("ETag", ETag(rev))
+	w.WriteHeader(http.StatusNotModified)
 }
 
 func (s *Server) isClosed() bool {
