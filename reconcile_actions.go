@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergekit/converge/internal/wire"
@@ -83,20 +84,34 @@ const BootIDFile = "/proc/sys/kernel/random/boot_id"
 // it (BootIDFile), the default TargetReconcilerConfig.BootID. Where the
 // file does not exist (another operating system, a sandbox without /proc)
 // it returns "" and no error: the boot ID is unknown, and pending actions
-// are then kept until TargetReconciler.ClearPendingActions.
+// are then kept until TargetReconciler.ClearPendingActions. The file is
+// read once per process, at the first call that succeeds: a boot ID
+// changes only with a boot, which ends the process.
 func LinuxBootID(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(BootIDFile)
+	if id := linuxBootID.Load(); id != nil {
+		return *id, nil
+	}
+	b, err := os.ReadFile(bootIDFile)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		b, err = nil, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("converge: boot ID: %w", bare(err))
 	}
-	return string(bytes.TrimSpace(b)), nil
+	id := string(bytes.TrimSpace(b))
+	linuxBootID.Store(&id)
+	return id, nil
 }
+
+// bootIDFile is the file LinuxBootID reads (BootIDFile; a test's file in
+// tests), and linuxBootID the ID it read, once per process.
+var (
+	bootIDFile  = BootIDFile
+	linuxBootID atomic.Pointer[string]
+)
 
 // storeActionsFormat is the format version of a stored actions record.
 const storeActionsFormat = 1

@@ -3,6 +3,7 @@ package converge
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -131,4 +132,32 @@ func TestLinuxBootID(t *testing.T) {
 	cancel()
 	_, err = LinuxBootID(cancelled)
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestLinuxBootIDReadOncePerProcess: the file is read by the first call
+// that succeeds only; a failed read is not kept.
+func TestLinuxBootIDReadOncePerProcess(t *testing.T) {
+	saved := linuxBootID.Load()
+	t.Cleanup(func() { bootIDFile = BootIDFile; linuxBootID.Store(saved) })
+	file := filepath.Join(t.TempDir(), "boot_id")
+	bootIDFile = filepath.Join(file, "not-a-dir", "boot_id")
+	linuxBootID.Store(nil)
+	require.NoError(t, os.WriteFile(file, []byte("first\n"), 0o600))
+	_, err := LinuxBootID(context.Background())
+	require.Error(t, err, "the path goes through a file")
+	bootIDFile = file
+	steps := []struct {
+		name    string
+		content string
+		want    string
+	}{
+		{"the first read", "first\n", "first"},
+		{"the file changed: the ID read stays", "second\n", "first"},
+	}
+	for _, st := range steps {
+		require.NoError(t, os.WriteFile(file, []byte(st.content), 0o600))
+		got, err := LinuxBootID(context.Background())
+		require.NoError(t, err, st.name)
+		assert.Equal(t, st.want, got, st.name)
+	}
 }
