@@ -22,10 +22,15 @@ import (
 // failing or hanging), heals, kills, slow replies and clock steps, and
 // checks that no object is ever handled by two replicas at once, and
 // that no more handlers than the limit run at once in the limited state
-// (the limit checker), which they reach. Each schedule runs in its own
-// synctest bubble on a file of its own.
+// (the limit checker), and no more objects enter it in any span of
+// Burst×Every than its Burst (the rate checker, on the store's clock),
+// both of which they reach. Each schedule runs in its own synctest bubble
+// on a file of its own.
 func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 	const schedules, limit = 100, 2
+	// The entry rate into the limited state: at most burst entries in any
+	// span of burst×every, one LeaseTTL.
+	const burst, every = 2, 5 * time.Second
 	dir := memDir(t)
 	runs, faults, overlaps := 0, 0, 0
 	var total convergetest.ScheduleResult
@@ -40,7 +45,7 @@ func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 			}()
 			res, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{
 				Seed: seed, Stores: []converge.Queue{st, st, st}, LeaseTTL: 10 * time.Second,
-				Limit: limit,
+				Limit: limit, Every: every, Burst: burst,
 			})
 			require.NoError(t, err)
 			require.Positive(t, res.Runs, "schedule %d ran handlers", seed)
@@ -55,6 +60,8 @@ func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 			total.ClockSteps += res.ClockSteps
 			total.Slowdowns += res.Slowdowns
 			total.MostAtOnce = max(total.MostAtOnce, res.MostAtOnce)
+			total.Entries += res.Entries
+			total.MostInWindow = max(total.MostInWindow, res.MostInWindow)
 		})
 	}
 	t.Logf("partition checker on boltstore: %d schedules run, %d handler runs checked, %d faults injected, %d overlaps",
@@ -68,6 +75,12 @@ func TestPartitionSchedulesNeverOverlapOnBoltStore(t *testing.T) {
 	t.Attr("largest_concurrency", strconv.Itoa(total.MostAtOnce))
 	require.LessOrEqual(t, total.MostAtOnce, limit, "never above the limit")
 	require.Equal(t, limit, total.MostAtOnce, "the limit was reached: the check is not vacuous")
+	t.Logf("rate checker: store=boltstore entries into %s=%d largest in one %s window=%d limit=%d per %s (Every=%s Burst=%d)",
+		convergetest.LimitedState, total.Entries, burst*every, total.MostInWindow, burst, burst*every, every, burst)
+	t.Attr("entries", strconv.Itoa(total.Entries))
+	t.Attr("largest_entries_in_window", strconv.Itoa(total.MostInWindow))
+	require.LessOrEqual(t, total.MostInWindow, burst, "never above the entry rate")
+	require.Equal(t, burst, total.MostInWindow, "the entry rate was reached: the check is not vacuous")
 }
 
 // memDir returns a directory removed when the test ends, in memory

@@ -39,13 +39,19 @@ type Limit struct {
 	// Every, when positive, bounds the rate at which objects enter the
 	// state, by a transition of their handler: at most Burst transitions
 	// into it in any span of Burst×Every, so one every Every on average.
-	// Each entry takes one of Burst tokens in the store, a lease of
-	// Burst×Every that is never given back. A transition that finds no
+	// Each entry takes one of Burst tokens in the store, a lease held
+	// until Burst×Every after the write of the transition it let in,
+	// never given back. A transition that finds no
 	// token is deferred: nothing it returned is stored, the object stays
 	// in its state with the Reason LimitReason gives (stored once, with a
 	// history entry whose Reason starts with ReasonLimited), and its
 	// handler runs again after Every, to decide again. Objects added in
-	// the state (Add, AddObject) take no token.
+	// the state (Add, AddObject) take no token. The entries are counted
+	// when their transitions are written, by the store's clock: a
+	// transition that took a token must be written within
+	// Config.RenewDeadline of asking for it (it fails otherwise, as a
+	// store error, and is retried), and the token is held Burst×Every
+	// from that write.
 	Every time.Duration
 	// Burst is how many objects may enter the state at once after a quiet
 	// span (see Every); 0 means 1. It needs Every.
@@ -279,22 +285,55 @@ func (l *limiter) free(sq converge.Queue, s *slot) {
 	}
 }
 
-// take takes a token to enter the state, and reports false when none is
+// rateToken is a token of an entry rate that a transition took: its
+// write must be done by deadline, and entered then holds the token for
+// Burst×Every from the write on.
+type rateToken struct {
+	l        *limiter
+	lease    converge.Lease
+	deadline time.Time
+}
+
+// take takes a token to enter the state, and returns nil when none is
 // free.
-func (l *limiter) take(ctx context.Context) (bool, error) {
+//
+// A token is a lease of Burst×Every, but the write of the transition it
+// lets in comes after the claim, later by as long as the store's answer
+// and the write take: a token claimed again Burst×Every after the first
+// claim could let in a write that lands within Burst×Every of the first
+// write, which the limit promises not to do. So the token is claimed for
+// Burst×Every plus RenewDeadline, the write must be done within
+// RenewDeadline of asking for the token (a context deadline: a write
+// not sent by then is not sent), and once it is done the token is held
+// again for Burst×Every from then (entered): the next claim of the token
+// comes Burst×Every after the write at the earliest, by the store's
+// clock, whether or not that last claim gets through.
+func (l *limiter) take(ctx context.Context) (*rateToken, error) {
 	n := len(l.rate)
 	from := rand.IntN(n)
+	slack := l.c.cfg.RenewDeadline
+	asked := time.Now()
 	for k := range n {
 		owner := l.c.tokenOwner + "#" + strconv.FormatUint(l.tokens.Add(1), 10)
-		_, err := l.c.cfg.Store.Claim(ctx, l.rate[(from+k)%n], owner, l.ttl)
+		lease, err := l.c.cfg.Store.Claim(ctx, l.rate[(from+k)%n], owner, l.ttl+slack)
 		switch {
 		case err == nil:
-			return true, nil
+			return &rateToken{l: l, lease: lease, deadline: asked.Add(slack)}, nil
 		case !errors.Is(err, converge.ErrClaimHeld):
-			return false, err
+			return nil, err
 		}
 	}
-	return false, nil
+	return nil, nil
+}
+
+// entered holds t for Burst×Every from now, the transition it let in
+// being written: a claim by its owner, which the store takes as a
+// renewal. When that fails, the token runs out when first claimed,
+// which is later than this would make it.
+func (t *rateToken) entered() {
+	ctx, cancel := context.WithTimeout(context.Background(), t.l.c.cfg.RenewDeadline)
+	defer cancel()
+	_, _ = t.l.c.cfg.Store.Claim(ctx, t.lease.Key, t.lease.Owner, t.l.ttl)
 }
 
 // limitedDelay returns how long an object put off by a limit waits before
@@ -352,30 +391,32 @@ func (c *Controller) deferEntry(ctx context.Context, e *ctrlEntry, obj *Object, 
 }
 
 // enter takes a token of next's entry rate, when next has one, for the
-// transition of obj (read at obj.Version, entry e) into it; when none is
-// free it defers the transition (see deferEntry) and returns true with
-// the delay before the object's next run.
-func (c *Controller) enter(ctx context.Context, e *ctrlEntry, obj *Object, next State, token uint64) (time.Duration, bool, error) {
+// transition of obj (read at obj.Version, entry e) into it, and returns
+// it (nil when next has no entry rate): the transition's write must be
+// done by its deadline, and then the token entered. When none is free it
+// defers the transition (see deferEntry) and returns true with the delay
+// before the object's next run.
+func (c *Controller) enter(ctx context.Context, e *ctrlEntry, obj *Object, next State, token uint64) (*rateToken, time.Duration, bool, error) {
 	l := c.limits[next]
 	if l == nil || l.rate == nil {
-		return 0, false, nil
+		return nil, 0, false, nil
 	}
-	ok, err := l.take(ctx)
+	tok, err := l.take(ctx)
 	if err != nil {
-		return 0, false, err
+		return nil, 0, false, err
 	}
 	l.mu.Lock()
-	if ok {
+	if tok != nil {
 		delete(l.blocked[limitToken], obj.Key)
 	} else {
 		l.blocked[limitToken][obj.Key] = time.Now()
 	}
 	l.mu.Unlock()
-	if ok {
-		return 0, false, nil
+	if tok != nil {
+		return tok, 0, false, nil
 	}
 	d, err := c.deferEntry(ctx, e, obj, l, token)
-	return d, true, err
+	return nil, d, true, err
 }
 
 // staleAfter is how long after it was last put off a key waiting on the

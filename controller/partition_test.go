@@ -21,6 +21,14 @@ const partitionSchedules = 100
 // objects in convergetest.LimitedState.
 const partitionLimit = 2
 
+// partitionBurst and partitionEvery are the entry rate of the schedules'
+// objects into convergetest.LimitedState: at most partitionBurst entries
+// in any span of partitionBurst×partitionEvery, a span of one LeaseTTL.
+const (
+	partitionBurst = 2
+	partitionEvery = 5 * time.Second
+)
+
 // TestPartitionSchedulesNeverOverlapOnMemStore runs three replicas on one
 // MemStore through randomized schedules of partitions (calls failing or
 // hanging), heals, kills, slow replies and clock steps, and checks that no
@@ -35,7 +43,7 @@ func TestPartitionSchedulesNeverOverlapOnMemStore(t *testing.T) {
 			mem := converge.NewMemStore()
 			res, err := convergetest.RunSchedule(context.Background(), convergetest.Schedule{
 				Seed: seed, Stores: []converge.Queue{mem, mem, mem}, LeaseTTL: 10 * time.Second,
-				Limit: partitionLimit,
+				Limit: partitionLimit, Every: partitionEvery, Burst: partitionBurst,
 			})
 			require.NoError(t, err)
 			requireNoOverlap(t, seed, res)
@@ -44,6 +52,7 @@ func TestPartitionSchedulesNeverOverlapOnMemStore(t *testing.T) {
 	}
 	reportSchedules(t, "MemStore", partitionSchedules, total)
 	reportLimit(t, "MemStore", total)
+	reportRate(t, "MemStore", total)
 }
 
 // addSchedule adds the counts of res to total.
@@ -57,6 +66,9 @@ func addSchedule(total *convergetest.ScheduleResult, res convergetest.ScheduleRe
 	total.Overlaps = append(total.Overlaps, res.Overlaps...)
 	total.Limit = res.Limit
 	total.MostAtOnce = max(total.MostAtOnce, res.MostAtOnce)
+	total.Every, total.Burst = res.Every, res.Burst
+	total.Entries += res.Entries
+	total.MostInWindow = max(total.MostInWindow, res.MostInWindow)
 }
 
 // reportLimit logs the limit checker's counts and checks that the most
@@ -69,6 +81,19 @@ func reportLimit(t *testing.T, store string, total convergetest.ScheduleResult) 
 	t.Attr("largest_concurrency", strconv.Itoa(total.MostAtOnce))
 	require.LessOrEqual(t, total.MostAtOnce, total.Limit, "never above the limit")
 	require.Equal(t, total.Limit, total.MostAtOnce, "the limit was reached: the check is not vacuous")
+}
+
+// reportRate logs the rate checker's counts and checks that the most
+// entries into the limited state seen in one span of Burst×Every
+// reached its Burst, and never went above it.
+func reportRate(t *testing.T, store string, total convergetest.ScheduleResult) {
+	window := time.Duration(total.Burst) * total.Every
+	t.Logf("rate checker: store=%s entries into %s=%d largest in one %s window=%d limit=%d per %s (Every=%s Burst=%d)",
+		store, convergetest.LimitedState, total.Entries, window, total.MostInWindow, total.Burst, window, total.Every, total.Burst)
+	t.Attr("entries", strconv.Itoa(total.Entries))
+	t.Attr("largest_entries_in_window", strconv.Itoa(total.MostInWindow))
+	require.LessOrEqual(t, total.MostInWindow, total.Burst, "never above the entry rate")
+	require.Equal(t, total.Burst, total.MostInWindow, "the entry rate was reached: the check is not vacuous")
 }
 
 // requireNoOverlap fails the test with the schedule's events when res has

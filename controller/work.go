@@ -543,10 +543,13 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 		if res.Next == "" {
 			return 0, 0, errVerdict
 		}
+		var tok *rateToken
 		if c.limits != nil && res.Next != obj.State {
-			if d, limited, err := c.enter(ctx, e, obj, res.Next, token); limited || err != nil {
+			t, d, limited, err := c.enter(ctx, e, obj, res.Next, token)
+			if limited || err != nil {
 				return settledLimited, d, err
 			}
+			tok = t
 		}
 		now, mono := c.now(), c.mono()
 		next := &Object{Key: key, State: res.Next, Since: now, Reason: res.Reason, Data: obj.Data, RecentFailures: obj.RecentFailures, Priority: obj.Priority, Watches: obj.Watches}
@@ -554,9 +557,19 @@ func (c *Controller) settle(ctx context.Context, e *ctrlEntry, obj *Object, res 
 			next.Data = slices.Clone(res.Data)
 		}
 		h := converge.HistoryEntry{At: now, From: string(obj.State), To: string(res.Next), Reason: res.Reason}
-		v, err := c.put(ctx, next, obj.Version, token, h)
+		pctx := ctx
+		if tok != nil {
+			// The write is due by the entry token's deadline.
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithDeadline(ctx, tok.deadline)
+			defer cancel()
+		}
+		v, err := c.put(pctx, next, obj.Version, token, h)
 		if err != nil {
 			return 0, 0, err
+		}
+		if tok != nil {
+			tok.entered()
 		}
 		next.Version = v
 		c.replace(e, next)

@@ -3,6 +3,7 @@ package convergetest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -208,4 +209,64 @@ func (s shortLeases) Claim(ctx context.Context, key, owner string, ttl time.Dura
 
 func (s shortLeases) ClaimDue(ctx context.Context, prefix, owner string, ttl time.Duration, limit int) ([]converge.Claimed, error) {
 	return s.MemStore.ClaimDue(ctx, prefix, owner, ttl/100, limit)
+}
+
+// TestEntriesMostIn: the most entries in one window counts an entry only
+// when its whole span lies in the window, and windows are half-open.
+func TestEntriesMostIn(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	tests := []struct {
+		name   string
+		spans  [][2]float64 // asked, answered, in seconds
+		window time.Duration
+		want   int
+	}{
+		{"none", nil, time.Second, 0},
+		{"one", [][2]float64{{0, 0}}, time.Second, 1},
+		{"two within a window", [][2]float64{{0, 0}, {0.9, 0.9}}, time.Second, 2},
+		{"a window is half-open", [][2]float64{{0, 0}, {1, 1}}, time.Second, 1},
+		{"the densest window", [][2]float64{{0, 0}, {5, 5}, {5.5, 5.5}, {5.9, 5.9}, {7, 7}}, time.Second, 3},
+		{"a span that does not fit counts in no window", [][2]float64{{0, 0}, {0.5, 1.5}}, time.Second, 1},
+		{"a span that fits counts", [][2]float64{{0, 0.2}, {0.5, 0.9}}, time.Second, 2},
+		{"order of adding does not matter", [][2]float64{{5.9, 5.9}, {0, 0}, {5.5, 5.5}, {5, 5}}, time.Second, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e convergetest.Entries
+			for i, s := range tt.spans {
+				e.Add(fmt.Sprintf("o%d", i), at(s[0]), at(s[1]))
+			}
+			assert.Equal(t, len(tt.spans), e.Len())
+			assert.Equal(t, tt.want, e.MostIn(tt.window))
+		})
+	}
+}
+
+// TestScheduleResultErrOnARateExceeded: a result that saw more entries
+// into the limited state in one span of Burst×Every than its Burst fails
+// with ErrRateExceeded; one at its Burst does not.
+func TestScheduleResultErrOnARateExceeded(t *testing.T) {
+	require.NoError(t, convergetest.ScheduleResult{Every: time.Second, Burst: 2, MostInWindow: 2}.Err())
+	err := convergetest.ScheduleResult{Every: time.Second, Burst: 2, MostInWindow: 3}.Err()
+	require.ErrorIs(t, err, convergetest.ErrRateExceeded)
+	assert.NotErrorIs(t, err, convergetest.ErrOverlap)
+	assert.NotErrorIs(t, err, convergetest.ErrLimitExceeded)
+	assert.Contains(t, err.Error(), `3 entries into state "b" within 2s, above its burst of 2`)
+	err = convergetest.ScheduleResult{Limit: 1, MostAtOnce: 2, Every: time.Second, Burst: 2, MostInWindow: 3}.Err()
+	require.ErrorIs(t, err, convergetest.ErrLimitExceeded)
+	assert.Contains(t, err.Error(), "above its burst")
+}
+
+// TestRunScheduleRefusesInvalidLimits: limits a controller would refuse
+// are refused before anything runs.
+func TestRunScheduleRefusesInvalidLimits(t *testing.T) {
+	mem := converge.NewMemStore()
+	for _, s := range []convergetest.Schedule{
+		{Limit: -1}, {Every: -time.Second}, {Burst: 2}, {Every: time.Second, Burst: -1},
+	} {
+		s.Stores = []converge.Queue{mem, mem}
+		_, err := convergetest.RunSchedule(context.Background(), s)
+		assert.Error(t, err, "%+v", s)
+	}
 }

@@ -49,6 +49,17 @@ type Schedule struct {
 	// (controller.Config.Limits, Limit.Concurrent), and the result says
 	// the most seen (ScheduleResult.MostAtOnce), which Err checks.
 	Limit int
+	// Every, when positive, limits the rate at which objects enter
+	// LimitedState to Burst in any span of Burst×Every
+	// (controller.Config.Limits, Limit.Every and Limit.Burst), and the
+	// result counts the entries (ScheduleResult.Entries) and the most
+	// made in one such span (MostInWindow), which Err checks. Entries are
+	// timed on the store's clock, beneath the faults: from the call that
+	// made one to the store's answer, as time.Now reads them (see
+	// Entries.MostIn), whatever the replicas' stepped clocks say.
+	Every time.Duration
+	// Burst is the rate limit's Burst (see Every); 0 means 1.
+	Burst int
 }
 
 // LimitedState is the state of a schedule's objects whose handlers
@@ -72,6 +83,14 @@ type ScheduleResult struct {
 	// objects in LimitedState seen at one time, across every replica
 	// (Runs.MostAtOnce). It must not be above Limit.
 	Limit, MostAtOnce int
+	// Every and Burst are the schedule's (Burst at least 1 when Every is
+	// set); Entries is the number of entries into LimitedState the store
+	// made, and MostInWindow the most of them made in one span of
+	// Burst×Every (Entries.MostIn). It must not be above Burst.
+	Every        time.Duration
+	Burst        int
+	Entries      int
+	MostInWindow int
 	// Overruns is the number of handler runs the controllers reported in
 	// controller.MetricHandlerOverruns. The handlers of a schedule honour
 	// their context, so it must be 0.
@@ -88,18 +107,28 @@ var ErrOverlap = errors.New("convergetest: handler runs of one object overlapped
 // more handlers run at once in the limited state than Schedule.Limit.
 var ErrLimitExceeded = errors.New("convergetest: more handlers ran at once in a limited state than its limit")
 
-// Err returns nil when the schedule showed no overlap, no overrun and no
-// more handlers at once in LimitedState than its limit, and otherwise an
-// error matching ErrOverlap or ErrLimitExceeded that lists every overlap
-// and the schedule's events, for a failure message.
+// ErrRateExceeded is matched by the error of a ScheduleResult that saw
+// more entries into the limited state in one span of Burst×Every than
+// Schedule.Burst.
+var ErrRateExceeded = errors.New("convergetest: more objects entered a limited state in one span than its entry rate allows")
+
+// Err returns nil when the schedule showed no overlap, no overrun, no
+// more handlers at once in LimitedState than its limit and no more
+// entries into it in one span than its rate allows, and otherwise an
+// error matching ErrOverlap, ErrLimitExceeded or ErrRateExceeded that
+// lists every overlap and the schedule's events, for a failure message.
 func (r ScheduleResult) Err() error {
 	exceeded := r.Limit > 0 && r.MostAtOnce > r.Limit
-	if len(r.Overlaps) == 0 && r.Overruns == 0 && !exceeded {
+	fast := r.Every > 0 && r.MostInWindow > r.Burst
+	if len(r.Overlaps) == 0 && r.Overruns == 0 && !exceeded && !fast {
 		return nil
 	}
 	var b strings.Builder
 	if exceeded {
 		fmt.Fprintf(&b, "%d handlers at once in state %q, above its limit of %d; ", r.MostAtOnce, LimitedState, r.Limit)
+	}
+	if fast {
+		fmt.Fprintf(&b, "%d entries into state %q within %s, above its burst of %d; ", r.MostInWindow, LimitedState, time.Duration(r.Burst)*r.Every, r.Burst)
 	}
 	fmt.Fprintf(&b, "%d overlaps, %d overruns:\n", len(r.Overlaps), r.Overruns)
 	for _, o := range r.Overlaps {
@@ -107,6 +136,9 @@ func (r ScheduleResult) Err() error {
 	}
 	b.WriteString("events:\n" + strings.Join(r.Events, "\n"))
 	if len(r.Overlaps) == 0 && r.Overruns == 0 {
+		if !exceeded {
+			return fmt.Errorf("%w: %s", ErrRateExceeded, b.String())
+		}
 		return fmt.Errorf("%w: %s", ErrLimitExceeded, b.String())
 	}
 	return fmt.Errorf("%w: %s", ErrOverlap, b.String())
@@ -144,8 +176,18 @@ func RunSchedule(ctx context.Context, s Schedule) (ScheduleResult, error) {
 	if kind == "" {
 		kind = fmt.Sprintf("sched%d", s.Seed)
 	}
-	sc := &schedule{ttl: ttl, kind: kind, limit: s.Limit, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
+	if s.Limit < 0 || s.Every < 0 || s.Burst < 0 || (s.Burst > 0 && s.Every == 0) {
+		return ScheduleResult{}, fmt.Errorf("convergetest: schedule limits Limit=%d Every=%s Burst=%d are not valid", s.Limit, s.Every, s.Burst)
+	}
+	burst := s.Burst
+	if s.Every > 0 {
+		burst = max(burst, 1)
+	}
+	sc := &schedule{ttl: ttl, kind: kind, limit: s.Limit, every: s.Every, burst: burst, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
 	for i, st := range s.Stores {
+		if s.Every > 0 {
+			st = entryStore{Queue: st, prefix: kind + "/", entries: &sc.entries}
+		}
 		fs := NewFaultStore(st)
 		r := &replica{id: i, fs: fs, link: Link(fs)}
 		if s.Links != nil {
@@ -188,6 +230,11 @@ func RunSchedule(ctx context.Context, s Schedule) (ScheduleResult, error) {
 	if s.Limit > 0 {
 		res.MostAtOnce = sc.runs.MostAtOnce(LimitedState)
 	}
+	if s.Every > 0 {
+		res.Every, res.Burst = s.Every, burst
+		res.Entries = sc.entries.Len()
+		res.MostInWindow = sc.entries.MostIn(time.Duration(burst) * s.Every)
+	}
 	return res, nil
 }
 
@@ -198,6 +245,9 @@ type schedule struct {
 	runs     Runs
 	faults   int
 	limit    int
+	every    time.Duration
+	burst    int
+	entries  Entries
 	// The faults by kind.
 	partitions, slowdowns, kills, steps int
 	events                              []string
@@ -242,8 +292,8 @@ func (sc *schedule) controller(r *replica) (*controller.Controller, error) {
 	owner := fmt.Sprintf("r%d.%d", r.id, r.gen)
 	ttl := sc.ttl
 	var limits map[controller.State]controller.Limit
-	if sc.limit > 0 {
-		limits = map[controller.State]controller.Limit{LimitedState: {Concurrent: sc.limit}}
+	if sc.limit > 0 || sc.every > 0 {
+		limits = map[controller.State]controller.Limit{LimitedState: {Concurrent: sc.limit, Every: sc.every, Burst: sc.burst}}
 	}
 	return controller.New(controller.Config{
 		Limits: limits,
@@ -367,3 +417,30 @@ func (o overrunCounter) Add(m *converge.Metric, delta float64, _ ...string) {
 
 func (overrunCounter) Set(*converge.Metric, float64, ...string)     {}
 func (overrunCounter) Observe(*converge.Metric, float64, ...string) {}
+
+// entryStore records in entries the writes of the objects under prefix
+// that enter LimitedState (a history entry into it from another state),
+// timed around the call to the store it wraps.
+type entryStore struct {
+	converge.Queue
+	prefix  string
+	entries *Entries
+}
+
+func (s entryStore) Put(ctx context.Context, rec converge.StoreRecord, history ...converge.HistoryEntry) (uint64, error) {
+	asked := time.Now()
+	v, err := s.Queue.Put(ctx, rec, history...)
+	if err != nil {
+		return v, err
+	}
+	answered := time.Now()
+	if key, ok := strings.CutPrefix(rec.Key, s.prefix); ok {
+		for _, h := range history {
+			if h.To == LimitedState && h.From != LimitedState {
+				s.entries.Add(key, asked, answered)
+				break
+			}
+		}
+	}
+	return v, nil
+}

@@ -151,3 +151,72 @@ func (r *Runs) MostAtOnce(state string) int {
 	}
 	return most
 }
+
+// Entry is one entry of an object into a state, made by the store at
+// some time from Asked (when the call that made it was sent to the store)
+// to Answered (when the store's answer came back), on the clock of the
+// process that recorded it.
+type Entry struct {
+	Object          string
+	Asked, Answered time.Time
+}
+
+// Entries records the entries of objects into a state, and finds the
+// most made in any window of time: the checker of a limit on the rate at
+// which objects enter a state (controller.Limit.Every and Burst). Call
+// Add with the times around the store call that made the entry, on the
+// store's clock: for a store in the process (MemStore, boltstore) that is
+// time.Now around the call, beneath any fault a test injects. The zero
+// value is empty and ready; Entries is safe for concurrent use.
+type Entries struct {
+	mu      sync.Mutex
+	entries []Entry
+}
+
+// Add records an entry of object made between asked and answered.
+func (e *Entries) Add(object string, asked, answered time.Time) {
+	e.mu.Lock()
+	e.entries = append(e.entries, Entry{Object: object, Asked: asked, Answered: answered})
+	e.mu.Unlock()
+}
+
+// Len returns the number of entries recorded.
+func (e *Entries) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.entries)
+}
+
+// Entries returns a copy of the entries recorded, in the order they were
+// added.
+func (e *Entries) Entries() []Entry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.entries)
+}
+
+// MostIn returns the most entries made within one window of length
+// window, [t, t+window) for some t. An entry counts in a window only when
+// the whole span from its Asked to its Answered lies in it, so the result
+// is exact for entries whose store answered at once (Asked equal to
+// Answered, as in a testing/synctest bubble), and never more than the
+// truth otherwise: a result above a limit is a certain breach of it.
+func (e *Entries) MostIn(window time.Duration) int {
+	entries := e.Entries()
+	slices.SortFunc(entries, func(a, b Entry) int { return a.Asked.Compare(b.Asked) })
+	most := 0
+	for i, first := range entries {
+		end := first.Asked.Add(window)
+		n := 0
+		for _, x := range entries[i:] {
+			if !x.Asked.Before(end) {
+				break
+			}
+			if x.Answered.Before(end) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}

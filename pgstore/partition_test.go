@@ -23,7 +23,8 @@ import (
 // schedules of partitions, heals, kills, slow links and clock steps, and
 // checks that no object is ever handled by two replicas at once, and
 // that no more handlers than the limit run at once in the limited state
-// (the limit checker), which they reach. The schedules run in real time,
+// (the limit checker), and no more objects enter it in any span of
+// Burst×Every than its Burst (the rate checker), both of which they reach. The schedules run in real time,
 // several at once, each on a controller kind of its own.
 func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 	const (
@@ -31,6 +32,10 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 		parallel  = 20
 		ttl       = 2 * time.Second
 		limit     = 2
+		// The entry rate into the limited state: at most burst entries
+		// in any span of burst×every, one LeaseTTL.
+		burst = 2
+		every = ttl / 2
 	)
 	dsn := pgtest.DSN(t)
 	// Few connections per replica, so 20 schedules of 3 replicas fit in
@@ -53,7 +58,7 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			res, err := pgSchedule(t, dsn, seed, ttl, limit)
+			res, err := pgSchedule(t, dsn, seed, ttl, limit, every, burst)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -74,6 +79,8 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 			total.ClockSteps += res.ClockSteps
 			total.Slowdowns += res.Slowdowns
 			total.MostAtOnce = max(total.MostAtOnce, res.MostAtOnce)
+			total.Entries += res.Entries
+			total.MostInWindow = max(total.MostInWindow, res.MostInWindow)
 		})
 	}
 	wg.Wait()
@@ -88,6 +95,15 @@ func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 	t.Attr("largest_concurrency", strconv.Itoa(total.MostAtOnce))
 	require.LessOrEqual(t, total.MostAtOnce, limit, "never above the limit")
 	require.Equal(t, limit, total.MostAtOnce, "the limit was reached: the check is not vacuous")
+	// Entries are timed around the store's answer, read beneath the
+	// proxy's faults but through it: a slow link widens an entry's span,
+	// which then counts in fewer windows (convergetest.Entries.MostIn).
+	t.Logf("rate checker: store=pgstore entries into %s=%d largest in one %s window=%d limit=%d per %s (Every=%s Burst=%d)",
+		convergetest.LimitedState, total.Entries, burst*every, total.MostInWindow, burst, burst*every, every, burst)
+	t.Attr("entries", strconv.Itoa(total.Entries))
+	t.Attr("largest_entries_in_window", strconv.Itoa(total.MostInWindow))
+	require.LessOrEqual(t, total.MostInWindow, burst, "never above the entry rate")
+	require.Equal(t, burst, total.MostInWindow, "the entry rate was reached: the check is not vacuous")
 }
 
 // openMu makes the schedules open their stores one at a time.
@@ -95,8 +111,9 @@ var openMu sync.Mutex
 
 // pgSchedule runs one schedule of three replicas, each on a store of its
 // own behind a proxy of its own, with limit on the handlers at once in
-// convergetest.LimitedState.
-func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration, limit int) (convergetest.ScheduleResult, error) {
+// convergetest.LimitedState, and at most burst entries into it in any span
+// of burst×every.
+func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration, limit int, every time.Duration, burst int) (convergetest.ScheduleResult, error) {
 	var stores []converge.Queue
 	var links []convergetest.Link
 	var closers []func()
@@ -128,5 +145,6 @@ func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration, limit 
 	}
 	return convergetest.RunSchedule(context.Background(), convergetest.Schedule{
 		Seed: seed, Stores: stores, Links: links, LeaseTTL: ttl, Length: 4 * ttl, Limit: limit,
+		Every: every, Burst: burst,
 	})
 }
