@@ -167,7 +167,8 @@ func (s *Server) setTarget(ctx context.Context, id string, t Target, cond func(o
 }
 
 // readTarget reads device id's stored target; none is ErrNoTarget (with
-// a zero record and document).
+// a zero record and document). A target read again with the same bytes
+// comes decoded from s.targets; the document is shared: do not change it.
 func (s *Server) readTarget(ctx context.Context, id string) (converge.StoreRecord, targetDoc, error) {
 	var d targetDoc
 	rec, err := s.cfg.Store.Get(ctx, keyTargets+id)
@@ -177,7 +178,14 @@ func (s *Server) readTarget(ctx context.Context, id string) (converge.StoreRecor
 	if err != nil {
 		return rec, d, errf("fleet: target of device %q: %w", id, err)
 	}
-	return rec, d, decodeRecord(rec.Key, rec.Value, &d, func() int { return d.Format })
+	if d, ok := s.targets.get(rec.Key, rec.Value); ok {
+		return rec, d, nil
+	}
+	if err := decodeRecord(rec.Key, rec.Value, &d, func() int { return d.Format }); err != nil {
+		return rec, targetDoc{}, err
+	}
+	s.targets.put(rec.Key, rec.Value, d)
+	return rec, d, nil
 }
 
 // readTargetRaw returns the stored target document as devices read it,
