@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,4 +83,42 @@ func TestTargetReadsDecodeOncePerRecord(t *testing.T) {
 	var fe *FormatError
 	require.ErrorAs(t, err, &fe, "a damaged record is refused, cached or not")
 	assert.Equal(t, keyTargets+"d", fe.Key)
+}
+
+// TestForEachBounded: every call made once, as many at once as the limit
+// allows and no more.
+func TestForEachBounded(t *testing.T) {
+	for _, tc := range []struct{ n, limit int }{{0, 4}, {1, 4}, {50, 4}, {50, 1}} {
+		synctest.Test(t, func(t *testing.T) {
+			var (
+				mu      sync.Mutex
+				now     int
+				called  = make([]int, tc.n)
+				release = make(chan struct{})
+				done    = make(chan struct{})
+			)
+			go func() {
+				defer close(done)
+				forEachBounded(tc.n, tc.limit, func(i int) {
+					mu.Lock()
+					now++
+					called[i]++
+					mu.Unlock()
+					<-release
+					mu.Lock()
+					now--
+					mu.Unlock()
+				})
+			}()
+			synctest.Wait()
+			mu.Lock()
+			assert.Equal(t, min(tc.n, tc.limit), now, "n=%d: calls at once", tc.n)
+			mu.Unlock()
+			close(release)
+			<-done
+			for i, c := range called {
+				assert.Equal(t, 1, c, "call %d of %d", i, tc.n)
+			}
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convergekit/converge"
@@ -833,63 +834,121 @@ func (s *Server) restore(ctx context.Context, id string, spec RolloutSpec) (int,
 	if err != nil {
 		return 0, errf("fleet: rollout %q: restore: %w", id, err)
 	}
-	n := 0
-	for i, rec := range recs {
-		if i > 0 && i%restoreRenewEvery == 0 {
+	var n atomic.Int64
+	for start := 0; start < len(recs); start += restoreRenewEvery {
+		if start > 0 {
 			if _, err := s.cfg.Store.Claim(ctx, keyRollouts+id, s.owner, restoreLeaseTTL); err != nil {
-				return n, errf("fleet: rollout %q: restore: %w", id, err)
+				return int(n.Load()), errf("fleet: rollout %q: restore: %w", id, err)
 			}
 		}
-		dev := strings.TrimPrefix(rec.Key, keyRolloutMoved+id+"/")
-		var m movedDoc
-		if err := decodeRecord(rec.Key, rec.Value, &m, func() int { return m.Format }); err != nil {
-			return n, err
-		}
-		if m.Restored != 0 {
-			n++
-			continue
-		}
-		if m.Previous == nil {
-			continue
-		}
-		_, cur, err := s.readTarget(ctx, dev)
-		if err != nil {
-			if errors.Is(err, ErrNoTarget) {
-				continue
+		chunk := recs[start:min(start+restoreRenewEvery, len(recs))]
+		errs := make([]error, len(chunk))
+		forEachBounded(len(chunk), moveConcurrency, func(i int) {
+			restored, err := s.restoreDevice(ctx, id, spec, chunk[i])
+			if restored {
+				n.Add(1)
 			}
-			return n, err
+			errs[i] = err
+		})
+		for _, err := range errs {
+			if err != nil {
+				return int(n.Load()), err
+			}
 		}
-		rev := m.Revision
-		if rev == 0 && s.isRolloutTarget(cur, spec, m) {
-			rev = cur.Desired.Revision // set before a crash, not recorded
-		}
-		if rev == 0 || cur.Desired.Revision != rev {
-			continue // never moved, or moved on by someone else since
-		}
-		m.Revision = rev
-		m.Restored, err = s.setTarget(ctx, dev, Target{Desired: converge.Desired{Items: m.Previous.Desired.Items}, Payload: m.Previous.Payload},
-			func(old targetDoc) error {
-				if old.Desired.Revision != rev {
-					return errTargetMoved
-				}
-				return nil
-			})
-		if errors.Is(err, errTargetMoved) {
-			continue // restored by another replica meanwhile, or moved on
-		}
-		if err != nil {
-			return n, err
-		}
-		b, err := json.Marshal(m)
-		if err != nil {
-			return n, err
-		}
-		if _, err := s.cfg.Store.Put(ctx, converge.StoreRecord{Key: rec.Key, Version: rec.Version, Value: b}); err != nil {
-			return n, errf("fleet: rollout %q: restore device %q: %w", id, dev, err)
-		}
-		n++
 	}
-	return n, nil
+	return int(n.Load()), nil
+}
+
+// restoreDevice gives the device of rec, a record of the devices rollout
+// id moved, its previous target back (see restore), and says whether the
+// device has it back, restored now or before.
+func (s *Server) restoreDevice(ctx context.Context, id string, spec RolloutSpec, rec converge.StoreRecord) (bool, error) {
+	dev := strings.TrimPrefix(rec.Key, keyRolloutMoved+id+"/")
+	var m movedDoc
+	if err := decodeRecord(rec.Key, rec.Value, &m, func() int { return m.Format }); err != nil {
+		return false, err
+	}
+	if m.Restored != 0 {
+		return true, nil
+	}
+	if m.Previous == nil {
+		return false, nil
+	}
+	_, cur, err := s.readTarget(ctx, dev)
+	if err != nil {
+		if errors.Is(err, ErrNoTarget) {
+			return false, nil
+		}
+		return false, err
+	}
+	rev := m.Revision
+	if rev == 0 && s.isRolloutTarget(cur, spec, m) {
+		rev = cur.Desired.Revision // set before a crash, not recorded
+	}
+	if rev == 0 || cur.Desired.Revision != rev {
+		return false, nil // never moved, or moved on by someone else since
+	}
+	m.Revision = rev
+	m.Restored, err = s.setTarget(ctx, dev, Target{Desired: converge.Desired{Items: m.Previous.Desired.Items}, Payload: m.Previous.Payload},
+		func(old targetDoc) error {
+			if old.Desired.Revision != rev {
+				return errTargetMoved
+			}
+			return nil
+		})
+	if errors.Is(err, errTargetMoved) {
+		return false, nil // restored by another replica meanwhile, or moved on
+	}
+	if err != nil {
+		return false, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return false, err
+	}
+	if _, err := s.cfg.Store.Put(ctx, converge.StoreRecord{Key: rec.Key, Version: rec.Version, Value: b}); err != nil {
+		return false, errf("fleet: rollout %q: restore device %q: %w", id, dev, err)
+	}
+	return true, nil
+}
+
+// moveConcurrency bounds the devices a replica moves, or restores, at
+// once: each is a few store operations on records of its own.
+const moveConcurrency = 16
+
+// forEachBounded calls f(i) for every i in [0, n), at most limit at once,
+// and returns when every call returned.
+func forEachBounded(n, limit int, f func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
+
+// moved is the outcome of a move.
+type moved struct {
+	rev uint64
+	err error
+}
+
+// moveAll moves the devices devs to rollout id's target (move), at most
+// moveConcurrency at once.
+func (s *Server) moveAll(ctx context.Context, id string, devs []string, spec RolloutSpec) map[string]moved {
+	out := make([]moved, len(devs))
+	forEachBounded(len(devs), moveConcurrency, func(i int) {
+		out[i].rev, out[i].err = s.move(ctx, id, devs[i], spec)
+	})
+	m := make(map[string]moved, len(devs))
+	for i, dev := range devs {
+		m[dev] = out[i]
+	}
+	return m
 }
 
 // isRolloutTarget says whether cur is the rollout's target, set after
@@ -1111,8 +1170,12 @@ func (h waveHandler) SchedulableWait(ctx context.Context, c *plan.CommandContext
 			sent = append(sent, t.Name)
 		}
 	}
-	var statuses map[string]DeviceStatus
+	var (
+		statuses map[string]DeviceStatus
+		moves    map[string]moved
+	)
 	if d.Abort == "" {
+		moves = h.s.moveAll(ctx, id, sent, d.Spec)
 		if statuses, err = h.s.statuses(ctx, sent); err != nil {
 			return "", err
 		}
@@ -1137,7 +1200,11 @@ func (h waveHandler) SchedulableWait(ctx context.Context, c *plan.CommandContext
 			c.SetTarget(waveGroup, t.Name, plan.TargetAborted, d.Abort)
 			continue
 		}
-		rev, err := h.s.move(ctx, id, t.Name, d.Spec)
+		mv, ok := moves[t.Name]
+		if !ok {
+			mv.rev, mv.err = h.s.move(ctx, id, t.Name, d.Spec)
+		}
+		rev, err := mv.rev, mv.err
 		if err != nil {
 			if errors.Is(err, ErrDeviceNotFound) {
 				c.SetTarget(waveGroup, t.Name, plan.TargetMissing, "device not enrolled")
