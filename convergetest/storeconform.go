@@ -139,6 +139,12 @@ const watchTimeout = 5 * time.Second
 //     the history it had, and retention keeps the newest entries of old
 //     and new together.
 //
+// When s implements converge.LeaseReader:
+//
+//   - "holder": Holder finds no holder of a key never claimed, the lease
+//     a claim made (owner, token, expiry), and none once it is released
+//     or (with Wait) expired.
+//
 // When s implements converge.Queue:
 //
 //   - "queue: new records due": a created record is due at once; ClaimDue
@@ -235,6 +241,9 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 	c.invalidInput()
 	if cr, ok := s.(converge.Creator); ok {
 		c.createMany(cr)
+	}
+	if lr, ok := s.(converge.LeaseReader); ok {
+		c.holder(lr)
 	}
 	if c.q != nil {
 		c.queueNewDue()
@@ -1645,4 +1654,39 @@ func (c *storeConformer) queueClaimHistory() {
 		}
 	}
 	c.finishAll(rule, got)
+}
+
+// holder runs the rule "holder" of a converge.LeaseReader.
+func (c *storeConformer) holder(lr converge.LeaseReader) {
+	const rule = "holder"
+	key := c.k("holder/a")
+	if _, ok, err := lr.Holder(c.ctx, key); ok || err != nil {
+		c.fail(rule, "a key never claimed: want no holder, got %v, %v", ok, err)
+	}
+	a, err := c.s.Claim(c.ctx, key, "owner-a", time.Minute)
+	if err != nil {
+		c.fail(rule, "claim: %v", err)
+		return
+	}
+	got, ok, err := lr.Holder(c.ctx, key)
+	if !ok || err != nil || got.Owner != "owner-a" || got.Token != a.Token || got.Key != key || !got.Expires.Equal(a.Expires) {
+		c.fail(rule, "a claimed key: want %+v, got %+v, %v, %v", a, got, ok, err)
+	}
+	if err := c.s.Release(c.ctx, a); err != nil {
+		c.fail(rule, "release: %v", err)
+	}
+	if _, ok, err := lr.Holder(c.ctx, key); ok || err != nil {
+		c.fail(rule, "a released key: want no holder, got %v, %v", ok, err)
+	}
+	if c.opts.Wait == nil {
+		return
+	}
+	if _, err := c.s.Claim(c.ctx, key, "owner-a", time.Second); err != nil {
+		c.fail(rule, "claim: %v", err)
+		return
+	}
+	c.opts.Wait(2 * time.Second)
+	if _, ok, err := lr.Holder(c.ctx, key); ok || err != nil {
+		c.fail(rule, "an expired lease: want no holder, got %v, %v", ok, err)
+	}
 }
