@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/convergekit/converge"
+	"github.com/convergekit/converge/convergetest"
 	"github.com/convergekit/converge/fleet"
 	"github.com/convergekit/converge/pgstore"
 	"github.com/convergekit/converge/pgstore/pgtest"
@@ -173,7 +174,7 @@ type fleetAgent struct {
 	server string
 	token  string
 	acks   ackLog
-	proxy  *cutProxy // nil unless the agent is one of those cut off
+	proxy  *convergetest.Proxy // nil unless the agent is one of those cut off
 	wait   time.Duration
 	link   *deviceLink
 	stop   func()
@@ -225,12 +226,15 @@ func (a *fleetAgent) storedRevision(ctx context.Context) (uint64, error) {
 type replica struct {
 	owner string
 	addr  string
-	db    *cutProxy
+	db    *convergetest.Proxy
 	store *pgstore.Store
 	srv   *fleet.Server
 	hs    *http.Server
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+
+	mu       sync.Mutex
+	hijacked []net.Conn // connections of long polls parked off net/http
 }
 
 // startReplica starts a replica named owner at addr ("127.0.0.1:0" for
@@ -241,8 +245,8 @@ func startReplica(t *testing.T, owner, addr, dsn string, poll time.Duration, h2c
 	ctx := context.Background()
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)
-	r := &replica{owner: owner, db: newCutProxy(t, u.Host)}
-	u.Host = r.db.addr()
+	r := &replica{owner: owner, db: newProxy(t, u.Host)}
+	u.Host = r.db.Addr()
 	r.store, err = pgstore.Open(ctx, u.String(), pgstore.Options{})
 	require.NoError(t, err)
 	r.srv, err = fleet.NewServer(fleet.Config{Store: r.store, Logger: slog.New(slog.DiscardHandler), Authorizer: testAuthorizer,
@@ -252,6 +256,13 @@ func startReplica(t *testing.T, owner, addr, dsn string, poll time.Duration, h2c
 	require.NoError(t, err)
 	r.addr = ln.Addr().String()
 	r.hs = fleet.NewHTTPServer(r.addr, r.srv)
+	r.hs.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateHijacked {
+			r.mu.Lock()
+			r.hijacked = append(r.hijacked, c)
+			r.mu.Unlock()
+		}
+	}
 	if h2c {
 		r.hs.Protocols = new(http.Protocols)
 		r.hs.Protocols.SetHTTP1(true)
@@ -272,13 +283,19 @@ func (r *replica) url() string { return "http://" + r.addr }
 // long polls and reports in flight included, and its rollout runner
 // stopped.
 func (r *replica) kill() {
-	r.db.cut(linkDrop)
+	r.db.Partition(convergetest.PartitionFail)
 	_ = r.hs.Close()
+	r.mu.Lock()
+	for _, c := range r.hijacked { // parked long polls, which http.Server.Close leaves
+		_ = c.Close()
+	}
+	r.hijacked = nil
+	r.mu.Unlock()
 	r.stop()
 	r.wg.Wait()
 	_ = r.srv.Close()
 	r.store.Close()
-	r.db.close()
+	_ = r.db.Close()
 }
 
 // shutdown stops the replica in order.
@@ -428,8 +445,8 @@ func TestRolloutOnPostgres(t *testing.T) {
 	require.NoError(t, g.Wait())
 	for i, a := range agents {
 		if cutOff(i) {
-			a.proxy = newCutProxy(t, replicas[i%2].addr)
-			a.server = "http://" + a.proxy.addr()
+			a.proxy = newProxy(t, replicas[i%2].addr)
+			a.server = "http://" + a.proxy.Addr()
 		}
 		a.start(t, tr)
 	}
@@ -496,14 +513,14 @@ func TestRolloutOnPostgres(t *testing.T) {
 		k := 0
 		for _, a := range agents {
 			if a.proxy != nil {
-				a.proxy.cut([]cutMode{linkDrop, linkHang}[k%2])
+				a.proxy.Partition([]convergetest.PartitionMode{convergetest.PartitionFail, convergetest.PartitionHang}[k%2])
 				k++
 			}
 		}
 		time.Sleep(partition)
 		for _, a := range agents {
 			if a.proxy != nil {
-				a.proxy.up()
+				a.proxy.Partition(convergetest.PartitionNone)
 			}
 		}
 		return nil
@@ -679,7 +696,7 @@ func TestRolloutOnPostgres(t *testing.T) {
 		if rep.Revision != ds.Reported || !bytes.Equal(x, y) {
 			violate("%s: central status %s, derived from its last acknowledged report %s", id, y, x)
 		}
-		if a.proxy != nil && a.proxy.cutCount() > 0 {
+		if a.proxy != nil && a.proxy.Cuts() > 0 {
 			partitioned++
 		}
 		if failing[id] && a.acks.failedAt(2) {
@@ -704,4 +721,15 @@ func TestRolloutOnPostgres(t *testing.T) {
 	assert.Equal(t, int32(wantRestarts), restartedOK.Load())
 	assert.Positive(t, restartedOK.Load())
 	assert.Equal(t, nFail, failed, "every failing device reported its failure")
+}
+
+// newProxy starts a convergetest.Proxy to target, closed when the test
+// ends: between an agent and its server replica, or between a replica
+// and PostgreSQL.
+func newProxy(t testing.TB, target string) *convergetest.Proxy {
+	t.Helper()
+	p, err := convergetest.NewProxy(target)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }

@@ -127,7 +127,7 @@ func pgSchedule(t *testing.T, dsn string, seed uint64, ttl time.Duration, limit 
 		if p == nil {
 			return convergetest.ScheduleResult{}, fmt.Errorf("proxy: %s", via)
 		}
-		closers = append(closers, p.close)
+		closers = append(closers, func() { _ = p.Close() })
 		// One Open at a time: each takes the migration lock. The
 		// statement timeout is left well above the lease: the renew
 		// deadline, not the store, must stop a cut-off replica.
