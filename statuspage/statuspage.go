@@ -859,6 +859,19 @@ func (h *Handler) controller(w http.ResponseWriter, r *http.Request) {
 	for _, o := range quarantined[:min(len(quarantined), size)] {
 		v.QuarantinedObjects = append(v.QuarantinedObjects, objectSummary(kind, o, above[o.Key]))
 	}
+	limits, err := c.Controller.Limits(r.Context())
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	for _, l := range limits {
+		lv := LimitView{State: string(l.State), Limit: l.Limit.String(), Concurrent: l.Limit.Concurrent, Burst: l.Limit.Burst,
+			InUse: l.InUse, WaitingForSlot: l.WaitingForSlot, WaitingToEnter: l.WaitingToEnter}
+		if l.Limit.Every > 0 {
+			lv.Every = l.Limit.Every.String()
+		}
+		v.Limits = append(v.Limits, lv)
+	}
 	h.write(w, r, http.StatusOK, "controller", v)
 }
 

@@ -312,6 +312,32 @@ type ControllerView struct {
 	QuarantinedObjects []ObjectSummary `json:"quarantinedObjects"`
 	// TerminalObjects are the objects halted by a terminal error.
 	TerminalObjects []ObjectSummary `json:"terminalObjects"`
+	// Limits are the controller's limits per state
+	// (controller.Config.Limits) and what they hold now, sorted by
+	// state; none without limits.
+	Limits []LimitView `json:"limits,omitempty"`
+}
+
+// LimitView is the limit of one state of a controller and what it holds
+// now (controller.LimitStatus).
+type LimitView struct {
+	State string `json:"state"`
+	// Limit says it in words: "2 at once", "3 per 15s", or both.
+	Limit string `json:"limit"`
+	// Concurrent, Every (a duration as text, such as "5s") and Burst are
+	// the limit's (controller.Limit); zero when not set.
+	Concurrent int    `json:"concurrent,omitempty"`
+	Every      string `json:"every,omitempty"`
+	Burst      int    `json:"burst,omitempty"`
+	// InUse is the number of slots held now across every replica, -1
+	// when the store cannot tell (controller.LimitStatus.InUse).
+	InUse int `json:"inUse"`
+	// WaitingForSlot counts the objects in the state put off for want of
+	// a slot, as the page's controller counts them (those it put off);
+	// WaitingToEnter the objects waiting to enter the state for want of a
+	// token of its entry rate.
+	WaitingForSlot int `json:"waitingForSlot"`
+	WaitingToEnter int `json:"waitingToEnter"`
 }
 
 // StateView lists the objects of a controller a page at a time: those in
