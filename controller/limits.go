@@ -69,7 +69,7 @@ const ReasonLimited = "limited"
 // it. Rate tokens (Limit.Every) live under kind + ".limit/" + state +
 // "/rate/". No record is stored under either.
 func LimitSlotKey(kind string, state State, i int) string {
-	return kind + ".limit/" + string(state) + "/slot/" + strconv.Itoa(i)
+	return limitSlotPrefix(kind, state) + strconv.Itoa(i)
 }
 
 // LimitReason returns the Reason an object waiting to enter state, for

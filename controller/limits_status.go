@@ -109,8 +109,9 @@ func (l *limiter) inUse() int {
 	return n
 }
 
-// slotsInUse counts the slots of state (n of them) held now in store, or
-// returns -1 when store cannot tell.
+// slotsInUse counts the slots of state held now in store (by the
+// store's leases under the state's slot keys), or returns -1 when store
+// cannot tell. n is the state's Limit.Concurrent: 0 has no slots.
 func slotsInUse(ctx context.Context, store converge.Store, kind string, state State, n int) (int, error) {
 	if n == 0 {
 		return 0, nil
@@ -119,17 +120,17 @@ func slotsInUse(ctx context.Context, store converge.Store, kind string, state St
 	if !ok {
 		return -1, nil
 	}
-	used := 0
-	for i := range n {
-		_, held, err := lr.Holder(ctx, LimitSlotKey(kind, state, i))
-		if err != nil {
-			return 0, err
-		}
-		if held {
-			used++
-		}
+	held, err := lr.Leases(ctx, limitSlotPrefix(kind, state))
+	if err != nil {
+		return 0, err
 	}
-	return used, nil
+	return len(held), nil
+}
+
+// limitSlotPrefix is the start of the keys of the slots of state
+// (LimitSlotKey).
+func limitSlotPrefix(kind string, state State) string {
+	return kind + ".limit/" + string(state) + "/slot/"
 }
 
 // String describes the limit: "5 at once", "2 per 10s", or both.

@@ -144,6 +144,8 @@ const watchTimeout = 5 * time.Second
 //   - "holder": Holder finds no holder of a key never claimed, the lease
 //     a claim made (owner, token, expiry), and none once it is released
 //     or (with Wait) expired.
+//   - "leases": Leases returns the live leases under a prefix, sorted by
+//     key, and none of a key released or beside the prefix.
 //
 // When s implements converge.Queue:
 //
@@ -244,6 +246,7 @@ func ConformStore(ctx context.Context, s converge.Store, opts StoreConformOption
 	}
 	if lr, ok := s.(converge.LeaseReader); ok {
 		c.holder(lr)
+		c.leases(lr)
 	}
 	if c.q != nil {
 		c.queueNewDue()
@@ -1688,5 +1691,49 @@ func (c *storeConformer) holder(lr converge.LeaseReader) {
 	c.opts.Wait(2 * time.Second)
 	if _, ok, err := lr.Holder(c.ctx, key); ok || err != nil {
 		c.fail(rule, "an expired lease: want no holder, got %v, %v", ok, err)
+	}
+	if got, err := lr.Leases(c.ctx, c.k("holder/")); len(got) != 0 || err != nil {
+		c.fail(rule, "an expired lease: want no leases, got %+v, %v", got, err)
+	}
+}
+
+// leases runs the rule "leases" of a converge.LeaseReader.
+func (c *storeConformer) leases(lr converge.LeaseReader) {
+	const rule = "leases"
+	prefix := c.k("leases/")
+	var held []converge.Lease
+	for _, k := range []string{"b", "a", "c"} {
+		l, err := c.s.Claim(c.ctx, prefix+k, "owner-"+k, time.Minute)
+		if err != nil {
+			c.fail(rule, "claim: %v", err)
+			return
+		}
+		held = append(held, l)
+	}
+	// A key beside the prefix, not under it.
+	if _, err := c.s.Claim(c.ctx, c.k("leasesx"), "owner-x", time.Minute); err != nil {
+		c.fail(rule, "claim: %v", err)
+		return
+	}
+	if err := c.s.Release(c.ctx, held[2]); err != nil {
+		c.fail(rule, "release: %v", err)
+	}
+	got, err := lr.Leases(c.ctx, prefix)
+	if err != nil {
+		c.fail(rule, "%v", err)
+		return
+	}
+	want := []converge.Lease{held[1], held[0]} // sorted by key; c released
+	if len(got) != len(want) {
+		c.fail(rule, "want the leases %+v, got %+v", want, got)
+		return
+	}
+	for i := range want {
+		if got[i].Key != want[i].Key || got[i].Owner != want[i].Owner || got[i].Token != want[i].Token || !got[i].Expires.Equal(want[i].Expires) {
+			c.fail(rule, "lease %d: want %+v, got %+v", i, want[i], got[i])
+		}
+	}
+	if got, err := lr.Leases(c.ctx, c.k("leases-none/")); len(got) != 0 || err != nil {
+		c.fail(rule, "an empty prefix: want none, got %+v, %v", got, err)
 	}
 }

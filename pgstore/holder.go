@@ -35,3 +35,29 @@ func (s *Store) Holder(ctx context.Context, key string) (converge.Lease, bool, e
 	l.Token = uint64(token)
 	return l, true, nil
 }
+
+// Leases implements converge.LeaseReader: the live leases on the keys
+// under prefix, by the database's clock, sorted by key.
+func (s *Store) Leases(ctx context.Context, prefix string) ([]converge.Lease, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := checkText(prefix, "prefix", prefix); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT key, owner, expires, token FROM `+pgx.Identifier{s.schema}.Sanitize()+`.leases
+		WHERE key >= $1 AND starts_with(key, $1) AND owner <> '' AND expires > clock_timestamp() ORDER BY key`, prefix)
+	if err != nil {
+		return nil, s.dbError("read the leases", prefix, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (converge.Lease, error) {
+		var l converge.Lease
+		var token int64
+		err := r.Scan(&l.Key, &l.Owner, &l.Expires, &token)
+		l.Token = uint64(token)
+		return l, err
+	})
+	if err != nil {
+		return nil, s.dbError("read the leases", prefix, err)
+	}
+	return out, nil
+}
