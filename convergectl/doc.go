@@ -3,9 +3,10 @@
 // Start with `convergectl -h`; docs/operating.md is its guide.
 //
 // It lists the objects of a controller kind by state, shows one with its
-// history, releases a halted one, lists and shows plans with their
-// progress per command and host, aborts or retries a plan, and shows a
-// target reconciler's last target and revision.
+// history, releases a halted one, shows what the kind's limits hold now,
+// lists and shows plans with their progress per command and host, aborts
+// or retries a plan, and shows a target reconciler's last target and
+// revision.
 //
 // Install it at the version of the modules the program uses:
 //
@@ -23,6 +24,10 @@
 //	object  KIND KEY        one object: state, failures, data, history
 //	plans                   the plans with their progress; --state S
 //	plan    ID              one plan: every command and host, history
+//	limits  KIND            what the limits of KIND hold now, per state: the
+//	                        slots in use and who holds them, the objects
+//	                        waiting to enter (the limits themselves are the
+//	                        controllers' configuration, not in the store)
 //	rollouts                the fleet's rollouts (fleet.ReadRollouts): state,
 //	                        reason, and per wave its devices and thresholds
 //	targets                 the names of the stored targets, with their revisions
@@ -169,6 +174,11 @@
 // plans (commands and history left out):
 //
 //	{"plans": [PLAN, ...], "sealedHidden": 0}
+//
+// limits (the states whose limits hold anything now, sorted):
+//
+//	{"kind": "host", "limits": [{"state", "objects", "slotsInUse",
+//	  "slotHolders": [OWNER, ...], "waitingToEnter"}]}
 //
 // rollouts (fleet.RolloutStatus, as the fleet server's API answers it):
 //
