@@ -106,7 +106,7 @@ func TestHistorySubjectMigration(t *testing.T) {
 	assert.Equal(t, []converge.HistoryEntry{before, after}, utc(got))
 	var versions int
 	query(t, dsn, `SELECT max(version) FROM before4.migrations`, nil, &versions)
-	assert.Equal(t, 8, versions)
+	assert.Equal(t, 9, versions)
 }
 
 // Every statement that appends history (create, update, fenced update,
@@ -172,5 +172,5 @@ func TestHistoryByMigration(t *testing.T) {
 	assert.Equal(t, []converge.HistoryEntry{before, after}, utc(got))
 	var versions int
 	query(t, dsn, `SELECT max(version) FROM before5.migrations`, nil, &versions)
-	assert.Equal(t, 8, versions)
+	assert.Equal(t, 9, versions)
 }

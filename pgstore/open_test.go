@@ -284,3 +284,18 @@ func TestSealedAtRest(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"obj/c"}, keysOf(claimed))
 }
+
+// TestLeasesLeaveRoomForHeapOnlyUpdates: the schema leaves room in the
+// pages of the leases, so that a claim and a finish, which change no
+// indexed column of a lease, can update it in its page without a new
+// index entry.
+func TestLeasesLeaveRoomForHeapOnlyUpdates(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	open(t, dsn, pgstore.Options{})
+	var leases, records []string
+	query(t, dsn, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'converge.leases'::regclass`, nil, &leases)
+	query(t, dsn, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'converge.records'::regclass`, nil, &records)
+	assert.Equal(t, []string{"fillfactor=70"}, leases)
+	assert.Empty(t, records, "the records keep PostgreSQL's default")
+}

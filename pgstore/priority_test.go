@@ -36,7 +36,7 @@ func TestPriorityMigration(t *testing.T) {
 	s := open(t, dsn, pgstore.Options{Schema: "before7"})
 	var version int
 	query(t, dsn, `SELECT max(version) FROM before7.migrations`, nil, &version)
-	require.Equal(t, 8, version)
+	require.Equal(t, 9, version)
 	for _, k := range []string{"p/a", "p/b"} {
 		p, err := s.Priority(ctx, k)
 		require.NoError(t, err)

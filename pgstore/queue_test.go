@@ -245,7 +245,7 @@ func TestQueueTakeoverAcrossMigration6(t *testing.T) {
 	s := open(t, dsn, pgstore.Options{Schema: "before6"})
 	var version int
 	query(t, dsn, `SELECT max(version) FROM before6.migrations`, nil, &version)
-	require.Equal(t, 8, version)
+	require.Equal(t, 9, version)
 	awaitExpired(t, dsn, "before6", "t/a")
 
 	taken, err := s.ClaimDue(ctx, "t/", "alive", time.Minute, 1)
