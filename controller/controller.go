@@ -261,7 +261,7 @@ func (c *Controller) adopt(obj *Object, queue bool) {
 
 // put writes obj at version with history and returns the new version.
 func (c *Controller) put(ctx context.Context, obj *Object, version, token uint64, history ...converge.HistoryEntry) (uint64, error) {
-	b, err := json.Marshal(obj)
+	b, err := encodeObject(obj)
 	if err != nil {
 		return 0, err
 	}
@@ -276,7 +276,7 @@ func (c *Controller) decode(rec converge.StoreRecord) (*Object, error) {
 // with prefix.
 func decodeObject(rec converge.StoreRecord, prefix string) (*Object, error) {
 	obj := &Object{}
-	if err := json.Unmarshal(rec.Value, obj); err != nil {
+	if err := unmarshalObject(rec.Value, obj); err != nil {
 		return nil, fmt.Errorf("controller: decode %s: %w", rec.Key, err)
 	}
 	obj.Key = strings.TrimPrefix(rec.Key, prefix)
@@ -671,6 +671,12 @@ func (c *Controller) scan(ctx context.Context, q *workqueue.Queue[ctrlEntry]) er
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	if len(c.objs) == 0 {
+		// The first load: the view takes every record, in a map grown once.
+		c.objs = make(map[string]*ctrlEntry, len(recs))
+	}
+	c.mu.Unlock()
 	seen := make(map[string]struct{}, len(recs))
 	var changed []string
 	for _, rec := range recs {

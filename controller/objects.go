@@ -267,3 +267,135 @@ func (e *addedEncoder) encode(obj *Object) ([]byte, error) {
 	e.buf = append(e.buf, '}')
 	return e.buf[start:len(e.buf):len(e.buf)], nil
 }
+
+// encodeObject returns the stored document of obj, as json.Marshal
+// writes it. An object that has only a state, a time, a reason and a
+// priority (what most writes of a handled object store) is written
+// without json.Marshal's reflection, when its strings need no escaping
+// and its time is one json.Marshal accepts; any other by json.Marshal.
+func encodeObject(obj *Object) ([]byte, error) {
+	if !plainObject(obj) {
+		return json.Marshal(obj)
+	}
+	b := make([]byte, 0, 64+len(obj.State)+len(obj.Reason))
+	b = append(append(append(b, `{"state":"`...), obj.State...), `","since":"`...)
+	b = append(obj.Since.AppendFormat(b, time.RFC3339Nano), '"')
+	if obj.Reason != "" {
+		b = append(append(append(b, `,"reason":"`...), obj.Reason...), '"')
+	}
+	if obj.Priority != 0 {
+		b = strconv.AppendInt(append(b, `,"priority":`...), int64(obj.Priority), 10)
+	}
+	return append(b, '}'), nil
+}
+
+// plainObject tells whether encodeObject may write obj itself: it has
+// nothing but a state, a time, a reason and a priority, its strings are
+// printable ASCII that JSON writes as they are (json.Marshal escapes
+// '<', '>' and '&' too), and its time is in the years json.Marshal
+// writes, in a zone whose offset is whole minutes.
+func plainObject(obj *Object) bool {
+	if len(obj.Data) != 0 || len(obj.Intents) != 0 || obj.Failures != 0 || obj.Retries != 0 || obj.LastError != nil ||
+		!obj.FailingSince.IsZero() || len(obj.RecentFailures) != 0 || obj.Halted != "" || obj.SLABreached || len(obj.Watches) != 0 {
+		return false
+	}
+	if y := obj.Since.Year(); y < 0 || y > 9999 {
+		return false
+	}
+	if _, off := obj.Since.Zone(); off%60 != 0 {
+		return false
+	}
+	return plainString(string(obj.State)) && plainString(obj.Reason)
+}
+
+// plainString tells whether JSON writes s, quoted, as it is, and reads
+// it back so: printable ASCII without '"', '\\', '<', '>' and '&'.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// unmarshalObject decodes the stored document b into obj, a zero
+// Object, as json.Unmarshal does. A document that has only a state, a
+// time, a reason and a priority, in the order encodeObject writes them,
+// with no space and strings of printable ASCII without escapes, is read
+// without json.Unmarshal's reflection; any other by json.Unmarshal.
+func unmarshalObject(b []byte, obj *Object) error {
+	if plainDecode(b, obj) {
+		return nil
+	}
+	*obj = Object{}
+	return json.Unmarshal(b, obj)
+}
+
+// plainDecode reads b into obj when b is a document that encodeObject
+// writes itself, and tells whether it did; obj may be partly written
+// when it did not.
+func plainDecode(b []byte, obj *Object) bool {
+	rest, ok := bytes.CutPrefix(b, []byte(`{"state":"`))
+	if !ok {
+		return false
+	}
+	var state, since []byte
+	if state, rest, ok = plainPrefix(rest); !ok {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"since":"`)); !ok {
+		return false
+	}
+	if since, rest, ok = plainPrefix(rest); !ok {
+		return false
+	}
+	// The time as JSON: the quotes are around it in b.
+	quoted := b[len(b)-len(rest)-len(since)-2 : len(b)-len(rest)]
+	if obj.Since.UnmarshalJSON(quoted) != nil {
+		return false
+	}
+	if r, found := bytes.CutPrefix(rest, []byte(`,"reason":"`)); found {
+		var reason []byte
+		if reason, rest, ok = plainPrefix(r); !ok {
+			return false
+		}
+		obj.Reason = string(reason)
+	}
+	if r, found := bytes.CutPrefix(rest, []byte(`,"priority":`)); found {
+		end := 0
+		for end < len(r) && (r[end] >= '0' && r[end] <= '9' || end == 0 && r[end] == '-') {
+			end++
+		}
+		digits := r[:end]
+		if d, _ := bytes.CutPrefix(digits, []byte("-")); len(d) == 0 || len(d) > 1 && d[0] == '0' {
+			return false
+		}
+		p, err := strconv.Atoi(string(digits))
+		if err != nil {
+			return false
+		}
+		obj.Priority, rest = p, r[end:]
+	}
+	if len(rest) != 1 || rest[0] != '}' {
+		return false
+	}
+	obj.State = State(state)
+	return true
+}
+
+// plainPrefix splits b, which follows an opening quote, at its closing
+// quote: the string before it, when it is printable ASCII without
+// escapes, and what follows the quote.
+func plainPrefix(b []byte) (s, rest []byte, ok bool) {
+	for i, c := range b {
+		switch {
+		case c == '"':
+			return b[:i], b[i+1:], true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
+}
