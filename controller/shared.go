@@ -391,7 +391,10 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 	ttl, deadline := c.cfg.LeaseTTL, c.cfg.RenewDeadline
 	done := make(chan struct{})
 	stopped := make(chan struct{})
-	go func() {
+	// The renewals start when the first one is due, half the deadline
+	// after asked, on the goroutine of that timer: a handler that returns
+	// before (most do) costs one timer, and no goroutine.
+	renew := func() {
 		defer close(stopped)
 		var overrun *time.Timer
 		defer func() {
@@ -414,7 +417,7 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 		}
 		expire := time.NewTimer(time.Until(asked.Add(deadline)))
 		defer expire.Stop()
-		wait := time.NewTimer(time.Until(asked.Add(deadline / 2)))
+		wait := time.NewTimer(0) // the first renewal is due
 		defer wait.Stop()
 		for {
 			select {
@@ -455,12 +458,16 @@ func (c *Controller) keep(ctx context.Context, sq converge.Queue, lease converge
 				wait.Reset(deadline / 10) // the store failed: try again soon
 			}
 		}
-	}()
+	}
+	first := time.AfterFunc(time.Until(asked.Add(deadline/2)), renew)
 	var once sync.Once
 	return hctx, func() {
 		once.Do(func() {
-			close(done)
-			<-stopped
+			if !first.Stop() {
+				// The renewals started: end them.
+				close(done)
+				<-stopped
+			}
 			cancel(nil)
 		})
 	}
