@@ -3,11 +3,13 @@ package fleet
 import (
 	"bytes"
 	"sync"
+
+	"github.com/convergekit/converge"
 )
 
-// targetCacheSize bounds the targets a Server keeps decoded: about one
-// per device of a fleet of its size, a few KiB each.
-const targetCacheSize = 16384
+// recordCacheSize bounds the records of each kind (devices, targets) a
+// Server keeps decoded: about one per device of a fleet of its size.
+const recordCacheSize = 16384
 
 // recordCache keeps records of the server's own store decoded, by key,
 // with the bytes they were decoded from: a record read again with the
@@ -60,4 +62,20 @@ func (c *recordCache[T]) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
+}
+
+// decodeCached returns rec decoded strictly (decodeRecord) into a T, or
+// as c kept it when rec's bytes were decoded before. The value is shared:
+// callers must not change what it points to.
+func decodeCached[T any](c *recordCache[T], rec converge.StoreRecord, format func(*T) int) (T, error) {
+	if v, ok := c.get(rec.Key, rec.Value); ok {
+		return v, nil
+	}
+	var v T
+	if err := decodeRecord(rec.Key, rec.Value, &v, func() int { return format(&v) }); err != nil {
+		var zero T
+		return zero, err
+	}
+	c.put(rec.Key, rec.Value, v)
+	return v, nil
 }

@@ -122,3 +122,44 @@ func TestForEachBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceReadsSeeEveryChange: a device's record kept decoded is read
+// again as soon as any writer changes it (a revocation by another
+// replica), and a damaged one is refused.
+func TestDeviceReadsSeeEveryChange(t *testing.T) {
+	ctx := context.Background()
+	store := converge.NewMemStore()
+	newServer := func() *Server {
+		s, err := NewServer(Config{Store: store, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	s, other := newServer(), newServer()
+	_, err := s.Enrol(ctx, "d", map[string]string{"site": "a"})
+	require.NoError(t, err)
+	dev, err := s.readDevice(ctx, "d")
+	require.NoError(t, err)
+	assert.True(t, dev.Revoked.IsZero())
+	assert.Equal(t, 1, s.devices.len(), "kept decoded")
+
+	st, err := s.DeviceStatus(ctx, "d")
+	require.NoError(t, err)
+	st.Labels["site"] = "changed by a caller"
+	dev, err = s.readDevice(ctx, "d")
+	require.NoError(t, err)
+	assert.Equal(t, "a", dev.Labels["site"], "DeviceStatus hands out a copy of the labels")
+
+	require.NoError(t, other.Revoke(ctx, "d"))
+	dev, err = s.readDevice(ctx, "d")
+	require.NoError(t, err)
+	assert.False(t, dev.Revoked.IsZero(), "the revocation by another replica is seen at once")
+
+	rec, err := store.Get(ctx, keyDevices+"d")
+	require.NoError(t, err)
+	_, err = store.Put(ctx, converge.StoreRecord{Key: rec.Key, Version: rec.Version, Value: []byte(`{"format":2}`)})
+	require.NoError(t, err)
+	_, err = s.readDevice(ctx, "d")
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe, "a damaged record is refused, cached or not")
+}

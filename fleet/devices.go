@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -87,6 +88,9 @@ func (s *Server) readDevice(ctx context.Context, id string) (deviceDoc, error) {
 	return d, err
 }
 
+// readDeviceRecord reads device id's record; one read again with the same
+// bytes comes decoded from s.devices, its Labels shared: do not change
+// them.
 func (s *Server) readDeviceRecord(ctx context.Context, id string) (converge.StoreRecord, deviceDoc, error) {
 	var d deviceDoc
 	rec, err := s.cfg.Store.Get(ctx, keyDevices+id)
@@ -96,7 +100,8 @@ func (s *Server) readDeviceRecord(ctx context.Context, id string) (converge.Stor
 	if err != nil {
 		return rec, d, errf("fleet: device %q: %w", id, err)
 	}
-	return rec, d, decodeRecord(rec.Key, rec.Value, &d, func() int { return d.Format })
+	d, err = decodeCached(s.devices, rec, func(d *deviceDoc) int { return d.Format })
+	return rec, d, err
 }
 
 // SetTarget sets device id's target and returns its revision: one more
@@ -178,14 +183,8 @@ func (s *Server) readTarget(ctx context.Context, id string) (converge.StoreRecor
 	if err != nil {
 		return rec, d, errf("fleet: target of device %q: %w", id, err)
 	}
-	if d, ok := s.targets.get(rec.Key, rec.Value); ok {
-		return rec, d, nil
-	}
-	if err := decodeRecord(rec.Key, rec.Value, &d, func() int { return d.Format }); err != nil {
-		return rec, targetDoc{}, err
-	}
-	s.targets.put(rec.Key, rec.Value, d)
-	return rec, d, nil
+	d, err = decodeCached(s.targets, rec, func(d *targetDoc) int { return d.Format })
+	return rec, d, err
 }
 
 // readTargetRaw returns the stored target document as devices read it,
@@ -349,7 +348,7 @@ func (s *Server) DeviceStatus(ctx context.Context, id string) (DeviceStatus, err
 	}
 	st := s.derive(id, target, rep)
 	st.Revoked = !dev.Revoked.IsZero()
-	st.Labels = dev.Labels
+	st.Labels = maps.Clone(dev.Labels)
 	return st, nil
 }
 

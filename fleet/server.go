@@ -163,6 +163,7 @@ type Server struct {
 	rolloutPoll time.Duration
 	kick        chan struct{}
 	targets     *recordCache[targetDoc] // stored targets, decoded
+	devices     *recordCache[deviceDoc] // stored devices, decoded
 	movedMu     sync.Mutex
 	moved       map[string]uint64 // rollout device records known to be moved, by key
 }
@@ -202,7 +203,8 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, maxBody: cfg.Limits.MaxBytes, limit: newLimiter(cfg.Rate, cfg.Burst, cfg.Now), waiters: map[string]chan struct{}{},
-		parked: map[string][]*parkedPoll{}, targets: newRecordCache[targetDoc](targetCacheSize),
+		parked: map[string][]*parkedPoll{}, targets: newRecordCache[targetDoc](recordCacheSize),
+		devices:     newRecordCache[deviceDoc](recordCacheSize),
 		rolloutPoll: cmpOr(cfg.RolloutPoll, DefaultRolloutPoll), kick: make(chan struct{}, 1), moved: map[string]uint64{},
 		owner: cmpOr(cfg.RolloutOwner, plan.DefaultOwner())}
 	runner, err := plan.NewRunner(cfg.Store, plan.RunnerConfig{
