@@ -18,8 +18,8 @@
 // as soon as the target changes, on any replica (the store's watch wakes
 // every replica), or 304 Not Modified when the wait runs out. A long
 // poll of HTTP/1.x that has to wait leaves net/http's goroutine: its
-// connection is hijacked and parked with no goroutine of its own (about
-// 1 KiB on the server), and its answer closes the connection. Over
+// connection is hijacked and parked with no goroutine of its own (under
+// 2 KiB on the server), and its answer closes the connection. Over
 // HTTP/2 a long poll waits in its handler. A device
 // posts its converge.EdgeReport for a revision (PUT or POST
 // /v1/devices/{id}/report), read by the core's capped strict decoder
