@@ -148,6 +148,13 @@ type workerSlot struct {
 	// queued says the worker's handler runs observe their queue
 	// duration from their start reading (see Controller.run).
 	queued bool
+	// end is the monotonic reading when the worker's last handler run
+	// returned, plus one; 0: none since the worker last used it. Only
+	// the worker touches it.
+	end time.Duration
+	// obs holds what the worker's runs report until it hands it over
+	// (see workerObs). Only the worker touches it.
+	obs workerObs
 }
 
 // workerSlotKey is the context key of a worker's *workerSlot.

@@ -594,13 +594,29 @@ func (c *Controller) Run(ctx context.Context) error {
 			it, ok := q.GetItem()
 			for ok {
 				if c.timed && !sameClock {
-					c.observeQueued(q.Waited(it))
+					c.observeQueued(w, q.Waited(it))
 				}
 				forget, next := c.process(w.context(), q, it)
-				it, ok = q.FinishGet(it, forget, next)
-				if c.timed && (!ok || c.stats.depth.Load() == 0) {
-					c.publish(false)
+				if !c.timed {
+					it, ok = q.FinishGet(it, forget, next)
+					continue
 				}
+				// The handler's end reading, on the queue's clock,
+				// is the time next counts from: no reading of the
+				// queue's own.
+				var now time.Duration
+				if sameClock && w.end != 0 {
+					now, w.end = w.end-1-c.queueClock, 0
+				}
+				if it, ok = q.FinishTryGet(it, forget, next, now); !ok {
+					// Nothing waits: the worker hands over what it
+					// holds before it waits (see workerObs).
+					c.flush(&w.obs)
+					it, ok = q.GetItem()
+				}
+			}
+			if c.timed {
+				c.flush(&w.obs)
 			}
 		})
 	}

@@ -21,7 +21,13 @@ import (
 // MetricReconciles and MetricLastSuccess are counted on the hot path and
 // handed to Config.Metrics in batches: every 64 successes or failures, whenever the
 // queue runs empty, and when Run returns. A scrape sees them at most 64
-// runs old, and exact whenever the controller is idle.
+// runs old, and exact whenever the controller is idle. In a controller on
+// its own (no Config.Owner), each worker also holds the values of
+// MetricHandlerDuration and MetricQueueDuration for its own runs and
+// hands them over with its counts: every 64 of its runs, whenever it
+// finds the queue empty, at the start or the end of a run once it has
+// held them for a millisecond, and when Run returns. Every value is
+// recorded, as measured; only when it reaches Config.Metrics is batched.
 var (
 	// MetricObjects is the number of objects known to the controller in
 	// each state (a gauge). A replica counts the objects of its view,
@@ -230,8 +236,10 @@ func AllMetrics() []*converge.Metric {
 }
 
 // observeQueued records that an object waited d before a worker took it
-// (MetricQueueDuration), through a series resolved once.
-func (c *Controller) observeQueued(d time.Duration) {
+// (MetricQueueDuration), through a series resolved once; a worker of a
+// controller on its own (w not nil) records it with its next hand-over
+// (see workerObs).
+func (c *Controller) observeQueued(w *workerSlot, d time.Duration) {
 	c.queueObsOnce.Do(func() {
 		c.queueObs = func(v float64) { c.metrics.Observe(MetricQueueDuration, v, c.kindLabels...) }
 		if so, ok := c.metrics.(seriesObserver); ok {
@@ -240,7 +248,136 @@ func (c *Controller) observeQueued(d time.Duration) {
 			}
 		}
 	})
-	c.queueObs(max(d, 0).Seconds())
+	v := max(d, 0).Seconds()
+	if w == nil {
+		c.queueObs(v)
+		return
+	}
+	w.obs.record(c, c.queueObs, v)
+}
+
+// observeHandler records that a handler run on an object in state took d
+// (MetricHandlerDuration); a worker of a controller on its own (w not
+// nil) records it with its next hand-over (see workerObs), through the
+// series it used last when state is the same.
+func (c *Controller) observeHandler(w *workerSlot, state State, d time.Duration) {
+	if w == nil {
+		c.handlerObserver(state)(d.Seconds())
+		return
+	}
+	o := &w.obs
+	if o.lastObs == nil || o.lastState != state {
+		o.lastState, o.lastObs = state, c.handlerObserver(state)
+	}
+	o.record(c, o.lastObs, d.Seconds())
+}
+
+// workerObs is what one worker of a controller on its own gathers about
+// its handler runs before handing it over to the controller's counts
+// and to Metrics (flush): the runs by result, its last success, and the
+// histogram values of its runs (queue and handler durations). A run then
+// writes memory of its worker's own, and the cache lines that every
+// worker shares (the controller's counts, a histogram's buckets and sum)
+// are written once per hand-over rather than once per run. Only its
+// worker touches it.
+//
+// A worker hands over every publishEvery runs, before it waits for the
+// queue or stops, and at the start or the end of a run when it has held
+// something for holdAtMost: a scrape sees a worker's figures at most
+// publishEvery of its runs late, or holdAtMost and the handler run going
+// on, and every figure whenever the controller is idle.
+type workerObs struct {
+	success, errors int64
+	lastSuccess     int64         // as ctrlStats.lastSuccess; 0: none held
+	since           time.Duration // the monotonic reading of the start of the oldest run held
+	held            bool          // since is set: something is held, or a run started
+	n               int           // values held in vals
+	vals            [2 * publishEvery]heldValue
+
+	// lastState and lastObs are the state of the worker's last handler
+	// run and the function that records its durations, so that a worker
+	// on a run of objects in one state looks nothing up.
+	lastState State
+	lastObs   func(float64)
+}
+
+// heldValue is a histogram value held by a worker, and the function
+// that records it.
+type heldValue struct {
+	observe func(float64)
+	v       float64
+}
+
+// record holds v for observe, handing over first when the values are
+// full.
+func (o *workerObs) record(c *Controller, observe func(float64), v float64) {
+	if o.n == len(o.vals) {
+		c.flush(o)
+	}
+	o.vals[o.n] = heldValue{observe, v}
+	o.n++
+}
+
+// holdAtMost is how long a worker holds its figures at most before a
+// handler run starts or after one ends: a handler that runs for long
+// keeps back no more than this much of its worker's earlier runs, and a
+// worker whose runs take a millisecond or more hands over at each.
+const holdAtMost = time.Millisecond
+
+// starting notes that a handler run starts at start (the monotonic
+// reading), first handing over what the worker has held for holdAtMost.
+func (o *workerObs) starting(c *Controller, start time.Duration) {
+	if o.held && start-o.since >= holdAtMost {
+		c.flush(o)
+	}
+	if !o.held {
+		o.since, o.held = start, true
+	}
+}
+
+// ran counts a run that succeeded (ok) or failed, ended at end (the
+// monotonic reading), and hands over what the worker holds when it holds
+// publishEvery runs or has held some for holdAtMost.
+func (o *workerObs) ran(c *Controller, ok bool, end time.Duration) {
+	if ok {
+		o.success++
+		o.lastSuccess = int64(end) + 1
+	} else {
+		o.errors++
+	}
+	if o.success+o.errors >= publishEvery || o.held && end-o.since >= holdAtMost {
+		c.flush(o)
+	}
+}
+
+// flush hands what o holds over: its values to their histograms, its
+// runs to the controller's counts, which it then publishes (see
+// publish).
+func (c *Controller) flush(o *workerObs) {
+	for i := range o.vals[:o.n] {
+		h := &o.vals[i]
+		h.observe(h.v)
+	}
+	o.n, o.held = 0, false
+	if o.success+o.errors == 0 {
+		c.publish(false)
+		return
+	}
+	if o.success > 0 {
+		c.stats.success.Add(o.success)
+		for {
+			// The newest success wins: workers hand over in any order.
+			old := c.stats.lastSuccess.Load()
+			if old >= o.lastSuccess || c.stats.lastSuccess.CompareAndSwap(old, o.lastSuccess) {
+				break
+			}
+		}
+	}
+	if o.errors > 0 {
+		c.stats.error.Add(o.errors)
+	}
+	o.success, o.errors, o.lastSuccess = 0, 0, 0
+	c.publish(false)
 }
 
 // MetricsInterval is how often a running Controller updates the gauges

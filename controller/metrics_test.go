@@ -274,3 +274,62 @@ func TestHandlerRunsAreTimedThroughAnObserverResolvedOncePerState(t *testing.T) 
 		})
 	}
 }
+
+// TestWorkersHandOverEveryRunBeforeTheyWait runs a controller on its
+// own whose workers go from objects in one state to objects in another,
+// across several hand-overs of what they hold (every 64 runs): while it
+// idles, before Run returns, every run is in Metrics, each handler
+// duration in its own state's series, and one queue duration per run.
+func TestWorkersHandOverEveryRunBeforeTheyWait(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				m := &observerMetrics{resolved: map[string]int{}, via: map[string]int{}}
+				// Runs far shorter than a millisecond: the workers hand over
+				// by count, and before they wait.
+				took := map[controller.State]time.Duration{"fast": time.Microsecond, "slow": 3 * time.Microsecond}
+				c, err := controller.New(controller.Config{
+					Kind: "vm", Workers: workers, Metrics: m, Resync: time.Hour,
+					Handler: controller.HandlerFunc(func(_ context.Context, o controller.Object) (controller.Result, error) {
+						time.Sleep(took[o.State])
+						return controller.NoChange(), nil
+					}),
+				})
+				require.NoError(t, err)
+				const n = 301
+				for i := range n {
+					state := controller.State("fast")
+					if i%2 == 1 {
+						state = "slow"
+					}
+					require.NoError(t, c.Add(ctx, fmt.Sprintf("vm-%03d", i), state, nil))
+				}
+				stop := startController(t, c)
+				time.Sleep(time.Minute) // every object run once, long before the periodic pass
+				synctest.Wait()
+
+				fast := m.observed(controller.MetricHandlerDuration, "vm", "fast")
+				slow := m.observed(controller.MetricHandlerDuration, "vm", "slow")
+				assert.Len(t, fast, n/2+1)
+				assert.Len(t, slow, n/2)
+				for _, v := range fast {
+					assert.InDelta(t, 1e-6, v, 1e-12, "a fast run in the fast series")
+				}
+				for _, v := range slow {
+					assert.InDelta(t, 3e-6, v, 1e-12, "a slow run in the slow series")
+				}
+				assert.Equal(t, n/2+1, m.via["vm/fast"], "through the fast state's observer")
+				assert.Equal(t, n/2, m.via["vm/slow"], "through the slow state's observer")
+				assert.Len(t, m.observed(controller.MetricQueueDuration, "vm"), n, "one queue duration per run")
+				assert.Equal(t, n, m.value(controller.MetricReconciles, "vm", "success"))
+				assert.Positive(t, m.Value(controller.MetricLastSuccess.Name, "vm"))
+				assert.Equal(t, 0, m.value(controller.MetricQueueDepth, "vm"))
+
+				require.NoError(t, stop())
+				assert.Len(t, m.observed(controller.MetricHandlerDuration, "vm", "fast"), n/2+1, "nothing more when Run returns")
+				assert.Equal(t, n, m.value(controller.MetricReconciles, "vm", "success"))
+			})
+		})
+	}
+}

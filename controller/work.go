@@ -131,19 +131,19 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 			c.logStore(ctx, obj, err)
 			return stepStore, 0, err
 		case how == settledAgain:
-			c.reconciled(true, end)
+			c.reconciled(ctx, true, end)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil, slog.String("next", string(res.Next)))
 			return stepAgain, 0, nil
 		case how == settledGone:
-			c.reconciled(true, end)
+			c.reconciled(ctx, true, end)
 			c.logRun(ctx, slog.LevelInfo, obj, res.Verdict.String(), nil)
 			return stepGone, 0, nil
 		case how == settledLimited:
-			c.reconciled(true, end)
+			c.reconciled(ctx, true, end)
 			c.logRun(ctx, slog.LevelDebug, obj, "limited", nil, slog.String("next", string(res.Next)))
 			return stepLimited, d, nil
 		default:
-			c.reconciled(true, end)
+			c.reconciled(ctx, true, end)
 			c.logRun(ctx, slog.LevelDebug, obj, res.Verdict.String(), nil)
 			return stepLater, d, nil
 		}
@@ -152,7 +152,7 @@ func (c *Controller) step(ctx context.Context, e *ctrlEntry, obj *Object, token 
 		// Stopping, or the lease was lost: not the handler's failure.
 		return stepStore, 0, context.Cause(ctx)
 	}
-	c.reconciled(false, end)
+	c.reconciled(ctx, false, end)
 	failed, err := c.failed(ctx, e, obj, herr, token)
 	if err != nil {
 		c.logStore(ctx, obj, err)
@@ -181,7 +181,9 @@ type ctrlStats struct {
 	adds  atomic.Int64 // queue adds not yet published
 	_     [48]byte     // the workers' figures below on a cache line of their own
 
-	// Written by the workers, once or twice per handler run.
+	// Written by a replica's handler runs, once or twice each, and by
+	// the workers of a controller on its own when they hand their
+	// counts over (see workerObs).
 	success, error atomic.Int64 // handler runs, by result, since the start
 	lastSuccess    atomic.Int64 // the monotonic reading of a recent success, plus one; 0: none yet
 	_              [40]byte
@@ -194,9 +196,15 @@ type ctrlStats struct {
 }
 
 // reconciled counts a handler run whose verdict was stored (ok) or that
-// failed, ended at end (the monotonic clock's reading).
-func (c *Controller) reconciled(ok bool, end time.Duration) {
+// failed, ended at end (the monotonic clock's reading): with its worker
+// (see workerObs) for a worker of a controller on its own, which ctx
+// carries, else in the controller's counts at once.
+func (c *Controller) reconciled(ctx context.Context, ok bool, end time.Duration) {
 	if !c.timed {
+		return
+	}
+	if w, _ := ctx.Value(workerSlotKey{}).(*workerSlot); w != nil {
+		w.obs.ran(c, ok, end)
 		return
 	}
 	var n int64
@@ -216,8 +224,8 @@ func (c *Controller) reconciled(ok bool, end time.Duration) {
 // publish hands the counts gathered since the last call to Metrics:
 // MetricReconciles and MetricLastSuccess, and for Run's own queue
 // MetricQueueDepth and MetricQueueAdds (a replica sets those where it
-// claims). A worker calls it every publishEvery runs and when the queue
-// is empty, and Run once more when it returns (final), so a scrape sees
+// claims). A worker calls it every publishEvery runs and before it waits
+// for the queue, and Run once more when it returns (final), so a scrape sees
 // figures at most publishEvery runs old, and exact ones whenever the
 // controller is idle. Unless final, it gives way to a worker already
 // publishing.
@@ -438,7 +446,7 @@ func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (_ Resu
 		}
 		defer hr.leave()
 		if !hr.due.IsZero() {
-			c.observeQueued(c.now().Sub(hr.due))
+			c.observeQueued(nil, c.now().Sub(hr.due))
 			hr.due = time.Time{}
 		}
 	}
@@ -497,9 +505,12 @@ func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (_ Resu
 	if c.timed && started != nil {
 		started.Store(int64(start) + 1)
 	}
+	if c.timed && w != nil {
+		w.obs.starting(c, start)
+	}
 	if w != nil && w.queued {
 		if ready, ok := e.qi.ReadyAt(); ok {
-			c.observeQueued(start - c.queueClock - ready)
+			c.observeQueued(w, start-c.queueClock-ready)
 		}
 	}
 	res, err := c.handle(ctx, *obj)
@@ -511,7 +522,10 @@ func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (_ Resu
 	}
 	if c.timed {
 		end := c.mono()
-		c.handlerObserver(obj.State)((end - start).Seconds())
+		if w != nil {
+			w.end = end + 1
+		}
+		c.observeHandler(w, obj.State, end-start)
 		return res, end, err
 	}
 	return res, 0, err

@@ -349,6 +349,30 @@ func (q *Queue[E]) FinishGet(it *Item[E], forget bool, d time.Duration) (*Item[E
 	return q.getLocked()
 }
 
+// FinishTryGet is FinishGet that does not wait: when no key is ready (or
+// the queue is shut down) it finishes it and returns false, so that the
+// caller can do what it must before it waits in GetItem. A positive now
+// is a reading of the queue's clock (Clock) the caller took since it
+// finished handling it: d counts from it, and the queue reads no clock of
+// its own.
+func (q *Queue[E]) FinishTryGet(it *Item[E], forget bool, d, now time.Duration) (*Item[E], bool) {
+	var at int64
+	switch {
+	case d <= 0:
+	case now > 0:
+		at = int64(now + d)
+	default:
+		at = q.due(d)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.finishLocked(it, forget, d, at)
+	if q.readyLen() == 0 || q.shutdown {
+		return nil, false
+	}
+	return q.getLocked()
+}
+
 // due returns the clock value d from now, for a positive d.
 func (q *Queue[E]) due(d time.Duration) int64 {
 	if d > 0 {

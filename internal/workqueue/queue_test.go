@@ -324,3 +324,40 @@ func TestQueueDelayedKeysComeOutByDueTime(t *testing.T) {
 		assert.Equal(t, 0, q.Delayed())
 	})
 }
+
+func TestQueueFinishTryGetNeverWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := workqueue.New[struct{}](converge.Backoff{}, nil)
+		defer q.ShutDown()
+		q.Add("a")
+		q.Add("b")
+		a, ok := q.GetItem()
+		require.True(t, ok)
+		b, ok := q.FinishTryGet(a, true, time.Minute, 0)
+		require.True(t, ok, "b was ready")
+		assert.Equal(t, "b", b.Key)
+		start := time.Now()
+		at, ok := q.Pending("a")
+		require.True(t, ok)
+		assert.Equal(t, start.Add(time.Minute), at, "d counts from the queue's own reading")
+
+		// Nothing ready: b is finished, with its delay counted from the
+		// caller's reading, and nothing is handed out.
+		time.Sleep(time.Second)
+		got, ok := q.FinishTryGet(b, true, time.Minute, q.Clock()-500*time.Millisecond)
+		assert.False(t, ok)
+		assert.Nil(t, got)
+		at, ok = q.Pending("b")
+		require.True(t, ok)
+		assert.Equal(t, start.Add(time.Second+time.Minute-500*time.Millisecond), at, "d counts from the caller's reading")
+		assert.Equal(t, 0, q.Len())
+
+		a, ok = q.GetItem() // waits for a's minute
+		require.True(t, ok)
+		assert.Equal(t, "a", a.Key)
+		q.ShutDown()
+		got, ok = q.FinishTryGet(a, true, 0, 0)
+		assert.False(t, ok, "shut down")
+		assert.Nil(t, got)
+	})
+}
