@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -139,4 +140,58 @@ converge_controller_state_exited_total{controller="host",state="new"} 3
 	assert.NotContains(t, got, "converge_controller_reconciles_total,controller=host,result=error")
 	assert.InDelta(t, float64(time.Now().Unix()), got["converge_controller_last_success_timestamp_seconds,controller=host"], 60,
 		"the last success is a Unix time in seconds")
+}
+
+// TestControllerDurationsAreAllScrapedWhileItIdles runs a controller on
+// its own, whose workers hold their runs' figures and hand them over in
+// batches, through hundreds of runs in two states: once it idles, before
+// Run returns, a scrape counts every run in its state's handler
+// durations, in the queue durations and in the reconciles.
+func TestControllerDurationsAreAllScrapedWhileItIdles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := prometheus.New(prometheus.Options{})
+		require.NoError(t, err)
+		reg := prom.NewPedanticRegistry()
+		require.NoError(t, reg.Register(m))
+		c, err := controller.New(controller.Config{
+			Kind: "host", Workers: 3, Metrics: m, Resync: time.Hour,
+			Handler: controller.HandlerFunc(func(_ context.Context, obj controller.Object) (controller.Result, error) {
+				time.Sleep(time.Microsecond)
+				if obj.State == "new" {
+					return controller.Transition("ready"), nil
+				}
+				return controller.NoChange(), nil
+			}),
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		const n = 201
+		for i := range n {
+			require.NoError(t, c.Add(ctx, fmt.Sprintf("h%03d", i), "new", nil))
+		}
+		stopped := make(chan error, 1)
+		go func() { stopped <- c.Run(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		counts := map[string]uint64{}
+		for _, f := range fams {
+			for _, s := range f.GetMetric() {
+				key := f.GetName()
+				for _, l := range s.GetLabel() {
+					key += "," + l.GetValue()
+				}
+				counts[key] = s.GetHistogram().GetSampleCount() + uint64(s.GetCounter().GetValue())
+			}
+		}
+		assert.Equal(t, uint64(n), counts["converge_controller_handler_duration_seconds,host,new"])
+		assert.Equal(t, uint64(n), counts["converge_controller_handler_duration_seconds,host,ready"])
+		assert.Equal(t, uint64(2*n), counts["converge_controller_queue_duration_seconds,host"])
+		assert.Equal(t, uint64(2*n), counts["converge_controller_reconciles_total,host,success"])
+		cancel()
+		require.NoError(t, <-stopped)
+	})
 }
