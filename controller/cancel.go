@@ -143,8 +143,11 @@ type workerSlot struct {
 	cancelled atomic.Bool
 	// entry is the entry of the object whose handler runs, nil between
 	// runs.
-	entry   atomic.Pointer[ctrlEntry]
-	started atomic.Int64 // as handlerCancel.started
+	entry atomic.Pointer[ctrlEntry]
+	// started is the monotonic reading when the worker's handler
+	// started, plus one, stored before entry and kept after the run: it
+	// tells when the run started only while entry is not nil.
+	started atomic.Int64
 	// queued says the worker's handler runs observe their queue
 	// duration from their start reading (see Controller.run).
 	queued bool
@@ -204,7 +207,9 @@ func (r *handlerRuns) running(now time.Duration) (n int, total, longest time.Dur
 		add(run.started.Load())
 	}
 	for _, w := range r.workers {
-		add(w.started.Load())
+		if w.entry.Load() != nil { // stored after started: see Controller.run
+			add(w.started.Load())
+		}
 	}
 	return n, total, longest
 }

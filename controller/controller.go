@@ -540,17 +540,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		return nil
 	})
 	if c.timed {
-		// One label slice for every call: the queue calls the observer
-		// with its lock held, on every add and every hand-out. Without
-		// metrics there is nothing to observe.
-		// It only notes the figures; the workers publish them (see
-		// publish), outside the queue's lock.
-		q.SetObserver(func(depth int, added bool) {
-			c.stats.depth.Store(int64(depth))
-			if added {
-				c.stats.adds.Add(1)
-			}
-		})
+		// The queue calls the observer with its lock held, on every
+		// add: it only counts it; the workers publish the count (see
+		// publish), outside the queue's lock. Without metrics there is
+		// nothing to observe.
+		q.SetObserver(func(int) { c.stats.adds.Add(1) })
 		c.stats.local = true
 		defer c.publish(true)
 	}

@@ -176,10 +176,9 @@ const publishEvery = 64
 // lock), and handed to Metrics by publish, in one call per metric for
 // many runs.
 type ctrlStats struct {
-	// Written under the queue's lock, on every add and hand-out.
-	depth atomic.Int64 // the queue's depth, as last observed
-	adds  atomic.Int64 // queue adds not yet published
-	_     [48]byte     // the workers' figures below on a cache line of their own
+	// Written under the queue's lock, on every add.
+	adds atomic.Int64 // queue adds not yet published
+	_    [56]byte     // the workers' figures below on a cache line of their own
 
 	// Written by a replica's handler runs, once or twice each, and by
 	// the workers of a controller on its own when they hand their
@@ -237,7 +236,9 @@ func (c *Controller) publish(final bool) {
 	}
 	defer c.stats.published.Unlock()
 	if c.stats.local {
-		c.metrics.Set(MetricQueueDepth, float64(c.stats.depth.Load()), c.kindLabels...)
+		if q := c.q.Load(); q != nil {
+			c.metrics.Set(MetricQueueDepth, float64(q.Len()), c.kindLabels...)
+		}
 		if n := c.stats.adds.Swap(0); n > 0 {
 			c.metrics.Add(MetricQueueAdds, float64(n), c.kindLabels...)
 		}
@@ -491,22 +492,22 @@ func (c *Controller) run(ctx context.Context, e *ctrlEntry, obj *Object) (_ Resu
 		start = c.mono()
 	}
 	// Registered for Cancel and the running handlers' gauges: a
-	// replica's run when it was claimed, a worker's here.
+	// replica's run when it was claimed, a worker's here. A worker's
+	// start is stored before its entry, which says whether it runs (see
+	// handlerRuns.running), so one store ends its run.
 	var started *atomic.Int64
 	if w != nil {
+		if c.timed {
+			w.started.Store(int64(start) + 1)
+			w.obs.starting(c, start)
+		}
 		w.entry.Store(e) // the entry, not obj, which would escape to the heap
 		defer w.entry.Store(nil)
-		started = &w.started
 	} else if c.timed {
 		if run, ok := ctx.Value(runEntryKey{}).(*handlerCancel); ok {
 			started = &run.started
+			started.Store(int64(start) + 1)
 		}
-	}
-	if c.timed && started != nil {
-		started.Store(int64(start) + 1)
-	}
-	if c.timed && w != nil {
-		w.obs.starting(c, start)
 	}
 	if w != nil && w.queued {
 		if ready, ok := e.qi.ReadyAt(); ok {

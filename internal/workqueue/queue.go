@@ -46,17 +46,17 @@ type Queue[E any] struct {
 	// caller can keep it in the same allocation as its own entry. It is
 	// called with mu held and returns nil for keys it does not know.
 	newItem func(key string) *Item[E]
-	// observe, when set, hears of every change of len(ready); see
+	// observe, when set, hears of every key that becomes ready; see
 	// SetObserver.
-	observe func(depth int, added bool)
+	observe func(depth int)
 }
 
-// SetObserver makes the queue call fn, with its lock held, whenever the
-// number of keys ready to be handed out changes: with added true when a
-// key became ready (an add that merged with a waiting key does not call
-// it), false when one was handed out. fn must be quick and must not call
+// SetObserver makes the queue call fn, with its lock held, whenever a
+// key becomes ready, with the number of keys ready then (an add that
+// merged with a waiting key does not call it). A hand-out does not call
+// it: Len tells how many keys wait. fn must be quick and must not call
 // the queue. Call SetObserver before the queue is used.
-func (q *Queue[E]) SetObserver(fn func(depth int, added bool)) {
+func (q *Queue[E]) SetObserver(fn func(depth int)) {
 	q.mu.Lock()
 	q.observe = fn
 	q.mu.Unlock()
@@ -183,7 +183,7 @@ func (q *Queue[E]) addLocked(it *Item[E]) {
 		q.ready = append(q.ready, it)
 		if q.observe != nil {
 			it.ready = q.clock() + 1
-			q.observe(q.readyLen(), true)
+			q.observe(q.readyLen())
 		}
 		if q.waiting > 0 {
 			q.cond.Signal()
@@ -323,9 +323,6 @@ func (q *Queue[E]) getLocked() (*Item[E], bool) {
 		return nil, false
 	}
 	it := q.pop()
-	if q.observe != nil {
-		q.observe(q.readyLen(), false)
-	}
 	it.state = it.state&^qQueued | qProcessing
 	q.active++
 	return it, true
