@@ -40,10 +40,13 @@ type group struct {
 
 // call is one write waiting in a group.
 type call struct {
-	ctx  context.Context
-	key  string
-	sql  string
-	args []any
+	ctx context.Context
+	key string
+	sql string
+	// args makes the arguments of sql, when the call is sent as its own
+	// statement: most are carried by a FinishMany or a WriteMany, which
+	// need none of them.
+	args func() []any
 	// scan reads the statement's row; it runs again when the batch is
 	// run again one write at a time.
 	scan func(pgx.Row) error
@@ -218,7 +221,7 @@ func (g *group) run(ctx context.Context, taken []*call) {
 	}
 	if len(taken) == 1 {
 		c := taken[0]
-		c.err = c.scan(g.pool.QueryRow(ctx, c.sql, c.args...))
+		c.err = c.scan(g.pool.QueryRow(ctx, c.sql, c.args()...))
 		return
 	}
 	// One order of keys for every batch (stable: writes of one key stay
@@ -226,7 +229,7 @@ func (g *group) run(ctx context.Context, taken []*call) {
 	slices.SortStableFunc(taken, func(a, b *call) int { return cmp.Compare(a.key, b.key) })
 	b := &pgx.Batch{}
 	for _, c := range taken {
-		b.Queue(c.sql, c.args...)
+		b.Queue(c.sql, c.args()...)
 	}
 	res := g.pool.SendBatch(ctx, b)
 	var failed error
@@ -387,7 +390,7 @@ func (g *group) settle(calls []*call, failed error) {
 		return
 	}
 	for _, c := range calls {
-		c.err = c.scan(g.pool.QueryRow(c.ctx, c.sql, c.args...))
+		c.err = c.scan(g.pool.QueryRow(c.ctx, c.sql, c.args()...))
 	}
 }
 

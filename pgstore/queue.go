@@ -144,7 +144,7 @@ func (s *Store) Finish(ctx context.Context, lease converge.Lease, next time.Time
 	c := &call{
 		ctx: ctx, key: lease.Key,
 		sql:  s.sql.finish,
-		args: []any{lease.Key, lease.Owner, token, at, s.channel, payload(lease.Key)},
+		args: func() []any { return []any{lease.Key, lease.Owner, token, at, s.channel, payload(lease.Key)} },
 		scan: func(r pgx.Row) error {
 			var ignored string
 			return r.Scan(&ignored)

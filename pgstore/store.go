@@ -537,17 +537,20 @@ func (s *Store) write(ctx context.Context, rec converge.StoreRecord, also func(p
 		return 0, err
 	}
 	sql := s.sql.put[putVariant(rec.Version == 0, rec.Token != 0)]
-	args := make([]any, 3, 12) // the most arguments a put has
-	args[0], args[1], args[2] = rec.Key, int64(rec.Version), stored
-	if rec.Token != 0 {
-		args = append(args, int64(rec.Token))
-	}
-	args = h.appendTo(args)
-	if rec.Version == 0 {
-		args = append(args, s.channel, payload(rec.Key)) // a new record is announced
+	args := func() []any {
+		args := make([]any, 3, 12) // the most arguments a put has
+		args[0], args[1], args[2] = rec.Key, int64(rec.Version), stored
+		if rec.Token != 0 {
+			args = append(args, int64(rec.Token))
+		}
+		args = h.appendTo(args)
+		if rec.Version == 0 {
+			args = append(args, s.channel, payload(rec.Key)) // a new record is announced
+		}
+		return args
 	}
 	if also != nil {
-		return s.writeAlso(ctx, rec, also, sql, args)
+		return s.writeAlso(ctx, rec, also, sql, args())
 	}
 	c := &call{ctx: ctx, key: rec.Key, sql: sql, args: args}
 	c.scan = func(r pgx.Row) error {
