@@ -99,7 +99,10 @@
 // controller_runtime_reconcile_total has it. The queue figures, the
 // reconcile counts and the last success are gathered on the hot path and
 // handed to Metrics in batches (every 64 successes or failures, and whenever the queue runs
-// empty). AllMetrics lists them for an adapter to register. Config.Logger (a
+// empty); in a controller on its own, each worker hands its runs' handler
+// and queue durations over with its counts (every 64 of its runs, before
+// it waits for the queue, and once it has held them a millisecond), each
+// value as measured. AllMetrics lists them for an adapter to register. Config.Logger (a
 // *slog.Logger) receives a record of every handler run with the
 // attributes controller, key, state, outcome and error.
 //
