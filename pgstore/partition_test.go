@@ -24,8 +24,9 @@ import (
 // checks that no object is ever handled by two replicas at once, and
 // that no more handlers than the limit run at once in the limited state
 // (the limit checker), and no more objects enter it in any span of
-// Burst×Every than its Burst (the rate checker), both of which they reach. The schedules run in real time,
-// several at once, each on a controller kind of its own.
+// Burst×Every than its Burst (the rate checker), both of which they
+// reach. The schedules run in real time, several at once, each on a
+// controller kind of its own.
 func TestPartitionSchedulesNeverOverlapOnPostgres(t *testing.T) {
 	const (
 		schedules = 100
