@@ -32,7 +32,11 @@ type Limit struct {
 	// failed. The slot is given back when the handler returns. An object that finds every slot held is not run:
 	// it is due again after Config.Poll (plus up to half of it at
 	// random; for a controller on its own, at once when one of its slots
-	// frees), counted in MetricLimited, and not as a failure.
+	// frees), counted in MetricLimited, and not as a failure. A replica
+	// that found every slot held puts the state's objects off without
+	// asking the store for a Poll after that, unless it frees a slot
+	// itself meanwhile: a pass over many due objects of the state asks
+	// the store once, not once per object and slot.
 	// A controller on its own (no Owner) keeps its slots in memory: the
 	// bound is then its own.
 	Concurrent int
@@ -138,6 +142,11 @@ type limiter struct {
 	// put off longer ago than the limit's staleAfter: it has been looked
 	// at since, here or by another replica, which counts it then.
 	blocked [2]map[string]time.Time
+	// fullAt is when a replica last found every slot held (time.Now),
+	// zero when it has freed one since: for a Poll after it, the objects
+	// of the state are put off without asking the store, so that a pass
+	// over many due objects asks once, not once per object and slot.
+	fullAt time.Time
 }
 
 // The indexes of limiter.blocked.
@@ -183,6 +192,17 @@ type slot struct {
 // renews it (see keep) under ctx, the handler's context; the returned
 // slot's ctx is what the handler runs with then.
 func (l *limiter) acquire(ctx context.Context, sq converge.Queue, key string, hr *handlerRun) *slot {
+	if sq != nil {
+		l.mu.Lock()
+		full := !l.fullAt.IsZero() && time.Since(l.fullAt) < l.c.cfg.Poll
+		if full {
+			l.putOff(key)
+			l.mu.Unlock()
+			l.c.metrics.Add(MetricLimited, 1, l.c.cfg.Kind, string(l.state), LimitConcurrent)
+			return nil
+		}
+		l.mu.Unlock()
+	}
 	n := len(l.slots)
 	from := rand.IntN(n)
 	for k := range n {
@@ -217,14 +237,22 @@ func (l *limiter) acquire(ctx context.Context, sq converge.Queue, key string, hr
 		// Held by another replica, or the store failed: try the next.
 	}
 	l.mu.Lock()
+	if sq != nil && ctx.Err() == nil {
+		l.fullAt = time.Now()
+	}
+	l.putOff(key)
+	l.mu.Unlock()
+	l.c.metrics.Add(MetricLimited, 1, l.c.cfg.Kind, string(l.state), LimitConcurrent)
+	return nil
+}
+
+// putOff notes that key was put off for want of a slot. l.mu is held.
+func (l *limiter) putOff(key string) {
 	if _, ok := l.waits[key]; !ok {
 		l.waiting = append(l.waiting, key)
 	}
 	l.waits[key] = time.Now()
 	l.blocked[limitSlot][key] = l.waits[key]
-	l.mu.Unlock()
-	l.c.metrics.Add(MetricLimited, 1, l.c.cfg.Kind, string(l.state), LimitConcurrent)
-	return nil
 }
 
 // gotSlot notes that key runs: it waits no more. l.mu is held.
@@ -257,6 +285,7 @@ func (l *limiter) release(sq converge.Queue, s *slot) {
 func (l *limiter) free(sq converge.Queue, s *slot) {
 	l.mu.Lock()
 	l.held[s.i] = false
+	l.fullAt = time.Time{} // a slot is free: the next object asks the store
 	var wake string
 	stale := 2 * l.c.cfg.Poll
 	for len(l.waiting) > 0 && wake == "" {
